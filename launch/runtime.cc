@@ -1,0 +1,99 @@
+#include "launch/runtime.h"
+
+#include <dlfcn.h>
+#include <malloc.h>
+#include <mpi.h>
+#include <sched.h>
+
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+
+#include <torch/torch.h>
+
+namespace joule::launch {
+
+BlasInfo detect_blas() {
+  BlasInfo info;
+  info.library = "unknown";
+  if (void* sgemm = dlsym(RTLD_DEFAULT, "sgemm_")) {
+    Dl_info dl{};
+    if (dladdr(sgemm, &dl) && dl.dli_fname) {
+      // libblas.so.3 is usually an update-alternatives link: name what it points to.
+      char resolved[PATH_MAX];
+      info.library = realpath(dl.dli_fname, resolved) ? resolved : dl.dli_fname;
+    }
+  }
+  using GetConfig = char* (*)();
+  using GetThreads = int (*)();
+  auto get_config = reinterpret_cast<GetConfig>(dlsym(RTLD_DEFAULT, "openblas_get_config"));
+  auto get_threads = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  const bool sgemm_from_openblas = info.library.find("openblas") != std::string::npos;
+  if (get_config && sgemm_from_openblas) {
+    info.description = get_config();
+    if (get_threads) info.threads = get_threads();
+  } else if (info.library.find("/blas/") != std::string::npos || info.library.find("libblas.so") != std::string::npos) {
+    info.description = "reference BLAS (netlib)";
+    info.is_reference = true;
+  } else {
+    info.description = "unrecognized BLAS";
+  }
+  return info;
+}
+
+void set_threads(int threads) {
+  if (threads < 1) threads = 1;
+  torch::set_num_threads(threads);
+  using SetThreads = void (*)(int);
+  if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) set(threads);
+}
+
+void tune_allocator() {
+  const char* env = std::getenv("JOULE_MALLOC_TUNING");
+  if (env && std::strcmp(env, "0") == 0) return;
+  // Serve large blocks from the heap and keep freed memory: a step reallocates the same sizes.
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  mallopt(M_TOP_PAD, 64 << 20);
+}
+
+bool set_runtime_environment() {
+  bool changed = false;
+  auto set_default = [&](const char* name, const char* value) {
+    if (!std::getenv(name)) {
+      setenv(name, value, 0);
+      changed = true;
+    }
+  };
+  set_default("OMP_WAIT_POLICY", "PASSIVE");
+  set_default("OPENBLAS_THREAD_TIMEOUT", "4");
+  return changed;
+}
+
+std::string torch_version() {
+#ifdef TORCH_VERSION
+  return TORCH_VERSION;
+#else
+  return std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
+         std::to_string(TORCH_VERSION_PATCH);
+#endif
+}
+
+std::string mpi_library_version() {
+  char buf[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  MPI_Get_library_version(buf, &len);
+  std::string s(buf, static_cast<size_t>(len));
+  if (auto nl = s.find_first_of("\r\n,"); nl != std::string::npos) s.resize(nl);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\0')) s.pop_back();
+  return s;
+}
+
+int physical_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+  return 1;
+}
+
+}  // namespace joule::launch

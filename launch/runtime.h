@@ -1,0 +1,33 @@
+// How this process runs: intra-op threads for LibTorch and OpenBLAS, the BLAS actually in use,
+// allocator tuning, and the versions of the libraries joule is linked against. No LibTorch here.
+#pragma once
+
+#include <string>
+
+namespace joule::launch {
+
+struct BlasInfo {
+  std::string library;      // the shared object that provides sgemm_ (dladdr), or "unknown"
+  std::string description;  // e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64"
+  bool is_reference = false;  // netlib reference BLAS: matmuls ~20x slower than OpenBLAS
+  int threads = 0;          // OpenBLAS's thread count, 0 when not OpenBLAS
+};
+BlasInfo detect_blas();
+
+// Sets LibTorch's intra-op threads and OpenBLAS's threads (which torch::set_num_threads does not set).
+void set_threads(int threads);
+
+// Tunes glibc malloc so the large, repeated activation buffers of a training step are reused instead
+// of being mmapped and page-faulted anew every step. Off when JOULE_MALLOC_TUNING=0.
+void tune_allocator();
+
+// Environment that OpenMP and OpenBLAS read only when they load (so it must be in place before the
+// process starts): idle threads sleep instead of spinning on the cores the other ranks use. Returns
+// true when a variable was missing and has been set; main() then re-executes itself once.
+bool set_runtime_environment();
+
+std::string torch_version();
+std::string mpi_library_version();  // MPI_Get_library_version: callable before MPI_Init
+int physical_cores();               // online CPUs this process may run on (sched_getaffinity)
+
+}  // namespace joule::launch

@@ -1,0 +1,93 @@
+// BertForPreTraining in LibTorch, with parameter names and shapes exactly those of HuggingFace's
+// BertForPreTraining state dict, so weights move between joule and HuggingFace unchanged.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "models/bert_config.h"
+
+namespace joule::models {
+
+// One pretraining batch in NVIDIA DeepLearningExamples' layout, int64 tensors on the model's device.
+struct PretrainingBatch {
+  torch::Tensor input_ids;             // [B, L]
+  torch::Tensor token_type_ids;        // [B, L]
+  torch::Tensor attention_mask;        // [B, L], 1 for real tokens, 0 for padding
+  torch::Tensor masked_positions;      // [B, P]; the first 0 ends a row's predictions (position 0 is [CLS])
+  torch::Tensor masked_ids;            // [B, P], the original token at each masked position
+  torch::Tensor next_sentence_labels;  // [B], 0 = is next, 1 = random
+};
+
+struct PretrainingOutput {
+  torch::Tensor loss;      // mlm_loss + nsp_loss
+  torch::Tensor mlm_loss;  // mean cross-entropy over the batch's masked predictions
+  torch::Tensor nsp_loss;  // mean cross-entropy over the batch's sequences
+  int64_t mlm_predictions = 0;  // number of masked predictions the MLM loss averaged over
+  int64_t mlm_correct = 0;
+  int64_t nsp_correct = 0;
+};
+
+enum class MlmHeadMode {
+  kMaskedOnly,    // gather the masked positions, then transform + project to the vocabulary (default)
+  kFullSequence,  // transform + project every position, then pick the masked ones (reference path)
+};
+
+struct ForwardOptions {
+  MlmHeadMode mlm_head = MlmHeadMode::kMaskedOnly;
+  bool compute_accuracy = true;  // argmax counts; costs one pass over the logits
+};
+
+class BertForPreTrainingImpl : public torch::nn::Module {
+ public:
+  // Builds the modules and initializes them as HuggingFace does (normal(0, initializer_range) for
+  // weights and embeddings, zero biases, LayerNorm 1/0, the [PAD] embedding row zero), from `seed`.
+  explicit BertForPreTrainingImpl(const BertConfig& config, uint64_t seed = 0);
+
+  PretrainingOutput forward(const PretrainingBatch& batch, const ForwardOptions& options = {});
+
+  const BertConfig& config() const { return config_; }
+
+  // Re-initializes every parameter from `seed` (deterministic, independent of torch's global RNG).
+  void init_weights(uint64_t seed);
+
+  // HuggingFace state-dict names and tensors, each stored tensor once: the MLM decoder weight is the
+  // word-embedding matrix and is not listed again (as HuggingFace's safetensors files do).
+  std::vector<std::pair<std::string, torch::Tensor>> hf_named_parameters() const;
+
+ private:
+  struct Layer {
+    torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr}, attention_output{nullptr};
+    torch::nn::LayerNorm attention_norm{nullptr};
+    torch::nn::Linear intermediate{nullptr}, output{nullptr};
+    torch::nn::LayerNorm output_norm{nullptr};
+  };
+
+  torch::Tensor encode(const PretrainingBatch& batch);  // [B, L, H] final hidden states
+  torch::Tensor mlm_logits(const torch::Tensor& hidden);  // transform + tied decoder + bias
+
+  BertConfig config_;
+  torch::nn::Embedding word_embeddings_{nullptr}, position_embeddings_{nullptr}, token_type_embeddings_{nullptr};
+  torch::nn::LayerNorm embedding_norm_{nullptr};
+  std::vector<Layer> layers_;
+  torch::nn::Linear pooler_{nullptr};
+  torch::nn::Linear mlm_transform_{nullptr};
+  torch::nn::LayerNorm mlm_norm_{nullptr};
+  torch::Tensor mlm_bias_;
+  torch::nn::Linear nsp_{nullptr};
+};
+TORCH_MODULE(BertForPreTraining);
+
+// True when `name` (a HuggingFace parameter name) is exempt from weight decay in the BERT recipe:
+// biases and LayerNorm parameters.
+bool is_no_decay_parameter(const std::string& name);
+
+// A batch of random tokens with the given shape, for tests and benchmarks (deterministic in seed).
+PretrainingBatch synthetic_batch(const BertConfig& config, int64_t batch, int64_t seq_len, int64_t max_predictions,
+                                 uint64_t seed);
+
+}  // namespace joule::models

@@ -1,0 +1,182 @@
+#include "models/bert_config.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace joule::models {
+namespace {
+
+using nlohmann::json;
+
+// Keys HuggingFace's BertConfig writes that carry no architectural meaning for joule, with the
+// values joule accepts where the value would matter.
+const std::set<std::string> kIgnoredKeys = {
+    "architectures", "transformers_version", "pad_token_id", "bos_token_id", "eos_token_id",
+    "gradient_checkpointing", "use_cache", "classifier_dropout", "torch_dtype", "dtype",
+    "_name_or_path", "output_past", "directionality", "pooler_fc_size", "pooler_num_attention_heads",
+    "pooler_num_fc_layers", "pooler_size_per_head", "pooler_type", "is_decoder", "add_cross_attention",
+    "tie_word_embeddings", "chunk_size_feed_forward", "id2label", "label2id", "problem_type"};
+
+const char* kRequiredKeys[] = {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                               "intermediate_size", "max_position_embeddings", "type_vocab_size",
+                               "hidden_dropout_prob", "attention_probs_dropout_prob", "layer_norm_eps",
+                               "initializer_range", "hidden_act"};
+
+std::string list_keys() {
+  std::string s;
+  for (const char* k : kRequiredKeys) s += std::string(s.empty() ? "" : ", ") + k;
+  return s;
+}
+
+[[noreturn]] void fail(const std::string& where, const std::string& what) {
+  throw ConfigError(where + ": " + what);
+}
+
+int64_t get_int(const json& j, const char* key, const std::string& where) {
+  const json& v = j.at(key);
+  if (!v.is_number_integer()) fail(where, std::string("key '") + key + "' must be an integer, found " + v.dump());
+  return v.get<int64_t>();
+}
+
+double get_double(const json& j, const char* key, const std::string& where) {
+  const json& v = j.at(key);
+  if (!v.is_number()) fail(where, std::string("key '") + key + "' must be a number, found " + v.dump());
+  return v.get<double>();
+}
+
+}  // namespace
+
+void BertConfig::validate(const std::string& where) const {
+  auto positive = [&](int64_t v, const char* key) {
+    if (v <= 0) fail(where, std::string("'") + key + "' must be positive, found " + std::to_string(v));
+  };
+  positive(vocab_size, "vocab_size");
+  positive(hidden_size, "hidden_size");
+  positive(num_hidden_layers, "num_hidden_layers");
+  positive(num_attention_heads, "num_attention_heads");
+  positive(intermediate_size, "intermediate_size");
+  positive(max_position_embeddings, "max_position_embeddings");
+  positive(type_vocab_size, "type_vocab_size");
+  if (hidden_size % num_attention_heads != 0)
+    fail(where, "hidden_size " + std::to_string(hidden_size) + " is not divisible by num_attention_heads " +
+                    std::to_string(num_attention_heads));
+  auto probability = [&](double p, const char* key) {
+    if (!(p >= 0.0 && p < 1.0)) fail(where, std::string("'") + key + "' must be in [0, 1), found " + std::to_string(p));
+  };
+  probability(hidden_dropout_prob, "hidden_dropout_prob");
+  probability(attention_probs_dropout_prob, "attention_probs_dropout_prob");
+  if (!(layer_norm_eps > 0.0)) fail(where, "'layer_norm_eps' must be positive, found " + std::to_string(layer_norm_eps));
+  if (!(initializer_range > 0.0))
+    fail(where, "'initializer_range' must be positive, found " + std::to_string(initializer_range));
+  if (hidden_act != "gelu")
+    fail(where, "'hidden_act' is \"" + hidden_act + "\"; joule implements only \"gelu\" (exact erf GELU)");
+}
+
+BertConfig BertConfig::from_json_text(const std::string& text, const std::string& where) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    fail(where, std::string("not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) fail(where, "expected a JSON object at the top level");
+
+  std::set<std::string> known(std::begin(kRequiredKeys), std::end(kRequiredKeys));
+  for (const auto& [key, value] : j.items()) {
+    if (known.count(key) || kIgnoredKeys.count(key)) continue;
+    if (key == "model_type") {
+      if (value != "bert") fail(where, "'model_type' is " + value.dump() + "; joule trains \"bert\" models");
+      continue;
+    }
+    if (key == "position_embedding_type") {
+      if (value != "absolute") fail(where, "'position_embedding_type' is " + value.dump() + "; only \"absolute\" is supported");
+      continue;
+    }
+    fail(where, "unknown key '" + key + "'; a BERT config has: " + list_keys());
+  }
+  for (const char* key : kRequiredKeys)
+    if (!j.contains(key)) fail(where, std::string("missing key '") + key + "'; a BERT config has: " + list_keys());
+
+  BertConfig c;
+  c.vocab_size = get_int(j, "vocab_size", where);
+  c.hidden_size = get_int(j, "hidden_size", where);
+  c.num_hidden_layers = get_int(j, "num_hidden_layers", where);
+  c.num_attention_heads = get_int(j, "num_attention_heads", where);
+  c.intermediate_size = get_int(j, "intermediate_size", where);
+  c.max_position_embeddings = get_int(j, "max_position_embeddings", where);
+  c.type_vocab_size = get_int(j, "type_vocab_size", where);
+  c.hidden_dropout_prob = get_double(j, "hidden_dropout_prob", where);
+  c.attention_probs_dropout_prob = get_double(j, "attention_probs_dropout_prob", where);
+  c.layer_norm_eps = get_double(j, "layer_norm_eps", where);
+  c.initializer_range = get_double(j, "initializer_range", where);
+  if (!j.at("hidden_act").is_string()) fail(where, "key 'hidden_act' must be a string, found " + j.at("hidden_act").dump());
+  c.hidden_act = j.at("hidden_act").get<std::string>();
+  c.validate(where);
+  return c;
+}
+
+BertConfig BertConfig::from_json_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(path + ": cannot open model config");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return from_json_text(ss.str(), path);
+}
+
+std::string BertConfig::to_json_text() const {
+  json j = {{"architectures", {"BertForPreTraining"}},
+            {"model_type", "bert"},
+            {"vocab_size", vocab_size},
+            {"hidden_size", hidden_size},
+            {"num_hidden_layers", num_hidden_layers},
+            {"num_attention_heads", num_attention_heads},
+            {"intermediate_size", intermediate_size},
+            {"max_position_embeddings", max_position_embeddings},
+            {"type_vocab_size", type_vocab_size},
+            {"hidden_dropout_prob", hidden_dropout_prob},
+            {"attention_probs_dropout_prob", attention_probs_dropout_prob},
+            {"layer_norm_eps", layer_norm_eps},
+            {"initializer_range", initializer_range},
+            {"hidden_act", hidden_act},
+            {"position_embedding_type", "absolute"},
+            {"pad_token_id", 0},
+            {"torch_dtype", "float32"}};
+  return j.dump(2) + "\n";
+}
+
+ParameterCounts parameter_counts(const BertConfig& c) {
+  const int64_t h = c.hidden_size, i = c.intermediate_size;
+  ParameterCounts p;
+  p.embeddings = (c.vocab_size + c.max_position_embeddings + c.type_vocab_size) * h + 2 * h;
+  p.per_layer = 4 * (h * h + h)      // query, key, value, attention output dense
+                + 2 * h              // attention output LayerNorm
+                + (h * i + i)        // intermediate dense
+                + (i * h + h)        // output dense
+                + 2 * h;             // output LayerNorm
+  p.encoder = c.num_hidden_layers * p.per_layer;
+  p.pooler = h * h + h;
+  p.mlm_head = (h * h + h) + 2 * h + c.vocab_size;  // transform dense, LayerNorm, output bias
+  p.nsp_head = 2 * h + 2;
+  return p;
+}
+
+BertConfig load_config(const std::string& arg, const std::string& presets_dir) {
+  namespace fs = std::filesystem;
+  fs::path p(arg);
+  if (fs::is_directory(p)) return BertConfig::from_json_file((p / "config.json").string());
+  if (fs::exists(p)) return BertConfig::from_json_file(p.string());
+  fs::path preset = fs::path(presets_dir) / (arg + ".json");
+  if (arg.find('/') == std::string::npos && fs::exists(preset)) return BertConfig::from_json_file(preset.string());
+  std::string names;
+  if (fs::is_directory(presets_dir))
+    for (const auto& e : fs::directory_iterator(presets_dir))
+      if (e.path().extension() == ".json") names += (names.empty() ? "" : ", ") + e.path().stem().string();
+  throw ConfigError(arg + ": no such model config file or directory, and not a preset (presets in " + presets_dir +
+                    ": " + (names.empty() ? "none found" : names) + ")");
+}
+
+}  // namespace joule::models

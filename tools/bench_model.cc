@@ -1,0 +1,151 @@
+#include "tools/bench_model.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "launch/runtime.h"
+#include "models/bert.h"
+
+namespace joule::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// A forward GEMM [m x k] . [k x n] and its two backward GEMMs (input and weight gradients).
+void add_trained(std::vector<GemmShape>& out, const std::string& what, int64_t batch, int64_t m, int64_t n,
+                 int64_t k, int64_t count) {
+  out.push_back({what + ".fwd", batch, m, n, k, count});
+  out.push_back({what + ".dgrad", batch, m, k, n, count});
+  out.push_back({what + ".wgrad", batch, n, k, m, count});
+}
+
+}  // namespace
+
+std::vector<GemmShape> training_gemms(const models::BertConfig& c, int64_t sequences, int64_t seq_len,
+                                      int64_t predictions) {
+  const int64_t tokens = sequences * seq_len, h = c.hidden_size, layers = c.num_hidden_layers;
+  const int64_t heads = c.num_attention_heads, dh = c.head_dim();
+  std::vector<GemmShape> g;
+  add_trained(g, "layer.qkv_out", 1, tokens, h, h, 4 * layers);  // query, key, value, attention output
+  add_trained(g, "layer.ffn_up", 1, tokens, c.intermediate_size, h, layers);
+  add_trained(g, "layer.ffn_down", 1, tokens, h, c.intermediate_size, layers);
+  add_trained(g, "attention.scores", sequences * heads, seq_len, seq_len, dh, layers);   // q . k^T
+  add_trained(g, "attention.context", sequences * heads, seq_len, dh, seq_len, layers);  // p . v
+  add_trained(g, "pooler", 1, sequences, h, h, 1);
+  add_trained(g, "mlm.transform", 1, predictions, h, h, 1);
+  add_trained(g, "mlm.decoder", 1, predictions, c.vocab_size, h, 1);
+  add_trained(g, "nsp", 1, sequences, 2, h, 1);
+  return g;
+}
+
+double total_flops(const std::vector<GemmShape>& gemms) {
+  double f = 0;
+  for (const GemmShape& s : gemms) f += s.flops();
+  return f;
+}
+
+double measure_sgemm_gflops(const std::vector<GemmShape>& gemms, double seconds_per_shape) {
+  torch::NoGradGuard no_grad;
+  // Time each distinct shape once, then weight by how many FLOPs the step spends in it.
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, double> seconds_per_call;
+  double total_seconds = 0, flops = 0;
+  for (const GemmShape& s : gemms) {
+    auto key = std::make_tuple(s.batch, s.m, s.n, s.k);
+    auto it = seconds_per_call.find(key);
+    if (it == seconds_per_call.end()) {
+      torch::Tensor a = torch::randn({s.batch, s.m, s.k}), b = torch::randn({s.batch, s.k, s.n});
+      torch::Tensor c = torch::empty({s.batch, s.m, s.n});
+      torch::Tensor a0 = a[0], b0 = b[0], c0 = c[0];
+      auto run = [&] {
+        if (s.batch == 1) torch::mm_out(c0, a0, b0);
+        else torch::bmm_out(c, a, b);
+      };
+      run();  // warm-up
+      int calls = 0;
+      auto t0 = Clock::now();
+      do {
+        run();
+        ++calls;
+      } while (seconds_since(t0) < seconds_per_shape);
+      it = seconds_per_call.emplace(key, seconds_since(t0) / calls).first;
+    }
+    total_seconds += it->second * s.count;
+    flops += s.flops();
+  }
+  return flops / total_seconds / 1e9;
+}
+
+ModelBenchResult bench_model(const ModelBenchOptions& o) {
+  if (o.seq_len > o.config.max_position_embeddings)
+    throw std::invalid_argument("--seq-len " + std::to_string(o.seq_len) + " exceeds the model's max_position_embeddings " +
+                                std::to_string(o.config.max_position_embeddings));
+  if (o.batch < 1 || o.iterations < 1 || o.warmup < 0) throw std::invalid_argument("--batch and --iterations must be >= 1");
+  ModelBenchResult r;
+  r.threads = o.threads > 0 ? o.threads : launch::physical_cores();
+  launch::set_threads(r.threads);
+
+  models::BertForPreTraining model(o.config, o.seed);
+  model->train();
+  models::PretrainingBatch batch = models::synthetic_batch(o.config, o.batch, o.seq_len, o.max_predictions, o.seed);
+  const int64_t predictions = (batch.masked_positions != 0).sum().item<int64_t>();
+  models::ForwardOptions fwd;
+  fwd.compute_accuracy = false;
+
+  std::vector<double> step_seconds;
+  for (int i = 0; i < o.warmup + o.iterations; ++i) {
+    auto t0 = Clock::now();
+    for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
+    models::PretrainingOutput out = model->forward(batch, fwd);
+    out.loss.backward();
+    const double s = seconds_since(t0);
+    r.loss = out.loss.item<double>();
+    if (!std::isfinite(r.loss)) throw std::runtime_error("bench model: the loss is not finite (" + std::to_string(r.loss) + ")");
+    if (i >= o.warmup) step_seconds.push_back(s);
+  }
+  const std::vector<GemmShape> gemms = training_gemms(o.config, o.batch, o.seq_len, predictions);
+  r.step_s_median = median(step_seconds);
+  r.seq_per_s = o.batch / r.step_s_median;
+  r.gflop_per_step = total_flops(gemms) / 1e9;
+  r.gflops = r.gflop_per_step / r.step_s_median;
+  r.sgemm_gflops = measure_sgemm_gflops(gemms);
+  r.sgemm_fraction = r.gflops / r.sgemm_gflops;
+  return r;
+}
+
+std::string ModelBenchResult::to_json() const {
+  nlohmann::json j = {{"threads", threads},         {"step_s", step_s_median},   {"seq_per_s", seq_per_s},
+                      {"gflop_per_step", gflop_per_step}, {"gflops", gflops}, {"sgemm_gflops", sgemm_gflops},
+                      {"sgemm_fraction", sgemm_fraction}, {"loss", loss}};
+  return j.dump();
+}
+
+std::string ModelBenchResult::to_text(const ModelBenchOptions& o) const {
+  char buf[1024];
+  std::snprintf(buf, sizeof buf,
+                "model: %lld layers, hidden %lld, %lld heads, vocab %lld | batch %lld x seq %lld, %d thread(s)\n"
+                "forward+backward step (median of %d): %.3f s  ->  %.2f seq/s\n"
+                "GEMM work per step: %.1f GFLOP  ->  achieved %.1f GFLOP/s\n"
+                "sgemm on the same shapes (this process): %.1f GFLOP/s  ->  fraction of sgemm rate: %.2f\n",
+                static_cast<long long>(o.config.num_hidden_layers), static_cast<long long>(o.config.hidden_size),
+                static_cast<long long>(o.config.num_attention_heads), static_cast<long long>(o.config.vocab_size),
+                static_cast<long long>(o.batch), static_cast<long long>(o.seq_len), threads, o.iterations,
+                step_s_median, seq_per_s, gflop_per_step, gflops, sgemm_gflops, sgemm_fraction);
+  return buf;
+}
+
+}  // namespace joule::tools

@@ -1,0 +1,55 @@
+// `joule bench model`: forward+backward throughput of BertForPreTraining on this machine, and how
+// close it comes to the sgemm rate this same process measures on the model's own GEMM shapes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/bert_config.h"
+
+namespace joule::tools {
+
+struct GemmShape {
+  std::string what;  // "layer.qkv", "attention.scores", ...
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  int64_t count = 1;  // how many times per training step (forward + backward)
+  double flops() const { return 2.0 * batch * m * n * k * count; }
+};
+
+// Every GEMM of one training step (forward, input gradients and weight gradients) for `sequences`
+// sequences of `seq_len` tokens with `predictions` masked positions in total.
+std::vector<GemmShape> training_gemms(const models::BertConfig& config, int64_t sequences, int64_t seq_len,
+                                      int64_t predictions);
+double total_flops(const std::vector<GemmShape>& gemms);
+
+struct ModelBenchOptions {
+  models::BertConfig config;
+  int64_t seq_len = 128;
+  int64_t batch = 8;
+  int64_t max_predictions = 20;
+  int threads = 0;  // 0: every core this process may use
+  int warmup = 2;
+  int iterations = 6;
+  uint64_t seed = 1;
+};
+
+struct ModelBenchResult {
+  int threads = 0;
+  double step_s_median = 0;
+  double seq_per_s = 0;
+  double gflop_per_step = 0;  // GEMM FLOPs of one forward+backward step
+  double gflops = 0;          // achieved: GEMM FLOPs / step time
+  double sgemm_gflops = 0;    // measured sgemm rate on the same shapes, FLOP-weighted
+  double sgemm_fraction = 0;
+  double loss = 0;            // last step's loss, to show the step computed something finite
+  std::string to_json() const;
+  std::string to_text(const ModelBenchOptions& options) const;
+};
+
+// Times the sgemm rate on the given shapes (each run until ~`seconds_per_shape` have passed).
+double measure_sgemm_gflops(const std::vector<GemmShape>& gemms, double seconds_per_shape = 0.15);
+
+ModelBenchResult bench_model(const ModelBenchOptions& options);
+
+}  // namespace joule::tools

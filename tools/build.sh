@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Configures and builds joule with a CMake preset (default: ci), through ccache.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+preset=${JOULE_PRESET:-ci}
+# ccache: share hits between clones in different folders, and cache files compiled with the PCH.
+export CCACHE_BASEDIR="$PWD"
+export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
+export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-5G}
+cmake --preset "$preset" >/dev/null
+cmake --build --preset "$preset" -j "$(nproc)"

@@ -1,0 +1,149 @@
+// joule: the command-line glue. Parse arguments, build the objects, run; all logic lives in libraries.
+#include <unistd.h>
+
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <cxxopts.hpp>
+
+#include "launch/runtime.h"
+#include "tools/bench_model.h"
+#include "tools/model_commands.h"
+
+namespace {
+
+const char* kUsage =
+    "joule: data-parallel BERT-Large pretraining that reports speed, energy and cost\n"
+    "\n"
+    "usage: joule <command> [options]   (joule <command> --help for its options)\n"
+    "\n"
+    "commands:\n"
+    "  version        joule's version and the LibTorch, MPI, HDF5 and BLAS in use\n"
+    "  model init     write a freshly initialized HuggingFace model directory\n"
+    "  model info     parameter counts of a model config or directory\n"
+    "  bench model    forward+backward throughput against this CPU's sgemm rate\n";
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+cxxopts::ParseResult parse(cxxopts::Options& options, int argc, char** argv) {
+  options.add_options()("h,help", "show this help");
+  cxxopts::ParseResult result = options.parse(argc, argv);
+  if (result.count("help")) {
+    std::cout << options.help() << std::flush;
+    std::exit(0);
+  }
+  if (!result.unmatched().empty()) throw UsageError("unexpected argument '" + result.unmatched().front() + "'");
+  return result;
+}
+
+std::string required(const cxxopts::ParseResult& r, const std::string& key) {
+  if (!r.count(key)) throw UsageError("missing required option --" + key);
+  return r[key].as<std::string>();
+}
+
+int cmd_version(int argc, char** argv) {
+  cxxopts::Options o("joule version", "joule's version and the libraries in use");
+  parse(o, argc, argv);
+  std::string warning;
+  std::cout << joule::tools::version_report(&warning) << std::flush;
+  if (!warning.empty()) std::cerr << warning;
+  return 0;
+}
+
+int cmd_model_init(int argc, char** argv) {
+  cxxopts::Options o("joule model init", "write a freshly initialized HuggingFace model directory");
+  o.add_options()("config", "preset name, config.json or model directory", cxxopts::value<std::string>())(
+      "seed", "initialization seed", cxxopts::value<uint64_t>()->default_value("0"))(
+      "out", "output directory", cxxopts::value<std::string>())(
+      "dtype", "F32, F16 or BF16", cxxopts::value<std::string>()->default_value("F32"));
+  auto r = parse(o, argc, argv);
+  std::cout << joule::tools::model_init(required(r, "config"), r["seed"].as<uint64_t>(), required(r, "out"),
+                                        r["dtype"].as<std::string>())
+            << "\n";
+  return 0;
+}
+
+int cmd_model_info(int argc, char** argv) {
+  cxxopts::Options o("joule model info", "parameter counts of a model config or directory");
+  o.add_options()("config", "preset name, config.json or model directory", cxxopts::value<std::string>())(
+      "dir", "model directory (also accepted positionally)", cxxopts::value<std::string>());
+  o.parse_positional({"dir"});
+  auto r = parse(o, argc, argv);
+  if (r.count("config") == r.count("dir")) throw UsageError("give either a model directory or --config");
+  std::cout << joule::tools::model_info(r.count("dir") ? r["dir"].as<std::string>() : r["config"].as<std::string>());
+  return 0;
+}
+
+int cmd_bench_model(int argc, char** argv) {
+  cxxopts::Options o("joule bench model", "forward+backward throughput against this CPU's sgemm rate");
+  o.add_options()("config", "preset name, config.json or model directory",
+                  cxxopts::value<std::string>()->default_value("bert-base"))(
+      "seq-len", "tokens per sequence", cxxopts::value<int64_t>()->default_value("128"))(
+      "batch", "sequences per step", cxxopts::value<int64_t>()->default_value("8"))(
+      "max-pred", "masked positions per sequence", cxxopts::value<int64_t>()->default_value("20"))(
+      "threads", "intra-op threads (0: all cores)", cxxopts::value<int>()->default_value("0"))(
+      "iterations", "timed steps", cxxopts::value<int>()->default_value("6"))(
+      "warmup", "untimed steps first", cxxopts::value<int>()->default_value("2"))(
+      "json", "print one JSON object");
+  auto r = parse(o, argc, argv);
+  joule::tools::ModelBenchOptions b;
+  b.config = joule::tools::resolve_model_config(r["config"].as<std::string>());
+  b.seq_len = r["seq-len"].as<int64_t>();
+  b.batch = r["batch"].as<int64_t>();
+  b.max_predictions = r["max-pred"].as<int64_t>();
+  b.threads = r["threads"].as<int>();
+  b.iterations = r["iterations"].as<int>();
+  b.warmup = r["warmup"].as<int>();
+  std::string warning;
+  joule::tools::version_report(&warning);
+  if (!warning.empty()) std::cerr << warning;
+  auto result = joule::tools::bench_model(b);
+  std::cout << (r.count("json") ? result.to_json() + "\n" : result.to_text(b));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // OpenMP and OpenBLAS read their wait policies only when they load: set them and start over once.
+  if (joule::launch::set_runtime_environment()) execv("/proc/self/exe", argv);
+  joule::launch::tune_allocator();
+
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+    std::cout << kUsage;
+    return args.empty() ? 2 : 0;
+  }
+  // Two-word commands ("model init") consume both words; cxxopts then sees the rest.
+  const std::string cmd = args[0] + (args.size() > 1 && args[1].rfind("-", 0) != 0 ? " " + args[1] : "");
+  try {
+    struct Entry {
+      const char* name;
+      int (*run)(int, char**);
+    };
+    const Entry commands[] = {{"version", cmd_version},
+                              {"model init", cmd_model_init},
+                              {"model info", cmd_model_info},
+                              {"bench model", cmd_bench_model}};
+    for (const Entry& e : commands) {
+      const std::string name = e.name;
+      const int words = name.find(' ') == std::string::npos ? 1 : 2;
+      if (cmd == name || (words == 1 && args[0] == name)) return e.run(argc - words, argv + words);
+    }
+    throw UsageError("unknown command '" + cmd + "'");
+  } catch (const UsageError& e) {
+    std::cerr << "joule: " << e.what() << "\n\n" << kUsage;
+    return 2;
+  } catch (const cxxopts::exceptions::exception& e) {
+    std::cerr << "joule " << cmd << ": " << e.what() << " (see joule " << cmd << " --help)\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "joule " << cmd << ": error: " << e.what() << "\n";
+    return 1;
+  }
+}

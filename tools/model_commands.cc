@@ -1,0 +1,116 @@
+#include "tools/model_commands.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+
+#include "data/hdf5.h"
+#include "launch/runtime.h"
+#include "models/bert.h"
+#include "models/model_dir.h"
+#include "models/safetensors.h"
+
+#ifndef JOULE_SOURCE_CONFIG_DIR
+#define JOULE_SOURCE_CONFIG_DIR "configs"
+#endif
+
+namespace joule::tools {
+namespace {
+
+std::string with_commas(int64_t n) {
+  std::string s = std::to_string(n);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
+  return s;
+}
+
+std::string row(const std::string& name, int64_t n) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "  %-34s %16s\n", name.c_str(), with_commas(n).c_str());
+  return buf;
+}
+
+}  // namespace
+
+std::string config_dir() {
+  if (const char* env = std::getenv("JOULE_CONFIG_DIR")) return env;
+  return JOULE_SOURCE_CONFIG_DIR;
+}
+
+models::BertConfig resolve_model_config(const std::string& arg) {
+  return models::load_config(arg, config_dir() + "/models");
+}
+
+std::string model_info(const std::string& arg) {
+  const models::BertConfig c = resolve_model_config(arg);
+  const models::ParameterCounts p = models::parameter_counts(c);
+  models::BertForPreTraining model(c);
+  int64_t instantiated = 0;
+  for (const auto& [name, t] : model->hf_named_parameters()) instantiated += t.numel();
+  if (instantiated != p.total())
+    throw std::logic_error("model info: instantiated model has " + std::to_string(instantiated) +
+                           " parameters but the closed form gives " + std::to_string(p.total()));
+
+  std::ostringstream out;
+  out << "BertForPreTraining: " << c.num_hidden_layers << " layers, hidden " << c.hidden_size << ", "
+      << c.num_attention_heads << " heads, intermediate " << c.intermediate_size << ", vocab " << c.vocab_size
+      << ", positions " << c.max_position_embeddings << "\n";
+  out << row("embeddings", p.embeddings);
+  out << row("encoder (" + std::to_string(c.num_hidden_layers) + " x " + with_commas(p.per_layer) + ")", p.encoder);
+  out << row("pooler", p.pooler);
+  out << row("MLM head (decoder tied to embeddings)", p.mlm_head);
+  out << row("NSP head", p.nsp_head);
+  out << row("total", p.total());
+  char mb[96];
+  std::snprintf(mb, sizeof mb, "  %-34s %13.1f MB\n", "fp32 weights", p.total() * 4.0 / 1e6);
+  out << mb;
+
+  const std::filesystem::path weights = std::filesystem::path(arg) / "model.safetensors";
+  if (std::filesystem::is_directory(arg) && std::filesystem::exists(weights)) {
+    auto file = models::safetensors::File::open(weights.string());
+    int64_t stored = 0;
+    std::map<std::string, int64_t> by_dtype;
+    for (const auto& t : file.tensors()) {
+      stored += t.numel();
+      by_dtype[models::safetensors::dtype_name(t.dtype)] += t.numel();
+    }
+    out << "model.safetensors: " << file.tensors().size() << " tensors, " << with_commas(stored) << " values (";
+    bool first = true;
+    for (const auto& [d, n] : by_dtype) out << (first ? "" : ", ") << d << " " << with_commas(n), first = false;
+    out << ")\n";
+  }
+  return out.str();
+}
+
+std::string model_init(const std::string& config_arg, uint64_t seed, const std::string& out_dir,
+                       const std::string& dtype) {
+  const models::BertConfig c = resolve_model_config(config_arg);
+  const auto d = models::safetensors::dtype_from_name(dtype, "--dtype");
+  models::BertForPreTraining model(c, seed);
+  models::save_model_dir(model, out_dir, d);
+  return "wrote " + out_dir + "/config.json and " + out_dir + "/model.safetensors (" +
+         with_commas(models::parameter_counts(c).total()) + " parameters, " + dtype + ", seed " + std::to_string(seed) + ")";
+}
+
+std::string version_report(std::string* blas_warning) {
+  const launch::BlasInfo blas = launch::detect_blas();
+  std::ostringstream out;
+  out << "joule " << JOULE_VERSION << "\n"
+      << "  LibTorch " << launch::torch_version() << "\n"
+      << "  MPI      " << launch::mpi_library_version() << "\n"
+      << "  HDF5     " << data::hdf5_version().substr(5) << "\n"
+      << "  BLAS     " << blas.description << " (" << blas.library << ")\n"
+      << "  cores    " << launch::physical_cores() << " available to this process\n";
+  if (blas_warning) {
+    blas_warning->clear();
+    if (blas.is_reference || blas.description == "unrecognized BLAS")
+      *blas_warning =
+          "WARNING: LibTorch's matmuls run on " + blas.description + " (" + blas.library +
+          "), about 20x slower than OpenBLAS.\n"
+          "         Install OpenBLAS and select it: apt-get install libopenblas0-pthread && "
+          "update-alternatives --auto libblas.so.3-x86_64-linux-gnu\n";
+  }
+  return out.str();
+}
+
+}  // namespace joule::tools

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs what joule needs from Debian's archive (idempotent). Not root: prints the exact command.
+#   bash tools/setup.sh              build + test dependencies
+#   bash tools/setup.sh --reference  also python3-torch/python3-h5py, to regenerate test fixtures
+set -euo pipefail
+
+packages=(cmake ninja-build g++ ccache pkg-config
+          libtorch-dev libopenblas0-pthread libopenblas-dev
+          libopenmpi-dev openmpi-bin libhdf5-dev
+          libcxxopts-dev libgtest-dev nlohmann-json3-dev libtoml11-dev)
+[[ "${1:-}" == "--reference" ]] && packages+=(python3-torch python3-h5py)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "joule setup: missing packages. Run:" >&2
+    echo "  sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "joule setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# LibTorch calls the BLAS behind the libblas.so.3 alternative: make sure it is OpenBLAS, not the
+# reference BLAS (about 20x slower matmuls).
+blas_link=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || true)
+if [[ -n "$blas_link" && "$blas_link" != *openblas* ]]; then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "joule setup: libblas.so.3 is $blas_link (reference BLAS). Run:" >&2
+    echo "  sudo update-alternatives --auto libblas.so.3-x86_64-linux-gnu" >&2
+    exit 1
+  fi
+  update-alternatives --auto libblas.so.3-x86_64-linux-gnu
+fi
+echo "joule setup: all dependencies present"
