@@ -47,7 +47,8 @@ struct ModelBenchResult {
   std::string to_text(const ModelBenchOptions& options) const;
 };
 
-// Times the sgemm rate on the given shapes (each run until ~`seconds_per_shape` have passed).
+// The sgemm roofline on the given shapes: each shape's fastest call (at least 3 calls, for at least
+// `seconds_per_shape`), weighted by the FLOPs the step spends in it.
 double measure_sgemm_gflops(const std::vector<GemmShape>& gemms, double seconds_per_shape = 0.15);
 
 ModelBenchResult bench_model(const ModelBenchOptions& options);
