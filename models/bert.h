@@ -9,19 +9,12 @@
 
 #include <torch/torch.h>
 
+#include "data/batch.h"
 #include "models/bert_config.h"
 
 namespace joule::models {
 
-// One pretraining batch in NVIDIA DeepLearningExamples' layout, int64 tensors on the model's device.
-struct PretrainingBatch {
-  torch::Tensor input_ids;             // [B, L]
-  torch::Tensor token_type_ids;        // [B, L]
-  torch::Tensor attention_mask;        // [B, L], 1 for real tokens, 0 for padding
-  torch::Tensor masked_positions;      // [B, P]; the first 0 ends a row's predictions (position 0 is [CLS])
-  torch::Tensor masked_ids;            // [B, P], the original token at each masked position
-  torch::Tensor next_sentence_labels;  // [B], 0 = is next, 1 = random
-};
+using PretrainingBatch = data::PretrainingBatch;
 
 struct PretrainingOutput {
   torch::Tensor loss;      // mlm_loss + nsp_loss

@@ -10,7 +10,10 @@
 #include <cxxopts.hpp>
 
 #include "launch/runtime.h"
+#include "data/create.h"
+#include "data/vocab_builder.h"
 #include "tools/bench_model.h"
+#include "tools/data_commands.h"
 #include "tools/model_commands.h"
 
 namespace {
@@ -24,7 +27,12 @@ const char* kUsage =
     "  version        joule's version and the LibTorch, MPI, HDF5 and BLAS in use\n"
     "  model init     write a freshly initialized HuggingFace model directory\n"
     "  model info     parameter counts of a model config or directory\n"
-    "  bench model    forward+backward throughput against this CPU's sgemm rate\n";
+    "  bench model    forward+backward throughput against this CPU's sgemm rate\n"
+    "  data synth     write the deterministic synthetic demo corpus\n"
+    "  data vocab     build a WordPiece vocabulary from a corpus\n"
+    "  data create    raw text + vocab.txt -> pretraining shards (NVIDIA HDF5 layout)\n"
+    "  data inspect   counts, length histogram, masking rate and decoded samples of shards\n"
+    "  data tokenize  WordPiece tokens of each stdin line (to compare tokenizers)\n";
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -107,6 +115,104 @@ int cmd_bench_model(int argc, char** argv) {
   return 0;
 }
 
+int cmd_data_synth(int argc, char** argv) {
+  cxxopts::Options o("joule data synth", "write the deterministic synthetic demo corpus");
+  o.add_options()("out", "output text file", cxxopts::value<std::string>())(
+      "documents", "number of documents", cxxopts::value<int64_t>()->default_value("2000"))(
+      "seed", "seed", cxxopts::value<uint64_t>()->default_value("1"));
+  auto r = parse(o, argc, argv);
+  joule::data::SynthOptions s;
+  s.documents = r["documents"].as<int64_t>();
+  s.seed = r["seed"].as<uint64_t>();
+  const int64_t n = joule::data::write_synthetic_corpus(required(r, "out"), s);
+  std::cout << "wrote " << r["out"].as<std::string>() << ": " << s.documents << " documents, " << n << " sentences\n";
+  return 0;
+}
+
+int cmd_data_vocab(int argc, char** argv) {
+  cxxopts::Options o("joule data vocab", "build a WordPiece vocabulary from a corpus");
+  o.add_options()("input", "text file(s)", cxxopts::value<std::vector<std::string>>())(
+      "out", "vocab.txt to write", cxxopts::value<std::string>())(
+      "size", "vocabulary size, special tokens included", cxxopts::value<int64_t>()->default_value("8000"))(
+      "min-frequency", "least count of a merged piece", cxxopts::value<int64_t>()->default_value("2"))(
+      "lower-case", "lower-case and strip accents", cxxopts::value<bool>()->default_value("true"))(
+      "no-lower-case", "keep case and accents");
+  auto r = parse(o, argc, argv);
+  if (!r.count("input")) throw UsageError("missing required option --input");
+  joule::data::VocabBuildOptions v;
+  v.inputs = r["input"].as<std::vector<std::string>>();
+  v.size = r["size"].as<int64_t>();
+  v.min_frequency = r["min-frequency"].as<int64_t>();
+  v.lower_case = r["lower-case"].as<bool>() && !r.count("no-lower-case");
+  const std::string out = required(r, "out");
+  const auto vocab = joule::data::build_vocab(v);
+  vocab.save(out);
+  std::cout << "wrote " << out << ": " << vocab.size() << " tokens\n";
+  return 0;
+}
+
+int cmd_data_create(int argc, char** argv) {
+  cxxopts::Options o("joule data create", "raw text + vocab.txt -> pretraining shards");
+  o.add_options()("input", "text file(s): one sentence per line, blank line between documents",
+                  cxxopts::value<std::vector<std::string>>())(
+      "vocab", "vocab.txt", cxxopts::value<std::string>())("out", "output directory", cxxopts::value<std::string>())(
+      "seq-len", "tokens per sequence", cxxopts::value<int>()->default_value("128"))(
+      "max-pred", "masked positions per sequence", cxxopts::value<int>()->default_value("20"))(
+      "dupe-factor", "times each document is used with different masks", cxxopts::value<int>()->default_value("5"))(
+      "shards", "training shard files", cxxopts::value<int>()->default_value("1"))(
+      "seed", "seed", cxxopts::value<uint64_t>()->default_value("12345"))(
+      "lower-case", "lower-case and strip accents", cxxopts::value<bool>()->default_value("true"))(
+      "no-lower-case", "keep case and accents")("whole-word-mask", "mask whole words")(
+      "masked-lm-prob", "fraction of tokens masked", cxxopts::value<double>()->default_value("0.15"))(
+      "short-seq-prob", "probability of a shorter target length", cxxopts::value<double>()->default_value("0.1"))(
+      "eval-documents", "documents held out for an eval shard", cxxopts::value<int64_t>()->default_value("0"))(
+      "threads", "worker threads (0: all cores)", cxxopts::value<int>()->default_value("0"));
+  auto r = parse(o, argc, argv);
+  if (!r.count("input")) throw UsageError("missing required option --input");
+  joule::data::CreateOptions c;
+  c.inputs = r["input"].as<std::vector<std::string>>();
+  c.vocab = required(r, "vocab");
+  c.out = required(r, "out");
+  c.seq_len = r["seq-len"].as<int>();
+  c.max_predictions = r["max-pred"].as<int>();
+  c.dupe_factor = r["dupe-factor"].as<int>();
+  c.shards = r["shards"].as<int>();
+  c.seed = r["seed"].as<uint64_t>();
+  c.lower_case = r["lower-case"].as<bool>() && !r.count("no-lower-case");
+  c.whole_word_mask = r.count("whole-word-mask") > 0;
+  c.masked_lm_prob = r["masked-lm-prob"].as<double>();
+  c.short_seq_prob = r["short-seq-prob"].as<double>();
+  c.eval_documents = r["eval-documents"].as<int64_t>();
+  c.threads = r["threads"].as<int>();
+  const auto s = joule::data::create_pretraining_data(c);
+  std::cout << "wrote " << c.out << ": " << s.train_sequences << " training sequences in " << s.train_shards.size()
+            << " shard(s) from " << s.documents << " documents";
+  if (s.eval_sequences) std::cout << ", " << s.eval_sequences << " eval sequences from " << s.eval_documents << " held-out documents";
+  std::cout << "; " << s.masked_predictions << " masked predictions\n";
+  return 0;
+}
+
+int cmd_data_inspect(int argc, char** argv) {
+  cxxopts::Options o("joule data inspect", "counts, length histogram, masking rate and decoded samples");
+  o.add_options()("data", "shard directory, glob, list file or shard (also positional)", cxxopts::value<std::string>())(
+      "samples", "sequences to decode", cxxopts::value<int>()->default_value("3"))(
+      "vocab", "vocab.txt (default: beside the data)", cxxopts::value<std::string>()->default_value(""));
+  o.parse_positional({"data"});
+  auto r = parse(o, argc, argv);
+  std::cout << joule::tools::data_inspect(required(r, "data"), r["samples"].as<int>(), r["vocab"].as<std::string>());
+  return 0;
+}
+
+int cmd_data_tokenize(int argc, char** argv) {
+  cxxopts::Options o("joule data tokenize", "WordPiece tokens of each stdin line");
+  o.add_options()("vocab", "vocab.txt", cxxopts::value<std::string>())(
+      "lower-case", "lower-case and strip accents (default)")("no-lower-case", "keep case and accents");
+  auto r = parse(o, argc, argv);
+  if (r.count("lower-case") && r.count("no-lower-case")) throw UsageError("give --lower-case or --no-lower-case, not both");
+  joule::tools::data_tokenize(std::cin, std::cout, required(r, "vocab"), !r.count("no-lower-case"));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -129,7 +235,12 @@ int main(int argc, char** argv) {
     const Entry commands[] = {{"version", cmd_version},
                               {"model init", cmd_model_init},
                               {"model info", cmd_model_info},
-                              {"bench model", cmd_bench_model}};
+                              {"bench model", cmd_bench_model},
+                              {"data synth", cmd_data_synth},
+                              {"data vocab", cmd_data_vocab},
+                              {"data create", cmd_data_create},
+                              {"data inspect", cmd_data_inspect},
+                              {"data tokenize", cmd_data_tokenize}};
     for (const Entry& e : commands) {
       const std::string name = e.name;
       const int words = name.find(' ') == std::string::npos ? 1 : 2;

@@ -1,0 +1,17 @@
+// The batch the data layer hands to the model: NVIDIA DeepLearningExamples' layout as int64 tensors.
+#pragma once
+
+#include <torch/torch.h>
+
+namespace joule::data {
+
+struct PretrainingBatch {
+  torch::Tensor input_ids;             // [B, L]
+  torch::Tensor token_type_ids;        // [B, L] (the shards' segment_ids)
+  torch::Tensor attention_mask;        // [B, L], 1 for real tokens, 0 for padding (input_mask)
+  torch::Tensor masked_positions;      // [B, P]; the first 0 ends a row's predictions (position 0 is [CLS])
+  torch::Tensor masked_ids;            // [B, P], the original token at each masked position
+  torch::Tensor next_sentence_labels;  // [B], 0 = is next, 1 = random
+};
+
+}  // namespace joule::data

@@ -1,0 +1,149 @@
+#include "data/dataset.h"
+
+#include <glob.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+namespace joule::data {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<std::string> list_shards(const std::string& spec, std::string* cache_dir) {
+  std::vector<std::string> paths;
+  if (fs::is_directory(spec)) {
+    for (const auto& e : fs::directory_iterator(spec)) {
+      const std::string ext = e.path().extension().string();
+      if (e.is_regular_file() && (ext == ".hdf5" || ext == ".h5")) paths.push_back(e.path().string());
+    }
+    *cache_dir = spec;
+  } else if (spec.find_first_of("*?[") != std::string::npos) {
+    glob_t g{};
+    if (glob(spec.c_str(), 0, nullptr, &g) == 0)
+      for (size_t i = 0; i < g.gl_pathc; ++i) paths.push_back(g.gl_pathv[i]);
+    globfree(&g);
+    if (!paths.empty()) *cache_dir = fs::path(paths.front()).parent_path().string();
+  } else if (fs::is_regular_file(spec) && fs::path(spec).extension() != ".hdf5" && fs::path(spec).extension() != ".h5") {
+    std::ifstream in(spec);
+    std::string line;
+    const fs::path base = fs::path(spec).parent_path();
+    while (std::getline(in, line)) {
+      line.erase(line.find_last_not_of(" \t\r") + 1);
+      if (line.empty() || line[0] == '#') continue;
+      paths.push_back(fs::path(line).is_absolute() ? line : (base / line).string());
+    }
+    *cache_dir = base.string();
+  } else if (fs::is_regular_file(spec)) {
+    paths.push_back(spec);
+    *cache_dir = fs::path(spec).parent_path().string();
+  } else {
+    throw ShardError(spec + ": no such shard directory, file, list or matching glob");
+  }
+  std::sort(paths.begin(), paths.end());
+  if (paths.empty()) throw ShardError(spec + ": no shards (*.hdf5, *.h5) found");
+  return paths;
+}
+
+nlohmann::json stats_json(const ShardEntry& e) {
+  const ShardStats& s = e.stats;
+  return {{"bytes", e.bytes}, {"mtime_ns", e.mtime_ns}, {"sequences", s.sequences}, {"seq_len", s.seq_len},
+          {"max_predictions", s.max_predictions}, {"int64_layout", s.int64_layout}, {"max_token_id", s.max_token_id},
+          {"masked_predictions", s.masked_predictions}, {"real_tokens", s.real_tokens}};
+}
+
+}  // namespace
+
+Dataset Dataset::open(const std::string& spec, const DatasetOptions& options) {
+  Dataset d;
+  std::string cache_dir;
+  const std::vector<std::string> paths = list_shards(spec, &cache_dir);
+  d.cache_path_ = (fs::path(cache_dir.empty() ? "." : cache_dir) / ".joule-index.json").string();
+
+  nlohmann::json cache = nlohmann::json::object();
+  if (options.use_cache && fs::exists(d.cache_path_)) {
+    try {
+      std::ifstream in(d.cache_path_);
+      cache = nlohmann::json::parse(in);
+      if (!cache.is_object() || cache.value("format_version", 0) != 1) cache = nlohmann::json::object();
+    } catch (const std::exception&) {
+      cache = nlohmann::json::object();  // a damaged cache only costs a revalidation
+    }
+  }
+  nlohmann::json& entries = cache["shards"];
+  if (!entries.is_object()) entries = nlohmann::json::object();
+
+  for (const std::string& path : paths) {
+    ShardEntry e;
+    e.path = fs::absolute(path).lexically_normal().string();
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) throw ShardError(path + ": cannot stat shard");
+    e.bytes = static_cast<uint64_t>(st.st_size);
+    e.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+    const auto it = entries.find(e.path);
+    if (it != entries.end() && (*it)["bytes"] == e.bytes && (*it)["mtime_ns"] == e.mtime_ns) {
+      const auto& j = *it;
+      e.stats.sequences = j["sequences"];
+      e.stats.seq_len = j["seq_len"];
+      e.stats.max_predictions = j["max_predictions"];
+      e.stats.int64_layout = j["int64_layout"];
+      e.stats.max_token_id = j["max_token_id"];
+      e.stats.masked_predictions = j["masked_predictions"];
+      e.stats.real_tokens = j["real_tokens"];
+      ShardReader schema_check(path);  // cheap: the file still opens with the layout
+    } else {
+      e.stats = validate_shard(path);
+      ++d.validated_now_;
+      entries[e.path] = stats_json(e);
+    }
+    if (options.vocab_size > 0) check_vocab(path, e.stats, options.vocab_size);
+    if (d.shards_.empty()) {
+      d.seq_len_ = e.stats.seq_len;
+      d.max_predictions_ = e.stats.max_predictions;
+    } else if (e.stats.seq_len != d.seq_len_ || e.stats.max_predictions != d.max_predictions_) {
+      throw ShardError(path + ": dataset 'input_ids'/'masked_lm_positions': sequence length " + std::to_string(e.stats.seq_len) +
+                       " and max predictions " + std::to_string(e.stats.max_predictions) + " differ from " +
+                       d.shards_.front().path + " (" + std::to_string(d.seq_len_) + ", " + std::to_string(d.max_predictions_) +
+                       "); one dataset must have one shape");
+    }
+    d.offsets_.push_back(d.total_);
+    d.total_ += e.stats.sequences;
+    d.shards_.push_back(std::move(e));
+  }
+
+  if (options.use_cache && d.validated_now_ > 0) {
+    cache["format_version"] = 1;
+    const std::string tmp = d.cache_path_ + ".tmp." + std::to_string(::getpid());
+    std::ofstream out(tmp);
+    out << cache.dump(1) << "\n";
+    if (out.flush() && std::rename(tmp.c_str(), d.cache_path_.c_str()) == 0) {
+    } else {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      std::cerr << "joule: note: cannot write the shard index cache " << d.cache_path_
+                << " (read-only data directory?); shards will be validated again next time\n";
+    }
+  }
+  return d;
+}
+
+std::pair<size_t, int64_t> Dataset::locate(int64_t id) const {
+  if (id < 0 || id >= total_) throw std::out_of_range("sequence id " + std::to_string(id) + " outside the dataset's " + std::to_string(total_));
+  const size_t shard = static_cast<size_t>(std::upper_bound(offsets_.begin(), offsets_.end(), id) - offsets_.begin()) - 1;
+  return {shard, id - offsets_[shard]};
+}
+
+std::string find_vocab_beside(const std::string& spec) {
+  fs::path p(spec);
+  fs::path dir = fs::is_directory(p) ? p : p.parent_path();
+  for (const fs::path& candidate : {dir / "vocab.txt", dir.parent_path() / "vocab.txt"})
+    if (fs::exists(candidate)) return candidate.string();
+  return "";
+}
+
+}  // namespace joule::data

@@ -1,0 +1,142 @@
+#include "data/loader.h"
+
+#include <chrono>
+#include <list>
+#include <map>
+
+namespace joule::data {
+namespace {
+
+// Keeps up to `capacity` shards open, closing the least recently used.
+class ShardCache {
+ public:
+  ShardCache(const Dataset& d, size_t capacity) : dataset_(d), capacity_(std::max<size_t>(1, capacity)) {}
+  ShardReader& get(size_t shard) {
+    auto it = open_.find(shard);
+    if (it != open_.end()) {
+      order_.splice(order_.begin(), order_, it->second.second);
+      return *it->second.first;
+    }
+    if (open_.size() >= capacity_) {
+      open_.erase(order_.back());
+      order_.pop_back();
+    }
+    order_.push_front(shard);
+    auto reader = std::make_unique<ShardReader>(dataset_.shards()[shard].path);
+    return *open_.emplace(shard, std::make_pair(std::move(reader), order_.begin())).first->second.first;
+  }
+
+ private:
+  const Dataset& dataset_;
+  size_t capacity_;
+  std::list<size_t> order_;
+  std::map<size_t, std::pair<std::unique_ptr<ShardReader>, std::list<size_t>::iterator>> open_;
+};
+
+HostBatch read_with(ShardCache& cache, const Dataset& dataset, const std::vector<uint64_t>& ids) {
+  HostBatch out;
+  out.resize(static_cast<int64_t>(ids.size()), dataset.seq_len(), dataset.max_predictions());
+  // Group by shard so each shard is read once, in row order, then place rows where they belong.
+  std::map<size_t, std::vector<std::pair<int64_t, size_t>>> by_shard;  // shard -> (row, destination)
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto [shard, row] = dataset.locate(static_cast<int64_t>(ids[i]));
+    by_shard[shard].emplace_back(row, i);
+  }
+  HostBatch tmp;
+  for (auto& [shard, rows] : by_shard) {
+    std::vector<int64_t> row_ids;
+    for (const auto& r : rows) row_ids.push_back(r.first);
+    tmp.resize(static_cast<int64_t>(rows.size()), dataset.seq_len(), dataset.max_predictions());
+    cache.get(shard).read_rows(row_ids, tmp, 0);
+    const int64_t l = dataset.seq_len(), p = dataset.max_predictions();
+    for (size_t k = 0; k < rows.size(); ++k) {
+      const size_t dst = rows[k].second;
+      std::copy_n(tmp.input_ids.begin() + k * l, l, out.input_ids.begin() + dst * l);
+      std::copy_n(tmp.input_mask.begin() + k * l, l, out.input_mask.begin() + dst * l);
+      std::copy_n(tmp.segment_ids.begin() + k * l, l, out.segment_ids.begin() + dst * l);
+      std::copy_n(tmp.masked_positions.begin() + k * p, p, out.masked_positions.begin() + dst * p);
+      std::copy_n(tmp.masked_ids.begin() + k * p, p, out.masked_ids.begin() + dst * p);
+      out.next_sentence_labels[dst] = tmp.next_sentence_labels[k];
+    }
+  }
+  return out;
+}
+
+torch::Tensor to_long(const std::vector<int32_t>& v, std::vector<int64_t> shape) {
+  return torch::from_blob(const_cast<int32_t*>(v.data()), shape, torch::kInt32).to(torch::kInt64);
+}
+
+}  // namespace
+
+PretrainingBatch Loader::to_tensors(const HostBatch& b) {
+  PretrainingBatch t;
+  t.input_ids = to_long(b.input_ids, {b.rows, b.seq_len});
+  t.attention_mask = to_long(b.input_mask, {b.rows, b.seq_len});
+  t.token_type_ids = to_long(b.segment_ids, {b.rows, b.seq_len});
+  t.masked_positions = to_long(b.masked_positions, {b.rows, b.max_predictions});
+  t.masked_ids = to_long(b.masked_ids, {b.rows, b.max_predictions});
+  t.next_sentence_labels = to_long(b.next_sentence_labels, {b.rows});
+  return t;
+}
+
+HostBatch Loader::read_sequences(const Dataset& dataset, const std::vector<uint64_t>& ids) {
+  ShardCache cache(dataset, 16);
+  return read_with(cache, dataset, ids);
+}
+
+Loader::Loader(const Dataset& dataset, const SamplerConfig& sampler, SamplerState start, LoaderOptions options)
+    : dataset_(dataset), sampler_(sampler), options_(options), state_(start) {
+  if (static_cast<int64_t>(sampler.num_sequences) != dataset.size())
+    throw std::invalid_argument("loader: sampler covers " + std::to_string(sampler.num_sequences) + " sequences but the dataset has " +
+                                std::to_string(dataset.size()));
+  thread_ = std::thread([this, start] { run(start); });
+}
+
+Loader::~Loader() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Loader::run(SamplerState state) {
+  try {
+    ShardCache cache(dataset_, static_cast<size_t>(options_.max_open_shards));
+    while (true) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        changed_.wait(lock, [&] { return stop_ || static_cast<int>(queue_.size()) < options_.prefetch; });
+        if (stop_) return;
+      }
+      const std::vector<uint64_t> ids = sampler_.next(state);
+      Ready ready{to_tensors(read_with(cache, dataset_, ids)), state};
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        queue_.push_back(std::move(ready));
+      }
+      changed_.notify_all();
+    }
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    error_ = std::current_exception();
+    changed_.notify_all();
+  }
+}
+
+PretrainingBatch Loader::next() {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [&] { return !queue_.empty() || error_; });
+  wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (queue_.empty() && error_) std::rethrow_exception(error_);
+  Ready ready = std::move(queue_.front());
+  queue_.pop_front();
+  lock.unlock();
+  changed_.notify_all();
+  state_ = ready.after;
+  return std::move(ready.batch);
+}
+
+}  // namespace joule::data

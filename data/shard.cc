@@ -1,0 +1,233 @@
+#include "data/shard.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <numeric>
+
+namespace joule::data {
+
+const char* const kShardDatasets[6] = {"input_ids",           "input_mask",    "segment_ids",
+                                       "masked_lm_positions", "masked_lm_ids", "next_sentence_labels"};
+
+namespace {
+
+enum Column { kInputIds, kInputMask, kSegmentIds, kPositions, kMaskedIds, kNsp };
+
+[[noreturn]] void fail(const std::string& path, const std::string& dataset, const std::string& what) {
+  throw ShardError(path + ": dataset '" + dataset + "': " + what);
+}
+
+std::vector<int32_t>* column(HostBatch& b, int c) {
+  switch (c) {
+    case kInputIds: return &b.input_ids;
+    case kInputMask: return &b.input_mask;
+    case kSegmentIds: return &b.segment_ids;
+    case kPositions: return &b.masked_positions;
+    case kMaskedIds: return &b.masked_ids;
+    default: return &b.next_sentence_labels;
+  }
+}
+
+const std::vector<int32_t>* column(const HostBatch& b, int c) { return column(const_cast<HostBatch&>(b), c); }
+
+int64_t width_of(const HostBatch& b, int c) {
+  return c == kNsp ? 1 : (c == kPositions || c == kMaskedIds) ? b.max_predictions : b.seq_len;
+}
+
+std::string dims_str(const std::vector<hsize_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+// Suppresses HDF5's own error stack printing while an object lives (joule reports errors itself).
+struct QuietHdf5 {
+  H5E_auto2_t func = nullptr;
+  void* data = nullptr;
+  QuietHdf5() {
+    H5Eget_auto2(H5E_DEFAULT, &func, &data);
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  }
+  ~QuietHdf5() { H5Eset_auto2(H5E_DEFAULT, func, data); }
+};
+
+}  // namespace
+
+void HostBatch::resize(int64_t r, int64_t l, int64_t p) {
+  rows = r;
+  seq_len = l;
+  max_predictions = p;
+  input_ids.assign(r * l, 0);
+  input_mask.assign(r * l, 0);
+  segment_ids.assign(r * l, 0);
+  masked_positions.assign(r * p, 0);
+  masked_ids.assign(r * p, 0);
+  next_sentence_labels.assign(r, 0);
+}
+
+ShardReader::ShardReader(const std::string& path) : path_(path) {
+  QuietHdf5 quiet;
+  if (!std::filesystem::exists(path)) throw ShardError(path + ": no such shard file");
+  if (H5Fis_hdf5(path.c_str()) <= 0) throw ShardError(path + ": not an HDF5 file (truncated or another format?)");
+  file_ = Hdf5Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  if (!file_.valid()) throw ShardError(path + ": cannot open as HDF5 (truncated or corrupt?)");
+
+  std::vector<hsize_t> dims[6];
+  for (int c = 0; c < 6; ++c) {
+    const char* name = kShardDatasets[c];
+    if (H5Lexists(file_.get(), name, H5P_DEFAULT) <= 0)
+      fail(path, name, "missing (a shard needs input_ids, input_mask, segment_ids, masked_lm_positions, masked_lm_ids, next_sentence_labels)");
+    datasets_[c] = Hdf5Handle(H5Dopen2(file_.get(), name, H5P_DEFAULT));
+    if (!datasets_[c].valid()) fail(path, name, "cannot be opened as a dataset");
+    Hdf5Handle type(H5Dget_type(datasets_[c].get()));
+    if (H5Tget_class(type.get()) != H5T_INTEGER) fail(path, name, "expected an integer type, found a non-integer type");
+    const size_t bytes = H5Tget_size(type.get());
+    if (c == kInputIds && bytes == 8) int64_layout_ = true;
+    Hdf5Handle space(H5Dget_space(datasets_[c].get()));
+    const int rank = H5Sget_simple_extent_ndims(space.get());
+    if (rank < 1 || rank > 2) fail(path, name, "expected " + std::string(c == kNsp ? "1" : "2") + " dimensions, found " + std::to_string(rank));
+    dims[c].resize(static_cast<size_t>(rank));
+    H5Sget_simple_extent_dims(space.get(), dims[c].data(), nullptr);
+  }
+  auto expect_2d = [&](int c) {
+    if (dims[c].size() != 2) fail(path, kShardDatasets[c], "expected shape [N, width], found " + dims_str(dims[c]));
+  };
+  for (int c : {kInputIds, kInputMask, kSegmentIds, kPositions, kMaskedIds}) expect_2d(c);
+  if (dims[kNsp].size() != 1) fail(path, kShardDatasets[kNsp], "expected shape [N], found " + dims_str(dims[kNsp]));
+  sequences_ = static_cast<int64_t>(dims[kInputIds][0]);
+  seq_len_ = static_cast<int64_t>(dims[kInputIds][1]);
+  max_predictions_ = static_cast<int64_t>(dims[kPositions][1]);
+  for (int c = 0; c < 6; ++c) {
+    if (static_cast<int64_t>(dims[c][0]) != sequences_)
+      fail(path, kShardDatasets[c], "has " + std::to_string(dims[c][0]) + " rows but input_ids has " + std::to_string(sequences_));
+  }
+  for (int c : {kInputMask, kSegmentIds})
+    if (static_cast<int64_t>(dims[c][1]) != seq_len_)
+      fail(path, kShardDatasets[c], "expected shape [" + std::to_string(sequences_) + ", " + std::to_string(seq_len_) +
+                                        "] like input_ids, found " + dims_str(dims[c]));
+  if (static_cast<int64_t>(dims[kMaskedIds][1]) != max_predictions_)
+    fail(path, kShardDatasets[kMaskedIds], "expected shape [" + std::to_string(sequences_) + ", " + std::to_string(max_predictions_) +
+                                               "] like masked_lm_positions, found " + dims_str(dims[kMaskedIds]));
+  if (sequences_ == 0) throw ShardError(path + ": empty shard (0 sequences)");
+  if (seq_len_ < 2 || max_predictions_ < 1) fail(path, "input_ids", "sequence length " + std::to_string(seq_len_) + " or max predictions " + std::to_string(max_predictions_) + " too small");
+}
+
+void ShardReader::read_rows(const std::vector<int64_t>& rows, HostBatch& out, int64_t offset) {
+  if (rows.empty()) return;
+  // Read each distinct row once, in file order, as runs of consecutive rows (one hyperslab each).
+  std::vector<int64_t> sorted(rows);
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  if (sorted.front() < 0 || sorted.back() >= sequences_)
+    throw ShardError(path_ + ": row " + std::to_string(sorted.front() < 0 ? sorted.front() : sorted.back()) + " out of range [0, " + std::to_string(sequences_) + ")");
+  HostBatch tmp;
+  tmp.resize(static_cast<int64_t>(sorted.size()), seq_len_, max_predictions_);
+  QuietHdf5 quiet;
+  for (int c = 0; c < 6; ++c) {
+    const hsize_t width = static_cast<hsize_t>(width_of(tmp, c));
+    Hdf5Handle file_space(H5_CHECK(H5Dget_space(datasets_[c].get()), path_));
+    H5_CHECK(H5Sselect_none(file_space.get()), path_);
+    for (size_t i = 0; i < sorted.size();) {
+      size_t j = i + 1;
+      while (j < sorted.size() && sorted[j] == sorted[j - 1] + 1) ++j;
+      hsize_t start[2] = {static_cast<hsize_t>(sorted[i]), 0}, count[2] = {j - i, width};
+      H5_CHECK(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_OR, start, nullptr, count, nullptr), path_);
+      i = j;
+    }
+    hsize_t mem_dims[2] = {sorted.size(), width};
+    Hdf5Handle mem_space(H5_CHECK(H5Screate_simple(c == kNsp ? 1 : 2, mem_dims, nullptr), path_));
+    if (H5Dread(datasets_[c].get(), H5T_NATIVE_INT32, mem_space.get(), file_space.get(), H5P_DEFAULT, column(tmp, c)->data()) < 0)
+      fail(path_, kShardDatasets[c], "read failed (corrupt or truncated file?)");
+  }
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const size_t src = static_cast<size_t>(std::lower_bound(sorted.begin(), sorted.end(), rows[r]) - sorted.begin());
+    for (int c = 0; c < 6; ++c) {
+      const int64_t w = width_of(tmp, c);
+      std::copy_n(column(tmp, c)->begin() + src * w, w, column(out, c)->begin() + (offset + r) * w);
+    }
+  }
+}
+
+void ShardReader::read_range(int64_t begin, int64_t count, HostBatch& out) {
+  out.resize(count, seq_len_, max_predictions_);
+  std::vector<int64_t> rows(static_cast<size_t>(count));
+  std::iota(rows.begin(), rows.end(), begin);
+  read_rows(rows, out, 0);
+}
+
+ShardStats validate_shard(const std::string& path, int64_t vocab_size) {
+  ShardReader reader(path);
+  ShardStats s;
+  s.sequences = reader.sequences();
+  s.seq_len = reader.seq_len();
+  s.max_predictions = reader.max_predictions();
+  HostBatch b;
+  const int64_t block = 4096;
+  for (int64_t begin = 0; begin < s.sequences; begin += block) {
+    const int64_t n = std::min(block, s.sequences - begin);
+    reader.read_range(begin, n, b);
+    auto where = [&](int64_t row) { return " (row " + std::to_string(begin + row) + ")"; };
+    for (int64_t i = 0; i < n * s.seq_len; ++i) {
+      const int32_t id = b.input_ids[i], m = b.input_mask[i], seg = b.segment_ids[i];
+      if (id < 0) fail(path, "input_ids", "negative token id " + std::to_string(id) + where(i / s.seq_len));
+      if (m != 0 && m != 1) fail(path, "input_mask", "values must be 0 or 1, found " + std::to_string(m) + where(i / s.seq_len));
+      if (seg != 0 && seg != 1) fail(path, "segment_ids", "values must be 0 or 1, found " + std::to_string(seg) + where(i / s.seq_len));
+      s.max_token_id = std::max<int64_t>(s.max_token_id, id);
+      s.real_tokens += m;
+    }
+    for (int64_t r = 0; r < n; ++r) {
+      bool ended = false;
+      for (int64_t k = 0; k < s.max_predictions; ++k) {
+        const int32_t pos = b.masked_positions[r * s.max_predictions + k], id = b.masked_ids[r * s.max_predictions + k];
+        if (pos < 0 || pos >= s.seq_len)
+          fail(path, "masked_lm_positions", "position " + std::to_string(pos) + " is outside the sequence length " + std::to_string(s.seq_len) + where(r));
+        if (id < 0) fail(path, "masked_lm_ids", "negative token id " + std::to_string(id) + where(r));
+        ended |= pos == 0;
+        if (!ended) {
+          ++s.masked_predictions;
+          s.max_token_id = std::max<int64_t>(s.max_token_id, id);
+        }
+      }
+      const int32_t label = b.next_sentence_labels[r];
+      if (label != 0 && label != 1) fail(path, "next_sentence_labels", "values must be 0 or 1, found " + std::to_string(label) + where(r));
+    }
+  }
+  if (vocab_size > 0) check_vocab(path, s, vocab_size);
+  return s;
+}
+
+void check_vocab(const std::string& path, const ShardStats& s, int64_t vocab_size) {
+  if (s.max_token_id >= vocab_size)
+    throw ShardError(path + ": dataset 'input_ids'/'masked_lm_ids': token id " + std::to_string(s.max_token_id) +
+                     " is not below the vocabulary size " + std::to_string(vocab_size) +
+                     " (shards made with another vocab.txt?)");
+}
+
+void write_shard(const std::string& path, const HostBatch& b, int chunk_rows) {
+  const std::string tmp = path + ".tmp";
+  {
+    Hdf5Handle file(H5_CHECK(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), tmp));
+    const hid_t file_types[6] = {H5T_STD_I32LE, H5T_STD_I8LE, H5T_STD_I8LE, H5T_STD_I32LE, H5T_STD_I32LE, H5T_STD_I8LE};
+    for (int c = 0; c < 6; ++c) {
+      const hsize_t width = static_cast<hsize_t>(width_of(b, c));
+      const int rank = c == kNsp ? 1 : 2;
+      hsize_t dims[2] = {static_cast<hsize_t>(b.rows), width};
+      hsize_t chunk[2] = {std::max<hsize_t>(1, std::min<hsize_t>(static_cast<hsize_t>(chunk_rows), dims[0])), width};
+      Hdf5Handle space(H5_CHECK(H5Screate_simple(rank, dims, nullptr), tmp));
+      Hdf5Handle props(H5_CHECK(H5Pcreate(H5P_DATASET_CREATE), tmp));
+      H5_CHECK(H5Pset_obj_track_times(props.get(), false), tmp);  // no timestamps: same input, same bytes
+      if (b.rows > 0) {
+        H5_CHECK(H5Pset_chunk(props.get(), rank, chunk), tmp);
+        H5_CHECK(H5Pset_deflate(props.get(), 4), tmp);
+      }
+      Hdf5Handle ds(H5_CHECK(H5Dcreate2(file.get(), kShardDatasets[c], file_types[c], space.get(), H5P_DEFAULT, props.get(), H5P_DEFAULT), tmp));
+      if (b.rows > 0)
+        H5_CHECK(H5Dwrite(ds.get(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, column(b, c)->data()), tmp);
+    }
+    H5_CHECK(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), tmp);
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+}  // namespace joule::data

@@ -1,0 +1,75 @@
+// Pretraining shards in NVIDIA DeepLearningExamples' HDF5 layout:
+//   input_ids int32 [N,L], input_mask int8 [N,L], segment_ids int8 [N,L],
+//   masked_lm_positions int32 [N,P], masked_lm_ids int32 [N,P], next_sentence_labels int8 [N]
+// (older shards: int64 everywhere). Unused masked positions are 0. No LibTorch here.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "data/hdf5.h"
+
+namespace joule::data {
+
+// A shard that does not fit the layout; the message names the file, the dataset, expected vs found.
+class ShardError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Rows of a shard in host memory, all widened to int32, row-major.
+struct HostBatch {
+  int64_t rows = 0, seq_len = 0, max_predictions = 0;
+  std::vector<int32_t> input_ids, input_mask, segment_ids;  // rows * seq_len
+  std::vector<int32_t> masked_positions, masked_ids;        // rows * max_predictions
+  std::vector<int32_t> next_sentence_labels;                // rows
+  void resize(int64_t rows, int64_t seq_len, int64_t max_predictions);
+};
+
+// What validating a shard's values found: enough to check it against any vocabulary later.
+struct ShardStats {
+  int64_t sequences = 0, seq_len = 0, max_predictions = 0;
+  bool int64_layout = false;  // the older all-int64 variant
+  int64_t max_token_id = -1;  // over input_ids and masked_lm_ids
+  int64_t masked_predictions = 0;  // used prediction slots (before each row's first 0)
+  int64_t real_tokens = 0;         // sum of input_mask
+};
+
+// Opens and fully validates a shard: every dataset present with an integer type, shapes consistent,
+// the same N everywhere, N > 0, positions in [0, L), masks/segments/labels in {0, 1}, ids >= 0.
+// `vocab_size` > 0 also checks ids < vocab_size.
+ShardStats validate_shard(const std::string& path, int64_t vocab_size = 0);
+
+// Checks cached stats against a vocabulary (the error names the file).
+void check_vocab(const std::string& path, const ShardStats& stats, int64_t vocab_size);
+
+class ShardReader {
+ public:
+  explicit ShardReader(const std::string& path);  // checks the schema (not the values)
+  const std::string& path() const { return path_; }
+  int64_t sequences() const { return sequences_; }
+  int64_t seq_len() const { return seq_len_; }
+  int64_t max_predictions() const { return max_predictions_; }
+
+  // Reads the given rows (any order, repeats allowed) into out[offset ..], in the order given.
+  void read_rows(const std::vector<int64_t>& rows, HostBatch& out, int64_t offset = 0);
+  // Reads a contiguous range [begin, begin + count) into out (resized).
+  void read_range(int64_t begin, int64_t count, HostBatch& out);
+
+ private:
+  std::string path_;
+  Hdf5Handle file_;
+  Hdf5Handle datasets_[6];
+  int64_t sequences_ = 0, seq_len_ = 0, max_predictions_ = 0;
+  bool int64_layout_ = false;
+};
+
+// Writes a shard in the int32/int8 layout, gzip-compressed (level 4), chunked by `chunk_rows` rows
+// so that random row reads decompress little. Atomic: PATH.tmp then rename.
+void write_shard(const std::string& path, const HostBatch& batch, int chunk_rows = 64);
+
+extern const char* const kShardDatasets[6];  // in HostBatch order: input_ids, input_mask, ...
+
+}  // namespace joule::data

@@ -1,0 +1,99 @@
+#include "tools/data_commands.h"
+
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+#include <vector>
+
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "data/tokenizer.h"
+
+namespace joule::tools {
+
+std::string data_inspect(const std::string& spec, int samples, const std::string& vocab_arg) {
+  const data::Dataset dataset = data::Dataset::open(spec);
+  const std::string vocab_path = vocab_arg.empty() ? data::find_vocab_beside(spec) : vocab_arg;
+  std::ostringstream out;
+  out << "dataset " << spec << ": " << dataset.shards().size() << " shard(s), " << dataset.size() << " sequences, seq_len "
+      << dataset.seq_len() << ", max predictions " << dataset.max_predictions() << "\n";
+  int64_t masked = 0, tokens = 0, max_id = -1;
+  for (const auto& s : dataset.shards()) {
+    masked += s.stats.masked_predictions;
+    tokens += s.stats.real_tokens;
+    max_id = std::max(max_id, s.stats.max_token_id);
+    out << "  " << s.path << ": " << s.stats.sequences << " sequences" << (s.stats.int64_layout ? " (int64 layout)" : "") << "\n";
+  }
+  char line[256];
+  std::snprintf(line, sizeof line, "tokens %lld (%.1f per sequence), masked %lld (%.2f%% of tokens, %.1f per sequence), max id %lld\n",
+                static_cast<long long>(tokens), static_cast<double>(tokens) / dataset.size(), static_cast<long long>(masked),
+                100.0 * masked / std::max<int64_t>(1, tokens), static_cast<double>(masked) / dataset.size(),
+                static_cast<long long>(max_id));
+  out << line;
+
+  // Length histogram over real tokens, 8 buckets.
+  const int buckets = 8;
+  std::vector<int64_t> hist(buckets, 0);
+  int64_t random_next = 0;
+  for (const auto& s : dataset.shards()) {
+    data::ShardReader reader(s.path);
+    data::HostBatch b;
+    for (int64_t begin = 0; begin < reader.sequences(); begin += 4096) {
+      reader.read_range(begin, std::min<int64_t>(4096, reader.sequences() - begin), b);
+      for (int64_t r = 0; r < b.rows; ++r) {
+        int64_t len = 0;
+        for (int64_t i = 0; i < b.seq_len; ++i) len += b.input_mask[r * b.seq_len + i];
+        hist[static_cast<size_t>(std::min<int64_t>(buckets - 1, (len - 1) * buckets / b.seq_len))]++;
+        random_next += b.next_sentence_labels[r];
+      }
+    }
+  }
+  std::snprintf(line, sizeof line, "next sentence: %.1f%% random\nlength histogram (real tokens):\n", 100.0 * random_next / dataset.size());
+  out << line;
+  const int64_t peak = *std::max_element(hist.begin(), hist.end());
+  for (int i = 0; i < buckets; ++i) {
+    std::snprintf(line, sizeof line, "  %4lld-%-4lld %10lld  %s\n", static_cast<long long>(i * dataset.seq_len() / buckets + 1),
+                  static_cast<long long>((i + 1) * dataset.seq_len() / buckets), static_cast<long long>(hist[static_cast<size_t>(i)]),
+                  std::string(static_cast<size_t>(40 * hist[static_cast<size_t>(i)] / std::max<int64_t>(1, peak)), '#').c_str());
+    out << line;
+  }
+
+  if (samples > 0) {
+    if (vocab_path.empty()) {
+      out << "(no vocab.txt beside the data; pass --vocab to decode samples)\n";
+      return out.str();
+    }
+    const data::Vocab vocab = data::Vocab::load(vocab_path);
+    std::vector<uint64_t> ids;
+    for (int i = 0; i < samples && i < dataset.size(); ++i) ids.push_back(static_cast<uint64_t>(i * (dataset.size() / samples)));
+    const data::HostBatch b = data::Loader::read_sequences(dataset, ids);
+    for (int64_t r = 0; r < b.rows; ++r) {
+      out << "\nsequence " << ids[static_cast<size_t>(r)] << (b.next_sentence_labels[r] ? " (random next)" : " (is next)") << ":\n  ";
+      for (int64_t i = 0; i < b.seq_len && b.input_mask[r * b.seq_len + i]; ++i) {
+        const int32_t id = b.input_ids[r * b.seq_len + i];
+        out << (id < vocab.size() ? vocab.token(id) : "<" + std::to_string(id) + ">") << " ";
+      }
+      out << "\n  masked:";
+      for (int64_t k = 0; k < b.max_predictions && b.masked_positions[r * b.max_predictions + k]; ++k) {
+        const int32_t id = b.masked_ids[r * b.max_predictions + k];
+        out << " " << b.masked_positions[r * b.max_predictions + k] << "="
+            << (id < vocab.size() ? vocab.token(id) : "<" + std::to_string(id) + ">");
+      }
+      out << "\n";
+    }
+  }
+  return out.str();
+}
+
+void data_tokenize(std::istream& in, std::ostream& out, const std::string& vocab_path, bool lower_case) {
+  const data::Vocab vocab = data::Vocab::load(vocab_path);
+  const data::FullTokenizer tokenizer(vocab, lower_case);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto tokens = tokenizer.tokenize(line);
+    for (size_t i = 0; i < tokens.size(); ++i) out << (i ? " " : "") << tokens[i];
+    out << "\n";
+  }
+}
+
+}  // namespace joule::tools
