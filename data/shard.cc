@@ -162,6 +162,7 @@ ShardStats validate_shard(const std::string& path, int64_t vocab_size) {
   s.sequences = reader.sequences();
   s.seq_len = reader.seq_len();
   s.max_predictions = reader.max_predictions();
+  s.int64_layout = reader.int64_layout();
   HostBatch b;
   const int64_t block = 4096;
   for (int64_t begin = 0; begin < s.sequences; begin += block) {

@@ -52,6 +52,7 @@ class ShardReader {
   int64_t sequences() const { return sequences_; }
   int64_t seq_len() const { return seq_len_; }
   int64_t max_predictions() const { return max_predictions_; }
+  bool int64_layout() const { return int64_layout_; }
 
   // Reads the given rows (any order, repeats allowed) into out[offset ..], in the order given.
   void read_rows(const std::vector<int64_t>& rows, HostBatch& out, int64_t offset = 0);
