@@ -30,13 +30,18 @@ std::vector<std::string> list_shards(const std::string& spec, std::string* cache
     globfree(&g);
     if (!paths.empty()) *cache_dir = fs::path(paths.front()).parent_path().string();
   } else if (fs::is_regular_file(spec) && fs::path(spec).extension() != ".hdf5" && fs::path(spec).extension() != ".h5") {
+    // A list file: one shard path per line ('#' comments), relative to the list's directory.
     std::ifstream in(spec);
     std::string line;
     const fs::path base = fs::path(spec).parent_path();
-    while (std::getline(in, line)) {
+    for (int number = 1; std::getline(in, line); ++number) {
       line.erase(line.find_last_not_of(" \t\r") + 1);
       if (line.empty() || line[0] == '#') continue;
-      paths.push_back(fs::path(line).is_absolute() ? line : (base / line).string());
+      const std::string path = fs::path(line).is_absolute() ? line : (base / line).string();
+      if (!fs::is_regular_file(path))
+        throw ShardError(spec + ":" + std::to_string(number) + ": listed shard '" + line +
+                         "' does not exist (a shard list names one .hdf5 file per line)");
+      paths.push_back(path);
     }
     *cache_dir = base.string();
   } else if (fs::is_regular_file(spec)) {

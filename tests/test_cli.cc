@@ -72,3 +72,32 @@ TEST(Cli, BadInputIsAClearErrorAndWritesNothing) {
   EXPECT_EQ(dtype.exit_code, 1);
   EXPECT_NE(dtype.output.find("unsupported dtype 'F8'"), std::string::npos) << dtype.output;
 }
+
+TEST(Cli, DataPipelineAsAUserRunsIt) {
+  TempDir dir;
+  const std::string d = dir.path();
+  auto synth = run_command(kJoule + " data synth --out " + d + "/c.txt --documents 300 --seed 4");
+  ASSERT_EQ(synth.exit_code, 0) << synth.output;
+  auto vocab = run_command(kJoule + " data vocab --input " + d + "/c.txt --out " + d + "/v.txt --size 500");
+  ASSERT_EQ(vocab.exit_code, 0) << vocab.output;
+  auto create = run_command(kJoule + " data create --input " + d + "/c.txt --vocab " + d + "/v.txt --out " + d +
+                            "/shards --seq-len 64 --max-pred 10 --dupe-factor 2 --shards 2 --eval-documents 20");
+  ASSERT_EQ(create.exit_code, 0) << create.output;
+  EXPECT_NE(create.output.find("eval sequences from 20 held-out documents"), std::string::npos) << create.output;
+  auto inspect = run_command(kJoule + " data inspect " + d + "/shards/train --samples 1");
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.output;
+  EXPECT_NE(inspect.output.find("2 shard(s)"), std::string::npos) << inspect.output;
+  EXPECT_NE(inspect.output.find("length histogram"), std::string::npos) << inspect.output;
+  EXPECT_NE(inspect.output.find("[CLS]"), std::string::npos) << inspect.output;  // decoded with the vocab beside the data
+
+  joule::test::write_file(d + "/lines.txt", "Hello, World!\nunaffable\n");
+  auto tok = run_command(kJoule + " data tokenize --vocab " + std::string(JOULE_TEST_FIXTURES) + "/tokenizer/vocab.txt < " + d + "/lines.txt");
+  EXPECT_EQ(tok.exit_code, 0) << tok.output;
+  EXPECT_EQ(tok.output, "hello , world !\nun ##aff ##able\n");
+  auto cased = run_command(kJoule + " data tokenize --no-lower-case --vocab " + std::string(JOULE_TEST_FIXTURES) + "/tokenizer/vocab.txt < " + d + "/lines.txt");
+  EXPECT_EQ(cased.output, "Hello , World !\nun ##aff ##able\n");
+
+  auto bad = run_command(kJoule + " data inspect " + d + "/c.txt");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.output.find("c.txt"), std::string::npos) << bad.output;
+}

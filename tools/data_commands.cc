@@ -1,5 +1,6 @@
 #include "tools/data_commands.h"
 
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -8,6 +9,8 @@
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/tokenizer.h"
+
+#include <nlohmann/json.hpp>
 
 namespace joule::tools {
 
@@ -83,6 +86,29 @@ std::string data_inspect(const std::string& spec, int samples, const std::string
     }
   }
   return out.str();
+}
+
+std::string bench_data(const std::string& spec, int64_t micro_batch, int batches, int warmup, bool json) {
+  const data::Dataset dataset = data::Dataset::open(spec);
+  data::SamplerConfig sc{static_cast<uint64_t>(dataset.size()), static_cast<uint64_t>(micro_batch),
+                         static_cast<uint64_t>(micro_batch), 1, 0, 1};
+  data::Loader loader(dataset, sc, {});
+  for (int i = 0; i < warmup; ++i) loader.next();
+  const double waited_before = loader.wait_seconds();
+  const auto t0 = std::chrono::steady_clock::now();
+  int64_t sequences = 0;
+  for (int i = 0; i < batches; ++i) sequences += loader.next().input_ids.size(0);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double seq_per_s = sequences / seconds;
+  nlohmann::json j = {{"sequences", sequences}, {"seconds", seconds}, {"seq_per_s", seq_per_s},
+                      {"shards", dataset.shards().size()}, {"dataset_sequences", dataset.size()},
+                      {"wait_s", loader.wait_seconds() - waited_before}};
+  if (json) return j.dump() + "\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "loader: %lld sequences in %.2f s -> %.0f seq/s (global shuffle over %lld sequences in %zu shard(s), micro-batch %lld)\n",
+                static_cast<long long>(sequences), seconds, seq_per_s, static_cast<long long>(dataset.size()),
+                dataset.shards().size(), static_cast<long long>(micro_batch));
+  return line;
 }
 
 void data_tokenize(std::istream& in, std::ostream& out, const std::string& vocab_path, bool lower_case) {

@@ -12,4 +12,9 @@ std::string data_inspect(const std::string& spec, int samples, const std::string
 // One line of space-separated WordPiece tokens per input line.
 void data_tokenize(std::istream& in, std::ostream& out, const std::string& vocab_path, bool lower_case);
 
+// `joule bench data`: sequences/s the prefetching loader delivers from the shards under the global
+// shuffle (one rank, micro-batches of `micro_batch`), after `warmup` batches; one JSON object when
+// `json`, else a line of text.
+std::string bench_data(const std::string& spec, int64_t micro_batch, int batches, int warmup, bool json);
+
 }  // namespace joule::tools

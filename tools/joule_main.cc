@@ -28,6 +28,7 @@ const char* kUsage =
     "  model init     write a freshly initialized HuggingFace model directory\n"
     "  model info     parameter counts of a model config or directory\n"
     "  bench model    forward+backward throughput against this CPU's sgemm rate\n"
+    "  bench data     sequences/s the loader delivers from shards under the global shuffle\n"
     "  data synth     write the deterministic synthetic demo corpus\n"
     "  data vocab     build a WordPiece vocabulary from a corpus\n"
     "  data create    raw text + vocab.txt -> pretraining shards (NVIDIA HDF5 layout)\n"
@@ -112,6 +113,18 @@ int cmd_bench_model(int argc, char** argv) {
   if (!warning.empty()) std::cerr << warning;
   auto result = joule::tools::bench_model(b);
   std::cout << (r.count("json") ? result.to_json() + "\n" : result.to_text(b));
+  return 0;
+}
+
+int cmd_bench_data(int argc, char** argv) {
+  cxxopts::Options o("joule bench data", "sequences/s the loader delivers from shards under the global shuffle");
+  o.add_options()("data", "shard directory, glob, list file or shard", cxxopts::value<std::string>())(
+      "micro-batch", "sequences per batch", cxxopts::value<int64_t>()->default_value("32"))(
+      "batches", "timed batches", cxxopts::value<int>()->default_value("200"))(
+      "warmup", "untimed batches first", cxxopts::value<int>()->default_value("10"))("json", "print one JSON object");
+  auto r = parse(o, argc, argv);
+  std::cout << joule::tools::bench_data(required(r, "data"), r["micro-batch"].as<int64_t>(), r["batches"].as<int>(),
+                                        r["warmup"].as<int>(), r.count("json") > 0);
   return 0;
 }
 
@@ -236,6 +249,7 @@ int main(int argc, char** argv) {
                               {"model init", cmd_model_init},
                               {"model info", cmd_model_info},
                               {"bench model", cmd_bench_model},
+                              {"bench data", cmd_bench_data},
                               {"data synth", cmd_data_synth},
                               {"data vocab", cmd_data_vocab},
                               {"data create", cmd_data_create},
