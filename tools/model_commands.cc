@@ -26,7 +26,7 @@ std::string with_commas(int64_t n) {
 
 std::string row(const std::string& name, int64_t n) {
   char buf[160];
-  std::snprintf(buf, sizeof buf, "  %-34s %16s\n", name.c_str(), with_commas(n).c_str());
+  std::snprintf(buf, sizeof buf, "  %-40s %16s\n", name.c_str(), with_commas(n).c_str());
   return buf;
 }
 
@@ -62,7 +62,7 @@ std::string model_info(const std::string& arg) {
   out << row("NSP head", p.nsp_head);
   out << row("total", p.total());
   char mb[96];
-  std::snprintf(mb, sizeof mb, "  %-34s %13.1f MB\n", "fp32 weights", p.total() * 4.0 / 1e6);
+  std::snprintf(mb, sizeof mb, "  %-40s %13.1f MB\n", "fp32 weights", p.total() * 4.0 / 1e6);
   out << mb;
 
   const std::filesystem::path weights = std::filesystem::path(arg) / "model.safetensors";
