@@ -1,0 +1,87 @@
+// One communicator interface for data-parallel collectives, with backends created by name
+// ("mpi"; "nccl" where built). Operations are asynchronous: they return a Work handle whose wait()
+// rethrows the operation's error, including a timeout that names the operation, label and rank.
+// No LibTorch here: buffers are raw views (see collectives/torch_buffer.h for tensors).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace joule::collectives {
+
+class CollectiveError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+class CollectiveTimeout : public CollectiveError {
+ public:
+  using CollectiveError::CollectiveError;
+};
+
+enum class DType { kFloat32, kFloat64, kBFloat16, kFloat16, kInt32, kInt64 };
+size_t dtype_bytes(DType d);
+const char* dtype_name(DType d);
+
+enum class ReduceOp { kSum, kAverage };
+
+// A contiguous buffer: host memory (device == -1) or CUDA device memory (device >= 0).
+struct Buffer {
+  void* data = nullptr;
+  size_t count = 0;  // elements
+  DType dtype = DType::kFloat32;
+  int device = -1;
+  size_t bytes() const { return count * dtype_bytes(dtype); }
+};
+
+struct CollectiveOptions {
+  ReduceOp op = ReduceOp::kSum;
+  double timeout_seconds = 600;  // then the operation fails with CollectiveTimeout
+  std::string label;             // what this is ("bucket 3"), for error messages and traces
+};
+
+class Work {
+ public:
+  virtual ~Work() = default;
+  virtual void wait() = 0;       // blocks until done; rethrows the operation's error
+  virtual bool completed() = 0;  // true once done or failed (never throws)
+  virtual double seconds() const = 0;  // launch to completion, once completed
+};
+using WorkHandle = std::shared_ptr<Work>;
+
+// Where this process sits: from MPI_Comm_split_type(SHARED) for the node facts.
+struct ProcessGroupInfo {
+  int rank = 0, world_size = 1;
+  int local_rank = 0, local_size = 1;
+  int node = 0, node_count = 1;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual std::string backend() const = 0;
+  virtual const ProcessGroupInfo& info() const = 0;
+
+  // In place. Average divides by the world size after summing.
+  virtual WorkHandle all_reduce(Buffer buffer, const CollectiveOptions& options = {}) = 0;
+  virtual WorkHandle broadcast(Buffer buffer, int root, const CollectiveOptions& options = {}) = 0;
+  // out.count == in.count * world_size; rank r's input lands at out[r * in.count].
+  virtual WorkHandle all_gather(Buffer out, Buffer in, const CollectiveOptions& options = {}) = 0;
+  // in.count == out.count * world_size; rank r receives the reduction of block r.
+  virtual WorkHandle reduce_scatter(Buffer out, Buffer in, const CollectiveOptions& options = {}) = 0;
+  virtual void barrier(const CollectiveOptions& options = {}) = 0;
+
+  // Ends the whole job now (MPI_Abort / ncclCommAbort): the answer to a failed collective, so that
+  // no rank is left waiting.
+  [[noreturn]] virtual void abort(const std::string& why, int exit_code = 1) = 0;
+};
+
+// "mpi" (CPU buffers) or "nccl" (CUDA buffers; only when built with JOULE_WITH_NCCL). Initializes MPI
+// on first use. Throws CollectiveError for an unknown or unavailable backend.
+std::unique_ptr<Communicator> create_communicator(const std::string& backend);
+std::vector<std::string> available_backends();
+
+}  // namespace joule::collectives

@@ -1,0 +1,409 @@
+// The "mpi" backend: CPU buffers over MPI. A progress thread issues every operation as a nonblocking
+// MPI call, in submission order (so all ranks issue collectives in the same order), and drives them to
+// completion with MPI_Testall; callers only wait on condition variables. bf16/fp16 sums use a custom
+// MPI_Op that adds in fp32. Buffers beyond INT_MAX elements are split.
+#include <mpi.h>
+
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "collectives/communicator.h"
+#include "collectives/mpi_check.h"
+
+namespace joule::collectives {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+// Elements per MPI call (< INT_MAX). JOULE_MPI_MAX_CHUNK lowers it, so tests can cross the split.
+size_t max_chunk() {
+  static const size_t chunk = [] {
+    const char* env = std::getenv("JOULE_MPI_MAX_CHUNK");
+    const long long v = env ? std::atoll(env) : 0;
+    return v > 0 && v < INT_MAX ? static_cast<size_t>(v) : size_t{1} << 30;
+  }();
+  return chunk;
+}
+
+float half_bits_to_float(uint16_t h, bool bf16) {
+  uint32_t f;
+  if (bf16) {
+    f = static_cast<uint32_t>(h) << 16;
+  } else {  // IEEE binary16
+    const uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ffu;
+    if (exp == 0) {
+      if (mant == 0) {
+        f = sign;
+      } else {  // subnormal: normalize
+        int e = -1;
+        uint32_t m = mant;
+        do {
+          ++e;
+          m <<= 1;
+        } while (!(m & 0x400u));
+        f = sign | static_cast<uint32_t>(127 - 15 - e) << 23 | (m & 0x3ffu) << 13;
+      }
+    } else if (exp == 31) {
+      f = sign | 0x7f800000u | mant << 13;
+    } else {
+      f = sign | (exp + 127 - 15) << 23 | mant << 13;
+    }
+  }
+  float out;
+  std::memcpy(&out, &f, 4);
+  return out;
+}
+
+uint16_t float_to_half_bits(float x, bool bf16) {
+  uint32_t f;
+  std::memcpy(&f, &x, 4);
+  if (bf16) {
+    if ((f & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((f >> 16) | 0x40);  // quiet NaN
+    return static_cast<uint16_t>((f + 0x7fffu + ((f >> 16) & 1u)) >> 16);              // round to nearest even
+  }
+  const uint32_t sign = (f >> 16) & 0x8000u;
+  const uint32_t abs = f & 0x7fffffffu;
+  if (abs >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0));
+  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow to inf
+  if (abs < 0x38800000u) {                                                  // subnormal or zero
+    if (abs < 0x33000000u) return static_cast<uint16_t>(sign);
+    const uint32_t shift = 113 - (abs >> 23), mant = (abs & 0x7fffffu) | 0x800000u;
+    uint32_t h = mant >> (shift + 13);
+    const uint32_t rem = mant & ((1u << (shift + 13)) - 1), half = 1u << (shift + 12);
+    if (rem > half || (rem == half && (h & 1u))) ++h;
+    return static_cast<uint16_t>(sign | h);
+  }
+  uint32_t h = ((abs >> 13) - (112u << 10));
+  const uint32_t rem = abs & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
+  return static_cast<uint16_t>(sign | h);
+}
+
+template <bool kBf16>
+void sum_half(void* in, void* inout, int* len, MPI_Datatype*) {
+  auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = float_to_half_bits(half_bits_to_float(a[i], kBf16) + half_bits_to_float(b[i], kBf16), kBf16);
+}
+
+class MpiWork : public Work {
+ public:
+  MpiWork(std::string what, double timeout, int rank) : what_(std::move(what)), timeout_(timeout), rank_(rank) {}
+  void wait() override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const auto deadline = launched_ + std::chrono::duration<double>(timeout_);
+    if (!cv_.wait_until(lock, deadline, [&] { return done_; }))
+      throw CollectiveTimeout("[rank " + std::to_string(rank_) + "] " + what_ + " did not finish within " +
+                              std::to_string(static_cast<int>(timeout_)) +
+                              " s (a rank died, stalled, or issued collectives in another order)");
+    if (error_) std::rethrow_exception(error_);
+  }
+  bool completed() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return done_;
+  }
+  double seconds() const override { return seconds_; }
+  void finish(std::exception_ptr error = nullptr) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      seconds_ = std::chrono::duration<double>(Clock::now() - launched_).count();
+      error_ = error;
+      done_ = true;
+    }
+    cv_.notify_all();
+  }
+  const std::string& what() const { return what_; }
+
+ private:
+  std::string what_;
+  double timeout_;
+  int rank_;
+  Clock::time_point launched_ = Clock::now();
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+  double seconds_ = 0;
+};
+
+enum class Kind { kAllReduce, kBroadcast, kAllGather, kReduceScatter, kBarrier };
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::kAllReduce: return "all_reduce";
+    case Kind::kBroadcast: return "broadcast";
+    case Kind::kAllGather: return "all_gather";
+    case Kind::kReduceScatter: return "reduce_scatter";
+    case Kind::kBarrier: return "barrier";
+  }
+  return "?";
+}
+
+struct Op {
+  Kind kind;
+  Buffer out, in;  // in-place operations use `out`
+  int root = 0;
+  CollectiveOptions options;
+  std::shared_ptr<MpiWork> work;
+  std::vector<MPI_Request> requests;
+};
+
+class MpiCommunicator : public Communicator {
+ public:
+  MpiCommunicator() {
+    int initialized = 0;
+    MPI_CHECK(MPI_Initialized(&initialized));
+    if (!initialized) {
+      int provided = 0;
+      MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
+      owns_mpi_ = true;
+      if (provided < MPI_THREAD_SERIALIZED)
+        throw CollectiveError("MPI provides thread level " + std::to_string(provided) +
+                              "; joule's progress thread needs at least MPI_THREAD_SERIALIZED");
+    }
+    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm_));
+    MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));  // errors come back to MPI_CHECK
+    MPI_CHECK(MPI_Comm_rank(comm_, &info_.rank));
+    MPI_CHECK(MPI_Comm_size(comm_, &info_.world_size));
+    MPI_Comm local;
+    MPI_CHECK(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, info_.rank, MPI_INFO_NULL, &local));
+    MPI_CHECK(MPI_Comm_rank(local, &info_.local_rank));
+    MPI_CHECK(MPI_Comm_size(local, &info_.local_size));
+    // Nodes: number the local-rank-0 processes, then share the number within each node.
+    int leader = info_.local_rank == 0 ? 1 : 0, before = 0;
+    MPI_CHECK(MPI_Exscan(&leader, &before, 1, MPI_INT, MPI_SUM, comm_));
+    if (info_.rank == 0) before = 0;
+    int node = before;
+    MPI_CHECK(MPI_Bcast(&node, 1, MPI_INT, 0, local));
+    info_.node = node;
+    MPI_CHECK(MPI_Allreduce(&leader, &info_.node_count, 1, MPI_INT, MPI_SUM, comm_));
+    MPI_CHECK(MPI_Comm_free(&local));
+
+    MPI_CHECK(MPI_Type_contiguous(2, MPI_BYTE, &half_type_));
+    MPI_CHECK(MPI_Type_commit(&half_type_));
+    MPI_CHECK(MPI_Op_create(&sum_half<true>, 1, &sum_bf16_));
+    MPI_CHECK(MPI_Op_create(&sum_half<false>, 1, &sum_fp16_));
+    thread_ = std::thread([this] { progress(); });
+  }
+
+  ~MpiCommunicator() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    int finalized = 0;
+    MPI_Finalized(&finalized);  // whoever initialized MPI may have finalized it already
+    if (!aborted_ && !finalized) {
+      MPI_Op_free(&sum_bf16_);
+      MPI_Op_free(&sum_fp16_);
+      MPI_Type_free(&half_type_);
+      MPI_Comm_free(&comm_);
+      if (owns_mpi_) MPI_Finalize();
+    }
+  }
+
+  std::string backend() const override { return "mpi"; }
+  const ProcessGroupInfo& info() const override { return info_; }
+
+  WorkHandle all_reduce(Buffer b, const CollectiveOptions& o) override { return submit(Kind::kAllReduce, b, {}, 0, o); }
+  WorkHandle broadcast(Buffer b, int root, const CollectiveOptions& o) override {
+    if (root < 0 || root >= info_.world_size) throw CollectiveError("broadcast root " + std::to_string(root) + " outside the world");
+    return submit(Kind::kBroadcast, b, {}, root, o);
+  }
+  WorkHandle all_gather(Buffer out, Buffer in, const CollectiveOptions& o) override {
+    if (out.count != in.count * static_cast<size_t>(info_.world_size) || out.dtype != in.dtype)
+      throw CollectiveError("all_gather: output must hold world_size x input elements of the same dtype");
+    return submit(Kind::kAllGather, out, in, 0, o);
+  }
+  WorkHandle reduce_scatter(Buffer out, Buffer in, const CollectiveOptions& o) override {
+    if (in.count != out.count * static_cast<size_t>(info_.world_size) || out.dtype != in.dtype)
+      throw CollectiveError("reduce_scatter: input must hold world_size x output elements of the same dtype");
+    return submit(Kind::kReduceScatter, out, in, 0, o);
+  }
+  void barrier(const CollectiveOptions& o) override { submit(Kind::kBarrier, {}, {}, 0, o)->wait(); }
+
+  [[noreturn]] void abort(const std::string& why, int exit_code) override {
+    std::cerr << "[rank " << info_.rank << "] joule: aborting the job: " << why << std::endl;
+    aborted_ = true;
+    MPI_Abort(MPI_COMM_WORLD, exit_code);
+    std::_Exit(exit_code);
+  }
+
+ private:
+  WorkHandle submit(Kind kind, Buffer out, Buffer in, int root, const CollectiveOptions& o) {
+    for (const Buffer* b : {&out, &in})
+      if (b->device >= 0) throw CollectiveError("the mpi backend takes host buffers; use the nccl backend for CUDA memory");
+    if (kind == Kind::kAllReduce || kind == Kind::kReduceScatter) {
+      if (o.op == ReduceOp::kAverage && (out.dtype == DType::kInt32 || out.dtype == DType::kInt64))
+        throw CollectiveError("average is defined for floating-point buffers only");
+    }
+    if ((kind == Kind::kAllGather || kind == Kind::kReduceScatter) && (in.count > INT_MAX || out.count > INT_MAX))
+      throw CollectiveError(std::string(kind_name(kind)) + ": more than INT_MAX elements per rank is not supported");
+    std::string what = std::string(kind_name(kind)) + (o.label.empty() ? "" : " '" + o.label + "'") + " of " +
+                       std::to_string(std::max(out.bytes(), in.bytes())) + " bytes";
+    auto op = std::make_shared<Op>(Op{kind, out, in, root, o, std::make_shared<MpiWork>(what, o.timeout_seconds, info_.rank), {}});
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (failed_) throw CollectiveError("[rank " + std::to_string(info_.rank) + "] communicator unusable after: " + failure_);
+      queue_.push_back(op);
+    }
+    cv_.notify_all();
+    return op->work;
+  }
+
+  MPI_Datatype mpi_type(DType d) const {
+    switch (d) {
+      case DType::kFloat32: return MPI_FLOAT;
+      case DType::kFloat64: return MPI_DOUBLE;
+      case DType::kInt32: return MPI_INT32_T;
+      case DType::kInt64: return MPI_INT64_T;
+      case DType::kBFloat16:
+      case DType::kFloat16: return half_type_;
+    }
+    return MPI_BYTE;
+  }
+  MPI_Op mpi_sum(DType d) const {
+    if (d == DType::kBFloat16) return sum_bf16_;
+    if (d == DType::kFloat16) return sum_fp16_;
+    return MPI_SUM;
+  }
+
+  void start(Op& op) {
+    const MPI_Datatype type = mpi_type(op.kind == Kind::kBarrier ? DType::kFloat32 : op.out.dtype);
+    const size_t elem = dtype_bytes(op.out.dtype);
+    auto* base = static_cast<char*>(op.out.data);
+    MPI_Request r;
+    switch (op.kind) {
+      case Kind::kAllReduce:
+        for (size_t begin = 0; begin < op.out.count; begin += max_chunk()) {
+          const int n = static_cast<int>(std::min(max_chunk(), op.out.count - begin));
+          MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, base + begin * elem, n, type, mpi_sum(op.out.dtype), comm_, &r));
+          op.requests.push_back(r);
+        }
+        break;
+      case Kind::kBroadcast:
+        for (size_t begin = 0; begin < op.out.count; begin += max_chunk()) {
+          const int n = static_cast<int>(std::min(max_chunk(), op.out.count - begin));
+          MPI_CHECK(MPI_Ibcast(base + begin * elem, n, type, op.root, comm_, &r));
+          op.requests.push_back(r);
+        }
+        break;
+      case Kind::kAllGather:
+        MPI_CHECK(MPI_Iallgather(op.in.data, static_cast<int>(op.in.count), type, op.out.data, static_cast<int>(op.in.count), type, comm_, &r));
+        op.requests.push_back(r);
+        break;
+      case Kind::kReduceScatter:
+        MPI_CHECK(MPI_Ireduce_scatter_block(op.in.data, op.out.data, static_cast<int>(op.out.count), type, mpi_sum(op.out.dtype), comm_, &r));
+        op.requests.push_back(r);
+        break;
+      case Kind::kBarrier:
+        MPI_CHECK(MPI_Ibarrier(comm_, &r));
+        op.requests.push_back(r);
+        break;
+    }
+  }
+
+  void complete(Op& op) {
+    if ((op.kind == Kind::kAllReduce || op.kind == Kind::kReduceScatter) && op.options.op == ReduceOp::kAverage) {
+      const double scale = 1.0 / info_.world_size;
+      switch (op.out.dtype) {
+        case DType::kFloat32: {
+          auto* p = static_cast<float*>(op.out.data);
+          for (size_t i = 0; i < op.out.count; ++i) p[i] = static_cast<float>(p[i] * scale);
+          break;
+        }
+        case DType::kFloat64: {
+          auto* p = static_cast<double*>(op.out.data);
+          for (size_t i = 0; i < op.out.count; ++i) p[i] *= scale;
+          break;
+        }
+        case DType::kBFloat16:
+        case DType::kFloat16: {
+          const bool bf16 = op.out.dtype == DType::kBFloat16;
+          auto* p = static_cast<uint16_t*>(op.out.data);
+          for (size_t i = 0; i < op.out.count; ++i) p[i] = float_to_half_bits(static_cast<float>(half_bits_to_float(p[i], bf16) * scale), bf16);
+          break;
+        }
+        default: break;
+      }
+    }
+    op.work->finish();
+  }
+
+  void progress() {
+    std::deque<std::shared_ptr<Op>> in_flight;
+    while (true) {
+      std::deque<std::shared_ptr<Op>> fresh;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        if (in_flight.empty()) cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (stop_ && queue_.empty() && in_flight.empty()) return;
+        fresh.swap(queue_);
+      }
+      try {
+        for (auto& op : fresh) {
+          start(*op);
+          in_flight.push_back(op);
+        }
+        bool progressed = false;
+        for (auto it = in_flight.begin(); it != in_flight.end();) {
+          int done = 0;
+          MPI_CHECK(MPI_Testall(static_cast<int>((*it)->requests.size()), (*it)->requests.data(), &done, MPI_STATUSES_IGNORE));
+          if (done) {
+            complete(**it);
+            it = in_flight.erase(it);
+            progressed = true;
+          } else {
+            ++it;
+          }
+        }
+        if (!progressed && !in_flight.empty()) std::this_thread::sleep_for(std::chrono::microseconds(20));
+      } catch (...) {
+        const auto error = std::current_exception();
+        std::lock_guard<std::mutex> lock(mutex_);
+        failed_ = true;
+        try {
+          std::rethrow_exception(error);
+        } catch (const std::exception& e) {
+          failure_ = e.what();
+        }
+        for (auto& op : in_flight) op->work->finish(error);
+        for (auto& op : queue_) op->work->finish(error);
+        queue_.clear();
+        return;
+      }
+      if (stop_ && in_flight.empty()) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (queue_.empty()) return;
+      }
+    }
+  }
+
+  ProcessGroupInfo info_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Datatype half_type_ = MPI_DATATYPE_NULL;
+  MPI_Op sum_bf16_ = MPI_OP_NULL, sum_fp16_ = MPI_OP_NULL;
+  bool owns_mpi_ = false;
+  std::atomic<bool> aborted_{false};
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Op>> queue_;
+  bool stop_ = false, failed_ = false;
+  std::string failure_;
+  std::thread thread_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_mpi_communicator() { return std::make_unique<MpiCommunicator>(); }
+
+}  // namespace joule::collectives

@@ -1,0 +1,189 @@
+#include "collectives/reducer.h"
+
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+
+namespace joule::collectives {
+
+using Clock = std::chrono::steady_clock;
+
+struct GradientReducer::Bucket {
+  torch::Tensor flat;        // fp32 gradients of this bucket's parameters
+  torch::Tensor wire;        // the communicated buffer: `flat` itself, or a bf16/fp16 copy
+  std::vector<size_t> params;
+  size_t pending = 0;        // parameters not yet ready in this synchronizing backward
+  WorkHandle work;
+};
+
+namespace {
+
+Buffer buffer_of(const torch::Tensor& t) {
+  DType d = DType::kFloat32;
+  if (t.scalar_type() == torch::kBFloat16) d = DType::kBFloat16;
+  else if (t.scalar_type() == torch::kFloat16) d = DType::kFloat16;
+  else if (t.scalar_type() == torch::kFloat64) d = DType::kFloat64;
+  return {t.data_ptr(), static_cast<size_t>(t.numel()), d, t.is_cuda() ? static_cast<int>(t.get_device()) : -1};
+}
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+}  // namespace
+
+GradientReducer::GradientReducer(std::vector<std::pair<std::string, torch::Tensor>> named, Communicator& comm,
+                                 ReducerOptions options)
+    : comm_(comm), options_(options), params_(std::move(named)), alive_(std::make_shared<bool>(true)) {
+  if (params_.empty()) throw std::invalid_argument("GradientReducer: no parameters");
+  // Reverse parameter order: the last parameters' gradients are ready first in backward.
+  std::vector<std::vector<size_t>> groups(1);
+  size_t bytes = 0, limit = options_.first_bucket_bytes;
+  for (size_t k = params_.size(); k-- > 0;) {
+    const torch::Tensor& p = params_[k].second;
+    if (p.scalar_type() != torch::kFloat32)
+      throw std::invalid_argument("GradientReducer: parameter '" + params_[k].first + "' is not float32");
+    const size_t pb = static_cast<size_t>(p.numel()) * 4;
+    if (!groups.back().empty() && bytes + pb > limit) {
+      groups.emplace_back();
+      bytes = 0;
+      limit = options_.bucket_bytes;
+    }
+    groups.back().push_back(k);
+    bytes += pb;
+  }
+  bucket_of_.resize(params_.size());
+  const auto wire_type = options_.compression == Compression::kBFloat16 ? torch::kBFloat16
+                         : options_.compression == Compression::kFloat16 ? torch::kFloat16
+                                                                         : torch::kFloat32;
+  for (size_t b = 0; b < groups.size(); ++b) {
+    auto bucket = std::make_unique<Bucket>();
+    int64_t numel = 0;
+    for (size_t k : groups[b]) numel += params_[k].second.numel();
+    const auto& any = params_[groups[b].front()].second;
+    bucket->flat = torch::zeros({numel}, any.options());
+    bucket->wire = wire_type == torch::kFloat32 ? bucket->flat : torch::zeros({numel}, any.options().dtype(wire_type));
+    bucket->params = groups[b];
+    BucketInfo info;
+    info.bytes = static_cast<size_t>(numel) * 4;
+    int64_t offset = 0;
+    for (size_t k : groups[b]) {
+      torch::Tensor& p = params_[k].second;
+      p.mutable_grad() = bucket->flat.narrow(0, offset, p.numel()).view(p.sizes());  // the gradient is a view
+      offset += p.numel();
+      bucket_of_[k] = b;
+      info.params.push_back(params_[k].first);
+    }
+    info_.push_back(std::move(info));
+    buckets_.push_back(std::move(bucket));
+  }
+  // A hook after each parameter's gradient accumulation marks it ready.
+  std::weak_ptr<bool> alive = alive_;
+  for (size_t k = 0; k < params_.size(); ++k) {
+    auto acc = torch::autograd::impl::grad_accumulator(params_[k].second);
+    if (!acc) throw std::invalid_argument("GradientReducer: parameter '" + params_[k].first + "' does not require grad");
+    hook_keys_.push_back(acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [this, k, alive](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+          if (alive.lock()) mark_ready(k);
+          return outputs;
+        })));
+    accumulators_.push_back(std::move(acc));
+  }
+}
+
+GradientReducer::~GradientReducer() {
+  *alive_ = false;
+  alive_.reset();
+  for (size_t k = 0; k < accumulators_.size(); ++k) accumulators_[k]->del_post_hook(hook_keys_[k]);
+  for (auto& b : buckets_)
+    if (b->work && !b->work->completed()) {
+      try {
+        b->work->wait();  // never free a buffer MPI may still write to
+      } catch (...) {
+      }
+    }
+}
+
+void GradientReducer::broadcast_parameters(int root) {
+  torch::NoGradGuard no_grad;
+  std::vector<WorkHandle> works;
+  for (auto& [name, p] : params_) {
+    if (!p.is_contiguous()) throw std::invalid_argument("GradientReducer: parameter '" + name + "' is not contiguous");
+    CollectiveOptions o;
+    o.label = "parameter " + name;
+    o.timeout_seconds = options_.timeout_seconds;
+    works.push_back(comm_.broadcast(buffer_of(p), root, o));
+  }
+  for (auto& w : works) w->wait();
+}
+
+void GradientReducer::zero_grad() {
+  for (auto& b : buckets_) b->flat.zero_();
+}
+
+void GradientReducer::begin_micro_batch(bool synchronize) {
+  synchronize_ = synchronize;
+  next_launch_ = 0;
+  for (auto& b : buckets_) {
+    b->pending = b->params.size();
+    b->work.reset();
+  }
+  stats_ = ReducerStats{};
+  stats_.launch_seconds.assign(buckets_.size(), -1.0);
+  begin_ = Clock::now();
+}
+
+void GradientReducer::mark_ready(size_t param) {
+  if (!synchronize_) return;
+  Bucket& b = *buckets_[bucket_of_[param]];
+  if (b.pending == 0) return;  // already counted (a parameter used twice is accumulated once)
+  if (--b.pending == 0) launch_ready_buckets();
+}
+
+void GradientReducer::launch_ready_buckets() {
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_]->pending == 0) launch(next_launch_++);
+}
+
+void GradientReducer::launch(size_t index) {
+  Bucket& b = *buckets_[index];
+  CollectiveOptions o;
+  o.label = "gradient bucket " + std::to_string(index) + " of " + std::to_string(buckets_.size());
+  o.timeout_seconds = options_.timeout_seconds;
+  if (options_.compression == Compression::kNone) {
+    o.op = ReduceOp::kAverage;
+  } else {
+    torch::NoGradGuard no_grad;
+    b.wire.copy_(b.flat);
+    o.op = ReduceOp::kSum;  // averaged in fp32 after the copy back
+  }
+  stats_.launch_seconds[index] = since(begin_);
+  stats_.bytes += static_cast<size_t>(b.wire.numel() * b.wire.element_size());
+  b.work = comm_.all_reduce(buffer_of(b.wire), o);
+}
+
+void GradientReducer::finish() {
+  if (!synchronize_) return;
+  const auto t0 = Clock::now();
+  stats_.backward_seconds = std::chrono::duration<double>(t0 - begin_).count();
+  // Buckets whose parameters got no gradient in this backward still take part, in order.
+  for (auto& b : buckets_) b->pending = 0;
+  launch_ready_buckets();
+  for (auto& b : buckets_) {
+    b->work->wait();
+    stats_.comm_seconds += b->work->seconds();
+  }
+  stats_.exposed_seconds = since(t0);
+  if (options_.compression != Compression::kNone) {
+    torch::NoGradGuard no_grad;
+    const double scale = 1.0 / comm_.info().world_size;
+    for (auto& b : buckets_) b->flat.copy_(b->wire).mul_(scale);
+  }
+  for (size_t k = 0; k < params_.size(); ++k) {
+    const torch::Tensor& g = params_[k].second.grad();
+    const torch::Tensor& flat = buckets_[bucket_of_[k]]->flat;
+    const auto* base = static_cast<const char*>(flat.data_ptr());
+    const auto* ptr = g.defined() ? static_cast<const char*>(g.data_ptr()) : nullptr;
+    if (!ptr || ptr < base || ptr >= base + flat.numel() * 4)
+      throw std::logic_error("GradientReducer: the gradient of '" + params_[k].first +
+                             "' no longer lives in its bucket (was zero_grad(set_to_none) or an optimizer resetting .grad() used?)");
+  }
+  synchronize_ = false;
+}
+
+}  // namespace joule::collectives

@@ -1,0 +1,42 @@
+// main() for multi-rank GoogleTest binaries: every rank runs every test; failures print on every
+// rank with a [rank N] prefix (rank 0 also prints the usual report); the exit code is the worst
+// over all ranks, so one failing rank fails the whole run.
+#include <mpi.h>
+
+#include <cstdio>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+class RankFailurePrinter : public ::testing::EmptyTestEventListener {
+ public:
+  explicit RankFailurePrinter(int rank) : rank_(rank) {}
+  void OnTestPartResult(const ::testing::TestPartResult& r) override {
+    if (r.failed())
+      std::fprintf(stderr, "[rank %d] FAILURE %s:%d\n%s\n", rank_, r.file_name() ? r.file_name() : "?", r.line_number(), r.summary());
+  }
+  void OnTestEnd(const ::testing::TestInfo& info) override {
+    if (info.result()->Failed()) std::fprintf(stderr, "[rank %d] FAILED %s.%s\n", rank_, info.test_suite_name(), info.name());
+  }
+
+ private:
+  int rank_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided = 0, rank = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  ::testing::InitGoogleTest(&argc, argv);
+  auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+  if (rank != 0) delete listeners.Release(listeners.default_result_printer());
+  listeners.Append(new RankFailurePrinter(rank));
+  int local = RUN_ALL_TESTS(), worst = 0;
+  MPI_Allreduce(&local, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (rank == 0 && worst != 0 && local == 0) std::fprintf(stderr, "some other rank failed: see [rank N] lines above\n");
+  MPI_Finalize();
+  return worst;
+}
