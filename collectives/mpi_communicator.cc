@@ -17,11 +17,14 @@
 
 #include "collectives/communicator.h"
 #include "collectives/mpi_check.h"
+#include "launch/runtime.h"
 
 namespace joule::collectives {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+constexpr int kSpinMicroseconds = 200;  // tight polling after a launch or completion
+constexpr int kSleepMicroseconds = 20;  // then between tests
 // Elements per MPI call (< INT_MAX). JOULE_MPI_MAX_CHUNK lowers it, so tests can cross the split.
 size_t max_chunk() {
   static const size_t chunk = [] {
@@ -157,15 +160,10 @@ struct Op {
 class MpiCommunicator : public Communicator {
  public:
   MpiCommunicator() {
-    int initialized = 0;
-    MPI_CHECK(MPI_Initialized(&initialized));
-    if (!initialized) {
-      int provided = 0;
-      MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
-      owns_mpi_ = true;
-      if (provided < MPI_THREAD_SERIALIZED)
-        throw CollectiveError("MPI provides thread level " + std::to_string(provided) +
-                              "; joule's progress thread needs at least MPI_THREAD_SERIALIZED");
+    try {
+      launch::ensure_mpi_initialized();
+    } catch (const std::runtime_error& e) {
+      throw CollectiveError(e.what());
     }
     MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm_));
     MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));  // errors come back to MPI_CHECK
@@ -200,13 +198,12 @@ class MpiCommunicator : public Communicator {
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();
     int finalized = 0;
-    MPI_Finalized(&finalized);  // whoever initialized MPI may have finalized it already
-    if (!aborted_ && !finalized) {
+    MPI_Finalized(&finalized);  // the process may have finalized MPI already
+    if (!aborted_ && !finalized && !abandoned_) {  // abandoned operations may still use these
       MPI_Op_free(&sum_bf16_);
       MPI_Op_free(&sum_fp16_);
       MPI_Type_free(&half_type_);
       MPI_Comm_free(&comm_);
-      if (owns_mpi_) MPI_Finalize();
     }
   }
 
@@ -340,12 +337,16 @@ class MpiCommunicator : public Communicator {
 
   void progress() {
     std::deque<std::shared_ptr<Op>> in_flight;
+    auto last_event = Clock::now();
     while (true) {
       std::deque<std::shared_ptr<Op>> fresh;
       {
         std::unique_lock<std::mutex> lock(mutex_);
         if (in_flight.empty()) cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-        if (stop_ && queue_.empty() && in_flight.empty()) return;
+        if (stop_) {  // normally nothing is in flight here; on an error path, leave it (the job ends)
+          abandoned_ = !in_flight.empty() || !queue_.empty();
+          return;
+        }
         fresh.swap(queue_);
       }
       try {
@@ -365,7 +366,14 @@ class MpiCommunicator : public Communicator {
             ++it;
           }
         }
-        if (!progressed && !in_flight.empty()) std::this_thread::sleep_for(std::chrono::microseconds(20));
+        // Poll tightly (yielding the core) for a short window after anything happened, since small
+        // operations finish within it; then sleep between tests so a waiting rank does not take
+        // the cores that backward is computing on.
+        if (progressed || !fresh.empty()) last_event = Clock::now();
+        if (!progressed && !in_flight.empty()) {
+          if (Clock::now() - last_event < std::chrono::microseconds(kSpinMicroseconds)) std::this_thread::yield();
+          else std::this_thread::sleep_for(std::chrono::microseconds(kSleepMicroseconds));
+        }
       } catch (...) {
         const auto error = std::current_exception();
         std::lock_guard<std::mutex> lock(mutex_);
@@ -380,10 +388,6 @@ class MpiCommunicator : public Communicator {
         queue_.clear();
         return;
       }
-      if (stop_ && in_flight.empty()) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (queue_.empty()) return;
-      }
     }
   }
 
@@ -391,7 +395,7 @@ class MpiCommunicator : public Communicator {
   MPI_Comm comm_ = MPI_COMM_NULL;
   MPI_Datatype half_type_ = MPI_DATATYPE_NULL;
   MPI_Op sum_bf16_ = MPI_OP_NULL, sum_fp16_ = MPI_OP_NULL;
-  bool owns_mpi_ = false;
+  bool abandoned_ = false;  // the progress thread stopped with operations still in flight
   std::atomic<bool> aborted_{false};
 
   std::mutex mutex_;

@@ -8,6 +8,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 
 #include <torch/torch.h>
 
@@ -68,6 +69,52 @@ bool set_runtime_environment() {
   set_default("OMP_WAIT_POLICY", "PASSIVE");
   set_default("OPENBLAS_THREAD_TIMEOUT", "4");
   return changed;
+}
+
+namespace {
+struct MpiFinalizer {
+  bool owns = false;
+  ~MpiFinalizer() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (owns && !finalized) MPI_Finalize();
+  }
+};
+MpiFinalizer mpi_finalizer;
+}  // namespace
+
+int ensure_mpi_initialized() {
+  int initialized = 0, provided = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+    mpi_finalizer.owns = true;
+  } else {
+    MPI_Query_thread(&provided);
+  }
+  if (provided < MPI_THREAD_SERIALIZED)
+    throw std::runtime_error("MPI provides thread level " + std::to_string(provided) +
+                             "; joule's communication thread needs at least MPI_THREAD_SERIALIZED");
+  return provided;
+}
+
+void abort_job_if_distributed(int exit_code) {
+  int initialized = 0, finalized = 0, size = 1;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) return;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size > 1) MPI_Abort(MPI_COMM_WORLD, exit_code);
+}
+
+std::string rank_prefix() {
+  int initialized = 0, finalized = 0, size = 1, rank = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) return "";
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return size > 1 ? "[rank " + std::to_string(rank) + "] " : "";
 }
 
 std::string torch_version() {

@@ -26,6 +26,18 @@ void tune_allocator();
 // true when a variable was missing and has been set; main() then re-executes itself once.
 bool set_runtime_environment();
 
+// Initializes MPI once (MPI_THREAD_MULTIPLE requested; at least MPI_THREAD_SERIALIZED required) and
+// finalizes it at normal process exit. Error paths abort instead (abort_job_if_distributed), so a
+// failing rank never blocks in MPI_Finalize. Returns the thread level provided.
+int ensure_mpi_initialized();
+
+// Under MPI with more than one rank, ends the whole job (MPI_Abort) so no rank is left waiting in a
+// collective for the one that failed. A no-op otherwise. main() calls it after printing an error.
+void abort_job_if_distributed(int exit_code);
+
+// "[rank N] " when MPI runs with more than one rank, else "": the prefix of diagnostics.
+std::string rank_prefix();
+
 std::string torch_version();
 std::string mpi_library_version();  // MPI_Get_library_version: callable before MPI_Init
 int physical_cores();               // online CPUs this process may run on (sched_getaffinity)

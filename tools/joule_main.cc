@@ -12,6 +12,7 @@
 #include "launch/runtime.h"
 #include "data/create.h"
 #include "data/vocab_builder.h"
+#include "tools/bench_comm.h"
 #include "tools/bench_model.h"
 #include "tools/data_commands.h"
 #include "tools/model_commands.h"
@@ -28,6 +29,7 @@ const char* kUsage =
     "  model init     write a freshly initialized HuggingFace model directory\n"
     "  model info     parameter counts of a model config or directory\n"
     "  bench model    forward+backward throughput against this CPU's sgemm rate\n"
+    "  bench comm     all-reduce busbw table and the bucketed reducer vs one all-reduce (under mpirun)\n"
     "  bench data     sequences/s the loader delivers from shards under the global shuffle\n"
     "  data synth     write the deterministic synthetic demo corpus\n"
     "  data vocab     build a WordPiece vocabulary from a corpus\n"
@@ -114,6 +116,29 @@ int cmd_bench_model(int argc, char** argv) {
   auto result = joule::tools::bench_model(b);
   std::cout << (r.count("json") ? result.to_json() + "\n" : result.to_text(b));
   return 0;
+}
+
+int cmd_bench_comm(int argc, char** argv) {
+  cxxopts::Options o("joule bench comm", "all-reduce busbw table and the bucketed reducer vs one all-reduce (run under mpirun)");
+  o.add_options()("min-bytes", "smallest message", cxxopts::value<int64_t>()->default_value("1024"))(
+      "max-bytes", "largest message", cxxopts::value<int64_t>()->default_value("268435456"))(
+      "iterations", "timed repetitions per size", cxxopts::value<int>()->default_value("5"))(
+      "gradient-model", "model whose gradient the reducer moves", cxxopts::value<std::string>()->default_value("bert-large"))(
+      "overlap-model", "measure exposed communication in training steps of this model", cxxopts::value<std::string>()->default_value(""))(
+      "overlap-batch", "sequences per rank in those steps", cxxopts::value<int>()->default_value("8"))(
+      "min-busbw", "fail below this busbw (GB/s) at the largest size", cxxopts::value<double>()->default_value("0"))(
+      "json", "JSON lines: one per table row, then a summary");
+  auto r = parse(o, argc, argv);
+  joule::tools::CommBenchOptions b;
+  b.min_bytes = r["min-bytes"].as<int64_t>();
+  b.max_bytes = r["max-bytes"].as<int64_t>();
+  b.iterations = r["iterations"].as<int>();
+  b.gradient_model = r["gradient-model"].as<std::string>();
+  b.overlap_model = r["overlap-model"].as<std::string>();
+  b.overlap_batch = r["overlap-batch"].as<int>();
+  b.min_busbw = r["min-busbw"].as<double>();
+  b.json = r.count("json") > 0;
+  return joule::tools::bench_comm(b);
 }
 
 int cmd_bench_data(int argc, char** argv) {
@@ -249,6 +274,7 @@ int main(int argc, char** argv) {
                               {"model init", cmd_model_init},
                               {"model info", cmd_model_info},
                               {"bench model", cmd_bench_model},
+                              {"bench comm", cmd_bench_comm},
                               {"bench data", cmd_bench_data},
                               {"data synth", cmd_data_synth},
                               {"data vocab", cmd_data_vocab},
@@ -268,7 +294,9 @@ int main(int argc, char** argv) {
     std::cerr << "joule " << cmd << ": " << e.what() << " (see joule " << cmd << " --help)\n";
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "joule " << cmd << ": error: " << e.what() << "\n";
+    // One write per message, so lines from different ranks do not interleave.
+    std::cerr << (joule::launch::rank_prefix() + "joule " + cmd + ": error: " + e.what() + "\n") << std::flush;
+    joule::launch::abort_job_if_distributed(1);  // no rank is left waiting for this one
     return 1;
   }
 }

@@ -1,0 +1,187 @@
+#include "tools/bench_comm.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "collectives/communicator.h"
+#include "collectives/reducer.h"
+#include "launch/runtime.h"
+#include "models/bert.h"
+#include "tools/model_commands.h"
+
+namespace joule::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using collectives::Buffer;
+using collectives::DType;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// The slowest rank's time is the collective's time.
+double max_over_ranks(double x) {
+  double out = x;
+  MPI_Allreduce(&x, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return out;
+}
+
+double bus_factor(int n) { return n > 1 ? 2.0 * (n - 1) / n : 1.0; }
+
+}  // namespace
+
+int bench_comm(const CommBenchOptions& o) {
+  auto comm = collectives::create_communicator("mpi");
+  const int n = comm->info().world_size, rank = comm->info().rank;
+  launch::set_threads(std::max(1, launch::physical_cores() / comm->info().local_size));
+  const bool root = rank == 0;
+  auto say = [&](const std::string& s) {
+    if (root) std::cout << s << std::flush;
+  };
+  char line[512];
+
+  // ---- the table --------------------------------------------------------------------------------
+  if (!o.json) {
+    std::snprintf(line, sizeof line, "all_reduce (sum, float32) on %d ranks, %d node(s), median of %d\n%14s %12s %12s %12s %8s\n", n,
+                  comm->info().node_count, o.iterations, "bytes", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "check");
+    say(line);
+  }
+  double last_busbw = 0;
+  int errors = 0;
+  for (int64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 4) {
+    const size_t count = static_cast<size_t>(bytes / 4);
+    std::vector<float> v(count);
+    // Correctness: rank r contributes r + 1 everywhere; every element must be n(n+1)/2.
+    std::fill(v.begin(), v.end(), static_cast<float>(rank + 1));
+    comm->all_reduce({v.data(), count, DType::kFloat32})->wait();
+    const float want = n * (n + 1) / 2.0f;
+    const bool ok = std::all_of(v.begin(), v.end(), [&](float x) { return x == want; });
+    int bad = ok ? 0 : 1, any_bad = 0;
+    MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    errors += any_bad;
+    std::vector<double> times;
+    for (int i = 0; i < o.warmup + o.iterations; ++i) {
+      comm->barrier();
+      const auto t0 = Clock::now();
+      comm->all_reduce({v.data(), count, DType::kFloat32})->wait();
+      const double t = max_over_ranks(seconds_since(t0));
+      if (i >= o.warmup) times.push_back(t);
+    }
+    const double t = median(times), algbw = bytes / t / 1e9, busbw = algbw * bus_factor(n);
+    last_busbw = busbw;
+    if (o.json) {
+      say(nlohmann::json({{"bytes", bytes}, {"time_us", t * 1e6}, {"algbw", algbw}, {"busbw", busbw}, {"ok", !any_bad}}).dump() + "\n");
+    } else {
+      std::snprintf(line, sizeof line, "%14lld %12.1f %12.3f %12.3f %8s\n", static_cast<long long>(bytes), t * 1e6, algbw, busbw,
+                    any_bad ? "WRONG" : "ok");
+      say(line);
+    }
+  }
+
+  // ---- the reducer on a model's gradient vs one MPI_Allreduce of the same bytes ------------------
+  const models::BertConfig config = resolve_model_config(o.gradient_model);
+  std::vector<std::pair<std::string, torch::Tensor>> params;
+  {
+    models::BertForPreTraining shapes(config);  // only for the parameter list (names, shapes, order)
+    for (const auto& [name, p] : shapes->hf_named_parameters())
+      params.emplace_back(name, torch::zeros(p.sizes()).set_requires_grad(true));
+  }
+  collectives::GradientReducer reducer(params, *comm);
+  std::vector<double> reducer_times, oneshot_times;
+  size_t grad_bytes = 0;
+  for (const auto& b : reducer.buckets()) grad_bytes += b.bytes;
+  std::vector<float> flat(grad_bytes / 4, 1.0f);
+  for (int i = 0; i < o.warmup + o.iterations; ++i) {
+    comm->barrier();
+    auto t0 = Clock::now();
+    reducer.begin_micro_batch(true);
+    reducer.finish();  // launches every bucket in order, waits for all
+    const double tr = max_over_ranks(seconds_since(t0));
+    comm->barrier();
+    t0 = Clock::now();
+    MPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(flat.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    const double to = max_over_ranks(seconds_since(t0));
+    if (i >= o.warmup) reducer_times.push_back(tr), oneshot_times.push_back(to);
+  }
+  const double reducer_busbw = grad_bytes / median(reducer_times) / 1e9 * bus_factor(n);
+  const double oneshot_busbw = grad_bytes / median(oneshot_times) / 1e9 * bus_factor(n);
+  nlohmann::json summary = {{"ranks", n},
+                            {"gradient_model", o.gradient_model},
+                            {"gradient_bytes", grad_bytes},
+                            {"buckets", reducer.buckets().size()},
+                            {"reducer_s", median(reducer_times)},
+                            {"oneshot_s", median(oneshot_times)},
+                            {"reducer_busbw", reducer_busbw},
+                            {"oneshot_busbw", oneshot_busbw},
+                            {"reducer_vs_oneshot", reducer_busbw / oneshot_busbw}};
+  if (!o.json) {
+    std::snprintf(line, sizeof line,
+                  "\n%s gradient, %.2f GB in %zu buckets (25 MB, first 1 MB):\n"
+                  "  reducer (bucketed, in order)   %8.3f s   busbw %7.3f GB/s\n"
+                  "  one MPI_Allreduce              %8.3f s   busbw %7.3f GB/s\n"
+                  "  reducer / one-shot             %8.2f\n",
+                  o.gradient_model.c_str(), grad_bytes / 1e9, reducer.buckets().size(), median(reducer_times), reducer_busbw,
+                  median(oneshot_times), oneshot_busbw, reducer_busbw / oneshot_busbw);
+    say(line);
+  }
+
+  // ---- exposed communication in real training steps ----------------------------------------------
+  if (!o.overlap_model.empty()) {
+    const models::BertConfig c = resolve_model_config(o.overlap_model);
+    models::BertForPreTraining model(c, 1);
+    collectives::GradientReducer r(model->hf_named_parameters(), *comm);
+    r.broadcast_parameters();
+    auto batch = models::synthetic_batch(c, o.overlap_batch, 128, 20, 100 + static_cast<uint64_t>(rank));
+    std::vector<double> comm_s, exposed_s, step_s;
+    for (int i = 0; i < o.overlap_steps + 1; ++i) {
+      comm->barrier();
+      const auto t0 = Clock::now();
+      r.zero_grad();
+      r.begin_micro_batch(true);
+      model->forward(batch).loss.backward();
+      r.finish();
+      if (i == 0) continue;  // warm-up
+      step_s.push_back(max_over_ranks(seconds_since(t0)));
+      comm_s.push_back(max_over_ranks(r.stats().comm_seconds));
+      exposed_s.push_back(max_over_ranks(r.stats().exposed_seconds));
+    }
+    const double fraction = median(exposed_s) / median(comm_s);
+    summary["overlap_model"] = o.overlap_model;
+    summary["step_s"] = median(step_s);
+    summary["comm_s"] = median(comm_s);
+    summary["exposed_comm_s"] = median(exposed_s);
+    summary["exposed_fraction"] = fraction;
+    if (!o.json) {
+      std::snprintf(line, sizeof line,
+                    "\n%s training step (batch %d x seq 128 per rank), median of %d:\n"
+                    "  step %.3f s, communication %.3f s, exposed %.3f s -> exposed fraction %.2f\n",
+                    o.overlap_model.c_str(), o.overlap_batch, o.overlap_steps, median(step_s), median(comm_s), median(exposed_s), fraction);
+      say(line);
+    }
+  }
+  if (o.json) say(summary.dump() + "\n");
+
+  int code = 0;
+  if (errors) {
+    say("bench comm: WRONG all-reduce results\n");
+    code = 1;
+  }
+  if (o.min_busbw > 0 && last_busbw < o.min_busbw) {
+    std::snprintf(line, sizeof line, "bench comm: busbw %.3f GB/s at the largest size is below --min-busbw %.3f\n", last_busbw, o.min_busbw);
+    say(line);
+    code = 2;
+  }
+  return code;
+}
+
+}  // namespace joule::tools

@@ -1,0 +1,28 @@
+// `joule bench comm`: an nccl-tests-style all-reduce table (bytes, time, algbw, busbw =
+// algbw * 2(n-1)/n, results checked), then the reducer's bucketed all-reduce of a model's gradient
+// against one MPI_Allreduce of the same bytes, and (with a model) exposed communication in real
+// training steps. Run under mpirun; rank 0 prints.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace joule::tools {
+
+struct CommBenchOptions {
+  int64_t min_bytes = 1 << 10;
+  int64_t max_bytes = 256 << 20;
+  int iterations = 5;
+  int warmup = 2;
+  std::string gradient_model = "bert-large";  // whose gradient the reducer moves
+  std::string overlap_model;                  // "" to skip the training-step measurement
+  int overlap_batch = 8;
+  int overlap_steps = 3;
+  double min_busbw = 0;  // GB/s; below it on the largest table row the command fails
+  bool json = false;
+};
+
+// Returns the process exit code (non-zero below --min-busbw).
+int bench_comm(const CommBenchOptions& options);
+
+}  // namespace joule::tools
