@@ -275,3 +275,80 @@ TEST(Reducer, Bf16CompressionStaysCloseToFp32) {
   EXPECT_LE(worst_excess, 0.0) << "an element's error exceeds the bf16 bound";
   EXPECT_TRUE(any_rounding) << "bf16 compression left no trace: was it applied?";
 }
+
+// ---- every operation for every dtype, with values exact in each (small integers) ---------------
+
+namespace {
+
+// Encodes small integers in each dtype's bytes and back, so one test body covers every dtype.
+struct Codec {
+  DType dtype;
+  void put(std::vector<uint8_t>& buf, size_t i, double x) const {
+    switch (dtype) {
+      case DType::kFloat32: { float v = static_cast<float>(x); std::memcpy(&buf[i * 4], &v, 4); break; }
+      case DType::kFloat64: std::memcpy(&buf[i * 8], &x, 8); break;
+      case DType::kInt32: { int32_t v = static_cast<int32_t>(x); std::memcpy(&buf[i * 4], &v, 4); break; }
+      case DType::kInt64: { int64_t v = static_cast<int64_t>(x); std::memcpy(&buf[i * 8], &v, 8); break; }
+      case DType::kBFloat16: { uint16_t v = to_bf16(static_cast<float>(x)); std::memcpy(&buf[i * 2], &v, 2); break; }
+      case DType::kFloat16: {  // small non-negative integers only: exact in fp16
+        uint16_t v = 0;
+        if (x != 0) {
+          int e = 0;
+          double m = std::frexp(x, &e);  // x = m * 2^e, m in [0.5, 1)
+          v = static_cast<uint16_t>(((e - 1 + 15) << 10) | static_cast<uint16_t>((m * 2 - 1) * 1024));
+        }
+        std::memcpy(&buf[i * 2], &v, 2);
+        break;
+      }
+    }
+  }
+  double get(const std::vector<uint8_t>& buf, size_t i) const {
+    switch (dtype) {
+      case DType::kFloat32: { float v; std::memcpy(&v, &buf[i * 4], 4); return v; }
+      case DType::kFloat64: { double v; std::memcpy(&v, &buf[i * 8], 8); return v; }
+      case DType::kInt32: { int32_t v; std::memcpy(&v, &buf[i * 4], 4); return v; }
+      case DType::kInt64: { int64_t v; std::memcpy(&v, &buf[i * 8], 8); return static_cast<double>(v); }
+      case DType::kBFloat16: { uint16_t v; std::memcpy(&v, &buf[i * 2], 2); return from_bf16(v); }
+      case DType::kFloat16: {
+        uint16_t v;
+        std::memcpy(&v, &buf[i * 2], 2);
+        if (v == 0) return 0;
+        return std::ldexp(1.0 + (v & 0x3ff) / 1024.0, ((v >> 10) & 0x1f) - 15);
+      }
+    }
+    return 0;
+  }
+};
+
+}  // namespace
+
+TEST(Collectives, EveryOperationForEveryDtype) {
+  const int n = comm().info().world_size, r = comm().info().rank;
+  for (DType d : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64, DType::kBFloat16, DType::kFloat16}) {
+    SCOPED_TRACE(dtype_name(d));
+    const Codec c{d};
+    const size_t k = 5, e = dtype_bytes(d);
+    // broadcast from the last rank
+    std::vector<uint8_t> b(k * e);
+    for (size_t i = 0; i < k; ++i) c.put(b, i, r == n - 1 ? static_cast<double>(i + 3) : 0.0);
+    comm().broadcast({b.data(), k, d}, n - 1)->wait();
+    for (size_t i = 0; i < k; ++i) EXPECT_EQ(c.get(b, i), static_cast<double>(i + 3));
+    // all_gather: rank q's element i is q + i
+    std::vector<uint8_t> in(k * e), out(k * e * static_cast<size_t>(n));
+    for (size_t i = 0; i < k; ++i) c.put(in, i, r + static_cast<double>(i));
+    comm().all_gather({out.data(), k * static_cast<size_t>(n), d}, {in.data(), k, d})->wait();
+    for (int q = 0; q < n; ++q)
+      for (size_t i = 0; i < k; ++i) EXPECT_EQ(c.get(out, static_cast<size_t>(q) * k + i), q + static_cast<double>(i));
+    // reduce_scatter: block q of rank r holds r + q; rank r receives sum_q' (q' + r) = n(n-1)/2 + n r
+    std::vector<uint8_t> blocks(k * e * static_cast<size_t>(n)), mine(k * e);
+    for (int q = 0; q < n; ++q)
+      for (size_t i = 0; i < k; ++i) c.put(blocks, static_cast<size_t>(q) * k + i, static_cast<double>(r + q));
+    comm().reduce_scatter({mine.data(), k, d}, {blocks.data(), k * static_cast<size_t>(n), d})->wait();
+    for (size_t i = 0; i < k; ++i) EXPECT_EQ(c.get(mine, i), n * (n - 1) / 2.0 + n * r);
+    // all_reduce sum: rank r contributes r + 1 (+ i)
+    std::vector<uint8_t> s(k * e);
+    for (size_t i = 0; i < k; ++i) c.put(s, i, r + 1.0 + static_cast<double>(i));
+    comm().all_reduce({s.data(), k, d})->wait();
+    for (size_t i = 0; i < k; ++i) EXPECT_EQ(c.get(s, i), n * (n + 1) / 2.0 + n * static_cast<double>(i));
+  }
+}
