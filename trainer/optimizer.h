@@ -1,0 +1,58 @@
+// Optimizers for BERT pretraining, created by name: "lamb" exactly as NVIDIA's recipe uses apex's
+// FusedLAMB (global-norm clipping, bias-corrected moments, decoupled weight decay 0.01 except biases
+// and LayerNorm, layer-wise trust ratio ||w|| / ||update|| on the decayed parameters), and "adamw".
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace joule::trainer {
+
+struct OptimizerOptions {
+  std::string name = "lamb";  // "lamb" | "adamw"
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-6;
+  double weight_decay = 0.01;   // not applied to biases and LayerNorm parameters
+  double max_grad_norm = 1.0;   // global-norm clipping before the update; 0 turns it off
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  // One update at learning rate `lr` from the parameters' current .grad(). Returns the global
+  // gradient norm before clipping.
+  virtual double step(double lr) = 0;
+  int64_t steps() const { return steps_; }
+  // State for checkpoints: "exp_avg.<param>" and "exp_avg_sq.<param>" moments plus the step count.
+  std::vector<std::pair<std::string, torch::Tensor>> state() const;
+  void load_state(const std::vector<std::pair<std::string, torch::Tensor>>& state, int64_t steps);
+  // A fresh step count and zero moments (phase 2 continues from phase-1 weights this way).
+  void reset();
+
+ protected:
+  Optimizer(std::vector<std::pair<std::string, torch::Tensor>> params, OptimizerOptions options);
+  double clip_and_norm();  // global norm; scales grads by max_grad_norm / norm when above it
+  struct Slot {
+    std::string name;
+    torch::Tensor param, exp_avg, exp_avg_sq;
+    bool decay = true;
+  };
+  std::vector<Slot> slots_;
+  OptimizerOptions options_;
+  int64_t steps_ = 0;
+};
+
+std::unique_ptr<Optimizer> create_optimizer(const OptimizerOptions& options,
+                                            std::vector<std::pair<std::string, torch::Tensor>> named_parameters);
+
+// NVIDIA's PolyWarmUpScheduler: linear warm-up over `warmup_fraction` of `total_steps`, then
+// polynomial decay (power 0.5) to 0 at `total_steps`. `step` counts from 0 (the first update).
+double learning_rate(double base_lr, int64_t step, int64_t total_steps, double warmup_fraction, double power = 0.5);
+
+}  // namespace joule::trainer
