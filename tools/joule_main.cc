@@ -15,6 +15,7 @@
 #include "tools/bench_comm.h"
 #include "tools/bench_model.h"
 #include "tools/data_commands.h"
+#include "trainer/trainer.h"
 #include "tools/model_commands.h"
 
 namespace {
@@ -25,6 +26,9 @@ const char* kUsage =
     "usage: joule <command> [options]   (joule <command> --help for its options)\n"
     "\n"
     "commands:\n"
+    "  train          pretrain BERT (run under mpirun/srun): --config RUN.toml [--set key=value ...]\n"
+    "  eval           masked-LM and NSP accuracy of a model directory on shards (JSON)\n"
+    "  export         a checkpoint (or a run's newest) as a HuggingFace model directory\n"
     "  version        joule's version and the LibTorch, MPI, HDF5 and BLAS in use\n"
     "  model init     write a freshly initialized HuggingFace model directory\n"
     "  model info     parameter counts of a model config or directory\n"
@@ -115,6 +119,54 @@ int cmd_bench_model(int argc, char** argv) {
   if (!warning.empty()) std::cerr << warning;
   auto result = joule::tools::bench_model(b);
   std::cout << (r.count("json") ? result.to_json() + "\n" : result.to_text(b));
+  return 0;
+}
+
+int cmd_train(int argc, char** argv) {
+  cxxopts::Options o("joule train", "pretrain BERT; launch with mpirun -np N or srun --mpi=pmix");
+  o.add_options()("config", "run config (TOML)", cxxopts::value<std::string>())(
+      "set", "override a key: table.key=value (repeatable)", cxxopts::value<std::vector<std::string>>())(
+      "run-dir", "run directory (run.dir)", cxxopts::value<std::string>())(
+      "data", "training shards (data.train)", cxxopts::value<std::string>())(
+      "eval-data", "held-out shards (data.eval)", cxxopts::value<std::string>())(
+      "vocab", "vocab.txt (data.vocab)", cxxopts::value<std::string>())(
+      "model", "preset, config.json or HF model directory (model.config)", cxxopts::value<std::string>())(
+      "steps", "optimizer steps (train.steps)", cxxopts::value<std::string>())(
+      "resume", "auto (newest complete checkpoint) or a checkpoint directory", cxxopts::value<std::string>()->default_value(""));
+  auto r = parse(o, argc, argv);
+  joule::trainer::TrainOptions t;
+  t.config = joule::trainer::RunConfig::from_toml_file(required(r, "config"));
+  const std::pair<const char*, const char*> named[] = {{"run-dir", "run.dir"}, {"data", "data.train"}, {"eval-data", "data.eval"},
+                                                       {"vocab", "data.vocab"}, {"model", "model.config"}, {"steps", "train.steps"}};
+  for (const auto& [flag, key] : named)
+    if (r.count(flag)) t.config.set(std::string(key) + "=" + r[flag].as<std::string>());
+  if (r.count("set"))
+    for (const auto& a : r["set"].as<std::vector<std::string>>()) t.config.set(a);
+  t.config.validate();
+  t.resume = r["resume"].as<std::string>();
+  t.presets_dir = joule::tools::config_dir() + "/models";
+  return joule::trainer::train(t);
+}
+
+int cmd_eval(int argc, char** argv) {
+  cxxopts::Options o("joule eval", "masked-LM and NSP accuracy of a model directory on shards");
+  o.add_options()("model", "HF model directory", cxxopts::value<std::string>())("data", "shards", cxxopts::value<std::string>())(
+      "batch", "sequences per batch", cxxopts::value<int64_t>()->default_value("32"))(
+      "max-batches", "batches to evaluate (0: all)", cxxopts::value<int64_t>()->default_value("0"));
+  auto r = parse(o, argc, argv);
+  std::cout << joule::trainer::evaluate_model_dir(required(r, "model"), required(r, "data"), r["batch"].as<int64_t>(),
+                                                  r["max-batches"].as<int64_t>()).to_json()
+            << "\n";
+  return 0;
+}
+
+int cmd_export(int argc, char** argv) {
+  cxxopts::Options o("joule export", "a checkpoint (or a run directory's newest) as a HuggingFace model directory");
+  o.add_options()("checkpoint", "checkpoint or run directory", cxxopts::value<std::string>())(
+      "out", "output HF model directory", cxxopts::value<std::string>());
+  auto r = parse(o, argc, argv);
+  const std::string used = joule::trainer::export_checkpoint(required(r, "checkpoint"), required(r, "out"));
+  std::cout << "exported " << used << " to " << r["out"].as<std::string>() << "\n";
   return 0;
 }
 
@@ -270,7 +322,10 @@ int main(int argc, char** argv) {
       const char* name;
       int (*run)(int, char**);
     };
-    const Entry commands[] = {{"version", cmd_version},
+    const Entry commands[] = {{"train", cmd_train},
+                              {"eval", cmd_eval},
+                              {"export", cmd_export},
+                              {"version", cmd_version},
                               {"model init", cmd_model_init},
                               {"model info", cmd_model_info},
                               {"bench model", cmd_bench_model},

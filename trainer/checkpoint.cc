@@ -1,0 +1,220 @@
+#include "trainer/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+#include <nlohmann/json.hpp>
+
+#include "models/model_dir.h"
+#include "models/safetensors.h"
+
+namespace joule::trainer {
+namespace fs = std::filesystem;
+namespace st = models::safetensors;
+
+namespace {
+
+constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull, kFnvPrime = 0x100000001b3ull;
+
+void fsync_path(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out.flush()) throw CheckpointError(path + ": write failed (disk full?)");
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CheckpointError(path + ": cannot open");
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::string hex(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+void write_tensors(const std::string& path, const std::vector<std::pair<std::string, torch::Tensor>>& named) {
+  std::vector<torch::Tensor> keep;
+  std::vector<st::TensorToWrite> tensors;
+  for (const auto& [name, t] : named) {
+    keep.push_back(t.detach().to(torch::kCPU, torch::kFloat32).contiguous());
+    tensors.push_back({name, st::DType::F32, keep.back().sizes().vec(), keep.back().data_ptr()});
+  }
+  st::write(path, tensors);
+}
+
+std::string step_name(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step_%08lld", static_cast<long long>(step));
+  return buf;
+}
+
+nlohmann::json state_json(const TrainerState& s) {
+  return {{"step", s.step},         {"epoch", s.sampler.epoch},       {"position", s.sampler.position},
+          {"sequences", s.sequences}, {"wall_seconds", s.wall_seconds}, {"segments", s.segments},
+          {"world_size", s.world_size}, {"config_hash", s.config_hash}};
+}
+
+}  // namespace
+
+uint64_t fnv1a64_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CheckpointError(path + ": cannot open");
+  uint64_t h = kFnvOffset;
+  char buf[1 << 16];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    for (std::streamsize i = 0; i < in.gcount(); ++i) h = (h ^ static_cast<uint8_t>(buf[i])) * kFnvPrime;
+  }
+  return h;
+}
+
+std::string fnv1a64_hex(const std::string& text) {
+  uint64_t h = kFnvOffset;
+  for (char c : text) h = (h ^ static_cast<uint8_t>(c)) * kFnvPrime;
+  return hex(h);
+}
+
+std::string save_checkpoint(const std::string& root, const models::BertForPreTraining& model, const Optimizer& optimizer,
+                            const TrainerState& state, collectives::Communicator& comm, int64_t keep) {
+  const int rank = comm.info().rank;
+  const std::string final_dir = (fs::path(root) / step_name(state.step)).string();
+  const std::string tmp = final_dir + ".tmp";
+  if (rank == 0) {
+    fs::remove_all(tmp);
+    fs::create_directories(tmp);
+  }
+  comm.barrier();
+  // Every rank: its generator state (dropout draws from it).
+  const torch::Tensor rng = at::detail::getDefaultCPUGenerator().get_state();
+  write_file((fs::path(tmp) / ("rng_rank_" + std::to_string(rank) + ".bin")).string(),
+             std::string(static_cast<const char*>(rng.data_ptr()), static_cast<size_t>(rng.numel())));
+  comm.barrier();
+  if (rank == 0) {
+    write_tensors((fs::path(tmp) / "model.safetensors").string(), model->hf_named_parameters());
+    write_tensors((fs::path(tmp) / "optimizer.safetensors").string(), optimizer.state());
+    nlohmann::json s = state_json(state);
+    s["optimizer_steps"] = optimizer.steps();
+    write_file((fs::path(tmp) / "trainer_state.json").string(), s.dump(1) + "\n");
+    nlohmann::json manifest = {{"format", "joule-checkpoint"}, {"format_version", kCheckpointFormatVersion},
+                               {"step", state.step},          {"world_size", state.world_size},
+                               {"config_hash", state.config_hash}};
+    for (const auto& e : fs::directory_iterator(tmp)) {
+      fsync_path(e.path().string());
+      manifest["files"][e.path().filename().string()] = {{"bytes", fs::file_size(e.path())}, {"fnv1a64", hex(fnv1a64_file(e.path().string()))}};
+    }
+    write_file((fs::path(tmp) / "manifest.json").string(), manifest.dump(1) + "\n");
+    fsync_path((fs::path(tmp) / "manifest.json").string());
+    fsync_path(tmp);
+    fs::remove_all(final_dir);
+    fs::rename(tmp, final_dir);
+    fsync_path(root);
+    write_file((fs::path(final_dir) / "COMPLETE").string(), "");
+    fsync_path(final_dir);
+    // Keep the newest `keep` complete checkpoints.
+    std::vector<std::string> complete;
+    for (const auto& e : fs::directory_iterator(root))
+      if (e.is_directory() && fs::exists(e.path() / "COMPLETE")) complete.push_back(e.path().string());
+    std::sort(complete.begin(), complete.end());
+    for (size_t i = 0; i + static_cast<size_t>(keep) < complete.size(); ++i) fs::remove_all(complete[i]);
+  }
+  comm.barrier();
+  return final_dir;
+}
+
+namespace {
+
+// Checks the manifest against the files; returns "" when valid, else what is wrong.
+std::string verify(const std::string& dir) {
+  if (!fs::exists(fs::path(dir) / "COMPLETE")) return "incomplete (no COMPLETE marker: the write was interrupted)";
+  nlohmann::json manifest;
+  try {
+    manifest = nlohmann::json::parse(read_file((fs::path(dir) / "manifest.json").string()));
+  } catch (const std::exception& e) {
+    return std::string("manifest.json unreadable: ") + e.what();
+  }
+  if (manifest.value("format", "") != "joule-checkpoint") return "manifest.json is not a joule checkpoint manifest";
+  if (manifest.value("format_version", 0) != kCheckpointFormatVersion)
+    return "format version " + std::to_string(manifest.value("format_version", 0)) + ", this joule reads version " +
+           std::to_string(kCheckpointFormatVersion);
+  for (const auto& [name, info] : manifest["files"].items()) {
+    const fs::path p = fs::path(dir) / name;
+    if (!fs::exists(p)) return name + " is missing";
+    if (fs::file_size(p) != info["bytes"].get<uint64_t>()) return name + " has " + std::to_string(fs::file_size(p)) + " bytes, the manifest says " + info["bytes"].dump();
+    if (hex(fnv1a64_file(p.string())) != info["fnv1a64"].get<std::string>()) return name + ": checksum mismatch (corrupt file)";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::optional<std::string> find_latest_checkpoint(const std::string& root, std::vector<std::string>* warnings) {
+  if (!fs::is_directory(root)) return std::nullopt;
+  std::vector<std::string> dirs;
+  for (const auto& e : fs::directory_iterator(root))
+    if (e.is_directory() && e.path().filename().string().rfind("step_", 0) == 0) dirs.push_back(e.path().string());
+  std::sort(dirs.rbegin(), dirs.rend());
+  for (const std::string& d : dirs) {
+    const std::string problem = verify(d);
+    if (problem.empty()) return d;
+    if (warnings) warnings->push_back("skipping checkpoint " + d + ": " + problem);
+  }
+  return std::nullopt;
+}
+
+TrainerState load_checkpoint(const std::string& dir, models::BertForPreTraining& model, Optimizer& optimizer, int rank,
+                             int world_size) {
+  const std::string problem = verify(dir);
+  if (!problem.empty()) throw CheckpointError(dir + ": " + problem);
+  const auto s = nlohmann::json::parse(read_file((fs::path(dir) / "trainer_state.json").string()));
+  TrainerState state;
+  state.step = s["step"];
+  state.sampler.epoch = s["epoch"];
+  state.sampler.position = s["position"];
+  state.sequences = s["sequences"];
+  state.wall_seconds = s["wall_seconds"];
+  state.segments = s["segments"];
+  state.world_size = s["world_size"];
+  state.config_hash = s["config_hash"];
+  try {
+    models::load_weights(model, (fs::path(dir) / "model.safetensors").string());
+  } catch (const std::exception& e) {
+    throw CheckpointError(std::string(e.what()) + " (a checkpoint of another model shape?)");
+  }
+  st::File opt = st::File::open((fs::path(dir) / "optimizer.safetensors").string());
+  std::vector<std::pair<std::string, torch::Tensor>> moments;
+  for (const auto& t : opt.tensors())
+    moments.emplace_back(t.name, torch::from_blob(const_cast<uint8_t*>(opt.data(t)), t.shape, torch::kFloat32).clone());
+  try {
+    optimizer.load_state(moments, s["optimizer_steps"].get<int64_t>());
+  } catch (const std::exception& e) {
+    throw CheckpointError(dir + "/optimizer.safetensors: " + e.what());
+  }
+  const fs::path rng = fs::path(dir) / ("rng_rank_" + std::to_string(rank) + ".bin");
+  if (state.world_size == world_size && fs::exists(rng)) {
+    const std::string bytes = read_file(rng.string());
+    torch::Tensor t = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
+    std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_state(t);
+  }
+  return state;
+}
+
+}  // namespace joule::trainer

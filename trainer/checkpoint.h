@@ -1,0 +1,53 @@
+// Checkpoints: RUN/checkpoints/step_NNNNNNNN/ holding model.safetensors (HF names), optimizer.safetensors
+// (moments), rng_rank_R.bin (each rank's generator state), trainer_state.json, and manifest.json (format
+// version, config hash, world size, every file's size and FNV-1a-64 checksum). Written into a
+// temporary directory, fsynced, renamed, then marked COMPLETE; the oldest beyond `keep` are removed.
+// Resume takes the newest complete checkpoint whose manifest verifies, skipping others with a warning.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "data/shuffle.h"
+#include "models/bert.h"
+#include "trainer/optimizer.h"
+
+namespace joule::trainer {
+
+inline constexpr int kCheckpointFormatVersion = 1;
+
+struct TrainerState {
+  int64_t step = 0;             // optimizer steps done
+  data::SamplerState sampler;   // where the data stands after `step`
+  int64_t sequences = 0;        // sequences trained on, all ranks
+  double wall_seconds = 0;      // training wall time so far, all segments
+  int64_t segments = 1;         // runs that contributed (1 + resumes)
+  int world_size = 1;
+  std::string config_hash;
+};
+
+class CheckpointError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Collective: every rank calls it. Returns the checkpoint directory.
+std::string save_checkpoint(const std::string& root, const models::BertForPreTraining& model, const Optimizer& optimizer,
+                            const TrainerState& state, collectives::Communicator& comm, int64_t keep);
+
+// The newest complete, verified checkpoint under `root`, or nothing. Problems with newer ones are
+// appended to `warnings`.
+std::optional<std::string> find_latest_checkpoint(const std::string& root, std::vector<std::string>* warnings);
+
+// Verifies the manifest and loads weights, optimizer state and this rank's generator state (when the
+// world size matches; otherwise ranks keep their fresh seeds). Throws CheckpointError naming the file.
+TrainerState load_checkpoint(const std::string& dir, models::BertForPreTraining& model, Optimizer& optimizer, int rank,
+                             int world_size);
+
+uint64_t fnv1a64_file(const std::string& path);
+std::string fnv1a64_hex(const std::string& text);
+
+}  // namespace joule::trainer

@@ -1,0 +1,194 @@
+#include "trainer/run_config.h"
+
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <variant>
+
+#include <toml.hpp>
+
+namespace joule::trainer {
+namespace {
+
+using Target = std::variant<int64_t*, double*, std::string*>;
+struct Field {
+  const char* key;  // "table.key"
+  Target target;
+};
+
+std::vector<Field> fields(RunConfig& c) {
+  return {{"train.steps", &c.steps},
+          {"train.target_sequences", &c.target_sequences},
+          {"train.micro_batch", &c.micro_batch},
+          {"train.accumulation", &c.accumulation},
+          {"train.global_batch", &c.global_batch},
+          {"train.seq_len", &c.seq_len},
+          {"train.threads", &c.threads},
+          {"train.seed", &c.seed},
+          {"train.log_every_steps", &c.log_every_steps},
+          {"train.throughput_warmup_steps", &c.throughput_warmup_steps},
+          {"train.device", &c.device},
+          {"optimizer.name", &c.optimizer},
+          {"optimizer.lr", &c.lr},
+          {"optimizer.warmup_fraction", &c.warmup_fraction},
+          {"optimizer.beta1", &c.beta1},
+          {"optimizer.beta2", &c.beta2},
+          {"optimizer.eps", &c.eps},
+          {"optimizer.weight_decay", &c.weight_decay},
+          {"optimizer.max_grad_norm", &c.max_grad_norm},
+          {"checkpoint.every_steps", &c.checkpoint_every_steps},
+          {"checkpoint.every_minutes", &c.checkpoint_every_minutes},
+          {"checkpoint.keep", &c.checkpoint_keep},
+          {"eval.every_steps", &c.eval_every_steps},
+          {"eval.target_mlm_accuracy", &c.eval_target_mlm_accuracy},
+          {"eval.batch", &c.eval_batch},
+          {"eval.max_batches", &c.eval_max_batches},
+          {"data.train", &c.train_data},
+          {"data.eval", &c.eval_data},
+          {"data.vocab", &c.vocab},
+          {"model.config", &c.model},
+          {"run.dir", &c.run_dir}};
+}
+
+std::string key_list() {
+  RunConfig c;
+  std::string s;
+  for (const Field& f : fields(c)) s += (s.empty() ? "" : ", ") + std::string(f.key);
+  return s;
+}
+
+Field* find(std::vector<Field>& all, const std::string& key) {
+  for (Field& f : all)
+    if (key == f.key) return &f;
+  return nullptr;
+}
+
+const char* type_name(const Target& t) {
+  return std::holds_alternative<int64_t*>(t) ? "an integer" : std::holds_alternative<double*>(t) ? "a number" : "a string";
+}
+
+[[noreturn]] void unknown(const std::string& where, const std::string& key) {
+  throw RunConfigError(where + ": unknown key '" + key + "'; valid keys: " + key_list());
+}
+
+}  // namespace
+
+std::vector<std::string> RunConfig::keys() {
+  RunConfig c;
+  std::vector<std::string> out;
+  for (const Field& f : fields(c)) out.push_back(f.key);
+  return out;
+}
+
+RunConfig RunConfig::from_toml_text(const std::string& text, const std::string& where) {
+  toml::value root;
+  try {
+    std::istringstream in(text);
+    root = toml::parse(in, where);
+  } catch (const std::exception& e) {
+    throw RunConfigError(std::string(e.what()));
+  }
+  RunConfig c;
+  auto all = fields(c);
+  if (!root.is_table()) throw RunConfigError(where + ": expected TOML tables");
+  for (const auto& [table, body] : root.as_table()) {
+    if (!body.is_table()) unknown(where, table);
+    for (const auto& [name, value] : body.as_table()) {
+      const std::string key = table + "." + name;
+      Field* f = find(all, key);
+      if (!f) unknown(where, key);
+      auto bad_type = [&] {
+        throw RunConfigError(where + ": key '" + key + "' must be " + type_name(f->target) + ", found " + toml::format(value));
+      };
+      if (auto* i = std::get_if<int64_t*>(&f->target)) {
+        if (value.is_integer()) **i = value.as_integer();
+        else if (value.is_floating() && std::floor(value.as_floating()) == value.as_floating()) **i = static_cast<int64_t>(value.as_floating());
+        else bad_type();
+      } else if (auto* d = std::get_if<double*>(&f->target)) {
+        if (value.is_floating()) **d = value.as_floating();
+        else if (value.is_integer()) **d = static_cast<double>(value.as_integer());
+        else bad_type();
+      } else if (auto* s = std::get_if<std::string*>(&f->target)) {
+        if (!value.is_string()) bad_type();
+        **s = value.as_string().str;
+      }
+    }
+  }
+  c.validate();
+  return c;
+}
+
+RunConfig RunConfig::from_toml_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw RunConfigError(path + ": cannot open run config");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return from_toml_text(ss.str(), path);
+}
+
+void RunConfig::set(const std::string& assignment) {
+  const size_t eq = assignment.find('=');
+  if (eq == std::string::npos) throw RunConfigError("--set " + assignment + ": expected table.key=value");
+  const std::string key = assignment.substr(0, eq), text = assignment.substr(eq + 1);
+  auto all = fields(*this);
+  Field* f = find(all, key);
+  if (!f) unknown("--set", key);
+  try {
+    size_t used = 0;
+    if (auto* i = std::get_if<int64_t*>(&f->target)) {
+      const double v = std::stod(text, &used);  // accepts 450e6
+      if (used != text.size() || std::floor(v) != v) throw std::invalid_argument(text);
+      **i = static_cast<int64_t>(v);
+    } else if (auto* d = std::get_if<double*>(&f->target)) {
+      **d = std::stod(text, &used);
+      if (used != text.size()) throw std::invalid_argument(text);
+    } else {
+      *std::get<std::string*>(f->target) = text;
+    }
+  } catch (const std::exception&) {
+    throw RunConfigError("--set " + key + ": '" + text + "' is not " + type_name(f->target));
+  }
+}
+
+void RunConfig::validate() const {
+  auto fail = [](const std::string& m) { throw RunConfigError("run config: " + m); };
+  if (micro_batch < 1) fail("train.micro_batch must be >= 1");
+  if (accumulation < 1) fail("train.accumulation must be >= 1");
+  if (global_batch < 0 || steps < 0 || target_sequences < 0) fail("train.global_batch, train.steps and train.target_sequences must be >= 0");
+  if (global_batch > 0 && global_batch % micro_batch != 0)
+    fail("train.global_batch " + std::to_string(global_batch) + " is not divisible by train.micro_batch " + std::to_string(micro_batch));
+  if (optimizer != "lamb" && optimizer != "adamw") fail("optimizer.name is \"" + optimizer + "\"; valid values: lamb, adamw");
+  if (device != "cpu") fail("train.device is \"" + device + "\"; this build trains on: cpu");
+  if (!(lr > 0)) fail("optimizer.lr must be positive");
+  if (warmup_fraction < 0 || warmup_fraction >= 1) fail("optimizer.warmup_fraction must be in [0, 1)");
+  if (log_every_steps < 1) fail("train.log_every_steps must be >= 1");
+  if (checkpoint_keep < 1) fail("checkpoint.keep must be >= 1");
+  if (eval_batch < 1 || eval_max_batches < 1) fail("eval.batch and eval.max_batches must be >= 1");
+}
+
+std::string RunConfig::to_toml() const {
+  RunConfig copy = *this;
+  std::ostringstream out;
+  std::string table;
+  for (const Field& f : fields(copy)) {
+    const std::string key = f.key;
+    const std::string t = key.substr(0, key.find('.')), name = key.substr(key.find('.') + 1);
+    if (t != table) out << (table.empty() ? "" : "\n") << "[" << (table = t) << "]\n";
+    out << name << " = ";
+    if (auto* i = std::get_if<int64_t*>(&f.target)) out << **i;
+    else if (auto* d = std::get_if<double*>(&f.target)) {
+      char buf[64];  // shortest text that reads back to the same double
+      const auto res = std::to_chars(buf, buf + sizeof buf, **d);
+      std::string text(buf, res.ptr);
+      if (text.find_first_of(".eEn") == std::string::npos) text += ".0";  // keep it a TOML float
+      out << text;
+    }
+    else out << toml::format(toml::value(*std::get<std::string*>(f.target)));
+    out << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace joule::trainer

@@ -1,0 +1,64 @@
+// The run config of `joule train`: TOML with tables [train], [optimizer], [checkpoint], [eval],
+// [data], [model], every key overridable from the command line (`--set optimizer.lr=6e-3`).
+// Unknown keys, wrong types and impossible values are errors that list what is valid. No LibTorch.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace joule::trainer {
+
+class RunConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct RunConfig {
+  // [train]
+  int64_t steps = 0;              // optimizer steps; 0: derived from target_sequences
+  int64_t target_sequences = 0;   // sequences to train on (450e6 for the card's run)
+  int64_t micro_batch = 8;        // sequences per rank per forward/backward
+  int64_t accumulation = 1;       // micro-batches per rank per optimizer step
+  int64_t global_batch = 0;       // 0: micro_batch x accumulation x world size; else accumulation follows
+  int64_t seq_len = 0;            // 0: the shards' sequence length (must match when set)
+  int64_t threads = 0;            // intra-op threads per rank; 0: cores / local ranks
+  int64_t seed = 42;
+  int64_t log_every_steps = 10;
+  int64_t throughput_warmup_steps = 2;  // excluded from the throughput figures
+  std::string device = "cpu";     // cpu (cuda and trainium-sim arrive with later work)
+  // [optimizer]
+  std::string optimizer = "lamb";
+  double lr = 6e-3;
+  double warmup_fraction = 0.2843;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-6, weight_decay = 0.01, max_grad_norm = 1.0;
+  // [checkpoint]
+  int64_t checkpoint_every_steps = 0;
+  double checkpoint_every_minutes = 0;
+  int64_t checkpoint_keep = 3;
+  // [eval]
+  int64_t eval_every_steps = 0;
+  double eval_target_mlm_accuracy = 0;  // > 0: stop once reached (time-to-accuracy)
+  int64_t eval_batch = 32;
+  int64_t eval_max_batches = 50;
+  // [data]
+  std::string train_data;  // shard directory, glob or list
+  std::string eval_data;   // "" : no eval
+  std::string vocab;       // "" : vocab.txt beside the shards
+  // [model]
+  std::string model = "bert-large";  // preset name, config.json or HF model directory
+  // [run]
+  std::string run_dir = "runs/run";
+
+  static RunConfig from_toml_file(const std::string& path);
+  static RunConfig from_toml_text(const std::string& text, const std::string& where);
+  // "table.key=value", value parsed by the key's type; errors name the key and list valid ones.
+  void set(const std::string& assignment);
+  // Cross-key checks that do not need the world size or the data.
+  void validate() const;
+  std::string to_toml() const;  // the resolved config, every key
+  static std::vector<std::string> keys();
+};
+
+}  // namespace joule::trainer

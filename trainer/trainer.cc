@@ -1,0 +1,403 @@
+#include "trainer/trainer.h"
+
+#include <csignal>
+#include <cstdlib>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "collectives/reducer.h"
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "data/tokenizer.h"
+#include "launch/runtime.h"
+#include "models/model_dir.h"
+#include "trainer/checkpoint.h"
+#include "trainer/optimizer.h"
+
+namespace joule::trainer {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::atomic<int> g_signal{0};
+extern "C" void on_preempt_signal(int sig) { g_signal.store(sig); }
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string duration_text(double seconds) {
+  char buf[64];
+  if (!std::isfinite(seconds)) return "?";
+  if (seconds < 120) std::snprintf(buf, sizeof buf, "%.1f s", seconds);
+  else if (seconds < 7200) std::snprintf(buf, sizeof buf, "%.1f min", seconds / 60);
+  else std::snprintf(buf, sizeof buf, "%.2f h", seconds / 3600);
+  return buf;
+}
+
+// Sums over ranks in place (a few scalars; float64).
+void sum_over_ranks(collectives::Communicator& comm, std::vector<double>& v) {
+  comm.all_reduce({v.data(), v.size(), collectives::DType::kFloat64})->wait();
+}
+
+struct Counts {
+  double mlm_loss = 0, nsp_loss = 0, mlm_correct = 0, mlm_predictions = 0, nsp_correct = 0, sequences = 0, batches = 0;
+  void add(const models::PretrainingOutput& o, int64_t rows) {
+    mlm_loss += o.mlm_loss.item<double>();
+    nsp_loss += o.nsp_loss.item<double>();
+    mlm_correct += static_cast<double>(o.mlm_correct);
+    mlm_predictions += static_cast<double>(o.mlm_predictions);
+    nsp_correct += static_cast<double>(o.nsp_correct);
+    sequences += static_cast<double>(rows);
+    batches += 1;
+  }
+};
+
+EvalResult finish_eval(const Counts& c) {
+  EvalResult r;
+  r.mlm_loss = c.mlm_loss / std::max(1.0, c.batches);
+  r.nsp_loss = c.nsp_loss / std::max(1.0, c.batches);
+  r.loss = r.mlm_loss + r.nsp_loss;
+  r.mlm_accuracy = c.mlm_correct / std::max(1.0, c.mlm_predictions);
+  r.nsp_accuracy = c.nsp_correct / std::max(1.0, c.sequences);
+  r.sequences = static_cast<int64_t>(c.sequences);
+  return r;
+}
+
+// Batches of the eval dataset in order; rank r of W takes batches r, r+W, ...
+Counts evaluate_slice(models::BertForPreTraining& model, const data::Dataset& dataset, int64_t batch, int64_t max_batches,
+                      int rank, int world) {
+  torch::NoGradGuard no_grad;
+  const bool was_training = model->is_training();
+  model->eval();
+  Counts c;
+  const int64_t total = std::min<int64_t>(max_batches > 0 ? max_batches : INT64_MAX, (dataset.size() + batch - 1) / batch);
+  for (int64_t b = rank; b < total; b += world) {
+    std::vector<uint64_t> ids;
+    for (int64_t i = b * batch; i < std::min<int64_t>(dataset.size(), (b + 1) * batch); ++i) ids.push_back(static_cast<uint64_t>(i));
+    auto host = data::Loader::read_sequences(dataset, ids);
+    c.add(model->forward(data::Loader::to_tensors(host)), static_cast<int64_t>(ids.size()));
+  }
+  if (was_training) model->train();
+  return c;
+}
+
+}  // namespace
+
+std::string EvalResult::to_json() const {
+  return nlohmann::json({{"mlm_loss", mlm_loss}, {"nsp_loss", nsp_loss}, {"loss", loss}, {"mlm_accuracy", mlm_accuracy},
+                         {"nsp_accuracy", nsp_accuracy}, {"sequences", sequences}})
+      .dump();
+}
+
+int train(const TrainOptions& opts) {
+  RunConfig cfg = opts.config;
+  cfg.validate();
+  auto comm = collectives::create_communicator("mpi");
+  const auto& info = comm->info();
+  const int rank = info.rank, world = info.world_size;
+  const bool root = rank == 0;
+  auto say = [&](const std::string& s) {
+    if (root) std::cout << s << std::flush;
+  };
+  const int threads = cfg.threads > 0 ? static_cast<int>(cfg.threads) : std::max(1, launch::physical_cores() / info.local_size);
+  launch::set_threads(threads);
+  std::signal(SIGTERM, on_preempt_signal);
+  std::signal(SIGUSR1, on_preempt_signal);
+
+  // ---- data, vocabulary and model ----------------------------------------------------------------
+  if (cfg.train_data.empty()) throw RunConfigError("run config: data.train is not set (--data SHARDS)");
+  const std::string vocab_path = cfg.vocab.empty() ? data::find_vocab_beside(cfg.train_data) : cfg.vocab;
+  if (vocab_path.empty())
+    throw RunConfigError(cfg.train_data + ": no vocab.txt beside the shards or their parent; set data.vocab (--vocab FILE)");
+  const data::Vocab vocab = data::Vocab::load(vocab_path);
+  models::BertConfig model_config = models::load_config(cfg.model, opts.presets_dir);
+  model_config.vocab_size = vocab.size();  // the vocabulary the shards were made with
+  const data::Dataset dataset = data::Dataset::open(cfg.train_data, {vocab.size(), true});
+  std::optional<data::Dataset> eval_set;
+  if (!cfg.eval_data.empty()) eval_set = data::Dataset::open(cfg.eval_data, {vocab.size(), true});
+  if (cfg.seq_len != 0 && cfg.seq_len != dataset.seq_len())
+    throw RunConfigError("train.seq_len " + std::to_string(cfg.seq_len) + " differs from the shards' " + std::to_string(dataset.seq_len()));
+  cfg.seq_len = dataset.seq_len();
+  if (cfg.seq_len > model_config.max_position_embeddings)
+    throw RunConfigError("the shards' sequence length " + std::to_string(cfg.seq_len) + " exceeds the model's max_position_embeddings");
+
+  if (cfg.global_batch > 0) {
+    if (cfg.global_batch % (cfg.micro_batch * world) != 0)
+      throw RunConfigError("train.global_batch " + std::to_string(cfg.global_batch) + " is not divisible by train.micro_batch " +
+                           std::to_string(cfg.micro_batch) + " x world size " + std::to_string(world));
+    cfg.accumulation = cfg.global_batch / (cfg.micro_batch * world);
+  }
+  const int64_t global_batch = cfg.micro_batch * cfg.accumulation * world;
+  const int64_t total_steps = cfg.steps > 0 ? cfg.steps : (cfg.target_sequences + global_batch - 1) / global_batch;
+  if (total_steps <= 0) throw RunConfigError("run config: set train.steps or train.target_sequences");
+
+  fs::create_directories(cfg.run_dir);
+  const std::string resolved = cfg.to_toml();
+  const std::string config_hash = fnv1a64_hex(resolved);
+  if (root) {
+    std::ofstream(fs::path(cfg.run_dir) / "config.toml") << resolved;
+    std::ofstream(fs::path(cfg.run_dir) / "model_config.json") << model_config.to_json_text();
+    std::cout << "joule train: " << world << " rank(s) on " << info.node_count << " node(s), " << threads
+              << " thread(s) per rank; global batch " << global_batch << " = " << cfg.micro_batch << " x " << cfg.accumulation
+              << " x " << world << "; " << total_steps << " steps; " << dataset.size() << " sequences of " << cfg.seq_len
+              << " tokens\nresolved config (" << (fs::path(cfg.run_dir) / "config.toml").string() << "):\n"
+              << resolved << std::flush;
+  }
+
+  torch::manual_seed(static_cast<uint64_t>(cfg.seed) * 1000003ull + static_cast<uint64_t>(rank));  // dropout streams
+  models::BertForPreTraining model(model_config, static_cast<uint64_t>(cfg.seed));
+  // An HF model directory (e.g. phase 1's final/) gives the starting weights; the optimizer starts fresh.
+  if (fs::exists(fs::path(cfg.model) / "model.safetensors")) {
+    models::load_weights(model, (fs::path(cfg.model) / "model.safetensors").string());
+    say("initial weights from " + (fs::path(cfg.model) / "model.safetensors").string() + "\n");
+  }
+  model->train();
+  collectives::GradientReducer reducer(model->hf_named_parameters(), *comm);
+  OptimizerOptions oo;
+  oo.name = cfg.optimizer;
+  oo.beta1 = cfg.beta1;
+  oo.beta2 = cfg.beta2;
+  oo.eps = cfg.eps;
+  oo.weight_decay = cfg.weight_decay;
+  oo.max_grad_norm = cfg.max_grad_norm;
+  auto optimizer = create_optimizer(oo, model->hf_named_parameters());
+
+  // ---- resume ---------------------------------------------------------------------------------------
+  const std::string ckpt_root = (fs::path(cfg.run_dir) / "checkpoints").string();
+  TrainerState state;
+  state.world_size = world;
+  state.config_hash = config_hash;
+  std::vector<std::string> warnings;
+  std::optional<std::string> from;
+  if (opts.resume == "auto") from = find_latest_checkpoint(ckpt_root, &warnings);
+  else if (!opts.resume.empty()) from = opts.resume;
+  else if (find_latest_checkpoint(ckpt_root, nullptr))
+    throw RunConfigError(ckpt_root + " already holds checkpoints: pass --resume auto to continue, or use another --run-dir");
+  for (const auto& w : warnings) say("warning: " + w + "\n");
+  if (from) {
+    const TrainerState loaded = load_checkpoint(*from, model, *optimizer, rank, world);
+    if (loaded.config_hash != config_hash) say("warning: resuming with a config that differs from the checkpoint's\n");
+    if (loaded.world_size != world) say("note: resuming on " + std::to_string(world) + " ranks a run saved on " + std::to_string(loaded.world_size) + "\n");
+    state = loaded;
+    state.world_size = world;
+    state.config_hash = config_hash;
+    state.segments = loaded.segments + 1;
+    say("resumed from " + *from + " at step " + std::to_string(state.step) + "\n");
+  } else {
+    reducer.broadcast_parameters(0);
+  }
+
+  data::SamplerConfig sc{static_cast<uint64_t>(dataset.size()), static_cast<uint64_t>(global_batch),
+                         static_cast<uint64_t>(cfg.micro_batch), world, rank, static_cast<uint64_t>(cfg.seed)};
+  data::Loader loader(dataset, sc, state.sampler);
+
+  // ---- the loop ---------------------------------------------------------------------------------
+  std::ofstream metrics;
+  if (root) metrics.open(fs::path(cfg.run_dir) / "metrics.jsonl", std::ios::app);
+  const auto run_start = Clock::now();
+  const double wall_before = state.wall_seconds;
+  auto last_checkpoint = Clock::now();
+  Counts interval;
+  double interval_step_s = 0, interval_comm_s = 0, interval_exposed_s = 0, interval_wait_s = 0, last_grad_norm = 0, last_lr = 0;
+  int64_t interval_steps = 0, timed_steps = 0;
+  double timed_seconds = 0;
+  int exit_code = 0;
+  std::optional<EvalResult> last_eval;
+  bool reached_target = false;
+
+  const char* fault_env = std::getenv("JOULE_FAULT_PREEMPT_AT_STEP");
+  const int64_t fault_preempt_step = fault_env ? std::atoll(fault_env) : 0;
+  while (state.step < total_steps) {
+    const auto t0 = Clock::now();
+    const double wait_before = loader.wait_seconds();
+    reducer.zero_grad();
+    for (int64_t m = 0; m < cfg.accumulation; ++m) {
+      data::PretrainingBatch batch = loader.next();
+      reducer.begin_micro_batch(m == cfg.accumulation - 1);
+      models::PretrainingOutput out = model->forward(batch);
+      (cfg.accumulation > 1 ? out.loss / static_cast<double>(cfg.accumulation) : out.loss).backward();
+      interval.add(out, batch.input_ids.size(0));
+    }
+    reducer.finish();
+    last_lr = learning_rate(cfg.lr, optimizer->steps(), total_steps, cfg.warmup_fraction);
+    last_grad_norm = optimizer->step(last_lr);
+    ++state.step;
+    state.sequences += global_batch;
+    state.sampler = loader.state();
+    const double step_s = seconds_since(t0);
+    interval_step_s += step_s;
+    interval_comm_s += reducer.stats().comm_seconds;
+    interval_exposed_s += reducer.stats().exposed_seconds;
+    interval_wait_s += loader.wait_seconds() - wait_before;
+    ++interval_steps;
+    if (state.step > cfg.throughput_warmup_steps || from) {
+      timed_seconds += step_s;
+      ++timed_steps;
+    }
+
+    if (state.step % cfg.log_every_steps == 0 || state.step == total_steps) {
+      std::vector<double> sums = {interval.mlm_loss, interval.nsp_loss, interval.mlm_correct, interval.mlm_predictions,
+                                  interval.batches};
+      sum_over_ranks(*comm, sums);
+      const double mlm_loss = sums[0] / sums[4], nsp_loss = sums[1] / sums[4], mlm_acc = sums[2] / std::max(1.0, sums[3]);
+      const double seq_per_s = timed_steps > 0 ? timed_steps * global_batch / timed_seconds : interval_steps * global_batch / interval_step_s;
+      const double eta = (total_steps - state.step) * global_batch / seq_per_s;
+      if (root) {
+        nlohmann::json j = {{"step", state.step},
+                            {"sequences", state.sequences},
+                            {"loss", mlm_loss + nsp_loss},
+                            {"mlm_loss", mlm_loss},
+                            {"nsp_loss", nsp_loss},
+                            {"mlm_acc", mlm_acc},
+                            {"lr", last_lr},
+                            {"grad_norm", last_grad_norm},
+                            {"seq_per_s", seq_per_s},
+                            {"seq_per_hour", seq_per_s * 3600},
+                            {"tokens_per_s", seq_per_s * cfg.seq_len},
+                            {"mfu", nullptr},
+                            {"data_wait_s", interval_wait_s / interval_steps},
+                            {"comm_s", interval_comm_s / interval_steps},
+                            {"exposed_comm_s", interval_exposed_s / interval_steps},
+                            {"step_s", interval_step_s / interval_steps},
+                            {"wall_s", wall_before + seconds_since(run_start)}};
+        metrics << j.dump() << "\n" << std::flush;
+        char line[320];
+        std::snprintf(line, sizeof line, "step %lld/%lld | %lld seq | loss %.4f | mlm_acc %.3f | lr %.2e | %.2f seq/s | ETA %s\n",
+                      static_cast<long long>(state.step), static_cast<long long>(total_steps), static_cast<long long>(state.sequences),
+                      mlm_loss + nsp_loss, mlm_acc, last_lr, seq_per_s, duration_text(eta).c_str());
+        std::cout << line << std::flush;
+      }
+      interval = Counts{};
+      interval_step_s = interval_comm_s = interval_exposed_s = interval_wait_s = 0;
+      interval_steps = 0;
+    }
+
+    if (eval_set && cfg.eval_every_steps > 0 && (state.step % cfg.eval_every_steps == 0 || state.step == total_steps)) {
+      Counts c = evaluate_slice(model, *eval_set, cfg.eval_batch, cfg.eval_max_batches, rank, world);
+      std::vector<double> v = {c.mlm_loss, c.nsp_loss, c.mlm_correct, c.mlm_predictions, c.nsp_correct, c.sequences, c.batches};
+      sum_over_ranks(*comm, v);
+      last_eval = finish_eval({v[0], v[1], v[2], v[3], v[4], v[5], v[6]});
+      if (root) {
+        metrics << nlohmann::json({{"step", state.step}, {"eval", nlohmann::json::parse(last_eval->to_json())}}).dump() << "\n" << std::flush;
+        std::printf("eval at step %lld: mlm_acc %.4f, nsp_acc %.4f, loss %.4f (%lld sequences)\n", static_cast<long long>(state.step),
+                    last_eval->mlm_accuracy, last_eval->nsp_accuracy, last_eval->loss, static_cast<long long>(last_eval->sequences));
+        std::fflush(stdout);
+      }
+      if (cfg.eval_target_mlm_accuracy > 0 && last_eval->mlm_accuracy >= cfg.eval_target_mlm_accuracy) {
+        say("reached the target masked-LM accuracy " + std::to_string(cfg.eval_target_mlm_accuracy) + "\n");
+        reached_target = true;
+      }
+    }
+
+    // Ranks agree on a preemption signal at the step boundary (one rank may have received it alone).
+    // JOULE_FAULT_PREEMPT_AT_STEP=N (developers, tests): rank 0 behaves as if signalled after step N.
+    if (fault_preempt_step > 0 && state.step == fault_preempt_step && rank == 0) g_signal.store(SIGUSR1);
+    std::vector<double> flag = {g_signal.load() != 0 ? 1.0 : 0.0};
+    sum_over_ranks(*comm, flag);
+    const bool preempted = flag[0] > 0;
+    const bool periodic = (cfg.checkpoint_every_steps > 0 && state.step % cfg.checkpoint_every_steps == 0) ||
+                          (cfg.checkpoint_every_minutes > 0 && seconds_since(last_checkpoint) >= cfg.checkpoint_every_minutes * 60);
+    if (preempted || periodic) {
+      state.wall_seconds = wall_before + seconds_since(run_start);
+      const auto t = Clock::now();
+      const std::string dir = save_checkpoint(ckpt_root, model, *optimizer, state, *comm, cfg.checkpoint_keep);
+      last_checkpoint = Clock::now();
+      say("checkpoint " + dir + " (" + duration_text(seconds_since(t)) + ")\n");
+      if (preempted) {
+        say("preempted (signal): checkpoint saved; exiting with code " + std::to_string(kExitPreempted) + " for requeue + --resume auto\n");
+        exit_code = kExitPreempted;
+        break;
+      }
+    }
+    if (reached_target) break;
+  }
+
+  state.wall_seconds = wall_before + seconds_since(run_start);
+  if (exit_code == 0 && root) models::save_model_dir(model, (fs::path(cfg.run_dir) / "final").string());
+
+  // ---- the training-cost summary ------------------------------------------------------------------
+  const double seq_per_s = timed_steps > 0 ? timed_steps * global_batch / timed_seconds : state.sequences / state.wall_seconds;
+  if (root) {
+    const double card_target = 450e6;
+    const int64_t target = cfg.target_sequences > 0 ? cfg.target_sequences : total_steps * global_batch;
+    nlohmann::json summary = {{"run_dir", cfg.run_dir},
+                              {"ranks", world},
+                              {"nodes", info.node_count},
+                              {"steps", state.step},
+                              {"sequences", state.sequences},
+                              {"wall_s", state.wall_seconds},
+                              {"segments", state.segments},
+                              {"seq_per_s", seq_per_s},
+                              {"seq_per_hour", seq_per_s * 3600},
+                              {"target_sequences", target},
+                              {"projected_wall_s_for_target", target / seq_per_s},
+                              {"projected_wall_s_for_450M", card_target / seq_per_s},
+                              {"energy_kwh", nullptr},
+                              {"energy_source", "not measured"},
+                              {"cost_usd", nullptr},
+                              {"cost_source", "not measured"},
+                              {"co2_kg", nullptr},
+                              {"preempted", exit_code == kExitPreempted}};
+    if (last_eval) summary["eval"] = nlohmann::json::parse(last_eval->to_json());
+    std::ofstream(fs::path(cfg.run_dir) / "summary.json") << summary.dump(2) << "\n";
+    char buf[2048];
+    std::snprintf(buf, sizeof buf,
+                  "\ntraining-cost summary (%s)\n"
+                  "  %-34s %s\n  %-34s %lld on %d rank(s), %d node(s)\n  %-34s %lld\n  %-34s %s%s\n"
+                  "  %-34s %.2f seq/s, %.0f seq/hour\n  %-34s %s for %lld sequences\n  %-34s %s for 450M sequences on this cluster\n"
+                  "  %-34s %s\n  %-34s %s\n  %-34s %s\n",
+                  (fs::path(cfg.run_dir) / "summary.json").string().c_str(), "status", exit_code ? "preempted (checkpoint saved)" : "finished",
+                  "steps", static_cast<long long>(state.step), world, info.node_count, "sequences processed", static_cast<long long>(state.sequences),
+                  "wall time", duration_text(state.wall_seconds).c_str(),
+                  state.segments > 1 ? (" over " + std::to_string(state.segments) + " segments").c_str() : "", "throughput (after warm-up)",
+                  seq_per_s, seq_per_s * 3600, "projected wall time", duration_text(target / seq_per_s).c_str(), static_cast<long long>(target),
+                  "projected wall time", duration_text(card_target / seq_per_s).c_str(), "energy", "not measured (accounting not built yet)",
+                  "cost", "not measured (accounting not built yet)", "CO2", "not measured");
+    std::cout << buf;
+    if (last_eval)
+      std::printf("  %-34s mlm_acc %.4f, nsp_acc %.4f, loss %.4f\n", "last eval", last_eval->mlm_accuracy, last_eval->nsp_accuracy, last_eval->loss);
+    if (exit_code == 0) std::printf("  %-34s %s\n", "final weights (HF directory)", (fs::path(cfg.run_dir) / "final").string().c_str());
+    std::fflush(stdout);
+  }
+  comm->barrier();
+  return exit_code;
+}
+
+EvalResult evaluate_model_dir(const std::string& model_dir, const std::string& data_spec, int64_t batch, int64_t max_batches) {
+  models::BertForPreTraining model = models::load_model_dir(model_dir);
+  const data::Dataset dataset = data::Dataset::open(data_spec, {model->config().vocab_size, true});
+  return finish_eval(evaluate_slice(model, dataset, batch, max_batches, 0, 1));
+}
+
+std::string export_checkpoint(const std::string& checkpoint_or_run, const std::string& out_dir) {
+  std::string dir = checkpoint_or_run;
+  if (!fs::exists(fs::path(dir) / "manifest.json")) {
+    std::vector<std::string> warnings;
+    auto latest = find_latest_checkpoint((fs::path(dir) / "checkpoints").string(), &warnings);
+    for (const auto& w : warnings) std::cerr << "warning: " << w << "\n";
+    if (!latest) throw CheckpointError(checkpoint_or_run + ": neither a checkpoint nor a run directory with a complete checkpoint");
+    dir = *latest;
+  }
+  // The config travels in the run directory; rebuild it from the checkpoint's run config.
+  const fs::path run = fs::path(dir).parent_path().parent_path();
+  const fs::path final_config = run / "final" / "config.json";
+  models::BertConfig config;
+  if (fs::exists(run / "model_config.json")) config = models::BertConfig::from_json_file((run / "model_config.json").string());
+  else if (fs::exists(final_config)) config = models::BertConfig::from_json_file(final_config.string());
+  else throw CheckpointError(dir + ": no model_config.json in the run directory " + run.string());
+  models::BertForPreTraining model(config);
+  models::load_weights(model, (fs::path(dir) / "model.safetensors").string());
+  models::save_model_dir(model, out_dir);
+  return dir;
+}
+
+}  // namespace joule::trainer
