@@ -86,7 +86,16 @@ mpi "$joule" train --config run.toml --run-dir a --steps 45 --resume auto > a2.l
 grep -q "skipping checkpoint $newest: model.safetensors: checksum mismatch" a2.log || { cat a2.log; fail "no warning about the corrupt checkpoint"; }
 grep -q "resumed from $previous" a2.log || fail "did not fall back to $previous"
 
-echo "== 5. config errors"
+echo "== 5. export = final weights; resume on another world size"
+"$joule" export --checkpoint b --out exported > export.log 2>&1 || { cat export.log; fail "export failed"; }
+cmp exported/model.safetensors b/final/model.safetensors || fail "the exported newest checkpoint differs from final/"
+"$mpiexec" -n 1 --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1 "$joule" train --config run.toml --run-dir c --steps 400 \
+  --set train.global_batch=32 --set train.steps=$(( $(ls c/checkpoints | sort | tail -1 | sed 's/step_0*//') + 3 )) --resume auto > c2.log 2>&1 \
+  || { cat c2.log; fail "resume on 1 rank failed"; }
+grep -q "note: resuming on 1 ranks a run saved on 2" c2.log || fail "no world-size change note"
+grep -q "global batch 32 = 8 x 4 x 1" c2.log || fail "accumulation did not follow the global batch"
+
+echo "== 6. config errors"
 set +e
 out=$("$joule" train --config run.toml --set train.global_batch=30 2>&1); rc=$?
 set -e
