@@ -69,53 +69,49 @@ void Optimizer::reset() {
   steps_ = 0;
 }
 
+double Optimizer::step(double lr) {
+  torch::NoGradGuard no_grad;
+  const double norm = clip_and_norm();
+  ++steps_;
+  const double b1 = options_.beta1, b2 = options_.beta2;
+  const double c1 = 1.0 - std::pow(b1, static_cast<double>(steps_)), c2 = 1.0 - std::pow(b2, static_cast<double>(steps_));
+  for (Slot& s : slots_) {
+    if (!s.param.grad().defined()) continue;
+    const torch::Tensor& g = s.param.grad();
+    s.exp_avg.mul_(b1).add_(g, 1.0 - b1);
+    s.exp_avg_sq.mul_(b2).addcmul_(g, g, 1.0 - b2);
+    apply_update(s, lr, c1, c2);
+  }
+  return norm;
+}
+
 namespace {
 
 class Lamb : public Optimizer {
  public:
   Lamb(std::vector<std::pair<std::string, torch::Tensor>> p, OptimizerOptions o) : Optimizer(std::move(p), std::move(o)) {}
-  double step(double lr) override {
-    torch::NoGradGuard no_grad;
-    const double norm = clip_and_norm();
-    ++steps_;
-    const double b1 = options_.beta1, b2 = options_.beta2;
-    const double c1 = 1.0 - std::pow(b1, static_cast<double>(steps_)), c2 = 1.0 - std::pow(b2, static_cast<double>(steps_));
-    for (Slot& s : slots_) {
-      if (!s.param.grad().defined()) continue;
-      const torch::Tensor& g = s.param.grad();
-      s.exp_avg.mul_(b1).add_(g, 1.0 - b1);
-      s.exp_avg_sq.mul_(b2).addcmul_(g, g, 1.0 - b2);
-      torch::Tensor update = (s.exp_avg / c1) / ((s.exp_avg_sq / c2).sqrt_().add_(options_.eps));
-      double ratio = 1.0;
-      if (s.decay && options_.weight_decay != 0) {
-        update.add_(s.param, options_.weight_decay);
-        const double w = s.param.norm().item<double>(), u = update.norm().item<double>();
-        if (w > 0 && u > 0) ratio = w / u;
-      }
-      s.param.add_(update, -lr * ratio);
+
+ protected:
+  void apply_update(Slot& s, double lr, double c1, double c2) override {
+    torch::Tensor update = (s.exp_avg / c1) / ((s.exp_avg_sq / c2).sqrt_().add_(options_.eps));
+    double ratio = 1.0;
+    if (s.decay && options_.weight_decay != 0) {
+      update.add_(s.param, options_.weight_decay);
+      const double w = s.param.norm().item<double>(), u = update.norm().item<double>();
+      if (w > 0 && u > 0) ratio = w / u;
     }
-    return norm;
+    s.param.add_(update, -lr * ratio);
   }
 };
 
 class AdamW : public Optimizer {
  public:
   AdamW(std::vector<std::pair<std::string, torch::Tensor>> p, OptimizerOptions o) : Optimizer(std::move(p), std::move(o)) {}
-  double step(double lr) override {
-    torch::NoGradGuard no_grad;
-    const double norm = clip_and_norm();
-    ++steps_;
-    const double b1 = options_.beta1, b2 = options_.beta2;
-    const double c1 = 1.0 - std::pow(b1, static_cast<double>(steps_)), c2 = 1.0 - std::pow(b2, static_cast<double>(steps_));
-    for (Slot& s : slots_) {
-      if (!s.param.grad().defined()) continue;
-      const torch::Tensor& g = s.param.grad();
-      if (s.decay && options_.weight_decay != 0) s.param.mul_(1.0 - lr * options_.weight_decay);
-      s.exp_avg.mul_(b1).add_(g, 1.0 - b1);
-      s.exp_avg_sq.mul_(b2).addcmul_(g, g, 1.0 - b2);
-      s.param.addcdiv_(s.exp_avg, (s.exp_avg_sq / c2).sqrt_().add_(options_.eps), -lr / c1);
-    }
-    return norm;
+
+ protected:
+  void apply_update(Slot& s, double lr, double c1, double c2) override {
+    if (s.decay && options_.weight_decay != 0) s.param.mul_(1.0 - lr * options_.weight_decay);
+    s.param.addcdiv_(s.exp_avg, (s.exp_avg_sq / c2).sqrt_().add_(options_.eps), -lr / c1);
   }
 };
 

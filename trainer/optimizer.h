@@ -25,9 +25,9 @@ struct OptimizerOptions {
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
-  // One update at learning rate `lr` from the parameters' current .grad(). Returns the global
-  // gradient norm before clipping.
-  virtual double step(double lr) = 0;
+  // One update at learning rate `lr` from the parameters' current .grad(): clip by the global norm,
+  // update the moments, then the optimizer's own rule. Returns the global gradient norm before clipping.
+  double step(double lr);
   int64_t steps() const { return steps_; }
   // State for checkpoints: "exp_avg.<param>" and "exp_avg_sq.<param>" moments plus the step count.
   std::vector<std::pair<std::string, torch::Tensor>> state() const;
@@ -43,6 +43,8 @@ class Optimizer {
     torch::Tensor param, exp_avg, exp_avg_sq;
     bool decay = true;
   };
+  // The parameter update from the fresh moments; c1, c2 are the bias corrections 1 - beta^t.
+  virtual void apply_update(Slot& slot, double lr, double c1, double c2) = 0;
   std::vector<Slot> slots_;
   OptimizerOptions options_;
   int64_t steps_ = 0;
