@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "models/bert.h"
+#include "test_util.h"
 
 using joule::models::BertConfig;
 using joule::models::BertForPreTraining;
@@ -10,18 +11,7 @@ using joule::models::PretrainingBatch;
 
 namespace {
 
-BertConfig tiny(double dropout = 0.0) {
-  BertConfig c;
-  c.vocab_size = 211;
-  c.hidden_size = 48;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 3;
-  c.intermediate_size = 96;
-  c.max_position_embeddings = 64;
-  c.hidden_dropout_prob = dropout;
-  c.attention_probs_dropout_prob = dropout;
-  return c;
-}
+BertConfig tiny(double dropout = 0.0) { return joule::test::small_bert(211, 48, 3, 96, 64, dropout); }
 
 PretrainingBatch batch_with_unused_slots(const BertConfig& c) {
   PretrainingBatch b = joule::models::synthetic_batch(c, 3, 24, 6, 11);

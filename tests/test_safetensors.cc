@@ -142,16 +142,7 @@ TEST(Safetensors, WriterRefusesDuplicateNames) {
 
 namespace {
 
-joule::models::BertConfig small_config() {
-  joule::models::BertConfig c;
-  c.vocab_size = 97;
-  c.hidden_size = 32;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.intermediate_size = 64;
-  c.max_position_embeddings = 40;
-  return c;
-}
+joule::models::BertConfig small_config() { return joule::test::small_bert(97, 32, 4, 64, 40); }
 
 }  // namespace
 

@@ -9,6 +9,8 @@
 #include <sstream>
 #include <string>
 
+#include "models/bert_config.h"
+
 namespace joule::test {
 
 // A fresh directory under the system temp dir, removed with its contents on destruction.
@@ -57,6 +59,21 @@ inline CommandResult run_command(const std::string& command) {
   int status = pclose(pipe);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+// A small BERT for tests: `layers` layers of `hidden` units in `heads` heads.
+inline models::BertConfig small_bert(int64_t vocab, int64_t hidden, int64_t heads, int64_t intermediate, int64_t positions,
+                                     double dropout = 0.1, int64_t layers = 2) {
+  models::BertConfig c;
+  c.vocab_size = vocab;
+  c.hidden_size = hidden;
+  c.num_hidden_layers = layers;
+  c.num_attention_heads = heads;
+  c.intermediate_size = intermediate;
+  c.max_position_embeddings = positions;
+  c.hidden_dropout_prob = dropout;
+  c.attention_probs_dropout_prob = dropout;
+  return c;
 }
 
 }  // namespace joule::test

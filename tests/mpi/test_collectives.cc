@@ -8,6 +8,7 @@
 #include "collectives/communicator.h"
 #include "collectives/reducer.h"
 #include "models/bert.h"
+#include "tests/test_util.h"
 
 using namespace joule::collectives;
 
@@ -154,18 +155,7 @@ TEST(Collectives, AStalledRankIsATimeoutNamingOperationAndRank) {
 
 namespace {
 
-joule::models::BertConfig tiny() {
-  joule::models::BertConfig c;
-  c.vocab_size = 300;
-  c.hidden_size = 32;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 2;
-  c.intermediate_size = 64;
-  c.max_position_embeddings = 32;
-  c.hidden_dropout_prob = 0;
-  c.attention_probs_dropout_prob = 0;
-  return c;
-}
+joule::models::BertConfig tiny() { return joule::test::small_bert(300, 32, 2, 64, 32, /*dropout=*/0.0); }
 
 joule::models::PretrainingBatch rows(const joule::models::PretrainingBatch& b, int64_t begin, int64_t count) {
   return {b.input_ids.narrow(0, begin, count), b.token_type_ids.narrow(0, begin, count),
