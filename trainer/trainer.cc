@@ -1,5 +1,7 @@
 #include "trainer/trainer.h"
 
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdlib>
 
@@ -214,6 +216,7 @@ int train(const TrainOptions& opts) {
   std::optional<EvalResult> last_eval;
   bool reached_target = false;
 
+  const bool interactive = isatty(STDOUT_FILENO) != 0;
   const char* fault_env = std::getenv("JOULE_FAULT_PREEMPT_AT_STEP");
   const int64_t fault_preempt_step = fault_env ? std::atoll(fault_env) : 0;
   while (state.step < total_steps) {
@@ -242,6 +245,14 @@ int train(const TrainOptions& opts) {
     if (state.step > cfg.throughput_warmup_steps || from) {
       timed_seconds += step_s;
       ++timed_steps;
+    }
+
+    // On a terminal, rank 0 keeps one live status line between the logged intervals.
+    if (root && interactive && state.step % cfg.log_every_steps != 0) {
+      const double rate = timed_steps > 0 ? timed_steps * global_batch / timed_seconds : global_batch / step_s;
+      std::printf("\r\033[Kstep %lld/%lld | %.2f seq/s | ETA %s", static_cast<long long>(state.step), static_cast<long long>(total_steps),
+                  rate, duration_text((total_steps - state.step) * global_batch / rate).c_str());
+      std::fflush(stdout);
     }
 
     if (state.step % cfg.log_every_steps == 0 || state.step == total_steps) {
@@ -274,7 +285,7 @@ int train(const TrainOptions& opts) {
         std::snprintf(line, sizeof line, "step %lld/%lld | %lld seq | loss %.4f | mlm_acc %.3f | lr %.2e | %.2f seq/s | ETA %s\n",
                       static_cast<long long>(state.step), static_cast<long long>(total_steps), static_cast<long long>(state.sequences),
                       mlm_loss + nsp_loss, mlm_acc, last_lr, seq_per_s, duration_text(eta).c_str());
-        std::cout << line << std::flush;
+        std::cout << (interactive ? "\r\033[K" : "") << line << std::flush;
       }
       interval = Counts{};
       interval_step_s = interval_comm_s = interval_exposed_s = interval_wait_s = 0;
