@@ -30,6 +30,7 @@ std::vector<Field> fields(RunConfig& c) {
           {"train.log_every_steps", &c.log_every_steps},
           {"train.throughput_warmup_steps", &c.throughput_warmup_steps},
           {"train.device", &c.device},
+          {"train.progress", &c.progress},
           {"optimizer.name", &c.optimizer},
           {"optimizer.lr", &c.lr},
           {"optimizer.warmup_fraction", &c.warmup_fraction},
@@ -160,6 +161,8 @@ void RunConfig::validate() const {
   if (global_batch > 0 && global_batch % micro_batch != 0)
     fail("train.global_batch " + std::to_string(global_batch) + " is not divisible by train.micro_batch " + std::to_string(micro_batch));
   if (optimizer != "lamb" && optimizer != "adamw") fail("optimizer.name is \"" + optimizer + "\"; valid values: lamb, adamw");
+  if (progress != "auto" && progress != "bar" && progress != "lines")
+    fail("train.progress is \"" + progress + "\"; valid values: auto, bar, lines");
   if (device != "cpu") fail("train.device is \"" + device + "\"; this build trains on: cpu");
   if (!(lr > 0)) fail("optimizer.lr must be positive");
   if (warmup_fraction < 0 || warmup_fraction >= 1) fail("optimizer.warmup_fraction must be in [0, 1)");

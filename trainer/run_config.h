@@ -28,6 +28,9 @@ struct RunConfig {
   int64_t log_every_steps = 10;
   int64_t throughput_warmup_steps = 2;  // excluded from the throughput figures
   std::string device = "cpu";     // cpu (cuda and trainium-sim arrive with later work)
+  // "auto": a live status line when a single process writes to a terminal, else a plain line per
+  // interval (under mpirun every rank gets a pseudo-terminal, so it cannot tell); "bar"; "lines".
+  std::string progress = "auto";
   // [optimizer]
   std::string optimizer = "lamb";
   double lr = 6e-3;

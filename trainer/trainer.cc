@@ -216,7 +216,9 @@ int train(const TrainOptions& opts) {
   std::optional<EvalResult> last_eval;
   bool reached_target = false;
 
-  const bool interactive = isatty(STDOUT_FILENO) != 0;
+  const bool launched = std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_RANK") || std::getenv("PMIX_RANK") ||
+                        std::getenv("SLURM_PROCID");
+  const bool interactive = cfg.progress == "bar" || (cfg.progress == "auto" && world == 1 && !launched && isatty(STDOUT_FILENO));
   const char* fault_env = std::getenv("JOULE_FAULT_PREEMPT_AT_STEP");
   const int64_t fault_preempt_step = fault_env ? std::atoll(fault_env) : 0;
   while (state.step < total_steps) {

@@ -68,7 +68,9 @@ echo "== 3. SIGTERM to one rank"
 mpi "$joule" train --config run.toml --run-dir c --steps 400 > c.log 2>&1 &
 launcher=$!
 for _ in $(seq 1 600); do grep -q "^step 10/" c.log 2>/dev/null && break; sleep 0.1; done
-victim=$(pgrep -f "joule train --config run.toml --run-dir c" | tail -1)
+grep -q "^step 10/" c.log || { cat c.log; fail "no 'step 10/' progress line within 60 s"; }
+victim=$(pgrep -f "joule train --config run.toml --run-dir c" | tail -1 || true)
+[[ -n "$victim" ]] || { cat c.log; fail "no rank process left to signal (the run ended too early?)"; }
 kill -TERM "$victim"
 set +e
 wait $launcher
