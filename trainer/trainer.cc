@@ -123,9 +123,13 @@ int train(const TrainOptions& opts) {
   const data::Vocab vocab = data::Vocab::load(vocab_path);
   models::BertConfig model_config = models::load_config(cfg.model, opts.presets_dir);
   model_config.vocab_size = vocab.size();  // the vocabulary the shards were made with
+  // Rank 0 validates the shards and writes the index cache first; the other ranks then find them in
+  // the cache instead of reading every shard again. A bad shard on rank 0 aborts the job (main).
+  if (rank != 0) comm->barrier();
   const data::Dataset dataset = data::Dataset::open(cfg.train_data, {vocab.size(), true});
   std::optional<data::Dataset> eval_set;
   if (!cfg.eval_data.empty()) eval_set = data::Dataset::open(cfg.eval_data, {vocab.size(), true});
+  if (rank == 0) comm->barrier();
   if (cfg.seq_len != 0 && cfg.seq_len != dataset.seq_len())
     throw RunConfigError("train.seq_len " + std::to_string(cfg.seq_len) + " differs from the shards' " + std::to_string(dataset.seq_len()));
   cfg.seq_len = dataset.seq_len();
