@@ -16,5 +16,5 @@ mkdir -p "$demo"
   --seq-len 128 --max-pred 20 --dupe-factor 5 --shards 4 --eval-documents 200
 "$joule" data inspect "$demo/shards/train" --samples 1
 rm -rf "$demo/run"
-mpirun -np 2 --bind-to none $( [[ $(id -u) -eq 0 ]] && echo --allow-run-as-root ) \
+mpirun -np 2 --oversubscribe --bind-to none $( [[ $(id -u) -eq 0 ]] && echo --allow-run-as-root ) \
   "$joule" train --config configs/demo-tiny.toml
