@@ -20,6 +20,7 @@
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/tokenizer.h"
+#include "launch/placement.h"
 #include "launch/runtime.h"
 #include "models/model_dir.h"
 #include "trainer/checkpoint.h"
@@ -110,8 +111,11 @@ int train(const TrainOptions& opts) {
   auto say = [&](const std::string& s) {
     if (root) std::cout << s << std::flush;
   };
-  const int threads = cfg.threads > 0 ? static_cast<int>(cfg.threads) : std::max(1, launch::physical_cores() / info.local_size);
+  std::string oversubscribed;
+  const int threads = launch::threads_per_rank(launch::physical_cores(), info.local_size, static_cast<int>(cfg.threads), &oversubscribed);
   launch::set_threads(threads);
+  if (!oversubscribed.empty() && info.local_rank == 0)
+    std::cerr << (launch::rank_prefix() + "warning: " + oversubscribed + "\n") << std::flush;
   std::signal(SIGTERM, on_preempt_signal);
   std::signal(SIGUSR1, on_preempt_signal);
 

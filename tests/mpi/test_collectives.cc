@@ -7,6 +7,7 @@
 
 #include "collectives/communicator.h"
 #include "collectives/reducer.h"
+#include "launch/placement.h"
 #include "models/bert.h"
 #include "tests/test_util.h"
 
@@ -40,6 +41,13 @@ TEST(Collectives, ProcessGroupFactsOnOneHost) {
   EXPECT_EQ(i.node, 0);
   EXPECT_EQ(i.local_size, i.world_size);
   EXPECT_EQ(i.local_rank, i.rank);
+  // The launcher's environment, read before MPI starts, agrees with MPI.
+  const joule::launch::Placement p = joule::launch::detect_placement();
+  EXPECT_EQ(p.launcher, "openmpi");
+  EXPECT_EQ(p.rank, i.rank);
+  EXPECT_EQ(p.world_size, i.world_size);
+  EXPECT_EQ(p.local_rank, i.local_rank);
+  EXPECT_EQ(p.local_size, i.local_size);
 }
 
 TEST(Collectives, AllReduceSumAndAverageEveryDtype) {

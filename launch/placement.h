@@ -1,0 +1,35 @@
+// Where a process sits, from its launcher's environment: Open MPI (OMPI_COMM_WORLD_*), Slurm
+// (SLURM_PROCID, SLURM_LOCALID, SLURM_NNODES, ...), PMIx (PMIX_RANK) or Hydra/PMI (PMI_RANK, PMI_SIZE,
+// MPI_LOCALRANKID). Read before MPI starts, so a process can pick its device and threads early; MPI's
+// own view (collectives::ProcessGroupInfo) is the authority once it runs. No LibTorch, no MPI here.
+#pragma once
+
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+namespace joule::launch {
+
+class LaunchError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Placement {
+  int rank = 0, world_size = 1;
+  int local_rank = 0, local_size = 1;
+  int node = 0, node_count = 1;  // -1 where the launcher does not say
+  std::string launcher = "none";  // "openmpi", "slurm", "pmix", "pmi" or "none"
+};
+
+using EnvLookup = std::function<const char*(const char*)>;
+
+// Throws LaunchError naming the variable when a value is not a number or is out of range.
+Placement detect_placement(const EnvLookup& env);
+Placement detect_placement();  // from this process's environment
+
+// Intra-op threads per rank: `requested` when > 0, else cores / local ranks (at least 1). Sets
+// `warning` when the ranks on this node oversubscribe its cores.
+int threads_per_rank(int cores, int local_size, int requested, std::string* warning);
+
+}  // namespace joule::launch

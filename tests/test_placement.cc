@@ -1,0 +1,86 @@
+// Launcher environment detection for each launcher's variables, and threads per rank.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "launch/placement.h"
+
+using joule::launch::detect_placement;
+using joule::launch::LaunchError;
+using joule::launch::Placement;
+
+namespace {
+Placement from(const std::map<std::string, std::string>& vars) {
+  return detect_placement([&](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  });
+}
+}  // namespace
+
+TEST(Placement, NoLauncherIsOneProcess) {
+  Placement p = from({});
+  EXPECT_EQ(p.launcher, "none");
+  EXPECT_EQ(p.world_size, 1);
+  EXPECT_EQ(p.local_size, 1);
+  EXPECT_EQ(p.node_count, 1);
+}
+
+TEST(Placement, OpenMpi) {
+  Placement p = from({{"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                      {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}});
+  EXPECT_EQ(p.launcher, "openmpi");
+  EXPECT_EQ(p.rank, 5);
+  EXPECT_EQ(p.world_size, 8);
+  EXPECT_EQ(p.local_rank, 1);
+  EXPECT_EQ(p.local_size, 4);
+  EXPECT_EQ(p.node_count, -1);  // MPI tells once it runs
+}
+
+TEST(Placement, SlurmSrunTask) {
+  Placement p = from({{"SLURM_PROCID", "37"}, {"SLURM_STEP_ID", "0"}, {"SLURM_NTASKS", "512"}, {"SLURM_LOCALID", "5"},
+                      {"SLURM_TASKS_PER_NODE", "32(x16)"}, {"SLURM_NODEID", "1"}, {"SLURM_NNODES", "16"}});
+  EXPECT_EQ(p.launcher, "slurm");
+  EXPECT_EQ(p.rank, 37);
+  EXPECT_EQ(p.world_size, 512);
+  EXPECT_EQ(p.local_rank, 5);
+  EXPECT_EQ(p.local_size, 32);
+  EXPECT_EQ(p.node, 1);
+  EXPECT_EQ(p.node_count, 16);
+  // The batch script itself (no step id) is not a task.
+  EXPECT_EQ(from({{"SLURM_PROCID", "0"}, {"SLURM_NNODES", "16"}}).launcher, "none");
+}
+
+TEST(Placement, PmixAndHydra) {
+  Placement x = from({{"PMIX_RANK", "3"}, {"PMIX_SIZE", "4"}, {"PMIX_LOCAL_RANK", "3"}, {"PMIX_LOCAL_SIZE", "4"}});
+  EXPECT_EQ(x.launcher, "pmix");
+  EXPECT_EQ(x.rank, 3);
+  EXPECT_EQ(x.local_size, 4);
+  Placement h = from({{"PMI_RANK", "2"}, {"PMI_SIZE", "6"}, {"MPI_LOCALRANKID", "0"}, {"MPI_LOCALNRANKS", "3"}});
+  EXPECT_EQ(h.launcher, "pmi");
+  EXPECT_EQ(h.world_size, 6);
+  EXPECT_EQ(h.local_size, 3);
+}
+
+TEST(Placement, BadValuesNameTheVariable) {
+  try {
+    from({{"OMPI_COMM_WORLD_RANK", "two"}, {"OMPI_COMM_WORLD_SIZE", "4"}});
+    FAIL();
+  } catch (const LaunchError& e) {
+    EXPECT_NE(std::string(e.what()).find("OMPI_COMM_WORLD_RANK=\"two\" is not an integer"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(from({{"OMPI_COMM_WORLD_RANK", "4"}, {"OMPI_COMM_WORLD_SIZE", "4"}}), LaunchError);  // rank >= size
+  EXPECT_THROW(from({{"PMI_RANK", "-1"}}), LaunchError);
+}
+
+TEST(Placement, ThreadsPerRankAndOversubscription) {
+  std::string warning;
+  EXPECT_EQ(joule::launch::threads_per_rank(32, 8, 0, &warning), 4);
+  EXPECT_TRUE(warning.empty());
+  EXPECT_EQ(joule::launch::threads_per_rank(2, 2, 0, &warning), 1);
+  EXPECT_TRUE(warning.empty());
+  EXPECT_EQ(joule::launch::threads_per_rank(2, 4, 0, &warning), 1);
+  EXPECT_NE(warning.find("4 rank(s) x 1 thread(s) on this node oversubscribe its 2 core(s)"), std::string::npos) << warning;
+  EXPECT_EQ(joule::launch::threads_per_rank(2, 1, 4, &warning), 4);  // asked for: honoured, but warned
+  EXPECT_FALSE(warning.empty());
+}
