@@ -48,16 +48,7 @@ HostBatch read_with(ShardCache& cache, const Dataset& dataset, const std::vector
     for (const auto& r : rows) row_ids.push_back(r.first);
     tmp.resize(static_cast<int64_t>(rows.size()), dataset.seq_len(), dataset.max_predictions());
     cache.get(shard).read_rows(row_ids, tmp, 0);
-    const int64_t l = dataset.seq_len(), p = dataset.max_predictions();
-    for (size_t k = 0; k < rows.size(); ++k) {
-      const size_t dst = rows[k].second;
-      std::copy_n(tmp.input_ids.begin() + k * l, l, out.input_ids.begin() + dst * l);
-      std::copy_n(tmp.input_mask.begin() + k * l, l, out.input_mask.begin() + dst * l);
-      std::copy_n(tmp.segment_ids.begin() + k * l, l, out.segment_ids.begin() + dst * l);
-      std::copy_n(tmp.masked_positions.begin() + k * p, p, out.masked_positions.begin() + dst * p);
-      std::copy_n(tmp.masked_ids.begin() + k * p, p, out.masked_ids.begin() + dst * p);
-      out.next_sentence_labels[dst] = tmp.next_sentence_labels[k];
-    }
+    for (size_t k = 0; k < rows.size(); ++k) copy_row(tmp, static_cast<int64_t>(k), out, static_cast<int64_t>(rows[k].second));
   }
   return out;
 }

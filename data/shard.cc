@@ -66,6 +66,13 @@ void HostBatch::resize(int64_t r, int64_t l, int64_t p) {
   next_sentence_labels.assign(r, 0);
 }
 
+void copy_row(const HostBatch& from, int64_t from_row, HostBatch& to, int64_t to_row) {
+  for (int c = 0; c < 6; ++c) {
+    const int64_t w = width_of(from, c);
+    std::copy_n(column(from, c)->begin() + from_row * w, w, column(to, c)->begin() + to_row * w);
+  }
+}
+
 ShardReader::ShardReader(const std::string& path) : path_(path) {
   QuietHdf5 quiet;
   if (!std::filesystem::exists(path)) throw ShardError(path + ": no such shard file");
@@ -141,11 +148,8 @@ void ShardReader::read_rows(const std::vector<int64_t>& rows, HostBatch& out, in
       fail(path_, kShardDatasets[c], "read failed (corrupt or truncated file?)");
   }
   for (size_t r = 0; r < rows.size(); ++r) {
-    const size_t src = static_cast<size_t>(std::lower_bound(sorted.begin(), sorted.end(), rows[r]) - sorted.begin());
-    for (int c = 0; c < 6; ++c) {
-      const int64_t w = width_of(tmp, c);
-      std::copy_n(column(tmp, c)->begin() + src * w, w, column(out, c)->begin() + (offset + r) * w);
-    }
+    const int64_t src = std::lower_bound(sorted.begin(), sorted.end(), rows[r]) - sorted.begin();
+    copy_row(tmp, src, out, offset + static_cast<int64_t>(r));
   }
 }
 

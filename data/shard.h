@@ -28,6 +28,9 @@ struct HostBatch {
   void resize(int64_t rows, int64_t seq_len, int64_t max_predictions);
 };
 
+// Copies row `from_row` of `from` into row `to_row` of `to` (same seq_len and max_predictions).
+void copy_row(const HostBatch& from, int64_t from_row, HostBatch& to, int64_t to_row);
+
 // What validating a shard's values found: enough to check it against any vocabulary later.
 struct ShardStats {
   int64_t sequences = 0, seq_len = 0, max_predictions = 0;

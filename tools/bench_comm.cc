@@ -12,6 +12,7 @@
 #include "collectives/communicator.h"
 #include "collectives/reducer.h"
 #include "launch/runtime.h"
+#include "tools/stats.h"
 #include "models/bert.h"
 #include "tools/model_commands.h"
 
@@ -23,11 +24,6 @@ using collectives::Buffer;
 using collectives::DType;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
 
 // The slowest rank's time is the collective's time.
 double max_over_ranks(double x) {

@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include "launch/runtime.h"
+#include "tools/stats.h"
 #include "models/bert.h"
 
 namespace joule::tools {
@@ -19,12 +20,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // A forward GEMM [m x k] . [k x n] and its two backward GEMMs (input and weight gradients).
 void add_trained(std::vector<GemmShape>& out, const std::string& what, int64_t batch, int64_t m, int64_t n,
