@@ -7,7 +7,8 @@ set -euo pipefail
 packages=(cmake ninja-build g++ ccache pkg-config
           libtorch-dev libopenblas0-pthread libopenblas-dev
           libopenmpi-dev openmpi-bin libhdf5-dev libicu-dev
-          libcxxopts-dev libgtest-dev nlohmann-json3-dev libtoml11-dev)
+          libcxxopts-dev libgtest-dev nlohmann-json3-dev libtoml11-dev
+          slurm-wlm munge)   # the Slurm launch test runs a private one-host cluster
 [[ "${1:-}" == "--reference" ]] && packages+=(python3-torch python3-h5py)
 
 missing=()

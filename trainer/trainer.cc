@@ -104,6 +104,10 @@ std::string EvalResult::to_json() const {
 int train(const TrainOptions& opts) {
   RunConfig cfg = opts.config;
   cfg.validate();
+  // First, so that a preemption signal during start-up (MPI init, reading shards) is not fatal: it is acted
+  // on at the first step boundary.
+  std::signal(SIGTERM, on_preempt_signal);
+  std::signal(SIGUSR1, on_preempt_signal);
   auto comm = collectives::create_communicator("mpi");
   const auto& info = comm->info();
   const int rank = info.rank, world = info.world_size;
@@ -116,8 +120,6 @@ int train(const TrainOptions& opts) {
   launch::set_threads(threads);
   if (!oversubscribed.empty() && info.local_rank == 0)
     std::cerr << (launch::rank_prefix() + "warning: " + oversubscribed + "\n") << std::flush;
-  std::signal(SIGTERM, on_preempt_signal);
-  std::signal(SIGUSR1, on_preempt_signal);
 
   // ---- data, vocabulary and model ----------------------------------------------------------------
   if (cfg.train_data.empty()) throw RunConfigError("run config: data.train is not set (--data SHARDS)");
