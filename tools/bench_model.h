@@ -7,21 +7,13 @@
 #include <vector>
 
 #include "models/bert_config.h"
+#include "models/flops.h"
 
 namespace joule::tools {
 
-struct GemmShape {
-  std::string what;  // "layer.qkv", "attention.scores", ...
-  int64_t batch = 1, m = 0, n = 0, k = 0;
-  int64_t count = 1;  // how many times per training step (forward + backward)
-  double flops() const { return 2.0 * batch * m * n * k * count; }
-};
-
-// Every GEMM of one training step (forward, input gradients and weight gradients) for `sequences`
-// sequences of `seq_len` tokens with `predictions` masked positions in total.
-std::vector<GemmShape> training_gemms(const models::BertConfig& config, int64_t sequences, int64_t seq_len,
-                                      int64_t predictions);
-double total_flops(const std::vector<GemmShape>& gemms);
+using models::GemmShape;
+using models::total_flops;
+using models::training_gemms;
 
 struct ModelBenchOptions {
   models::BertConfig config;

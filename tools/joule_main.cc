@@ -17,6 +17,7 @@
 #include "tools/data_commands.h"
 #include "trainer/trainer.h"
 #include "tools/model_commands.h"
+#include "tools/report.h"
 
 namespace {
 
@@ -29,6 +30,8 @@ const char* kUsage =
     "  train          pretrain BERT (run under mpirun/srun): --config RUN.toml [--set key=value ...]\n"
     "  eval           masked-LM and NSP accuracy of a model directory on shards (JSON)\n"
     "  export         a checkpoint (or a run's newest) as a HuggingFace model directory\n"
+    "  summary        a run's training-cost summary again (table; rewrites emissions.csv)\n"
+    "  report         a run's self-contained HTML report with SVG charts\n"
     "  version        joule's version and the LibTorch, MPI, HDF5 and BLAS in use\n"
     "  model init     write a freshly initialized HuggingFace model directory\n"
     "  model info     parameter counts of a model config or directory\n"
@@ -132,12 +135,20 @@ int cmd_train(int argc, char** argv) {
       "vocab", "vocab.txt (data.vocab)", cxxopts::value<std::string>())(
       "model", "preset, config.json or HF model directory (model.config)", cxxopts::value<std::string>())(
       "steps", "optimizer steps (train.steps)", cxxopts::value<std::string>())(
+      "instance", "instance profile billed per node (accounting.instance)", cxxopts::value<std::string>())(
+      "price-per-hour", "USD per instance-hour (accounting.price_per_hour)", cxxopts::value<std::string>())(
+      "pue", "data-centre PUE (accounting.pue)", cxxopts::value<std::string>())(
+      "region", "grid region for CO2 (accounting.region)", cxxopts::value<std::string>())(
+      "grid-intensity", "g CO2 per kWh (accounting.grid_intensity)", cxxopts::value<std::string>())(
       "resume", "auto (newest complete checkpoint) or a checkpoint directory", cxxopts::value<std::string>()->default_value(""));
   auto r = parse(o, argc, argv);
   joule::trainer::TrainOptions t;
   t.config = joule::trainer::RunConfig::from_toml_file(required(r, "config"));
   const std::pair<const char*, const char*> named[] = {{"run-dir", "run.dir"}, {"data", "data.train"}, {"eval-data", "data.eval"},
-                                                       {"vocab", "data.vocab"}, {"model", "model.config"}, {"steps", "train.steps"}};
+                                                       {"vocab", "data.vocab"}, {"model", "model.config"}, {"steps", "train.steps"},
+                                                       {"instance", "accounting.instance"}, {"price-per-hour", "accounting.price_per_hour"},
+                                                       {"pue", "accounting.pue"}, {"region", "accounting.region"},
+                                                       {"grid-intensity", "accounting.grid_intensity"}};
   for (const auto& [flag, key] : named)
     if (r.count(flag)) t.config.set(std::string(key) + "=" + r[flag].as<std::string>());
   if (r.count("set"))
@@ -145,7 +156,30 @@ int cmd_train(int argc, char** argv) {
   t.config.validate();
   t.resume = r["resume"].as<std::string>();
   t.presets_dir = joule::tools::config_dir() + "/models";
+  t.config_dir = joule::tools::config_dir();
   return joule::trainer::train(t);
+}
+
+int cmd_summary(int argc, char** argv) {
+  cxxopts::Options o("joule summary", "print a run's training-cost summary and rewrite its emissions.csv");
+  o.add_options()("run", "run directory", cxxopts::value<std::string>());
+  o.parse_positional({"run"});
+  auto r = parse(o, argc, argv);
+  std::cout << joule::tools::run_summary(required(r, "run"));
+  return 0;
+}
+
+int cmd_report(int argc, char** argv) {
+  cxxopts::Options o("joule report", "write a self-contained HTML report of a run (SVG charts)");
+  o.add_options()("run", "run directory", cxxopts::value<std::string>())(
+      "out", "output file (default RUN/report.html)", cxxopts::value<std::string>()->default_value(""))(
+      "nodes", "instances per profile for the workload projection", cxxopts::value<int>()->default_value("16"));
+  o.parse_positional({"run"});
+  auto r = parse(o, argc, argv);
+  const int nodes = r["nodes"].as<int>();
+  if (nodes < 1) throw std::invalid_argument("--nodes must be >= 1");
+  std::cout << joule::tools::write_report(required(r, "run"), r["out"].as<std::string>(), joule::tools::config_dir(), nodes) << "\n";
+  return 0;
 }
 
 int cmd_eval(int argc, char** argv) {
@@ -325,6 +359,8 @@ int main(int argc, char** argv) {
     const Entry commands[] = {{"train", cmd_train},
                               {"eval", cmd_eval},
                               {"export", cmd_export},
+                              {"summary", cmd_summary},
+                              {"report", cmd_report},
                               {"version", cmd_version},
                               {"model init", cmd_model_init},
                               {"model info", cmd_model_info},

@@ -8,7 +8,8 @@ packages=(cmake ninja-build g++ ccache pkg-config
           libtorch-dev libopenblas0-pthread libopenblas-dev
           libopenmpi-dev openmpi-bin libhdf5-dev libicu-dev
           libcxxopts-dev libgtest-dev nlohmann-json3-dev libtoml11-dev
-          slurm-wlm munge)   # the Slurm launch test runs a private one-host cluster
+          slurm-wlm munge     # the Slurm launch test runs a private one-host cluster
+          chromium)           # the HTML report test renders in headless Chromium
 [[ "${1:-}" == "--reference" ]] && packages+=(python3-torch python3-h5py)
 
 missing=()

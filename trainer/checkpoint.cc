@@ -66,9 +66,11 @@ std::string step_name(int64_t step) {
 }
 
 nlohmann::json state_json(const TrainerState& s) {
-  return {{"step", s.step},         {"epoch", s.sampler.epoch},       {"position", s.sampler.position},
+  nlohmann::json j = {{"step", s.step},         {"epoch", s.sampler.epoch},       {"position", s.sampler.position},
           {"sequences", s.sequences}, {"wall_seconds", s.wall_seconds}, {"segments", s.segments},
           {"world_size", s.world_size}, {"config_hash", s.config_hash}};
+  if (!s.ledger_json.empty()) j["ledger"] = nlohmann::json::parse(s.ledger_json);
+  return j;
 }
 
 }  // namespace
@@ -191,6 +193,7 @@ TrainerState load_checkpoint(const std::string& dir, models::BertForPreTraining&
   state.segments = s["segments"];
   state.world_size = s["world_size"];
   state.config_hash = s["config_hash"];
+  if (s.contains("ledger")) state.ledger_json = s["ledger"].dump();
   try {
     models::load_weights(model, (fs::path(dir) / "model.safetensors").string());
   } catch (const std::exception& e) {

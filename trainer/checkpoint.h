@@ -27,6 +27,7 @@ struct TrainerState {
   int64_t segments = 1;         // runs that contributed (1 + resumes)
   int world_size = 1;
   std::string config_hash;
+  std::string ledger_json;      // the accounting ledger (energy, cost, segments), JSON; "" before the first save
 };
 
 class CheckpointError : public std::runtime_error {

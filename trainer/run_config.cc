@@ -50,7 +50,17 @@ std::vector<Field> fields(RunConfig& c) {
           {"data.eval", &c.eval_data},
           {"data.vocab", &c.vocab},
           {"model.config", &c.model},
-          {"run.dir", &c.run_dir}};
+          {"run.dir", &c.run_dir},
+          {"accounting.instance", &c.instance},
+          {"accounting.price_per_hour", &c.price_per_hour},
+          {"accounting.pue", &c.pue},
+          {"accounting.region", &c.region},
+          {"accounting.grid_intensity", &c.grid_intensity},
+          {"accounting.meters", &c.meters},
+          {"accounting.meter_sample_seconds", &c.meter_sample_seconds},
+          {"accounting.project_sequences", &c.project_sequences},
+          {"accounting.project_after_fraction", &c.project_after_fraction},
+          {"accounting.project_name", &c.project_name}};
 }
 
 std::string key_list() {
@@ -169,6 +179,11 @@ void RunConfig::validate() const {
   if (log_every_steps < 1) fail("train.log_every_steps must be >= 1");
   if (checkpoint_keep < 1) fail("checkpoint.keep must be >= 1");
   if (eval_batch < 1 || eval_max_batches < 1) fail("eval.batch and eval.max_batches must be >= 1");
+  if (pue != 0 && pue < 1) fail("accounting.pue must be >= 1 (or 0: the instance profile's)");
+  if (grid_intensity < 0) fail("accounting.grid_intensity must be >= 0 (0: the region's)");
+  if (!(meter_sample_seconds > 0) || meter_sample_seconds > 60) fail("accounting.meter_sample_seconds must be in (0, 60]");
+  if (project_sequences < 1) fail("accounting.project_sequences must be >= 1");
+  if (project_after_fraction < 0 || project_after_fraction >= 1) fail("accounting.project_after_fraction must be in [0, 1)");
 }
 
 std::string RunConfig::to_toml() const {

@@ -53,6 +53,17 @@ struct RunConfig {
   std::string model = "bert-large";  // preset name, config.json or HF model directory
   // [run]
   std::string run_dir = "runs/run";
+  // [accounting] (configs/hardware/*.toml, configs/grid-intensity.toml)
+  std::string instance = "auto";      // instance profile billed per node; auto: cpu-host for --device cpu
+  double price_per_hour = -1;         // USD per instance-hour; < 0: the profile's
+  double pue = 0;                     // 0: the profile's
+  std::string region = "world";       // grid carbon intensity region
+  double grid_intensity = 0;          // g CO2/kWh; 0: the region's
+  std::string meters = "auto";        // auto, or a list of rapl, nvml, neuron, model
+  double meter_sample_seconds = 1.0;
+  int64_t project_sequences = 450000000;  // the card's run, projected from measured rates
+  double project_after_fraction = 0.05;   // projections start after this fraction of the run's target
+  std::string project_name = "joule";     // emissions.csv project_name
 
   static RunConfig from_toml_file(const std::string& path);
   static RunConfig from_toml_text(const std::string& text, const std::string& where);

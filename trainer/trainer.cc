@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sys/utsname.h>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -23,6 +24,8 @@
 #include "launch/placement.h"
 #include "launch/runtime.h"
 #include "models/model_dir.h"
+#include "models/flops.h"
+#include "trainer/accounting.h"
 #include "trainer/checkpoint.h"
 #include "trainer/optimizer.h"
 
@@ -37,18 +40,31 @@ extern "C" void on_preempt_signal(int sig) { g_signal.store(sig); }
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-std::string duration_text(double seconds) {
-  char buf[64];
-  if (!std::isfinite(seconds)) return "?";
-  if (seconds < 120) std::snprintf(buf, sizeof buf, "%.1f s", seconds);
-  else if (seconds < 7200) std::snprintf(buf, sizeof buf, "%.1f min", seconds / 60);
-  else std::snprintf(buf, sizeof buf, "%.2f h", seconds / 3600);
-  return buf;
-}
-
 // Sums over ranks in place (a few scalars; float64).
 void sum_over_ranks(collectives::Communicator& comm, std::vector<double>& v) {
   comm.all_reduce({v.data(), v.size(), collectives::DType::kFloat64})->wait();
+}
+
+std::vector<double> energy_vector(const EnergyTotals& e) { return {e.joules.begin(), e.joules.end()}; }
+EnergyTotals energy_from(const std::vector<double>& v, size_t offset) {
+  EnergyTotals e;
+  for (size_t i = 0; i < e.joules.size(); ++i) e.joules[i] = v[offset + i];
+  return e;
+}
+
+// What emissions.csv says about a node: OS, CPU model, vCPUs, memory, devices.
+nlohmann::json host_json(const InstanceProfile& p) {
+  utsname u{};
+  uname(&u);
+  std::string cpu_model;
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0) {
+      cpu_model = line.substr(line.find(':') + 2);
+      break;
+    }
+  return {{"os", std::string(u.sysname) + "-" + u.release}, {"cpu_model", cpu_model}, {"vcpus", p.vcpus},
+          {"memory_gib", p.memory_gib}, {"devices", p.devices}, {"device_model", p.devices ? p.device_model : ""}};
 }
 
 struct Counts {
@@ -120,6 +136,19 @@ int train(const TrainOptions& opts) {
   launch::set_threads(threads);
   if (!oversubscribed.empty() && info.local_rank == 0)
     std::cerr << (launch::rank_prefix() + "warning: " + oversubscribed + "\n") << std::flush;
+
+  // ---- accounting: what the run is billed as; energy meters from now on (start-up is billed too) ----------
+  const auto segment_start = Clock::now();
+  const std::string config_dir = opts.config_dir.empty() ? fs::path(opts.presets_dir).parent_path().string() : opts.config_dir;
+  InstanceProfile profile;
+  const CostSettings cost =
+      resolve_cost_settings({cfg.instance, cfg.price_per_hour, cfg.pue, cfg.region, cfg.grid_intensity}, cfg.device, config_dir, &profile);
+  MeterContext meter_context;
+  meter_context.apply_environment();
+  meter_context.host = info.local_rank == 0;  // one reader of the host meters per node
+  meter_context.device = -1;                  // --device cpu: the CPU is the host's
+  meter_context.profile = profile;
+  EnergyMonitor energy_monitor(cfg.meters, meter_context, cfg.meter_sample_seconds);
 
   // ---- data, vocabulary and model ----------------------------------------------------------------
   if (cfg.train_data.empty()) throw RunConfigError("run config: data.train is not set (--data SHARDS)");
@@ -208,6 +237,56 @@ int train(const TrainOptions& opts) {
     reducer.broadcast_parameters(0);
   }
 
+  Ledger ledger;
+  if (from && !state.ledger_json.empty()) {
+    ledger = Ledger::from_json(nlohmann::json::parse(state.ledger_json));
+    for (Segment& g : ledger.segments)
+      if (g.status == "running") g.status = "interrupted (counted to its last checkpoint)";
+  }
+  if (ledger.run_id.empty()) ledger.run_id = new_run_id();
+  ledger.project_name = cfg.project_name;
+  {
+    Segment g;
+    g.start_step = g.end_step = state.step;
+    g.ranks = world;
+    g.nodes = info.node_count;
+    g.started_utc = utc_now_iso();
+    g.cost = cost;
+    g.meters = energy_monitor.sources();
+    ledger.segments.push_back(g);
+  }
+  const int64_t segment_start_sequences = state.sequences;
+  // Brings the current segment up to date with energy summed over ranks (`energy` from a collective).
+  auto update_segment = [&](const EnergyTotals& energy, const std::string& status) {
+    Segment& g = ledger.segments.back();
+    g.energy = energy;
+    g.wall_s = seconds_since(segment_start);
+    g.end_step = state.step;
+    g.sequences = state.sequences - segment_start_sequences;
+    g.ended_utc = utc_now_iso();
+    g.status = status;
+  };
+  auto gather_energy = [&] {
+    std::vector<double> v = energy_vector(energy_monitor.totals());
+    sum_over_ranks(*comm, v);
+    return energy_from(v, 0);
+  };
+  const int64_t target_sequences = cfg.target_sequences > 0 ? cfg.target_sequences : total_steps * global_batch;
+  // MFU against the instance's peak for the training dtype (fp32 on CPU); null when the profile has no figure.
+  const double flops_per_sequence = models::training_flops_per_sequence(model_config, cfg.seq_len, dataset.max_predictions());
+  double peak_flops = 0;
+  try {
+    peak_flops = profile.instance_peak_tflops(cfg.device == "cpu" ? "fp32" : "bf16") * 1e12 * info.node_count;
+  } catch (const ProfileError&) {
+  }
+  if (root) {
+    std::cout << "accounting: " << cost.instance << " x " << info.node_count << " node(s), USD " << cost.usd_per_hour << "/h ("
+              << cost.price_source << "), PUE " << cost.pue << ", " << cost.region.g_per_kwh << " g CO2/kWh (" << cost.grid_source
+              << ")\nenergy meters: " << energy_monitor.sources() << "\n";
+    for (const auto& n : energy_monitor.notices()) std::cout << "note: " << n << "\n";
+    std::cout << std::flush;
+  }
+
   data::SamplerConfig sc{static_cast<uint64_t>(dataset.size()), static_cast<uint64_t>(global_batch),
                          static_cast<uint64_t>(cfg.micro_batch), world, rank, static_cast<uint64_t>(cfg.seed)};
   data::Loader loader(dataset, sc, state.sampler);
@@ -270,7 +349,13 @@ int train(const TrainOptions& opts) {
     if (state.step % cfg.log_every_steps == 0 || state.step == total_steps) {
       std::vector<double> sums = {interval.mlm_loss, interval.nsp_loss, interval.mlm_correct, interval.mlm_predictions,
                                   interval.batches};
+      const std::vector<double> joules = energy_vector(energy_monitor.totals());
+      sums.insert(sums.end(), joules.begin(), joules.end());
       sum_over_ranks(*comm, sums);
+      const double previous_joules = ledger.segments.back().energy.total(), previous_wall = ledger.segments.back().wall_s;
+      update_segment(energy_from(sums, 5), "running");
+      const Figures spent = ledger.totals();
+      const double power_w = (ledger.segments.back().energy.total() - previous_joules) / std::max(1e-9, ledger.segments.back().wall_s - previous_wall);
       const double mlm_loss = sums[0] / sums[4], nsp_loss = sums[1] / sums[4], mlm_acc = sums[2] / std::max(1.0, sums[3]);
       const double seq_per_s = timed_steps > 0 ? timed_steps * global_batch / timed_seconds : interval_steps * global_batch / interval_step_s;
       const double eta = (total_steps - state.step) * global_batch / seq_per_s;
@@ -286,12 +371,24 @@ int train(const TrainOptions& opts) {
                             {"seq_per_s", seq_per_s},
                             {"seq_per_hour", seq_per_s * 3600},
                             {"tokens_per_s", seq_per_s * cfg.seq_len},
-                            {"mfu", nullptr},
+                            {"mfu", peak_flops > 0 ? nlohmann::json(seq_per_s * flops_per_sequence / peak_flops) : nlohmann::json()},
                             {"data_wait_s", interval_wait_s / interval_steps},
                             {"comm_s", interval_comm_s / interval_steps},
                             {"exposed_comm_s", interval_exposed_s / interval_steps},
                             {"step_s", interval_step_s / interval_steps},
-                            {"wall_s", wall_before + seconds_since(run_start)}};
+                            {"wall_s", wall_before + seconds_since(run_start)},
+                            {"power_w", power_w},
+                            {"it_kwh", spent.it_kwh},
+                            {"energy_kwh", spent.facility_kwh},
+                            {"cost_usd", spent.usd},
+                            {"co2_kg", spent.co2_kg},
+                            {"energy_source", energy_json(ledger.energy())["source"]}};
+        // After a warm-up fraction of the target, project the whole run from the measured rates.
+        if (timed_steps > 0 && state.sequences >= cfg.project_after_fraction * target_sequences) {
+          const Projection p = project(target_sequences, state.sequences, ledger.wall_s(), spent, seq_per_s);
+          ledger.add_projection({state.step, state.sequences, ledger.wall_s(), p.wall_s, p.kwh, p.usd, p.co2_kg});
+          j["projection"] = {{"sequences", p.sequences}, {"wall_s", p.wall_s}, {"kwh", p.kwh}, {"usd", p.usd}, {"co2_kg", p.co2_kg}};
+        }
         metrics << j.dump() << "\n" << std::flush;
         char line[320];
         std::snprintf(line, sizeof line, "step %lld/%lld | %lld seq | loss %.4f | mlm_acc %.3f | lr %.2e | %.2f seq/s | ETA %s\n",
@@ -324,13 +421,16 @@ int train(const TrainOptions& opts) {
     // Ranks agree on a preemption signal at the step boundary (one rank may have received it alone).
     // JOULE_FAULT_PREEMPT_AT_STEP=N (developers, tests): rank 0 behaves as if signalled after step N.
     if (fault_preempt_step > 0 && state.step == fault_preempt_step && rank == 0) g_signal.store(SIGUSR1);
-    std::vector<double> flag = {g_signal.load() != 0 ? 1.0 : 0.0};
+    // The minutes-based decision is rank 0's, shared in the same reduction, so every rank saves together.
+    const bool minutes_due = root && cfg.checkpoint_every_minutes > 0 && seconds_since(last_checkpoint) >= cfg.checkpoint_every_minutes * 60;
+    std::vector<double> flag = {g_signal.load() != 0 ? 1.0 : 0.0, minutes_due ? 1.0 : 0.0};
     sum_over_ranks(*comm, flag);
     const bool preempted = flag[0] > 0;
-    const bool periodic = (cfg.checkpoint_every_steps > 0 && state.step % cfg.checkpoint_every_steps == 0) ||
-                          (cfg.checkpoint_every_minutes > 0 && seconds_since(last_checkpoint) >= cfg.checkpoint_every_minutes * 60);
+    const bool periodic = (cfg.checkpoint_every_steps > 0 && state.step % cfg.checkpoint_every_steps == 0) || flag[1] > 0;
     if (preempted || periodic) {
       state.wall_seconds = wall_before + seconds_since(run_start);
+      update_segment(gather_energy(), preempted ? "preempted" : "running");
+      state.ledger_json = ledger.to_json().dump();
       const auto t = Clock::now();
       const std::string dir = save_checkpoint(ckpt_root, model, *optimizer, state, *comm, cfg.checkpoint_keep);
       last_checkpoint = Clock::now();
@@ -349,47 +449,61 @@ int train(const TrainOptions& opts) {
 
   // ---- the training-cost summary ------------------------------------------------------------------
   const double seq_per_s = timed_steps > 0 ? timed_steps * global_batch / timed_seconds : state.sequences / state.wall_seconds;
+  const std::string status = exit_code == kExitPreempted ? "preempted" : reached_target ? "finished (reached the target accuracy)" : "finished";
+  update_segment(gather_energy(), exit_code == kExitPreempted ? "preempted" : "finished");
   if (root) {
-    const double card_target = 450e6;
-    const int64_t target = cfg.target_sequences > 0 ? cfg.target_sequences : total_steps * global_batch;
+    const Figures spent = ledger.totals();
+    const double billed_wall = ledger.wall_s();
+    const Projection to_target = project(target_sequences, state.sequences, billed_wall, spent, seq_per_s);
+    const Projection card = project(cfg.project_sequences, 0, billed_wall, spent, seq_per_s);
+    nlohmann::json history = ledger.to_json()["projection_history"];
+    nlohmann::json segment_list = ledger.to_json()["segments"];
+    for (auto& g : segment_list) g.erase("energy_joules");
+    const nlohmann::json energy = energy_json(ledger.energy());
+    nlohmann::json notices = nlohmann::json::array();
+    for (const auto& n : energy_monitor.notices()) notices.push_back(n);
+    if (energy["source"].get<std::string>().find("model") != std::string::npos)
+      notices.push_back("energy partly or wholly modelled: instance profile watts x measured CPU utilization (" + cost.instance_file + ")");
+    auto projection_json = [](const Projection& p) {
+      return nlohmann::json{{"sequences", p.sequences}, {"wall_s", p.wall_s}, {"kwh", p.kwh}, {"usd", p.usd}, {"co2_kg", p.co2_kg}};
+    };
     nlohmann::json summary = {{"run_dir", cfg.run_dir},
+                              {"run_id", ledger.run_id},
+                              {"project_name", ledger.project_name},
+                              {"status", status},
                               {"ranks", world},
                               {"nodes", info.node_count},
                               {"steps", state.step},
                               {"sequences", state.sequences},
                               {"wall_s", state.wall_seconds},
+                              {"billed_wall_s", billed_wall},
                               {"segments", state.segments},
                               {"seq_per_s", seq_per_s},
                               {"seq_per_hour", seq_per_s * 3600},
-                              {"target_sequences", target},
-                              {"projected_wall_s_for_target", target / seq_per_s},
-                              {"projected_wall_s_for_450M", card_target / seq_per_s},
-                              {"energy_kwh", nullptr},
-                              {"energy_source", "not measured"},
-                              {"cost_usd", nullptr},
-                              {"cost_source", "not measured"},
-                              {"co2_kg", nullptr},
+                              {"mfu", peak_flops > 0 ? nlohmann::json(seq_per_s * flops_per_sequence / peak_flops) : nlohmann::json()},
+                              {"target_sequences", target_sequences},
+                              {"workload", {{"model", cfg.model}, {"seq_len", cfg.seq_len}, {"max_predictions", dataset.max_predictions()},
+                                            {"global_batch", global_batch}, {"flops_per_sequence", flops_per_sequence},
+                                            {"dtype", cfg.device == "cpu" ? "fp32" : "bf16"}}},
+                              {"projected_wall_s_for_target", to_target.wall_s},
+                              {"projected_wall_s_for_450M", card.wall_s},
+                              {"instance", nlohmann::json::parse(ledger.to_json()["segments"].back()["cost"].dump())},
+                              {"host", host_json(profile)},
+                              {"energy", energy},
+                              {"energy_kwh", spent.facility_kwh},
+                              {"energy_source", energy["source"]},
+                              {"cost_usd", spent.usd},
+                              {"instance_hours", spent.instance_hours},
+                              {"co2_kg", spent.co2_kg},
+                              {"projection", {{"target", projection_json(to_target)}, {"card_450M", projection_json(card)}, {"history", history}}},
+                              {"segment_list", segment_list},
+                              {"notices", notices},
                               {"preempted", exit_code == kExitPreempted}};
     if (last_eval) summary["eval"] = nlohmann::json::parse(last_eval->to_json());
+    if (exit_code == 0) summary["final_dir"] = (fs::path(cfg.run_dir) / "final").string();
     std::ofstream(fs::path(cfg.run_dir) / "summary.json") << summary.dump(2) << "\n";
-    char buf[2048];
-    std::snprintf(buf, sizeof buf,
-                  "\ntraining-cost summary (%s)\n"
-                  "  %-34s %s\n  %-34s %lld on %d rank(s), %d node(s)\n  %-34s %lld\n  %-34s %s%s\n"
-                  "  %-34s %.2f seq/s, %.0f seq/hour\n  %-34s %s for %lld sequences\n  %-34s %s for 450M sequences on this cluster\n"
-                  "  %-34s %s\n  %-34s %s\n  %-34s %s\n",
-                  (fs::path(cfg.run_dir) / "summary.json").string().c_str(), "status", exit_code ? "preempted (checkpoint saved)" : "finished",
-                  "steps", static_cast<long long>(state.step), world, info.node_count, "sequences processed", static_cast<long long>(state.sequences),
-                  "wall time", duration_text(state.wall_seconds).c_str(),
-                  state.segments > 1 ? (" over " + std::to_string(state.segments) + " segments").c_str() : "", "throughput (after warm-up)",
-                  seq_per_s, seq_per_s * 3600, "projected wall time", duration_text(target / seq_per_s).c_str(), static_cast<long long>(target),
-                  "projected wall time", duration_text(card_target / seq_per_s).c_str(), "energy", "not measured (accounting not built yet)",
-                  "cost", "not measured (accounting not built yet)", "CO2", "not measured");
-    std::cout << buf;
-    if (last_eval)
-      std::printf("  %-34s mlm_acc %.4f, nsp_acc %.4f, loss %.4f\n", "last eval", last_eval->mlm_accuracy, last_eval->nsp_accuracy, last_eval->loss);
-    if (exit_code == 0) std::printf("  %-34s %s\n", "final weights (HF directory)", (fs::path(cfg.run_dir) / "final").string().c_str());
-    std::fflush(stdout);
+    std::ofstream(fs::path(cfg.run_dir) / "emissions.csv") << emissions_csv(summary);
+    std::cout << summary_table(summary) << std::flush;
   }
   comm->barrier();
   return exit_code;

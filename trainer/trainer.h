@@ -17,6 +17,7 @@ struct TrainOptions {
   RunConfig config;
   std::string resume;       // "": start fresh (an existing checkpoint is an error); "auto"; or a checkpoint dir
   std::string presets_dir;  // where model presets live (configs/models)
+  std::string config_dir;   // configs/: hardware profiles and grid intensities
 };
 
 // Runs the whole training on this rank; returns the process exit code.

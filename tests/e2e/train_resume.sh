@@ -8,6 +8,7 @@
 # usage: train_resume.sh JOULE MPIEXEC WORKDIR
 set -euo pipefail
 joule=$1 mpiexec=$2 work=$3
+here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 mpi() { "$mpiexec" -n 2 --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1 "$@"; }
 fail() { echo "FAIL: $*"; exit 1; }
@@ -63,6 +64,53 @@ mpi "$joule" train --config run.toml --run-dir b --resume auto > b2.log 2>&1 || 
 grep -q "resumed from .*step_00000023 at step 23" b2.log || fail "did not resume from step 23"
 cmp a/final/model.safetensors b/final/model.safetensors || fail "resumed weights differ from the uninterrupted run"
 python3 -c "import json; s=json.load(open('b/summary.json')); assert s['segments']==2 and s['sequences']==40*32, s" || fail "summary does not cover both segments"
+
+echo "== 2b. accounting across the resume: two segments, totals = their sum, one emissions.csv row each"
+python3 - <<'PY2' || fail "the summary does not account for both segments"
+import csv, json
+s = json.load(open("b/summary.json"))
+segs = s["segment_list"]
+assert [g["status"] for g in segs] == ["preempted", "finished"], [g["status"] for g in segs]
+assert segs[0]["end_step"] == 23 and segs[1]["start_step"] == 23, segs
+close = lambda a, b: abs(a - b) <= 1e-9 * max(1.0, abs(b))
+for k in ("facility_kwh", "usd", "co2_kg"):
+    total = {"facility_kwh": s["energy_kwh"], "usd": s["cost_usd"], "co2_kg": s["co2_kg"]}[k]
+    assert close(total, sum(g["figures"][k] for g in segs)), (k, total)
+assert s["energy_kwh"] > 0 and s["cost_usd"] > 0 and s["co2_kg"] > 0, s
+assert s["energy_source"] == "model" and s["instance"]["instance"] == "cpu-host", s["energy_source"]
+assert s["projection"]["history"], "no projection history"
+rows = list(csv.DictReader(open("b/emissions.csv")))
+assert len(rows) == 2 and rows[0]["run_id"] == rows[1]["run_id"] == s["run_id"], rows
+assert close(sum(float(r["energy_consumed"]) for r in rows), s["energy_kwh"])
+m = [json.loads(l) for l in open("b/metrics.jsonl")]
+assert all("energy_kwh" in r and "cost_usd" in r and "power_w" in r for r in m if "loss" in r)
+print("segments", len(segs), "| kWh", s["energy_kwh"], "| USD", s["cost_usd"], "| kg CO2", s["co2_kg"])
+PY2
+"$joule" summary b > summary.txt 2>&1 || { cat summary.txt; fail "joule summary failed"; }
+grep -q "segment 2 .*steps 23-40" summary.txt || { cat summary.txt; fail "joule summary does not list the segments"; }
+grep -q "energy (facility, PUE 1.58)" summary.txt || fail "no facility energy line"
+
+echo "== 2c. joule report renders in headless Chromium"
+"$joule" report b --out report.html > report.log 2>&1 || { cat report.log; fail "joule report failed"; }
+command -v chromium >/dev/null || fail "chromium not installed (bash tools/setup.sh installs it)"
+browser() { HOME="$PWD" timeout 120 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars "$@" 2>/dev/null; }
+browser --window-size=1340,2600 --screenshot="$PWD/report.png" "file://$PWD/report.html" >/dev/null || fail "chromium could not render the report"
+browser --dump-dom "file://$PWD/report.html" > report.dom || fail "chromium could not load the report"
+svgs=$(grep -o "<svg" report.dom | wc -l)
+(( svgs >= 8 )) || fail "the rendered report holds $svgs SVG charts, expected at least 8"
+for title in "Loss over sequences" "Masked-LM accuracy over sequences" "Throughput over time" "Energy by component and source" "p4d.24xlarge" "trn1.32xlarge"; do
+  grep -q "$title" report.dom || fail "the rendered report lacks '$title'"
+done
+echo '<!DOCTYPE html><html><body></body></html>' > blank.html
+browser --window-size=800,600 --screenshot="$PWD/blank.png" "file://$PWD/blank.html" >/dev/null
+python3 - "$here" <<'PY2' || fail "the report screenshot is blank"
+import json, subprocess, sys
+stats = lambda f: json.loads(subprocess.check_output([sys.executable, sys.argv[1] + "/png_stats.py", f]))
+report, blank = stats("report.png"), stats("blank.png")
+print("report.png", report, "| blank.png", blank)
+assert blank["non_white_fraction"] == 0, "the control screenshot is not blank: the check would not notice"
+assert report["non_white_fraction"] > 0.02 and report["distinct_colors"] > 50, report
+PY2
 
 echo "== 3. SIGTERM to one rank"
 mpi "$joule" train --config run.toml --run-dir c --steps 400 > c.log 2>&1 &

@@ -1,0 +1,42 @@
+#include "models/flops.h"
+
+namespace joule::models {
+namespace {
+
+// A forward GEMM [m x k] . [k x n] and its two backward GEMMs (input and weight gradients).
+void add_trained(std::vector<GemmShape>& out, const std::string& what, int64_t batch, int64_t m, int64_t n, int64_t k,
+                 int64_t count) {
+  out.push_back({what + ".fwd", batch, m, n, k, count});
+  out.push_back({what + ".dgrad", batch, m, k, n, count});
+  out.push_back({what + ".wgrad", batch, n, k, m, count});
+}
+
+}  // namespace
+
+std::vector<GemmShape> training_gemms(const BertConfig& c, int64_t sequences, int64_t seq_len, int64_t predictions) {
+  const int64_t tokens = sequences * seq_len, h = c.hidden_size, layers = c.num_hidden_layers;
+  const int64_t heads = c.num_attention_heads, dh = c.head_dim();
+  std::vector<GemmShape> g;
+  add_trained(g, "layer.qkv_out", 1, tokens, h, h, 4 * layers);  // query, key, value, attention output
+  add_trained(g, "layer.ffn_up", 1, tokens, c.intermediate_size, h, layers);
+  add_trained(g, "layer.ffn_down", 1, tokens, h, c.intermediate_size, layers);
+  add_trained(g, "attention.scores", sequences * heads, seq_len, seq_len, dh, layers);   // q . k^T
+  add_trained(g, "attention.context", sequences * heads, seq_len, dh, seq_len, layers);  // p . v
+  add_trained(g, "pooler", 1, sequences, h, h, 1);
+  add_trained(g, "mlm.transform", 1, predictions, h, h, 1);
+  add_trained(g, "mlm.decoder", 1, predictions, c.vocab_size, h, 1);
+  add_trained(g, "nsp", 1, sequences, 2, h, 1);
+  return g;
+}
+
+double total_flops(const std::vector<GemmShape>& gemms) {
+  double f = 0;
+  for (const GemmShape& s : gemms) f += s.flops();
+  return f;
+}
+
+double training_flops_per_sequence(const BertConfig& config, int64_t seq_len, int64_t predictions) {
+  return total_flops(training_gemms(config, 1, seq_len, predictions));
+}
+
+}  // namespace joule::models

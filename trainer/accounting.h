@@ -1,0 +1,94 @@
+// Energy, cost and carbon accounting for a run: cost = instances x hours x price; facility energy = measured
+// (or modelled) IT energy x PUE; CO2 = facility kWh x grid intensity. The ledger lists every segment of a run
+// (one per start or resume), travels in checkpoints, projects the run's target and the card's 450M sequences
+// from measured rates, and renders the training-cost summary: summary.json, the aligned table and
+// CodeCarbon-style emissions.csv rows. No LibTorch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "trainer/energy.h"
+#include "trainer/hardware.h"
+
+namespace joule::trainer {
+
+// What the run is billed as. Overrides win over the profile; every figure says where it came from.
+struct CostSettings {
+  std::string instance, instance_file;
+  double usd_per_hour = 0;  // per instance
+  std::string price_source;
+  double pue = 1;
+  std::string pue_source;
+  GridRegion region;
+  std::string grid_source;
+};
+
+struct CostOverrides {
+  std::string instance = "auto";  // auto: cpu-host for --device cpu
+  double price_per_hour = -1;     // < 0: the profile's
+  double pue = 0;                 // 0: the profile's
+  std::string region = "world";
+  double grid_intensity = 0;      // 0: the region's
+};
+
+// `config_dir`: configs/ (hardware/*.toml and grid-intensity.toml).
+CostSettings resolve_cost_settings(const CostOverrides& overrides, const std::string& device, const std::string& config_dir,
+                                   InstanceProfile* profile_out = nullptr);
+
+struct Figures {
+  double it_kwh = 0, facility_kwh = 0, usd = 0, co2_kg = 0, instance_hours = 0;
+};
+Figures account(const EnergyTotals& energy, double wall_s, int nodes, const CostSettings& cost);
+
+struct Segment {
+  int64_t start_step = 0, end_step = 0, sequences = 0;
+  double wall_s = 0;
+  int ranks = 0, nodes = 0;
+  std::string started_utc, ended_utc, status = "running", meters;
+  CostSettings cost;
+  EnergyTotals energy;
+  Figures figures() const { return account(energy, wall_s, nodes, cost); }
+};
+
+struct ProjectionPoint {
+  int64_t step = 0, sequences = 0;
+  double wall_s = 0;     // when it was made
+  double target_wall_s = 0, target_kwh = 0, target_usd = 0, target_co2_kg = 0;  // for the run's target
+};
+
+// Everything a run has used so far, across resumes. JSON round trip for checkpoints.
+struct Ledger {
+  std::string run_id, project_name = "joule";
+  std::vector<Segment> segments;
+  std::vector<ProjectionPoint> history;  // bounded; thinned when full
+  Figures totals() const;
+  EnergyTotals energy() const;
+  double wall_s() const;
+  void add_projection(const ProjectionPoint& p);
+  nlohmann::json to_json() const;
+  static Ledger from_json(const nlohmann::json& j);
+};
+
+std::string new_run_id();    // a random UUID (version 4)
+std::string utc_now_iso();   // 2026-11-29T19:40:55Z
+
+// Projection from measured rates: `seq_per_s` after warm-up and the run's average power and cost rate.
+struct Projection {
+  int64_t sequences = 0;
+  double wall_s = 0, kwh = 0, usd = 0, co2_kg = 0;
+};
+Projection project(int64_t target_sequences, int64_t done_sequences, double done_wall_s, const Figures& done, double seq_per_s);
+
+// summary.json -> the aligned training-cost table; summary.json -> emissions.csv (header + one row per segment).
+std::string summary_table(const nlohmann::json& summary);
+std::string emissions_csv(const nlohmann::json& summary);
+extern const char* const kEmissionsCsvHeader;
+std::string duration_text(double seconds);  // "42.0 s", "3.5 min", "12.25 h"
+// summary.json's "energy" object for a total: kWh by component and source, plus the sources in words.
+nlohmann::json energy_json(const EnergyTotals& energy);
+
+}  // namespace joule::trainer

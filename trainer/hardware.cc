@@ -1,0 +1,229 @@
+#include "trainer/hardware.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <toml.hpp>
+
+namespace joule::trainer {
+namespace fs = std::filesystem;
+namespace {
+
+toml::value parse_file(const std::string& path, const char* what) {
+  if (!fs::is_regular_file(path)) throw ProfileError(path + ": no such " + what + " file");
+  try {
+    return toml::parse(path);
+  } catch (const std::exception& e) {
+    throw ProfileError(std::string(e.what()));
+  }
+}
+
+// Reads one table's keys, refusing unknown ones; numbers accept integers.
+class Table {
+ public:
+  Table(const toml::value& root, const std::string& name, const std::string& file, std::set<std::string> allowed)
+      : name_(name), file_(file) {
+    if (!root.contains(name)) return;
+    const toml::value& t = root.at(name);
+    if (!t.is_table()) throw ProfileError(file + ": '" + name + "' must be a table");
+    table_ = &t;
+    for (const auto& [key, value] : t.as_table()) {
+      (void)value;
+      if (!allowed.count(key)) {
+        std::string valid;
+        for (const auto& k : allowed) valid += (valid.empty() ? "" : ", ") + k;
+        throw ProfileError(file + ": unknown key '" + name + "." + key + "'; valid keys in [" + name + "]: " + valid);
+      }
+    }
+  }
+  bool has(const std::string& key) const { return table_ && table_->contains(key); }
+  double number(const std::string& key, double fallback, bool required = false) const {
+    if (!has(key)) {
+      if (required) throw ProfileError(file_ + ": missing key '" + name_ + "." + key + "'");
+      return fallback;
+    }
+    const toml::value& v = table_->at(key);
+    if (v.is_floating()) return v.as_floating();
+    if (v.is_integer()) return static_cast<double>(v.as_integer());
+    throw ProfileError(file_ + ": key '" + name_ + "." + key + "' must be a number, found " + toml::format(v));
+  }
+  std::string text(const std::string& key, const std::string& fallback, bool required = false) const {
+    if (!has(key)) {
+      if (required) throw ProfileError(file_ + ": missing key '" + name_ + "." + key + "'");
+      return fallback;
+    }
+    const toml::value& v = table_->at(key);
+    if (!v.is_string()) throw ProfileError(file_ + ": key '" + name_ + "." + key + "' must be a string, found " + toml::format(v));
+    return v.as_string().str;
+  }
+  std::map<std::string, double> numbers(const std::string& key) const {
+    std::map<std::string, double> out;
+    if (!has(key)) return out;
+    const toml::value& v = table_->at(key);
+    if (!v.is_table()) throw ProfileError(file_ + ": key '" + name_ + "." + key + "' must be an inline table {dtype = TFLOPS}");
+    for (const auto& [dtype, x] : v.as_table()) {
+      if (x.is_floating()) out[dtype] = x.as_floating();
+      else if (x.is_integer()) out[dtype] = static_cast<double>(x.as_integer());
+      else throw ProfileError(file_ + ": '" + name_ + "." + key + "." + dtype + "' must be a number");
+    }
+    return out;
+  }
+
+ private:
+  std::string name_, file_;
+  const toml::value* table_ = nullptr;
+};
+
+void require_positive(double v, const std::string& file, const std::string& key) {
+  if (!(v > 0)) throw ProfileError(file + ": '" + key + "' must be positive, found " + std::to_string(v));
+}
+
+}  // namespace
+
+HostFacts HostFacts::detect() {
+  HostFacts h;
+  h.vcpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  while (in >> key >> kib) {
+    if (key == "MemTotal:") {
+      h.memory_gib = kib / (1024.0 * 1024.0);
+      break;
+    }
+    in.ignore(256, '\n');
+  }
+  return h;
+}
+
+double InstanceProfile::instance_peak_tflops(const std::string& dtype) const {
+  auto it = peak_tflops.find(dtype);
+  if (it == peak_tflops.end()) throw ProfileError(file + ": no peak_tflops figure for dtype '" + dtype + "'");
+  return it->second * (device_kind == "cpu" ? 1 : devices);
+}
+
+InstanceProfile load_instance_profile(const std::string& name_or_path, const std::string& dir, const HostFacts& facts) {
+  std::string path = name_or_path;
+  if (!fs::is_regular_file(path)) {
+    path = (fs::path(dir) / (name_or_path + ".toml")).string();
+    if (!fs::is_regular_file(path)) {
+      std::string known;
+      for (const auto& n : list_instance_profiles(dir)) known += (known.empty() ? "" : ", ") + n;
+      throw ProfileError("instance '" + name_or_path + "': no such profile file or " + path + "; known instances: " + known);
+    }
+  }
+  const toml::value root = parse_file(path, "instance profile");
+  for (const auto& [key, value] : root.as_table()) {
+    (void)value;
+    static const std::set<std::string> top = {"name", "description", "host", "device", "network", "calibration"};
+    if (!top.count(key))
+      throw ProfileError(path + ": unknown key '" + key + "'; valid: name, description, [host], [device], [network], [calibration]");
+  }
+  InstanceProfile p;
+  p.file = path;
+  p.name = root.contains("name") && root.at("name").is_string() ? root.at("name").as_string().str : "";
+  if (p.name.empty()) throw ProfileError(path + ": missing key 'name' (a string)");
+  p.description = root.contains("description") && root.at("description").is_string() ? root.at("description").as_string().str : p.name;
+
+  const Table host(root, "host", path,
+                   {"vcpus", "memory_gib", "cpu_idle_w", "cpu_max_w", "ram_w", "usd_per_hour", "pue", "cpu_idle_w_per_vcpu",
+                    "cpu_max_w_per_vcpu", "ram_w_per_gib", "usd_per_vcpu_hour", "peak_tflops_fp32_per_vcpu"});
+  p.vcpus = static_cast<int>(host.number("vcpus", 0));
+  p.memory_gib = host.number("memory_gib", 0);
+  if (p.vcpus == 0) p.vcpus = facts.vcpus;
+  if (p.memory_gib == 0) p.memory_gib = facts.memory_gib;
+  // Either per-instance figures or per-vCPU / per-GiB ones (a generic host), never both.
+  auto per_instance = [&](const char* total, const char* per_unit, double units) {
+    if (host.has(total) && host.has(per_unit))
+      throw ProfileError(path + ": set host." + std::string(total) + " or host." + per_unit + ", not both");
+    if (host.has(per_unit)) return host.number(per_unit, 0) * units;
+    return host.number(total, 0, true);
+  };
+  p.cpu_idle_w = per_instance("cpu_idle_w", "cpu_idle_w_per_vcpu", p.vcpus);
+  p.cpu_max_w = per_instance("cpu_max_w", "cpu_max_w_per_vcpu", p.vcpus);
+  p.ram_w = per_instance("ram_w", "ram_w_per_gib", p.memory_gib);
+  p.usd_per_hour = per_instance("usd_per_hour", "usd_per_vcpu_hour", p.vcpus);
+  p.pue = host.number("pue", 0, true);
+  if (p.pue < 1) throw ProfileError(path + ": host.pue must be >= 1, found " + std::to_string(p.pue));
+  if (p.cpu_max_w < p.cpu_idle_w) throw ProfileError(path + ": host cpu_max_w is below cpu_idle_w");
+  if (p.usd_per_hour < 0) throw ProfileError(path + ": host usd_per_hour is negative");
+
+  const Table dev(root, "device", path,
+                  {"kind", "model", "count", "idle_w", "max_w", "memory_gib", "memory_gb_per_s", "peak_tflops"});
+  p.device_kind = dev.text("kind", "", true);
+  if (p.device_kind != "cpu" && p.device_kind != "gpu" && p.device_kind != "trainium")
+    throw ProfileError(path + ": device.kind is \"" + p.device_kind + "\"; valid values: cpu, gpu, trainium");
+  p.device_model = dev.text("model", p.device_kind);
+  p.devices = static_cast<int>(dev.number("count", 0, true));
+  p.device_idle_w = dev.number("idle_w", 0);
+  p.device_max_w = dev.number("max_w", 0);
+  p.device_memory_gib = dev.number("memory_gib", 0);
+  p.device_memory_gb_per_s = dev.number("memory_gb_per_s", 0);
+  p.peak_tflops = dev.numbers("peak_tflops");
+  if (p.device_kind == "cpu") {
+    if (p.devices != 0) throw ProfileError(path + ": device.count must be 0 when device.kind is cpu");
+    if (host.has("peak_tflops_fp32_per_vcpu")) p.peak_tflops["fp32"] = host.number("peak_tflops_fp32_per_vcpu", 0) * p.vcpus;
+  } else {
+    require_positive(p.devices, path, "device.count");
+    require_positive(p.device_max_w, path, "device.max_w");
+    if (p.peak_tflops.empty()) throw ProfileError(path + ": missing key 'device.peak_tflops'");
+  }
+
+  const Table net(root, "network", path, {"intra_node_gb_per_s", "intra_node_latency_us", "inter_node_gb_per_s", "inter_node_latency_us"});
+  p.intra_node_gb_per_s = net.number("intra_node_gb_per_s", 0);
+  p.intra_node_latency_us = net.number("intra_node_latency_us", 0);
+  p.inter_node_gb_per_s = net.number("inter_node_gb_per_s", 0);
+  p.inter_node_latency_us = net.number("inter_node_latency_us", 0);
+
+  const Table cal(root, "calibration", path, {"model", "seq_len", "dtype", "devices", "seq_per_s", "mfu"});
+  p.calibration_model = cal.text("model", "");
+  p.calibration_dtype = cal.text("dtype", "");
+  p.calibration_seq_len = static_cast<int64_t>(cal.number("seq_len", 0));
+  p.calibration_devices = static_cast<int>(cal.number("devices", 0));
+  p.calibration_seq_per_s = cal.number("seq_per_s", 0);
+  p.calibration_mfu = cal.number("mfu", 0);
+  if (p.calibration_seq_per_s > 0 && p.calibration_mfu > 0)
+    throw ProfileError(path + ": set calibration.seq_per_s (a published figure) or calibration.mfu (an assumption), not both");
+  if (p.calibration_seq_per_s > 0 && (p.calibration_model.empty() || p.calibration_seq_len <= 0 || p.calibration_devices <= 0))
+    throw ProfileError(path + ": calibration.seq_per_s needs calibration.model, calibration.seq_len and calibration.devices");
+  return p;
+}
+
+std::vector<std::string> list_instance_profiles(const std::string& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().extension() == ".toml") names.push_back(e.path().stem().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+GridRegion load_grid_region(const std::string& region, const std::string& file) {
+  const toml::value root = parse_file(file, "grid-intensity");
+  if (!root.contains("regions") || !root.at("regions").is_table()) throw ProfileError(file + ": missing table [regions]");
+  const auto& regions = root.at("regions").as_table();
+  auto it = regions.find(region);
+  if (it == regions.end()) {
+    std::string known;
+    for (const auto& [name, v] : regions) {
+      (void)v;
+      known += (known.empty() ? "" : ", ") + name;
+    }
+    throw ProfileError("region '" + region + "' is not in " + file + "; known regions: " + known +
+                       " (or give --grid-intensity G in g CO2/kWh)");
+  }
+  const Table t(root.at("regions"), region, file, {"g_per_kwh", "country", "provider"});
+  GridRegion r;
+  r.name = region;
+  r.g_per_kwh = t.number("g_per_kwh", 0, true);
+  r.country = t.text("country", "");
+  r.provider = t.text("provider", "");
+  return r;
+}
+
+}  // namespace joule::trainer

@@ -1,0 +1,67 @@
+// Instance profiles (configs/hardware/*.toml): what a node of a given kind has, draws and costs. Read by
+// the accounting (power model, price), the report (projection onto each profile) and the planner. No LibTorch.
+#pragma once
+
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace joule::trainer {
+
+class ProfileError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// What a node has when the profile leaves it to detection (vcpus = 0, memory_gib = 0).
+struct HostFacts {
+  int vcpus = 0;
+  double memory_gib = 0;
+  static HostFacts detect();  // online CPUs (sched affinity ignored) and MemTotal
+};
+
+struct InstanceProfile {
+  std::string name, description, file;
+  // host, all per instance (per-vCPU/per-GiB values already multiplied out)
+  int vcpus = 0;
+  double memory_gib = 0;
+  double cpu_idle_w = 0, cpu_max_w = 0, ram_w = 0;
+  double usd_per_hour = 0;
+  double pue = 1;
+  // devices
+  std::string device_kind = "cpu";  // cpu | gpu | trainium
+  std::string device_model;
+  int devices = 0;
+  double device_idle_w = 0, device_max_w = 0;
+  double device_memory_gib = 0, device_memory_gb_per_s = 0;
+  std::map<std::string, double> peak_tflops;  // per device (per instance for kind cpu), by dtype
+  // network
+  double intra_node_gb_per_s = 0, intra_node_latency_us = 0, inter_node_gb_per_s = 0, inter_node_latency_us = 0;
+  // calibration: a published single-node figure (seq_per_s on `calibration_devices` devices), or an MFU
+  std::string calibration_model, calibration_dtype;
+  int64_t calibration_seq_len = 0;
+  int calibration_devices = 0;
+  double calibration_seq_per_s = 0, calibration_mfu = 0;
+
+  // Peak TFLOPS of one whole instance for a dtype; throws naming the profile when it has no figure.
+  double instance_peak_tflops(const std::string& dtype) const;
+  double max_power_w() const { return cpu_max_w + ram_w + devices * device_max_w; }
+};
+
+// `name_or_path`: a file, or NAME looked up as DIR/NAME.toml. Unknown keys, missing required keys and wrong
+// types are errors naming the file and the key.
+InstanceProfile load_instance_profile(const std::string& name_or_path, const std::string& dir,
+                                      const HostFacts& host = HostFacts::detect());
+// Every NAME.toml in `dir`, sorted.
+std::vector<std::string> list_instance_profiles(const std::string& dir);
+
+// A region of configs/grid-intensity.toml: carbon intensity and what emissions.csv says about it.
+struct GridRegion {
+  std::string name, country, provider;
+  double g_per_kwh = 0;
+};
+// Throws listing the known regions.
+GridRegion load_grid_region(const std::string& region, const std::string& file);
+
+}  // namespace joule::trainer
