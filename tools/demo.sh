@@ -18,3 +18,5 @@ mkdir -p "$demo"
 rm -rf "$demo/run"
 mpirun -np 2 --oversubscribe --bind-to none $( [[ $(id -u) -eq 0 ]] && echo --allow-run-as-root ) \
   "$joule" train --config configs/demo-tiny.toml
+# The same run as one self-contained HTML page (SVG charts; open it in a browser).
+"$joule" report "$demo/run"

@@ -252,6 +252,16 @@ Projection project(int64_t target, int64_t done, double done_wall_s, const Figur
   return p;
 }
 
+std::string prometheus_text(const json& row, const std::string& run_id) {
+  std::ostringstream out;
+  for (const auto& [key, value] : row.items()) {
+    if (!value.is_number()) continue;
+    const std::string name = "joule_" + key;
+    out << "# TYPE " << name << " gauge\n" << name << "{run_id=\"" << run_id << "\"} " << fmt("%.17g", value.get<double>()) << "\n";
+  }
+  return out.str();
+}
+
 // ---- the training-cost summary, from summary.json -----------------------------------------------------
 std::string summary_table(const json& s) {
   std::ostringstream out;

@@ -87,7 +87,10 @@ Projection project(int64_t target_sequences, int64_t done_sequences, double done
 std::string summary_table(const nlohmann::json& summary);
 std::string emissions_csv(const nlohmann::json& summary);
 extern const char* const kEmissionsCsvHeader;
-std::string duration_text(double seconds);  // "42.0 s", "3.5 min", "12.25 h"
+std::string duration_text(double seconds);
+// A metrics row (one metrics.jsonl line) in Prometheus text format: every number as gauge joule_<key>, labelled
+// with the run id (node-exporter textfile collector style).
+std::string prometheus_text(const nlohmann::json& row, const std::string& run_id);  // "42.0 s", "3.5 min", "12.25 h"
 // summary.json's "energy" object for a total: kWh by component and source, plus the sources in words.
 nlohmann::json energy_json(const EnergyTotals& energy);
 

@@ -60,7 +60,8 @@ std::vector<Field> fields(RunConfig& c) {
           {"accounting.meter_sample_seconds", &c.meter_sample_seconds},
           {"accounting.project_sequences", &c.project_sequences},
           {"accounting.project_after_fraction", &c.project_after_fraction},
-          {"accounting.project_name", &c.project_name}};
+          {"accounting.project_name", &c.project_name},
+          {"accounting.prometheus_file", &c.prometheus_file}};
 }
 
 std::string key_list() {

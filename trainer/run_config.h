@@ -64,6 +64,7 @@ struct RunConfig {
   int64_t project_sequences = 450000000;  // the card's run, projected from measured rates
   double project_after_fraction = 0.05;   // projections start after this fraction of the run's target
   std::string project_name = "joule";     // emissions.csv project_name
+  std::string prometheus_file;            // "": none; else rewritten each interval (textfile collector)
 
   static RunConfig from_toml_file(const std::string& path);
   static RunConfig from_toml_text(const std::string& text, const std::string& where);

@@ -390,6 +390,12 @@ int train(const TrainOptions& opts) {
           j["projection"] = {{"sequences", p.sequences}, {"wall_s", p.wall_s}, {"kwh", p.kwh}, {"usd", p.usd}, {"co2_kg", p.co2_kg}};
         }
         metrics << j.dump() << "\n" << std::flush;
+        if (!cfg.prometheus_file.empty()) {  // written whole, then renamed: a scraper never sees half a file
+          const std::string tmp = cfg.prometheus_file + ".tmp";
+          std::ofstream(tmp) << prometheus_text(j, ledger.run_id);
+          std::error_code ec;
+          fs::rename(tmp, cfg.prometheus_file, ec);
+        }
         char line[320];
         std::snprintf(line, sizeof line, "step %lld/%lld | %lld seq | loss %.4f | mlm_acc %.3f | lr %.2e | %.2f seq/s | ETA %s\n",
                       static_cast<long long>(state.step), static_cast<long long>(total_steps), static_cast<long long>(state.sequences),

@@ -40,7 +40,7 @@ batch = 32
 TOML
 
 echo "== 1. uninterrupted run"
-mpi "$joule" train --config run.toml --run-dir a > a.log 2>&1 || { cat a.log; fail "training failed"; }
+mpi "$joule" train --config run.toml --run-dir a --set accounting.prometheus_file=a.prom > a.log 2>&1 || { cat a.log; fail "training failed"; }
 python3 - <<'PY' || fail "loss did not fall or eval is at chance"
 import json
 rows = [json.loads(l) for l in open("a/metrics.jsonl")]
@@ -52,6 +52,7 @@ assert steps[-1]["loss"] < steps[0]["loss"] - 0.5
 assert evals[-1]["mlm_accuracy"] > 5.0 / vocab
 PY
 [[ -f a/final/model.safetensors && -f a/final/config.json && -f a/summary.json ]] || fail "no final model directory or summary"
+grep -Eq '^joule_step\{run_id="[0-9a-f-]{36}"\} 40$' a.prom && grep -q '^joule_energy_kwh{' a.prom || { cat a.prom; fail "the Prometheus textfile lacks the last step or the energy"; }
 
 echo "== 2. preempted at step 23 (between checkpoints), then --resume auto"
 set +e
