@@ -1,5 +1,7 @@
 #include "collectives/reducer.h"
 
+#include "collectives/buckets.h"
+
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 
 namespace joule::collectives {
@@ -32,22 +34,12 @@ GradientReducer::GradientReducer(std::vector<std::pair<std::string, torch::Tenso
                                  ReducerOptions options)
     : comm_(comm), options_(options), params_(std::move(named)), alive_(std::make_shared<bool>(true)) {
   if (params_.empty()) throw std::invalid_argument("GradientReducer: no parameters");
-  // Reverse parameter order: the last parameters' gradients are ready first in backward.
-  std::vector<std::vector<size_t>> groups(1);
-  size_t bytes = 0, limit = options_.first_bucket_bytes;
-  for (size_t k = params_.size(); k-- > 0;) {
-    const torch::Tensor& p = params_[k].second;
-    if (p.scalar_type() != torch::kFloat32)
-      throw std::invalid_argument("GradientReducer: parameter '" + params_[k].first + "' is not float32");
-    const size_t pb = static_cast<size_t>(p.numel()) * 4;
-    if (!groups.back().empty() && bytes + pb > limit) {
-      groups.emplace_back();
-      bytes = 0;
-      limit = options_.bucket_bytes;
-    }
-    groups.back().push_back(k);
-    bytes += pb;
+  std::vector<int64_t> parameter_bytes;
+  for (const auto& [name, p] : params_) {
+    if (p.scalar_type() != torch::kFloat32) throw std::invalid_argument("GradientReducer: parameter '" + name + "' is not float32");
+    parameter_bytes.push_back(p.numel() * 4);
   }
+  const std::vector<std::vector<size_t>> groups = plan_buckets(parameter_bytes, options_.bucket_bytes, options_.first_bucket_bytes);
   bucket_of_.resize(params_.size());
   const auto wire_type = options_.compression == Compression::kBFloat16 ? torch::kBFloat16
                          : options_.compression == Compression::kFloat16 ? torch::kFloat16

@@ -164,6 +164,38 @@ ParameterCounts parameter_counts(const BertConfig& c) {
   return p;
 }
 
+std::vector<std::pair<std::string, int64_t>> parameter_numels(const BertConfig& c) {
+  const int64_t h = c.hidden_size, i = c.intermediate_size;
+  std::vector<std::pair<std::string, int64_t>> p;
+  auto linear = [&](const std::string& name, int64_t in, int64_t out) {
+    p.emplace_back(name + ".weight", in * out);
+    p.emplace_back(name + ".bias", out);
+  };
+  auto norm = [&](const std::string& name) {
+    p.emplace_back(name + ".weight", h);
+    p.emplace_back(name + ".bias", h);
+  };
+  p.emplace_back("bert.embeddings.word_embeddings.weight", c.vocab_size * h);
+  p.emplace_back("bert.embeddings.position_embeddings.weight", c.max_position_embeddings * h);
+  p.emplace_back("bert.embeddings.token_type_embeddings.weight", c.type_vocab_size * h);
+  norm("bert.embeddings.LayerNorm");
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string layer = "bert.encoder.layer." + std::to_string(l);
+    for (const char* x : {"query", "key", "value"}) linear(layer + ".attention.self." + x, h, h);
+    linear(layer + ".attention.output.dense", h, h);
+    norm(layer + ".attention.output.LayerNorm");
+    linear(layer + ".intermediate.dense", h, i);
+    linear(layer + ".output.dense", i, h);
+    norm(layer + ".output.LayerNorm");
+  }
+  linear("bert.pooler.dense", h, h);
+  p.emplace_back("cls.predictions.bias", c.vocab_size);
+  linear("cls.predictions.transform.dense", h, h);
+  norm("cls.predictions.transform.LayerNorm");
+  linear("cls.seq_relationship", h, 2);
+  return p;
+}
+
 BertConfig load_config(const std::string& arg, const std::string& presets_dir) {
   namespace fs = std::filesystem;
   fs::path p(arg);

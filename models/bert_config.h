@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace joule::models {
 
@@ -54,6 +56,10 @@ struct ParameterCounts {
   int64_t total() const { return embeddings + encoder + pooler + mlm_head + nsp_head; }
 };
 ParameterCounts parameter_counts(const BertConfig& config);
+
+// Every parameter's HF name and element count, in the order BertForPreTraining registers them (the order of
+// hf_named_parameters(), and so of the gradient buckets): for the performance model, without LibTorch.
+std::vector<std::pair<std::string, int64_t>> parameter_numels(const BertConfig& config);
 
 // Resolves a model argument: an existing path to a .json file or to a directory holding config.json,
 // or a preset name ("bert-large") looked up in `presets_dir` as NAME.json.

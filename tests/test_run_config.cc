@@ -43,6 +43,14 @@ TEST(RunConfig, ErrorsNameTheKeyAndListValidOnes) {
   e = error_of("[nonsense]\nx = 1\n");
   EXPECT_NE(e.find("unknown key 'nonsense.x'"), std::string::npos) << e;
   EXPECT_NE(error_of("[train\n").find("run.toml"), std::string::npos);
+  e = error_of("[train]\ndevice = \"cuda\"\n");
+  EXPECT_NE(e.find("valid values: cpu, trainium-sim"), std::string::npos) << e;
+  e = error_of("[sim]\nnodes = 0\n");
+  EXPECT_NE(e.find("sim.nodes must be >= 1"), std::string::npos) << e;
+  e = error_of("[accounting]\npue = 0.5\n");
+  EXPECT_NE(e.find("accounting.pue must be >= 1"), std::string::npos) << e;
+  e = error_of("[accounting]\nprice_per_hour = \"cheap\"\n");
+  EXPECT_NE(e.find("'accounting.price_per_hour' must be a number"), std::string::npos) << e;
 }
 
 TEST(RunConfig, SetOverridesByTypeAndRoundTrips) {

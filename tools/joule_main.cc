@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <exception>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "tools/data_commands.h"
 #include "trainer/trainer.h"
 #include "tools/model_commands.h"
+#include "tools/plan.h"
 #include "tools/report.h"
 
 namespace {
@@ -32,6 +34,7 @@ const char* kUsage =
     "  export         a checkpoint (or a run's newest) as a HuggingFace model directory\n"
     "  summary        a run's training-cost summary again (table; rewrites emissions.csv)\n"
     "  report         a run's self-contained HTML report with SVG charts\n"
+    "  plan           hours, seq/hour, kWh, USD, CO2 on N x trn1/p4d/p5 (cluster performance model)\n"
     "  version        joule's version and the LibTorch, MPI, HDF5 and BLAS in use\n"
     "  model init     write a freshly initialized HuggingFace model directory\n"
     "  model info     parameter counts of a model config or directory\n"
@@ -135,6 +138,9 @@ int cmd_train(int argc, char** argv) {
       "vocab", "vocab.txt (data.vocab)", cxxopts::value<std::string>())(
       "model", "preset, config.json or HF model directory (model.config)", cxxopts::value<std::string>())(
       "steps", "optimizer steps (train.steps)", cxxopts::value<std::string>())(
+      "device", "cpu or trainium-sim (train.device)", cxxopts::value<std::string>())(
+      "sim-instance", "simulated cluster's instance profile (sim.instance)", cxxopts::value<std::string>())(
+      "sim-nodes", "simulated cluster's instances (sim.nodes)", cxxopts::value<std::string>())(
       "instance", "instance profile billed per node (accounting.instance)", cxxopts::value<std::string>())(
       "price-per-hour", "USD per instance-hour (accounting.price_per_hour)", cxxopts::value<std::string>())(
       "pue", "data-centre PUE (accounting.pue)", cxxopts::value<std::string>())(
@@ -146,7 +152,8 @@ int cmd_train(int argc, char** argv) {
   t.config = joule::trainer::RunConfig::from_toml_file(required(r, "config"));
   const std::pair<const char*, const char*> named[] = {{"run-dir", "run.dir"}, {"data", "data.train"}, {"eval-data", "data.eval"},
                                                        {"vocab", "data.vocab"}, {"model", "model.config"}, {"steps", "train.steps"},
-                                                       {"instance", "accounting.instance"}, {"price-per-hour", "accounting.price_per_hour"},
+                                                       {"device", "train.device"}, {"sim-instance", "sim.instance"},
+                                                       {"sim-nodes", "sim.nodes"}, {"instance", "accounting.instance"}, {"price-per-hour", "accounting.price_per_hour"},
                                                        {"pue", "accounting.pue"}, {"region", "accounting.region"},
                                                        {"grid-intensity", "accounting.grid_intensity"}};
   for (const auto& [flag, key] : named)
@@ -179,6 +186,58 @@ int cmd_report(int argc, char** argv) {
   const int nodes = r["nodes"].as<int>();
   if (nodes < 1) throw std::invalid_argument("--nodes must be >= 1");
   std::cout << joule::tools::write_report(required(r, "run"), r["out"].as<std::string>(), joule::tools::config_dir(), nodes) << "\n";
+  return 0;
+}
+
+int cmd_plan(int argc, char** argv) {
+  cxxopts::Options o("joule plan", "predict hours, seq/hour, kWh, USD and CO2 of a workload on N instances of each profile");
+  o.add_options()("model", "model preset or config.json", cxxopts::value<std::string>()->default_value("bert-large"))(
+      "seq-len", "sequence length", cxxopts::value<int64_t>()->default_value("128"))(
+      "max-predictions", "masked positions per sequence (0: 20 at 128, 80 at 512)", cxxopts::value<int64_t>()->default_value("0"))(
+      "global-batch", "sequences per optimizer step", cxxopts::value<int64_t>()->default_value("65536"))(
+      "micro-batch", "sequences per device per forward/backward", cxxopts::value<int64_t>()->default_value("32"))(
+      "sequences", "sequences to train on", cxxopts::value<std::string>()->default_value("450e6"))(
+      "precision", "compute dtype: bf16, fp16, tf32, fp32", cxxopts::value<std::string>()->default_value("bf16"))(
+      "nodes", "instances", cxxopts::value<int>()->default_value("16"))(
+      "instance", "instance profile (repeatable; default: every accelerator profile)", cxxopts::value<std::vector<std::string>>())(
+      "region", "grid region for CO2", cxxopts::value<std::string>()->default_value("world"))(
+      "grid-intensity", "g CO2 per kWh (overrides --region)", cxxopts::value<double>()->default_value("0"))(
+      "scaling", "node counts for the scaling curve", cxxopts::value<std::string>()->default_value("1,2,4,8,16,32,64"))(
+      "json", "print {\"rows\": [...], \"scaling\": [...]}")(
+      "validate", "print the model's validation against published figures (VALIDATION.md's table)");
+  auto r = parse(o, argc, argv);
+  const std::string configs = joule::tools::config_dir();
+  if (r.count("validate")) {
+    std::cout << joule::tools::validation_table(joule::tools::validation_cases(configs));
+    return 0;
+  }
+  joule::tools::PlanOptions p;
+  p.model = r["model"].as<std::string>();
+  p.seq_len = r["seq-len"].as<int64_t>();
+  p.max_predictions = r["max-predictions"].as<int64_t>();
+  p.global_batch = r["global-batch"].as<int64_t>();
+  p.micro_batch = r["micro-batch"].as<int64_t>();
+  const std::string seqs = r["sequences"].as<std::string>();
+  size_t used = 0;
+  try {
+    p.sequences = std::stod(seqs, &used);
+  } catch (const std::exception&) {
+  }
+  if (used != seqs.size() || !(p.sequences > 0)) throw std::invalid_argument("--sequences '" + seqs + "' is not a positive number");
+  p.precision = r["precision"].as<std::string>();
+  p.nodes = r["nodes"].as<int>();
+  if (p.nodes < 1) throw std::invalid_argument("--nodes must be >= 1");
+  if (r.count("instance")) p.instances = r["instance"].as<std::vector<std::string>>();
+  p.region = r["region"].as<std::string>();
+  p.grid_intensity = r["grid-intensity"].as<double>();
+  p.scaling.clear();
+  std::stringstream ss(r["scaling"].as<std::string>());
+  for (std::string item; std::getline(ss, item, ',');) {
+    const int n = std::atoi(item.c_str());
+    if (n < 1) throw std::invalid_argument("--scaling: '" + item + "' is not a node count");
+    p.scaling.push_back(n);
+  }
+  std::cout << (r.count("json") ? joule::tools::plan_json(p, configs) : joule::tools::plan_text(p, configs));
   return 0;
 }
 
@@ -361,6 +420,7 @@ int main(int argc, char** argv) {
                               {"export", cmd_export},
                               {"summary", cmd_summary},
                               {"report", cmd_report},
+                              {"plan", cmd_plan},
                               {"version", cmd_version},
                               {"model init", cmd_model_init},
                               {"model info", cmd_model_info},

@@ -14,11 +14,19 @@
 
 #include "models/flops.h"
 #include "trainer/accounting.h"
+#include "trainer/perf_model.h"
 
 namespace joule::tools {
 namespace fs = std::filesystem;
 using nlohmann::json;
 namespace {
+
+struct ProfileEstimate {
+  std::string instance;
+  int nodes = 0;
+  double seq_per_s = 0, hours = 0, kwh = 0, usd = 0, co2_kg = 0;
+  std::string basis;
+};
 
 json read_json(const fs::path& path) {
   std::ifstream in(path);
@@ -161,36 +169,6 @@ std::string run_summary(const std::string& run_dir) {
   return trainer::summary_table(s);
 }
 
-ProfileEstimate estimate_on_profile(const trainer::InstanceProfile& p, const models::BertConfig& model, int64_t seq_len,
-                                    int64_t max_predictions, double sequences, int nodes, const std::string& dtype,
-                                    double grid_g_per_kwh, const std::string& presets_dir) {
-  ProfileEstimate e;
-  e.instance = p.name;
-  e.nodes = nodes;
-  const double peak = p.instance_peak_tflops(dtype) * 1e12;  // one instance
-  if (p.calibration_seq_per_s > 0) {
-    const models::BertConfig cal = models::load_config(p.calibration_model, presets_dir);
-    const int64_t cal_predictions = (p.calibration_seq_len * 5 + 16) / 32;  // NVIDIA's 20 at 128, 80 at 512
-    const double cal_flops = models::training_flops_per_sequence(cal, p.calibration_seq_len, cal_predictions);
-    const double cal_peak = p.peak_tflops.at(p.calibration_dtype.empty() ? dtype : p.calibration_dtype) * 1e12 *
-                            (p.device_kind == "cpu" ? 1 : p.calibration_devices);
-    e.mfu = p.calibration_seq_per_s * cal_flops / cal_peak;
-    e.basis = "calibrated: " + num(p.calibration_seq_per_s, "%.0f") + " seq/s on " + std::to_string(p.calibration_devices) + " device(s), " +
-              p.calibration_model + " seq " + std::to_string(p.calibration_seq_len);
-  } else if (p.calibration_mfu > 0) {
-    e.mfu = p.calibration_mfu;
-    e.basis = "assumed MFU " + num(p.calibration_mfu, "%.2f");
-  } else {
-    throw trainer::ProfileError(p.file + ": no [calibration] seq_per_s or mfu to estimate throughput from");
-  }
-  e.seq_per_s = nodes * peak * e.mfu / models::training_flops_per_sequence(model, seq_len, max_predictions);
-  e.hours = sequences / e.seq_per_s / 3600.0;
-  e.kwh = e.hours * nodes * p.max_power_w() / 1000.0 * p.pue;  // busy at maximum power
-  e.usd = e.hours * nodes * p.usd_per_hour;
-  e.co2_kg = e.kwh * grid_g_per_kwh / 1000.0;
-  return e;
-}
-
 std::string write_report(const std::string& run_dir, const std::string& out, const std::string& config_dir, int nodes) {
   const json s = read_json(fs::path(run_dir) / "summary.json");
   // metrics.jsonl: training rows (with "loss") and eval rows (with "eval"); a step logged twice (work redone
@@ -251,12 +229,20 @@ std::string write_report(const std::string& run_dir, const std::string& out, con
   const double grid = s.at("instance").value("grid_g_per_kwh", 475.0);
   std::vector<ProfileEstimate> estimates;
   std::vector<std::string> skipped;
+  trainer::Workload workload;
+  workload.model = model;
+  workload.seq_len = w.value("seq_len", 128LL);
+  workload.max_predictions = w.value("max_predictions", 20LL);
+  workload.global_batch = 65536;  // the card's recipe
+  workload.sequences = target;
   for (const std::string& name : trainer::list_instance_profiles((fs::path(config_dir) / "hardware").string())) {
     try {
       const trainer::InstanceProfile p = trainer::load_instance_profile(name, (fs::path(config_dir) / "hardware").string());
       if (p.device_kind == "cpu") continue;  // the measured row stands for the CPU host
-      estimates.push_back(estimate_on_profile(p, model, w.value("seq_len", 128LL), w.value("max_predictions", 20LL), target, nodes, "bf16",
-                                              grid, (fs::path(config_dir) / "models").string()));
+      const trainer::ClusterModel m(p, (fs::path(config_dir) / "models").string());
+      const trainer::StepPrediction r = m.predict(workload, nodes, {}, grid);
+      estimates.push_back({p.name, nodes, r.seq_per_s, r.hours, r.kwh, r.usd, r.co2_kg,
+                           "cluster model: " + m.efficiency_basis() + ", exposed comm " + num(r.exposed_comm_s, "%.3g") + " s/step"});
     } catch (const std::exception& e) {
       skipped.push_back(name + ": " + e.what());
     }
@@ -280,7 +266,7 @@ std::string write_report(const std::string& run_dir, const std::string& out, con
   for (const ProfileEstimate& e : rows) {
     table << "<tr><td>" << esc(e.instance) << "</td><td>" << e.nodes << "</td><td>" << num(e.seq_per_s, "%.0f") << "</td><td>" << num(e.hours, "%.3g")
           << "</td><td>" << num(e.kwh, "%.4g") << "</td><td>" << num(e.usd, "%.4g") << "</td><td>" << num(e.co2_kg, "%.4g") << "</td><td>"
-          << esc(e.basis) << (e.mfu > 0 ? ", MFU " + num(e.mfu, "%.2f") : "") << "</td></tr>\n";
+          << esc(e.basis) << "</td></tr>\n";
     const std::string label = e.instance.substr(0, 34) + " x" + std::to_string(e.nodes);
     hours_bars.push_back({label, {{"hours", e.hours}}});
     kwh_bars.push_back({label, {{"kWh", e.kwh}}});
@@ -315,8 +301,9 @@ std::string write_report(const std::string& run_dir, const std::string& out, con
     << line_chart("Projection history: wall time for the run's target", "step", "minutes", {predicted, actual}) << "</div>\n"
     << "<h2>This workload on each instance profile</h2>\n<p class=\"note\">" << num(target, "%.3g") << " sequences of "
     << w.value("seq_len", 0) << " tokens, model " << esc(w.value("model", "")) << ", " << nodes
-    << " nodes. Compute-bound estimates from each profile's calibration (no communication time: <code>joule plan</code> models it); "
-    << "power at each profile's maximum x PUE. The last row projects this run's measured rates.</p>\n"
+    << " nodes, global batch 65,536, bf16: the cluster performance model of <code>joule plan</code> (compute calibrated on each "
+    << "profile's single-node figure, hierarchical all-reduce of the gradient buckets, see VALIDATION.md). The last row projects this "
+    << "run's measured rates.</p>\n"
     << table.str() << "<div class=\"charts\">\n"
     << bar_chart("Hours for the workload", "h", hours_bars) << bar_chart("Energy for the workload (facility)", "kWh", kwh_bars)
     << bar_chart("Cost for the workload", "USD", usd_bars) << "</div>\n";

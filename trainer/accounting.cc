@@ -82,7 +82,8 @@ std::string duration_text(double seconds) {
 
 CostSettings resolve_cost_settings(const CostOverrides& o, const std::string& device, const std::string& config_dir,
                                    InstanceProfile* profile_out) {
-  const std::string name = o.instance == "auto" ? (device == "cpu" ? "cpu-host" : "") : o.instance;
+  // auto: the machine the numerics run on; trainium-sim computes here too (its cluster is simulated, not billed)
+  const std::string name = o.instance == "auto" ? (device == "cpu" || device == "trainium-sim" ? "cpu-host" : "") : o.instance;
   if (name.empty())
     throw ProfileError("accounting.instance is auto, which only knows --device cpu; name the instance (--instance p4d.24xlarge)");
   const InstanceProfile p = load_instance_profile(name, (fs::path(config_dir) / "hardware").string());
@@ -313,6 +314,19 @@ std::string summary_table(const json& s) {
     row("projection converged", "first " + duration_text(predicted) + " at step " + std::to_string(first.value("step", 0)) + ", actual " +
                                     duration_text(actual) + " (" + fmt("%+.1f", actual > 0 ? 100.0 * (predicted - actual) / actual : 0.0) +
                                     " %), " + std::to_string(hist.size()) + " projections");
+  }
+  if (s.contains("simulated") && s["simulated"].is_object()) {
+    const json& m = s["simulated"];
+    row("SIMULATED cluster", std::to_string(m.value("nodes", 0)) + " x " + m.value("instance", "") + " (" + std::to_string(m.value("devices", 0)) +
+                                 " devices, global batch " + std::to_string(m.value("global_batch", 0LL)) + "), not measured");
+    row("SIMULATED step", fmt("%.4g", m.value("step_s", 0.0)) + " s: compute " + fmt("%.4g", m.value("compute_s", 0.0)) + ", exposed comm " +
+                              fmt("%.4g", m.value("exposed_comm_s", 0.0)) + " (of " + fmt("%.4g", m.value("comm_s", 0.0)) + "), other " +
+                              fmt("%.4g", m.value("other_s", 0.0)));
+    row("SIMULATED throughput", sig(m.value("seq_per_s", 0.0)) + " seq/s, " + sig(m.value("seq_per_hour", 0.0)) + " seq/hour");
+    row("SIMULATED, " + sig(m.value("target_sequences", 0.0)) + " seq", duration_text(m.value("wall_s_for_target", 0.0)) + ", " +
+                                                                         sig(m.value("kwh_for_target", 0.0)) + " kWh, USD " +
+                                                                         sig(m.value("usd_for_target", 0.0)) + ", " +
+                                                                         sig(m.value("co2_kg_for_target", 0.0)) + " kg CO2");
   }
   if (s.contains("eval") && s["eval"].is_object())
     row("last eval", "mlm_acc " + fmt("%.4f", s["eval"].value("mlm_accuracy", 0.0)) + ", nsp_acc " +

@@ -174,18 +174,24 @@ InstanceProfile load_instance_profile(const std::string& name_or_path, const std
     if (p.peak_tflops.empty()) throw ProfileError(path + ": missing key 'device.peak_tflops'");
   }
 
-  const Table net(root, "network", path, {"intra_node_gb_per_s", "intra_node_latency_us", "inter_node_gb_per_s", "inter_node_latency_us"});
+  const Table net(root, "network", path, {"intra_node_gb_per_s", "intra_node_latency_us", "inter_node_gb_per_s", "inter_node_latency_us",
+                                          "intra_node_efficiency", "inter_node_efficiency"});
   p.intra_node_gb_per_s = net.number("intra_node_gb_per_s", 0);
   p.intra_node_latency_us = net.number("intra_node_latency_us", 0);
   p.inter_node_gb_per_s = net.number("inter_node_gb_per_s", 0);
   p.inter_node_latency_us = net.number("inter_node_latency_us", 0);
+  p.intra_node_efficiency = net.number("intra_node_efficiency", 1);
+  p.inter_node_efficiency = net.number("inter_node_efficiency", 1);
+  for (double e : {p.intra_node_efficiency, p.inter_node_efficiency})
+    if (!(e > 0 && e <= 1)) throw ProfileError(path + ": network efficiencies must be in (0, 1]");
 
-  const Table cal(root, "calibration", path, {"model", "seq_len", "dtype", "devices", "seq_per_s", "mfu"});
+  const Table cal(root, "calibration", path, {"model", "seq_len", "dtype", "devices", "global_batch", "seq_per_s", "mfu"});
   p.calibration_model = cal.text("model", "");
   p.calibration_dtype = cal.text("dtype", "");
   p.calibration_seq_len = static_cast<int64_t>(cal.number("seq_len", 0));
   p.calibration_devices = static_cast<int>(cal.number("devices", 0));
   p.calibration_seq_per_s = cal.number("seq_per_s", 0);
+  p.calibration_global_batch = static_cast<int64_t>(cal.number("global_batch", 0));
   p.calibration_mfu = cal.number("mfu", 0);
   if (p.calibration_seq_per_s > 0 && p.calibration_mfu > 0)
     throw ProfileError(path + ": set calibration.seq_per_s (a published figure) or calibration.mfu (an assumption), not both");

@@ -38,10 +38,12 @@ struct InstanceProfile {
   std::map<std::string, double> peak_tflops;  // per device (per instance for kind cpu), by dtype
   // network
   double intra_node_gb_per_s = 0, intra_node_latency_us = 0, inter_node_gb_per_s = 0, inter_node_latency_us = 0;
+  double intra_node_efficiency = 1, inter_node_efficiency = 1;  // achievable share of the link bandwidth
   // calibration: a published single-node figure (seq_per_s on `calibration_devices` devices), or an MFU
   std::string calibration_model, calibration_dtype;
   int64_t calibration_seq_len = 0;
   int calibration_devices = 0;
+  int64_t calibration_global_batch = 0;
   double calibration_seq_per_s = 0, calibration_mfu = 0;
 
   // Peak TFLOPS of one whole instance for a dtype; throws naming the profile when it has no figure.

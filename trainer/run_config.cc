@@ -51,6 +51,8 @@ std::vector<Field> fields(RunConfig& c) {
           {"data.vocab", &c.vocab},
           {"model.config", &c.model},
           {"run.dir", &c.run_dir},
+          {"sim.instance", &c.sim_instance},
+          {"sim.nodes", &c.sim_nodes},
           {"accounting.instance", &c.instance},
           {"accounting.price_per_hour", &c.price_per_hour},
           {"accounting.pue", &c.pue},
@@ -174,7 +176,9 @@ void RunConfig::validate() const {
   if (optimizer != "lamb" && optimizer != "adamw") fail("optimizer.name is \"" + optimizer + "\"; valid values: lamb, adamw");
   if (progress != "auto" && progress != "bar" && progress != "lines")
     fail("train.progress is \"" + progress + "\"; valid values: auto, bar, lines");
-  if (device != "cpu") fail("train.device is \"" + device + "\"; this build trains on: cpu");
+  if (device != "cpu" && device != "trainium-sim")
+    fail("train.device is \"" + device + "\"; valid values: cpu, trainium-sim (cuda needs a CUDA build of LibTorch, not built yet)");
+  if (sim_nodes < 1) fail("sim.nodes must be >= 1");
   if (!(lr > 0)) fail("optimizer.lr must be positive");
   if (warmup_fraction < 0 || warmup_fraction >= 1) fail("optimizer.warmup_fraction must be in [0, 1)");
   if (log_every_steps < 1) fail("train.log_every_steps must be >= 1");

@@ -27,7 +27,7 @@ struct RunConfig {
   int64_t seed = 42;
   int64_t log_every_steps = 10;
   int64_t throughput_warmup_steps = 2;  // excluded from the throughput figures
-  std::string device = "cpu";     // cpu (cuda and trainium-sim arrive with later work)
+  std::string device = "cpu";     // cpu | trainium-sim (CPU numerics + the simulated clock of [sim]'s cluster)
   // "auto": a live status line when a single process writes to a terminal, else a plain line per
   // interval (under mpirun every rank gets a pseudo-terminal, so it cannot tell); "bar"; "lines".
   std::string progress = "auto";
@@ -53,6 +53,9 @@ struct RunConfig {
   std::string model = "bert-large";  // preset name, config.json or HF model directory
   // [run]
   std::string run_dir = "runs/run";
+  // [sim] (--device trainium-sim): the cluster whose clock the run advances
+  std::string sim_instance = "trn1.32xlarge";
+  int64_t sim_nodes = 16;
   // [accounting] (configs/hardware/*.toml, configs/grid-intensity.toml)
   std::string instance = "auto";      // instance profile billed per node; auto: cpu-host for --device cpu
   double price_per_hour = -1;         // USD per instance-hour; < 0: the profile's

@@ -28,6 +28,7 @@
 #include "trainer/accounting.h"
 #include "trainer/checkpoint.h"
 #include "trainer/optimizer.h"
+#include "trainer/perf_model.h"
 
 namespace joule::trainer {
 namespace fs = std::filesystem;
@@ -276,10 +277,60 @@ int train(const TrainOptions& opts) {
   const double flops_per_sequence = models::training_flops_per_sequence(model_config, cfg.seq_len, dataset.max_predictions());
   double peak_flops = 0;
   try {
-    peak_flops = profile.instance_peak_tflops(cfg.device == "cpu" ? "fp32" : "bf16") * 1e12 * info.node_count;
+    peak_flops = profile.instance_peak_tflops(cfg.device == "cuda" ? "bf16" : "fp32") * 1e12 * info.node_count;
   } catch (const ProfileError&) {
   }
+  // --device trainium-sim: the numerics above are real; each step also advances the clock of the simulated
+  // cluster, timed by the performance model with the buckets this reducer really launches.
+  std::optional<ClusterModel> sim;
+  Workload sim_workload;
+  std::vector<double> sim_buckets;
+  if (cfg.device == "trainium-sim") {
+    sim.emplace(load_instance_profile(cfg.sim_instance, (fs::path(config_dir) / "hardware").string()),
+                (fs::path(config_dir) / "models").string());
+    sim_workload.model = model_config;
+    sim_workload.seq_len = cfg.seq_len;
+    sim_workload.max_predictions = dataset.max_predictions();
+    sim_workload.micro_batch = cfg.micro_batch;
+    // Every simulated device does what a rank does here: micro_batch x accumulation sequences per step.
+    sim_workload.global_batch = cfg.micro_batch * cfg.accumulation * cfg.sim_nodes * std::max(1, sim->profile().devices);
+    sim_workload.sequences = static_cast<double>(cfg.project_sequences);
+    sim_workload.dtype = "bf16";
+    for (const auto& b : reducer.buckets()) sim_buckets.push_back(static_cast<double>(b.bytes));
+  }
+  auto simulate_step = [&] {
+    return sim->predict(sim_workload, static_cast<int>(cfg.sim_nodes), sim_buckets, cost.region.g_per_kwh);
+  };
+  auto sim_json = [&](const StepPrediction& p) {
+    return nlohmann::json{{"label", "simulated target cluster, not measured"},
+                          {"instance", p.instance},
+                          {"nodes", p.nodes},
+                          {"devices", p.devices},
+                          {"global_batch", sim_workload.global_batch},
+                          {"step_s", p.step_s},
+                          {"compute_s", p.compute_s},
+                          {"comm_s", p.comm_s},
+                          {"exposed_comm_s", p.exposed_comm_s},
+                          {"other_s", p.optimizer_s},
+                          {"seq_per_s", p.seq_per_s},
+                          {"seq_per_hour", p.seq_per_hour},
+                          {"clock_s", static_cast<double>(state.step) * p.step_s},
+                          {"sequences", state.step * sim_workload.global_batch},
+                          {"target_sequences", sim_workload.sequences},
+                          {"wall_s_for_target", p.hours * 3600},
+                          {"kwh_for_target", p.kwh},
+                          {"usd_for_target", p.usd},
+                          {"co2_kg_for_target", p.co2_kg},
+                          {"buckets", p.bucket_bytes.size()},
+                          {"efficiency_basis", sim->efficiency_basis()}};
+  };
   if (root) {
+    if (sim) {
+      const StepPrediction p = simulate_step();
+      std::cout << "trainium-sim: real numerics here; simulated clock of " << cfg.sim_nodes << " x " << p.instance << " (" << p.devices
+                << " devices, global batch " << sim_workload.global_batch << "): " << p.step_s << " s per step, " << p.seq_per_hour
+                << " seq/hour (" << sim->efficiency_basis() << ")\n";
+    }
     std::cout << "accounting: " << cost.instance << " x " << info.node_count << " node(s), USD " << cost.usd_per_hour << "/h ("
               << cost.price_source << "), PUE " << cost.pue << ", " << cost.region.g_per_kwh << " g CO2/kWh (" << cost.grid_source
               << ")\nenergy meters: " << energy_monitor.sources() << "\n";
@@ -383,6 +434,7 @@ int train(const TrainOptions& opts) {
                             {"cost_usd", spent.usd},
                             {"co2_kg", spent.co2_kg},
                             {"energy_source", energy_json(ledger.energy())["source"]}};
+        if (sim) j["sim"] = sim_json(simulate_step());
         // After a warm-up fraction of the target, project the whole run from the measured rates.
         if (timed_steps > 0 && state.sequences >= cfg.project_after_fraction * target_sequences) {
           const Projection p = project(target_sequences, state.sequences, ledger.wall_s(), spent, seq_per_s);
@@ -490,7 +542,7 @@ int train(const TrainOptions& opts) {
                               {"target_sequences", target_sequences},
                               {"workload", {{"model", cfg.model}, {"seq_len", cfg.seq_len}, {"max_predictions", dataset.max_predictions()},
                                             {"global_batch", global_batch}, {"flops_per_sequence", flops_per_sequence},
-                                            {"dtype", cfg.device == "cpu" ? "fp32" : "bf16"}}},
+                                            {"dtype", cfg.device == "cuda" ? "bf16" : "fp32"}}},
                               {"projected_wall_s_for_target", to_target.wall_s},
                               {"projected_wall_s_for_450M", card.wall_s},
                               {"instance", nlohmann::json::parse(ledger.to_json()["segments"].back()["cost"].dump())},
@@ -506,6 +558,7 @@ int train(const TrainOptions& opts) {
                               {"notices", notices},
                               {"preempted", exit_code == kExitPreempted}};
     if (last_eval) summary["eval"] = nlohmann::json::parse(last_eval->to_json());
+    if (sim) summary["simulated"] = sim_json(simulate_step());
     if (exit_code == 0) summary["final_dir"] = (fs::path(cfg.run_dir) / "final").string();
     std::ofstream(fs::path(cfg.run_dir) / "summary.json") << summary.dump(2) << "\n";
     std::ofstream(fs::path(cfg.run_dir) / "emissions.csv") << emissions_csv(summary);

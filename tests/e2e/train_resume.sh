@@ -151,4 +151,23 @@ set +e
 out=$("$joule" train --config run.toml --set train.global_batch=30 2>&1); rc=$?
 set -e
 [[ $rc -ne 0 ]] && grep -q "train.global_batch 30 is not divisible by train.micro_batch 8" <<<"$out" || fail "bad global batch: $out"
+echo "== 7. --device trainium-sim: the same weights as cpu, plus a simulated trn1 (and p4d) cluster clock"
+mpi "$joule" train --config run.toml --run-dir s --device trainium-sim > s.log 2>&1 || { cat s.log; fail "trainium-sim run failed"; }
+cmp b/final/model.safetensors s/final/model.safetensors || fail "trainium-sim changed the numerics (weights differ from the cpu run)"
+grep -q "SIMULATED throughput" s.log || { cat s.log; fail "no simulated figures in the summary"; }
+mpi "$joule" train --config run.toml --run-dir s2 --device trainium-sim --sim-instance p4d.24xlarge --sim-nodes 4 > s2.log 2>&1 \
+  || { cat s2.log; fail "trainium-sim run with a GPU cluster failed"; }
+python3 - <<'PY2' || fail "simulated figures"
+import json
+for d, inst, nodes, devices in (("s", "trn1.32xlarge", 16, 256), ("s2", "p4d.24xlarge", 4, 32)):
+    m = json.load(open(d + "/summary.json"))["simulated"]
+    assert m["instance"] == inst and m["nodes"] == nodes and m["devices"] == devices, m
+    assert m["global_batch"] == 8 * 2 * devices, m          # micro-batch x accumulation per simulated device
+    assert m["step_s"] >= m["compute_s"] and m["step_s"] >= m["exposed_comm_s"] and m["seq_per_hour"] > 0, m
+    assert abs(m["clock_s"] - 40 * m["step_s"]) < 1e-9 * m["clock_s"], m
+    assert "not measured" in m["label"]
+    rows = [json.loads(l) for l in open(d + "/metrics.jsonl")]
+    assert all(r["sim"]["instance"] == inst for r in rows if "loss" in r)
+    print(d, inst, "x", nodes, "| step", round(m["step_s"], 6), "s | seq/hour", round(m["seq_per_hour"]))
+PY2
 echo "PASS"

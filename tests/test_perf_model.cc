@@ -1,0 +1,132 @@
+// The cluster performance model: α-β closed forms, the hierarchical all-reduce, DDP's bucket plan (the same as
+// the reducer's), the simulated step's invariants, and the validation table VALIDATION.md shows.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "collectives/alpha_beta.h"
+#include "collectives/buckets.h"
+#include "models/bert.h"
+#include "test_util.h"
+#include "tools/plan.h"
+#include "trainer/perf_model.h"
+
+namespace joule {
+namespace {
+
+const std::string kConfigs = JOULE_CONFIG_DIR;
+using collectives::Link;
+
+TEST(AlphaBeta, RingClosedForms) {
+  const Link l{2e-6, 100e9};
+  const double n = 1 << 30;
+  for (int p : {2, 4, 8, 16}) {
+    EXPECT_DOUBLE_EQ(collectives::ring_all_reduce_seconds(p, n, l), 2.0 * (p - 1) * 2e-6 + 2.0 * (p - 1) / p * n / 100e9);
+    EXPECT_DOUBLE_EQ(collectives::ring_reduce_scatter_seconds(p, n, l), (p - 1) * 2e-6 + 1.0 * (p - 1) / p * n / 100e9);
+  }
+  EXPECT_EQ(collectives::ring_all_reduce_seconds(1, n, l), 0);
+  // busbw: an all-reduce moving at exactly the link rate shows the link rate as bus bandwidth (latency-free).
+  const Link fast{0, 50e9};
+  EXPECT_NEAR(collectives::all_reduce_bus_bandwidth(n, collectives::ring_all_reduce_seconds(8, n, fast), 8), 50e9, 1);
+}
+
+TEST(AlphaBeta, HierarchicalComposition) {
+  collectives::Topology t;
+  t.devices_per_node = 8;
+  t.intra = {2e-6, 230e9};
+  t.inter = {15e-6, 50e9};
+  const double n = 256e6;
+  t.nodes = 1;  // one node: exactly the ring all-reduce inside it
+  EXPECT_DOUBLE_EQ(collectives::hierarchical_all_reduce(t, n).total_s(), collectives::ring_all_reduce_seconds(8, n, t.intra));
+  t.nodes = 4;
+  const auto r = collectives::hierarchical_all_reduce(t, n);
+  EXPECT_DOUBLE_EQ(r.intra_reduce_scatter_s, collectives::ring_reduce_scatter_seconds(8, n, t.intra));
+  EXPECT_DOUBLE_EQ(r.intra_all_gather_s, r.intra_reduce_scatter_s);
+  // 8 rings of n/8 bytes over 4 nodes share the node's 50 GB/s: 2(N-1)α + 2(N-1)/N · n / B.
+  EXPECT_DOUBLE_EQ(r.inter_all_reduce_s, 2.0 * 3 * 15e-6 + 2.0 * 3 / 4 * (n / 8) / (50e9 / 8));
+  t.devices_per_node = 1;  // one device per node: the inter-node ring alone
+  EXPECT_DOUBLE_EQ(collectives::hierarchical_all_reduce(t, n).total_s(), collectives::ring_all_reduce_seconds(4, n, t.inter));
+}
+
+TEST(Buckets, PlanMatchesTheReducersAndTheModelsParameters) {
+  const models::BertConfig c = models::load_config("bert-base", kConfigs + "/models");
+  models::BertForPreTraining model(c);
+  const auto real = model->hf_named_parameters();
+  const auto closed = models::parameter_numels(c);
+  ASSERT_EQ(real.size(), closed.size());
+  for (size_t i = 0; i < real.size(); ++i) {
+    EXPECT_EQ(real[i].first, closed[i].first) << i;
+    EXPECT_EQ(real[i].second.numel(), closed[i].second) << closed[i].first;
+  }
+  const auto planned = trainer::planned_bucket_bytes(c);
+  double total = 0;
+  for (double b : planned) total += b;
+  EXPECT_DOUBLE_EQ(total, 4.0 * models::parameter_counts(c).total());
+  EXPECT_LE(planned.front(), 1 << 20);  // DDP's small first bucket
+  // Reverse order: the first bucket holds the last parameters.
+  const auto groups = collectives::plan_buckets({10, 20, 30, 40}, 50, 40);
+  ASSERT_EQ(groups.size(), 3u);
+  EXPECT_EQ(groups[0], (std::vector<size_t>{3}));
+  EXPECT_EQ(groups[1], (std::vector<size_t>{2, 1}));
+  EXPECT_EQ(groups[2], (std::vector<size_t>{0}));
+}
+
+trainer::Workload bert_large_phase1() {
+  trainer::Workload w;
+  w.model = models::load_config("bert-large", kConfigs + "/models");
+  w.seq_len = 128;
+  w.max_predictions = 20;
+  w.global_batch = 65536;
+  w.micro_batch = 64;
+  return w;
+}
+
+TEST(PerfModel, StepIsNeverShorterThanComputeOrExposedCommunication) {
+  for (const char* name : {"trn1.32xlarge", "p4d.24xlarge", "p5.48xlarge", "trn1n.32xlarge"}) {
+    const trainer::ClusterModel m(trainer::load_instance_profile(name, kConfigs + "/hardware"), kConfigs + "/models");
+    for (int nodes : {1, 2, 16, 64}) {
+      for (int64_t gb : {256, 8192, 65536}) {
+        trainer::Workload w = bert_large_phase1();
+        w.global_batch = gb;
+        const auto r = m.predict(w, nodes);
+        EXPECT_GE(r.step_s, r.compute_s) << name;
+        EXPECT_GE(r.step_s, r.exposed_comm_s) << name;
+        EXPECT_LE(r.exposed_comm_s, r.comm_s + 1e-12) << name;
+        EXPECT_GE(r.exposed_comm_s, r.comm_s - r.backward_s * 1.0001) << name << ": more hidden than the backward lasts";
+        EXPECT_NEAR(r.seq_per_s, gb / r.step_s, 1e-9 * r.seq_per_s);
+      }
+    }
+  }
+}
+
+TEST(PerfModel, CalibrationReproducesItsPublishedFigure) {
+  const auto p = trainer::load_instance_profile("trn1.32xlarge", kConfigs + "/hardware");
+  const trainer::ClusterModel m(p, kConfigs + "/models");
+  trainer::Workload w = bert_large_phase1();
+  w.micro_batch = 32;
+  EXPECT_NEAR(m.predict(w, 1).seq_per_s, p.calibration_seq_per_s, 1e-3 * p.calibration_seq_per_s);
+  EXPECT_GT(m.efficiency(), 0.2);
+  EXPECT_LT(m.efficiency(), 0.5);
+  // More nodes: more throughput, less than linear (communication grows).
+  const auto one = m.predict(w, 1), sixteen = m.predict(w, 16);
+  EXPECT_GT(sixteen.seq_per_s, one.seq_per_s);
+  EXPECT_LE(sixteen.seq_per_s, 16 * one.seq_per_s * 1.0001);
+}
+
+TEST(Validation, TheDocumentShowsWhatTheModelComputes) {
+  const auto cases = tools::validation_cases(kConfigs);
+  ASSERT_GE(cases.size(), 14u);
+  for (const auto& c : cases)
+    if (c.basis.rfind("calibration", 0) == 0) {
+      EXPECT_NEAR(c.relative_error(), 0, 2e-3) << c.name;
+    }
+  std::ifstream in(std::string(JOULE_SOURCE_DIR) + "/VALIDATION.md");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_NE(ss.str().find(tools::validation_table(cases)), std::string::npos)
+      << "VALIDATION.md is stale; its table is now:\n" << tools::validation_table(cases);
+}
+
+}  // namespace
+}  // namespace joule

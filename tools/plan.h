@@ -1,0 +1,40 @@
+// `joule plan`: the cluster performance model for a workload on N instances of each profile, side by side
+// (hours, seq/hour, kWh, USD, CO2 and the step's time breakdown), a scaling curve over node counts, and the
+// validation of the model against published figures.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace joule::tools {
+
+struct PlanOptions {
+  std::string model = "bert-large";
+  int64_t seq_len = 128;
+  int64_t max_predictions = 0;  // 0: NVIDIA's for the sequence length
+  int64_t global_batch = 65536;
+  int64_t micro_batch = 32;
+  double sequences = 450e6;
+  std::string precision = "bf16";
+  int nodes = 16;
+  std::vector<std::string> instances;  // empty: every accelerator profile
+  std::string region = "world";
+  double grid_intensity = 0;
+  std::vector<int> scaling = {1, 2, 4, 8, 16, 32, 64};
+};
+
+// The table, the breakdown and the scaling curve as text; or {"rows": [...], "scaling": [...]} as JSON.
+std::string plan_text(const PlanOptions& options, const std::string& config_dir);
+std::string plan_json(const PlanOptions& options, const std::string& config_dir);
+
+struct ValidationCase {
+  std::string name, unit, basis, source;
+  double published = 0, predicted = 0;
+  double relative_error() const { return (predicted - published) / published; }
+};
+// Every published figure the model is checked against (REFERENCE-FIGURES.md), recomputed.
+std::vector<ValidationCase> validation_cases(const std::string& config_dir);
+std::string validation_table(const std::vector<ValidationCase>& cases);  // the Markdown table of VALIDATION.md
+
+}  // namespace joule::tools

@@ -1,0 +1,155 @@
+#include "trainer/perf_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "collectives/alpha_beta.h"
+#include "collectives/buckets.h"
+#include "models/flops.h"
+
+namespace joule::trainer {
+namespace {
+
+constexpr double kOptimizerBytesPerParameter = 40;  // LAMB: param, grad, m, v read/written + update (fp32)
+constexpr double kHostCpuLoad = 0.25;               // assumption: host CPUs feeding devices run at 25 % load
+
+double dtype_bytes(const std::string& dtype) { return dtype == "fp32" || dtype == "tf32" ? 4 : 2; }
+
+}  // namespace
+
+int64_t default_max_predictions(int64_t seq_len) { return (seq_len * 5 + 16) / 32; }
+
+collectives::Topology cluster_topology(const InstanceProfile& p, int nodes, int devices_per_node) {
+  collectives::Topology t;
+  t.nodes = nodes;
+  t.devices_per_node = devices_per_node;
+  t.intra = {p.intra_node_latency_us * 1e-6, p.intra_node_gb_per_s * 1e9 * p.intra_node_efficiency};
+  t.inter = {p.inter_node_latency_us * 1e-6, p.inter_node_gb_per_s * 1e9 * p.inter_node_efficiency};
+  return t;
+}
+
+std::vector<double> planned_bucket_bytes(const models::BertConfig& model) {
+  std::vector<int64_t> bytes;
+  for (const auto& [name, numel] : models::parameter_numels(model)) bytes.push_back(numel * 4);
+  std::vector<double> out;
+  for (const auto& group : collectives::plan_buckets(bytes, 25u << 20, 1u << 20)) {
+    double b = 0;
+    for (size_t k : group) b += static_cast<double>(bytes[k]);
+    out.push_back(b);
+  }
+  return out;
+}
+
+ClusterModel::ClusterModel(InstanceProfile profile, const std::string& presets_dir) : profile_(std::move(profile)) {
+  const InstanceProfile& p = profile_;
+  if (p.calibration_seq_per_s > 0) {
+    Workload cal;
+    cal.model = models::load_config(p.calibration_model, presets_dir);
+    cal.seq_len = p.calibration_seq_len;
+    cal.max_predictions = default_max_predictions(cal.seq_len);
+    cal.global_batch = p.calibration_global_batch > 0 ? p.calibration_global_batch : 65536;
+    cal.micro_batch = 32;
+    cal.dtype = p.calibration_dtype.empty() ? "bf16" : p.calibration_dtype;
+    // The efficiency at which this model reproduces the published single-node figure (bisection: seq/s grows
+    // with the efficiency).
+    double lo = 1e-4, hi = 1.0;
+    for (int i = 0; i < 60; ++i) {
+      const double mid = 0.5 * (lo + hi);
+      const double seq_per_s = predict_with(mid, cal, 1, {}, 0, p.calibration_devices).seq_per_s;
+      (seq_per_s < p.calibration_seq_per_s ? lo : hi) = mid;
+    }
+    efficiency_ = 0.5 * (lo + hi);
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "calibrated on %.1f seq/s (%s, seq %lld, %d device(s), %s)", p.calibration_seq_per_s,
+                  p.calibration_model.c_str(), static_cast<long long>(p.calibration_seq_len), p.calibration_devices, cal.dtype.c_str());
+    basis_ = buf;
+  } else if (p.calibration_mfu > 0) {
+    efficiency_ = p.calibration_mfu;
+    basis_ = "assumed MFU " + std::to_string(p.calibration_mfu).substr(0, 4);
+  } else {
+    throw ProfileError(p.file + ": no [calibration] seq_per_s or mfu: the performance model cannot set a compute efficiency");
+  }
+}
+
+StepPrediction ClusterModel::predict(const Workload& w, int nodes, std::vector<double> bucket_bytes, double grid_g_per_kwh,
+                                     int devices_per_node) const {
+  return predict_with(efficiency_, w, nodes, std::move(bucket_bytes), grid_g_per_kwh, devices_per_node);
+}
+
+StepPrediction ClusterModel::predict_with(double efficiency, const Workload& w, int nodes, std::vector<double> bucket_bytes,
+                                          double grid_g_per_kwh, int devices_per_node) const {
+  const InstanceProfile& p = profile_;
+  if (nodes < 1) throw ProfileError("performance model: nodes must be >= 1");
+  const int per_node = devices_per_node > 0 ? devices_per_node : std::max(1, p.devices);
+  StepPrediction r;
+  r.instance = p.name;
+  r.nodes = nodes;
+  r.devices = nodes * per_node;
+  // Each device takes global_batch / devices sequences per step, in micro-batches of micro_batch.
+  const double per_device = static_cast<double>(w.global_batch) / r.devices;
+  const double micro = std::min<double>(static_cast<double>(w.micro_batch), per_device);
+  r.accumulation = static_cast<int64_t>(std::ceil(per_device / micro));
+
+  const double device_peak = p.instance_peak_tflops(w.dtype) * 1e12 / (p.device_kind == "cpu" ? 1 : std::max(1, p.devices));
+  const double rate = device_peak * efficiency;
+  const double flops_per_sequence = models::training_flops_per_sequence(w.model, w.seq_len, w.max_predictions);
+  r.compute_s = per_device * flops_per_sequence / rate;
+  r.forward_s = r.compute_s / 3;  // forward GEMMs are a third of the step's (input and weight gradients the rest)
+  r.backward_s = r.compute_s - r.forward_s;
+  const double last_backward_s = r.backward_s * micro / per_device;
+
+  // Gradient buckets on the wire in the compute dtype, timed by the hierarchical all-reduce.
+  if (bucket_bytes.empty()) bucket_bytes = planned_bucket_bytes(w.model);
+  const collectives::Topology topo = cluster_topology(p, nodes, per_node);
+  // A bucket is ready when backward has passed its parameters: the share of the backward FLOPs done by then,
+  // approximated by the share of non-embedding parameters (reverse order) up to the bucket's last one.
+  const auto params = models::parameter_numels(w.model);
+  double dense_total = 0;
+  for (const auto& [name, numel] : params)
+    if (name.find("embeddings") == std::string::npos) dense_total += static_cast<double>(numel);
+  std::vector<double> ready_fraction(bucket_bytes.size(), 1.0);
+  {
+    double boundary = bucket_bytes.empty() ? 0 : bucket_bytes[0], cumulative_bytes = 0, cumulative_dense = 0;
+    size_t b = 0;
+    for (size_t k = params.size(); k-- > 0 && b < bucket_bytes.size();) {
+      cumulative_bytes += static_cast<double>(params[k].second) * 4;
+      if (params[k].first.find("embeddings") == std::string::npos) cumulative_dense += static_cast<double>(params[k].second);
+      while (b < bucket_bytes.size() && cumulative_bytes >= boundary - 0.5) {
+        ready_fraction[b] = dense_total > 0 ? cumulative_dense / dense_total : 1.0;
+        if (++b < bucket_bytes.size()) boundary += bucket_bytes[b];
+      }
+    }
+    if (!ready_fraction.empty()) ready_fraction.back() = 1.0;  // the embeddings' gradients come last
+  }
+  double clock = 0;  // from the start of the last backward
+  for (size_t b = 0; b < bucket_bytes.size(); ++b) {
+    const double wire = bucket_bytes[b] / 4 * dtype_bytes(w.dtype);
+    r.bucket_bytes.push_back(wire);
+    const double t = collectives::hierarchical_all_reduce(topo, wire).total_s();
+    clock = std::max(clock, ready_fraction[b] * last_backward_s) + t;
+    r.comm_s += t;
+  }
+  r.exposed_comm_s = std::max(0.0, clock - last_backward_s);
+  double parameters = 0;
+  for (const auto& [name, numel] : params) parameters += static_cast<double>(numel);
+  const double memory_bw = p.device_memory_gb_per_s > 0 ? p.device_memory_gb_per_s * 1e9 * 0.7 : 1e11;
+  r.optimizer_s = parameters * kOptimizerBytesPerParameter / memory_bw;
+  r.step_s = r.compute_s + r.exposed_comm_s + r.optimizer_s;
+  r.seq_per_s = static_cast<double>(w.global_batch) / r.step_s;
+  r.seq_per_hour = r.seq_per_s * 3600;
+  r.hours = w.sequences / r.seq_per_s / 3600;
+  // Power of a node while training: devices between idle and maximum by their compute share, the host at a
+  // light load, RAM constant.
+  const double busy = r.compute_s / r.step_s;
+  const double device_w = p.device_kind == "cpu" ? 0 : per_node * (p.device_idle_w + (p.device_max_w - p.device_idle_w) * busy);
+  const double cpu_w = p.device_kind == "cpu" ? p.cpu_idle_w + (p.cpu_max_w - p.cpu_idle_w) * busy
+                                              : p.cpu_idle_w + (p.cpu_max_w - p.cpu_idle_w) * kHostCpuLoad;
+  r.node_power_w = device_w + cpu_w + p.ram_w;
+  r.kwh = r.hours * nodes * r.node_power_w / 1000 * p.pue;
+  r.usd = r.hours * nodes * p.usd_per_hour;
+  r.co2_kg = r.kwh * grid_g_per_kwh / 1000;
+  return r;
+}
+
+}  // namespace joule::trainer

@@ -1,0 +1,80 @@
+// The cluster performance model: the time of one data-parallel BERT training step on N instances of a profile,
+// and from it seq/hour, hours, kWh, USD and CO2 for a workload.
+//   compute: the step's GEMM FLOPs (models/flops.h, attention included) over the device's peak for the dtype x
+//            an efficiency calibrated on the profile's single-node published figure (never a multi-node one);
+//   communication: every gradient bucket, in the order and sizes the reducer uses, through the hierarchical
+//            all-reduce's α-β model (collectives/alpha_beta.h) with the profile's links;
+//   overlap: a bucket's all-reduce starts when backward has produced its gradients (and the previous bucket is
+//            done), as the reducer schedules them; only the last micro-batch of an accumulation communicates;
+//   other: the optimizer step (memory-bound: bytes touched per parameter over device memory bandwidth).
+// No LibTorch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "collectives/alpha_beta.h"
+#include "models/bert_config.h"
+#include "trainer/hardware.h"
+
+namespace joule::trainer {
+
+struct Workload {
+  models::BertConfig model;
+  int64_t seq_len = 128;
+  int64_t max_predictions = 20;
+  int64_t global_batch = 65536;
+  int64_t micro_batch = 32;        // per device per forward/backward
+  double sequences = 450e6;        // the run's target
+  std::string dtype = "bf16";      // compute dtype (peak_tflops key); gradients travel in it too
+};
+
+struct StepPrediction {
+  std::string instance;
+  int nodes = 0, devices = 0;          // devices in all
+  int64_t accumulation = 1;            // micro-batches per device per step
+  double forward_s = 0, backward_s = 0, compute_s = 0;
+  double comm_s = 0;                   // all bucket all-reduces back to back
+  double exposed_comm_s = 0;           // not hidden by the last backward
+  double optimizer_s = 0;              // "other"
+  double step_s = 0;
+  double seq_per_s = 0, seq_per_hour = 0;
+  double hours = 0, kwh = 0, usd = 0, co2_kg = 0;  // for workload.sequences
+  double node_power_w = 0;
+  std::vector<double> bucket_bytes;    // as communicated
+};
+
+// NVIDIA's masked positions for a sequence length: 20 at 128, 80 at 512.
+int64_t default_max_predictions(int64_t seq_len);
+
+class ClusterModel {
+ public:
+  // Calibrates the compute efficiency on the profile's [calibration] figure (published single-node seq/s, solved
+  // through this same model) or takes its assumed MFU. `presets_dir`: configs/models.
+  ClusterModel(InstanceProfile profile, const std::string& presets_dir);
+
+  // One step on `nodes` instances; `bucket_bytes`: the gradient buckets in launch order (fp32 bytes, as the
+  // reducer reports them); empty: planned from the model's parameters with DDP's 25 MB / 1 MB caps.
+  StepPrediction predict(const Workload& workload, int nodes, std::vector<double> bucket_bytes = {},
+                         double grid_g_per_kwh = 475.0, int devices_per_node = 0) const;
+
+  double efficiency() const { return efficiency_; }
+  const std::string& efficiency_basis() const { return basis_; }
+  const InstanceProfile& profile() const { return profile_; }
+
+ private:
+  StepPrediction predict_with(double efficiency, const Workload& w, int nodes, std::vector<double> bucket_bytes,
+                              double grid_g_per_kwh, int devices_per_node) const;
+  InstanceProfile profile_;
+  double efficiency_ = 0;
+  std::string basis_;
+};
+
+// The links of `nodes` instances of a profile (bandwidths x the profile's efficiencies).
+collectives::Topology cluster_topology(const InstanceProfile& profile, int nodes, int devices_per_node);
+
+// The model's bucket sizes (fp32 bytes) with DDP's caps, in launch order.
+std::vector<double> planned_bucket_bytes(const models::BertConfig& model);
+
+}  // namespace joule::trainer
