@@ -15,6 +15,7 @@
 #include "data/vocab_builder.h"
 #include "tools/bench_comm.h"
 #include "tools/bench_model.h"
+#include "tools/bench_train.h"
 #include "tools/data_commands.h"
 #include "trainer/trainer.h"
 #include "tools/model_commands.h"
@@ -41,6 +42,7 @@ const char* kUsage =
     "  bench model    forward+backward throughput against this CPU's sgemm rate\n"
     "  bench comm     all-reduce busbw table and the bucketed reducer vs one all-reduce (under mpirun)\n"
     "  bench data     sequences/s the loader delivers from shards under the global shuffle\n"
+    "  bench train    the whole training step at N ranks: seq/s, roofline fraction, peak RSS (under mpirun)\n"
     "  data synth     write the deterministic synthetic demo corpus\n"
     "  data vocab     build a WordPiece vocabulary from a corpus\n"
     "  data create    raw text + vocab.txt -> pretraining shards (NVIDIA HDF5 layout)\n"
@@ -263,6 +265,31 @@ int cmd_export(int argc, char** argv) {
   return 0;
 }
 
+int cmd_bench_train(int argc, char** argv) {
+  cxxopts::Options o("joule bench train", "the whole training step (dropout, bucketed all-reduce, LAMB) on synthetic batches; run under mpirun");
+  o.add_options()("config", "model preset, config.json or model directory", cxxopts::value<std::string>()->default_value("bert-base"))(
+      "seq-len", "sequence length", cxxopts::value<int64_t>()->default_value("128"))(
+      "micro-batch", "sequences per rank per step", cxxopts::value<int64_t>()->default_value("8"))(
+      "max-predictions", "masked positions per sequence", cxxopts::value<int64_t>()->default_value("20"))(
+      "threads", "intra-op threads per rank (0: cores / local ranks)", cxxopts::value<int>()->default_value("0"))(
+      "warmup", "untimed steps", cxxopts::value<int>()->default_value("2"))(
+      "steps", "timed steps", cxxopts::value<int>()->default_value("5"));
+  auto r = parse(o, argc, argv);
+  joule::tools::TrainBenchOptions b;
+  b.model_name = r["config"].as<std::string>();
+  b.config = joule::tools::resolve_model_config(b.model_name);
+  b.seq_len = r["seq-len"].as<int64_t>();
+  b.micro_batch = r["micro-batch"].as<int64_t>();
+  b.max_predictions = r["max-predictions"].as<int64_t>();
+  b.threads = r["threads"].as<int>();
+  b.warmup = r["warmup"].as<int>();
+  b.steps = r["steps"].as<int>();
+  if (b.steps < 1 || b.micro_batch < 1 || b.seq_len < 2) throw std::invalid_argument("--steps, --micro-batch and --seq-len must be positive");
+  const std::string line = joule::tools::bench_train(b);
+  if (!line.empty()) std::cout << line << std::endl;
+  return 0;
+}
+
 int cmd_bench_comm(int argc, char** argv) {
   cxxopts::Options o("joule bench comm", "all-reduce busbw table and the bucketed reducer vs one all-reduce (run under mpirun)");
   o.add_options()("min-bytes", "smallest message", cxxopts::value<int64_t>()->default_value("1024"))(
@@ -426,6 +453,7 @@ int main(int argc, char** argv) {
                               {"model info", cmd_model_info},
                               {"bench model", cmd_bench_model},
                               {"bench comm", cmd_bench_comm},
+                              {"bench train", cmd_bench_train},
                               {"bench data", cmd_bench_data},
                               {"data synth", cmd_data_synth},
                               {"data vocab", cmd_data_vocab},

@@ -1,0 +1,185 @@
+#!/usr/bin/python3
+"""PyTorch-Python reference for `joule bench train`: the same BERT pretraining step under
+DistributedDataParallel over gloo, as a PyTorch user would run it on this machine.
+
+Same architecture and parameter count as joule's BertForPreTraining (post-LN encoder, erf GELU, tanh pooler,
+masked-only MLM head with the decoder tied to the word embeddings, NSP head; HF names), the same micro-batch,
+sequence length, dropout (the config's, 0.1) and NVIDIA-style LAMB (global-norm clipping 1.0, bias-corrected
+moments, decoupled weight decay 0.01 except biases and LayerNorm, trust ratio). DDP as users configure it:
+25 MB buckets, gradient_as_bucket_view=True. Synthetic batches held in memory, as on the joule side.
+
+Run under mpirun (ranks from OMPI_COMM_WORLD_*):
+  mpirun -np 2 /usr/bin/python3 tools/bench/ddp_bert.py --config configs/models/bert-base.json --threads 1
+Prints one JSON line from rank 0.
+"""
+import argparse
+import json
+import math
+import os
+import resource
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Layer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        h, i = c["hidden_size"], c["intermediate_size"]
+        self.heads = c["num_attention_heads"]
+        self.query, self.key, self.value = nn.Linear(h, h), nn.Linear(h, h), nn.Linear(h, h)
+        self.attention_output = nn.Linear(h, h)
+        self.attention_norm = nn.LayerNorm(h, eps=c["layer_norm_eps"])
+        self.intermediate = nn.Linear(h, i)
+        self.output = nn.Linear(i, h)
+        self.output_norm = nn.LayerNorm(h, eps=c["layer_norm_eps"])
+        self.p_hidden, self.p_attn = c["hidden_dropout_prob"], c["attention_probs_dropout_prob"]
+
+    def forward(self, x, mask_bias):
+        b, s, h = x.shape
+        d = h // self.heads
+
+        def split(t):
+            return t.view(b, s, self.heads, d).transpose(1, 2)
+
+        q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(d) + mask_bias
+        probs = F.dropout(torch.softmax(scores, dim=-1), self.p_attn, self.training)
+        context = torch.matmul(probs, v).transpose(1, 2).reshape(b, s, h)
+        x = self.attention_norm(x + F.dropout(self.attention_output(context), self.p_hidden, self.training))
+        y = self.output(F.gelu(self.intermediate(x)))
+        return self.output_norm(x + F.dropout(y, self.p_hidden, self.training))
+
+
+class BertForPreTraining(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        h = c["hidden_size"]
+        self.word_embeddings = nn.Embedding(c["vocab_size"], h, padding_idx=0)
+        self.position_embeddings = nn.Embedding(c["max_position_embeddings"], h)
+        self.token_type_embeddings = nn.Embedding(c["type_vocab_size"], h)
+        self.embedding_norm = nn.LayerNorm(h, eps=c["layer_norm_eps"])
+        self.layers = nn.ModuleList(Layer(c) for _ in range(c["num_hidden_layers"]))
+        self.pooler = nn.Linear(h, h)
+        self.mlm_bias = nn.Parameter(torch.zeros(c["vocab_size"]))
+        self.mlm_transform = nn.Linear(h, h)
+        self.mlm_norm = nn.LayerNorm(h, eps=c["layer_norm_eps"])
+        self.nsp = nn.Linear(h, 2)
+        self.p_hidden = c["hidden_dropout_prob"]
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, std=c["initializer_range"])
+            if isinstance(m, nn.Linear):
+                nn.init.zeros_(m.bias)
+
+    def forward(self, ids, types, attention, positions, labels, nsp_labels):
+        b, s = ids.shape
+        x = self.word_embeddings(ids) + self.position_embeddings(torch.arange(s).expand(b, s)) + self.token_type_embeddings(types)
+        x = F.dropout(self.embedding_norm(x), self.p_hidden, self.training)
+        mask_bias = (1.0 - attention[:, None, None, :].float()) * -10000.0
+        for layer in self.layers:
+            x = layer(x, mask_bias)
+        pooled = torch.tanh(self.pooler(x[:, 0]))
+        # Masked-only MLM head: gather the masked positions first (NVIDIA's implementation does the same).
+        sel = labels != 0
+        rows = x.gather(1, positions.unsqueeze(-1).expand(-1, -1, x.shape[-1]))[sel]
+        t = self.mlm_norm(F.gelu(self.mlm_transform(rows)))
+        logits = F.linear(t, self.word_embeddings.weight, self.mlm_bias)
+        mlm = F.cross_entropy(logits, labels[sel])
+        return mlm + F.cross_entropy(self.nsp(pooled), nsp_labels)
+
+
+class Lamb(torch.optim.Optimizer):
+    """NVIDIA's LAMB as apex FusedLAMB computes it, written with in-place tensor ops."""
+
+    def __init__(self, named, lr=1e-4, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.01, max_grad_norm=1.0):
+        decay = [p for n, p in named if not (n.endswith("bias") or "norm" in n)]
+        no_decay = [p for n, p in named if n.endswith("bias") or "norm" in n]
+        super().__init__([{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+                         dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+        self.max_grad_norm = max_grad_norm
+        self.t = 0
+
+    @torch.no_grad()
+    def step(self):
+        self.t += 1
+        params = [p for g in self.param_groups for p in g["params"]]
+        norm = torch.norm(torch.stack([p.grad.norm() for p in params]))
+        scale = self.max_grad_norm / norm if norm > self.max_grad_norm else 1.0
+        for g in self.param_groups:
+            b1, b2 = g["betas"]
+            c1, c2 = 1 - b1 ** self.t, 1 - b2 ** self.t
+            for p in g["params"]:
+                st = self.state[p]
+                if not st:
+                    st["m"], st["v"] = torch.zeros_like(p), torch.zeros_like(p)
+                grad = p.grad.mul(scale) if scale != 1.0 else p.grad
+                st["m"].mul_(b1).add_(grad, alpha=1 - b1)
+                st["v"].mul_(b2).addcmul_(grad, grad, value=1 - b2)
+                update = (st["m"] / c1).div_((st["v"] / c2).sqrt_().add_(g["eps"]))
+                ratio = 1.0
+                if g["weight_decay"] > 0:
+                    update.add_(p, alpha=g["weight_decay"])
+                    w, u = p.norm(), update.norm()
+                    ratio = float(w / u) if w > 0 and u > 0 else 1.0
+                p.add_(update, alpha=-g["lr"] * ratio)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--micro-batch", type=int, default=8)
+    ap.add_argument("--max-predictions", type=int, default=20)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--port", type=int, default=29517)
+    a = ap.parse_args()
+    rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
+    world = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
+    torch.set_num_threads(a.threads)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{a.port}", rank=rank, world_size=world)
+    c = json.load(open(a.config))
+    torch.manual_seed(1)
+    model = BertForPreTraining(c)
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=25, gradient_as_bucket_view=True)
+    opt = Lamb(list(model.named_parameters()))
+    g = torch.Generator().manual_seed(100 + rank)
+    b, s, p = a.micro_batch, a.seq_len, a.max_predictions
+    ids = torch.randint(5, c["vocab_size"], (b, s), generator=g)
+    types = torch.zeros(b, s, dtype=torch.long)
+    types[:, s // 2:] = 1
+    attention = torch.ones(b, s, dtype=torch.long)
+    positions = torch.stack([torch.randperm(s - 1, generator=g)[:p].sort().values + 1 for _ in range(b)])
+    labels = torch.randint(5, c["vocab_size"], (b, p), generator=g)
+    nsp_labels = torch.randint(0, 2, (b,), generator=g)
+    model.train()
+    times = []
+    for it in range(a.warmup + a.steps):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=False)
+        loss = ddp(ids, types, attention, positions, labels, nsp_labels)
+        loss.backward()
+        opt.step()
+        dt = time.perf_counter() - t0
+        if it >= a.warmup:
+            times.append(dt)
+    rss = torch.tensor([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024.0])
+    dist.all_reduce(rss, op=dist.ReduceOp.MAX)
+    if rank == 0:
+        step = statistics.median(times)
+        params = sum(x.numel() for x in model.parameters())
+        print(json.dumps({"impl": "pytorch-ddp-gloo", "model": os.path.basename(a.config).replace(".json", ""), "ranks": world,
+                          "threads": a.threads, "micro_batch": b, "seq_len": s, "step_s": step, "step_s_all": times,
+                          "seq_per_s": b * world / step, "peak_rss_bytes": float(rss[0]), "params": params,
+                          "loss": float(loss), "torch": torch.__version__}), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+#include "tools/bench_train.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "collectives/communicator.h"
+#include "collectives/reducer.h"
+#include "launch/placement.h"
+#include "launch/runtime.h"
+#include "models/bert.h"
+#include "models/flops.h"
+#include "tools/bench_model.h"
+#include "tools/stats.h"
+#include "trainer/optimizer.h"
+
+namespace joule::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<double> sum_over_ranks(collectives::Communicator& comm, std::vector<double> v) {
+  comm.all_reduce({v.data(), v.size(), collectives::DType::kFloat64})->wait();
+  return v;
+}
+
+}  // namespace
+
+// Per encoder layer, in fp32 (4 bytes) unless noted; b = micro-batch, s = sequence length, h = hidden, a = heads,
+// i = intermediate:
+//   the layer input (for Q, K, V)             b s h
+//   Q, K, V (for the two attention matmuls)   3 b s h
+//   softmax output + dropped probabilities    2 a s² b      and the dropout mask (1 byte) a s² b
+//   context (for the output projection)       b s h
+//   residual sum (LayerNorm input), LN output 2 b s h       and the dropout mask (1 byte) b s h
+//   intermediate pre-GELU and post-GELU       2 b s i
+//   residual sum (LayerNorm input)            b s h         and the dropout mask (1 byte) b s h
+// plus the embeddings' LayerNorm input/output and dropout (2 b s h, mask b s h) and the masked-only MLM head
+// (gathered rows, transform, GELU, LayerNorm: ~5 x predictions x h, logits predictions x vocab, twice).
+double activation_bytes(const models::BertConfig& c, int64_t b, int64_t s, int64_t predictions) {
+  const double h = c.hidden_size, a = c.num_attention_heads, i = c.intermediate_size;
+  const double bsh = static_cast<double>(b) * s * h, ass = a * s * s * b;
+  const double per_layer = 4 * (bsh * 8 + 2 * ass + 2 * b * s * i) + 1 * (ass + 2 * bsh);
+  const double embeddings = 4 * 2 * bsh + bsh;
+  const double p = static_cast<double>(b) * predictions;
+  const double head = 4 * (5 * p * h + 2 * p * c.vocab_size);
+  return c.num_hidden_layers * per_layer + embeddings + head;
+}
+
+std::string bench_train(const TrainBenchOptions& o) {
+  auto comm = collectives::create_communicator("mpi");
+  const auto& info = comm->info();
+  std::string warning;
+  const int threads = launch::threads_per_rank(launch::physical_cores(), info.local_size, o.threads, &warning);
+  launch::set_threads(threads);
+  torch::manual_seed(o.seed * 1000003ull + static_cast<uint64_t>(info.rank));
+
+  models::BertForPreTraining model(o.config, o.seed);
+  model->train();  // dropout on, as in training
+  collectives::GradientReducer reducer(model->hf_named_parameters(), *comm);
+  reducer.broadcast_parameters(0);
+  trainer::OptimizerOptions oo;  // LAMB as NVIDIA's recipe
+  auto optimizer = trainer::create_optimizer(oo, model->hf_named_parameters());
+  const models::PretrainingBatch batch =
+      models::synthetic_batch(o.config, o.micro_batch, o.seq_len, o.max_predictions, o.seed + static_cast<uint64_t>(info.rank));
+
+  std::vector<double> step_seconds, exposed;
+  double loss = 0;
+  for (int it = 0; it < o.warmup + o.steps; ++it) {
+    const auto t0 = Clock::now();
+    reducer.zero_grad();
+    reducer.begin_micro_batch(true);
+    models::PretrainingOutput out = model->forward(batch);
+    out.loss.backward();
+    reducer.finish();
+    optimizer->step(1e-4);
+    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    loss = out.loss.item<double>();
+    if (it >= o.warmup) {
+      step_seconds.push_back(dt);
+      exposed.push_back(reducer.stats().exposed_seconds);
+    }
+  }
+  // The slowest rank sets the pace: per-step times are the same on every rank (the all-reduce syncs them).
+  const double step_s = median(step_seconds);
+  const auto gemms = models::training_gemms(o.config, o.micro_batch, o.seq_len, o.micro_batch * o.max_predictions);
+  const double gflop = models::total_flops(gemms) / 1e9;
+  comm->barrier();
+  const double sgemm = measure_sgemm_gflops(gemms);  // every rank at once, as during training
+
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  std::vector<double> per_rank(static_cast<size_t>(info.world_size) * 2, 0.0);
+  per_rank[static_cast<size_t>(info.rank) * 2] = static_cast<double>(ru.ru_maxrss) * 1024.0;
+  per_rank[static_cast<size_t>(info.rank) * 2 + 1] = sgemm;
+  per_rank = sum_over_ranks(*comm, per_rank);
+  if (info.rank != 0) return "";
+  double peak_rss = 0, sgemm_mean = 0;
+  for (int r = 0; r < info.world_size; ++r) {
+    peak_rss = std::max(peak_rss, per_rank[r * 2]);
+    sgemm_mean += per_rank[r * 2 + 1] / info.world_size;
+  }
+  const double params = static_cast<double>(models::parameter_counts(o.config).total());
+  const double state_bytes = 16 * params;  // fp32 weights, gradients (bucket buffers), LAMB's two moments
+  const double act = activation_bytes(o.config, o.micro_batch, o.seq_len, o.max_predictions);
+  nlohmann::json j = {{"impl", "joule"},
+                      {"model", o.model_name},
+                      {"ranks", info.world_size},
+                      {"threads", threads},
+                      {"micro_batch", o.micro_batch},
+                      {"seq_len", o.seq_len},
+                      {"step_s", step_s},
+                      {"step_s_all", step_seconds},
+                      {"seq_per_s", o.micro_batch * info.world_size / step_s},
+                      {"exposed_comm_s", median(exposed)},
+                      {"gflop_per_rank_step", gflop},
+                      {"gflops_per_rank", gflop / step_s},
+                      {"sgemm_gflops_per_rank", sgemm_mean},
+                      {"roofline_fraction", gflop / step_s / sgemm_mean},
+                      {"peak_rss_bytes", peak_rss},
+                      {"params", params},
+                      {"state_bytes", state_bytes},
+                      {"activation_bytes", act},
+                      {"rss_over_expected", peak_rss / (state_bytes + act)},
+                      {"loss", loss}};
+  return j.dump();
+}
+
+}  // namespace joule::tools
