@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
 #include "collectives/communicator.h"
@@ -71,7 +72,10 @@ std::string bench_train(const TrainBenchOptions& o) {
 
   std::vector<double> step_seconds, exposed;
   double loss = 0;
+  std::unique_ptr<torch::autograd::profiler::RecordProfile> profiler;
   for (int it = 0; it < o.warmup + o.steps; ++it) {
+    if (it == o.warmup && !o.profile.empty() && info.rank == 0)
+      profiler = std::make_unique<torch::autograd::profiler::RecordProfile>(o.profile);
     const auto t0 = Clock::now();
     reducer.zero_grad();
     reducer.begin_micro_batch(true);
@@ -86,6 +90,7 @@ std::string bench_train(const TrainBenchOptions& o) {
       exposed.push_back(reducer.stats().exposed_seconds);
     }
   }
+  profiler.reset();  // writes the trace
   // The slowest rank sets the pace: per-step times are the same on every rank (the all-reduce syncs them).
   const double step_s = median(step_seconds);
   const auto gemms = models::training_gemms(o.config, o.micro_batch, o.seq_len, o.micro_batch * o.max_predictions);

@@ -22,6 +22,7 @@ struct TrainBenchOptions {
   int warmup = 2;
   int steps = 5;
   uint64_t seed = 1;
+  std::string profile;      // "": none; else rank 0's timed steps as a Chrome trace (LibTorch's profiler)
 };
 
 // Activation bytes autograd keeps for one micro-batch of BertForPreTraining in fp32 (what backward needs),

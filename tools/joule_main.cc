@@ -273,9 +273,12 @@ int cmd_bench_train(int argc, char** argv) {
       "max-predictions", "masked positions per sequence", cxxopts::value<int64_t>()->default_value("20"))(
       "threads", "intra-op threads per rank (0: cores / local ranks)", cxxopts::value<int>()->default_value("0"))(
       "warmup", "untimed steps", cxxopts::value<int>()->default_value("2"))(
-      "steps", "timed steps", cxxopts::value<int>()->default_value("5"));
+      "steps", "timed steps", cxxopts::value<int>()->default_value("5"))(
+      "profile", "write rank 0's timed steps as a Chrome trace (tools/bench/op_profile.py sums it per op)",
+      cxxopts::value<std::string>()->default_value(""));
   auto r = parse(o, argc, argv);
   joule::tools::TrainBenchOptions b;
+  b.profile = r["profile"].as<std::string>();
   b.model_name = r["config"].as<std::string>();
   b.config = joule::tools::resolve_model_config(b.model_name);
   b.seq_len = r["seq-len"].as<int64_t>();

@@ -1,0 +1,50 @@
+#!/usr/bin/python3
+"""Where a training step's time goes, per operator: sums the self time (an op's duration minus the ops it called)
+of every event in a Chrome trace written by `joule bench train --profile FILE`, and groups the GEMMs.
+
+  /usr/bin/python3 tools/bench/op_profile.py trace.json [--steps N] [--top 25]
+"""
+import argparse
+import collections
+import json
+
+GEMM = {"aten::addmm", "aten::mm", "aten::bmm", "aten::baddbmm", "aten::addbmm"}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("trace")
+    ap.add_argument("--steps", type=int, default=1, help="timed steps in the trace (to print per-step times)")
+    ap.add_argument("--top", type=int, default=25)
+    a = ap.parse_args()
+    data = json.load(open(a.trace))
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    by_thread = collections.defaultdict(list)
+    for e in events:
+        if e.get("ph") == "X" and "dur" in e:
+            by_thread[e.get("tid")].append(e)
+    self_time, calls = collections.Counter(), collections.Counter()
+    for evs in by_thread.values():
+        evs.sort(key=lambda e: (e["ts"], -e["dur"]))
+        stack = []  # [event, children's time]
+        for e in evs:
+            while stack and stack[-1][0]["ts"] + stack[-1][0]["dur"] <= e["ts"]:
+                done, child = stack.pop()
+                self_time[done["name"]] += done["dur"] - child
+            if stack:
+                stack[-1][1] += e["dur"]
+            stack.append([e, 0.0])
+            calls[e["name"]] += 1
+        while stack:
+            done, child = stack.pop()
+            self_time[done["name"]] += done["dur"] - child
+    total = sum(self_time.values())
+    gemm = sum(t for n, t in self_time.items() if n in GEMM)
+    print(f"{'op':<44} {'calls':>7} {'self ms/step':>13} {'share':>7}")
+    for name, t in self_time.most_common(a.top):
+        print(f"{name[:44]:<44} {calls[name] // a.steps:>7} {t / 1000 / a.steps:>13.1f} {100 * t / total:>6.1f}%")
+    print(f"{'all ops':<44} {'':>7} {total / 1000 / a.steps:>13.1f}  GEMMs (addmm, mm, bmm) {100 * gemm / total:.1f}%")
+
+
+if __name__ == "__main__":
+    main()
