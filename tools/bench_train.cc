@@ -95,11 +95,12 @@ std::string bench_train(const TrainBenchOptions& o) {
   const double step_s = median(step_seconds);
   const auto gemms = models::training_gemms(o.config, o.micro_batch, o.seq_len, o.micro_batch * o.max_predictions);
   const double gflop = models::total_flops(gemms) / 1e9;
+  // Peak RSS of the training steps, before the roofline measurement allocates its own matrices.
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
   comm->barrier();
   const double sgemm = measure_sgemm_gflops(gemms);  // every rank at once, as during training
 
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
   std::vector<double> per_rank(static_cast<size_t>(info.world_size) * 2, 0.0);
   per_rank[static_cast<size_t>(info.rank) * 2] = static_cast<double>(ru.ru_maxrss) * 1024.0;
   per_rank[static_cast<size_t>(info.rank) * 2 + 1] = sgemm;

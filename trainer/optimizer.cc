@@ -98,7 +98,10 @@ class Lamb : public Optimizer {
 
  protected:
   void apply_update(Slot& s, double lr, double c1, double c2) override {
-    torch::Tensor update = (s.exp_avg / c1) / ((s.exp_avg_sq / c2).sqrt_().add_(options_.eps));
+    // Two temporaries the size of the parameter, the same arithmetic as (m / c1) / (sqrt(v / c2) + eps).
+    torch::Tensor denom = (s.exp_avg_sq / c2).sqrt_().add_(options_.eps);
+    torch::Tensor update = (s.exp_avg / c1).div_(denom);
+    denom = torch::Tensor();
     double ratio = 1.0;
     if (s.decay && options_.weight_decay != 0) {
       update.add_(s.param, options_.weight_decay);
