@@ -82,6 +82,11 @@ class Communicator {
 // "mpi" (CPU buffers) or "nccl" (CUDA buffers; only when built with JOULE_WITH_NCCL). Initializes MPI
 // on first use. Throws CollectiveError for an unknown or unavailable backend.
 std::unique_ptr<Communicator> create_communicator(const std::string& backend);
+
+// Sums a few float64 scalars over all ranks in place (metrics, flags, energy): a blocking all-reduce.
+inline void sum_over_ranks(Communicator& comm, std::vector<double>& values) {
+  comm.all_reduce({values.data(), values.size(), DType::kFloat64})->wait();
+}
 std::vector<std::string> available_backends();
 
 }  // namespace joule::collectives

@@ -21,16 +21,7 @@
 #include "trainer/optimizer.h"
 
 namespace joule::tools {
-namespace {
-
 using Clock = std::chrono::steady_clock;
-
-std::vector<double> sum_over_ranks(collectives::Communicator& comm, std::vector<double> v) {
-  comm.all_reduce({v.data(), v.size(), collectives::DType::kFloat64})->wait();
-  return v;
-}
-
-}  // namespace
 
 // Per encoder layer, in fp32 (4 bytes) unless noted; b = micro-batch, s = sequence length, h = hidden, a = heads,
 // i = intermediate:
@@ -104,7 +95,7 @@ std::string bench_train(const TrainBenchOptions& o) {
   std::vector<double> per_rank(static_cast<size_t>(info.world_size) * 2, 0.0);
   per_rank[static_cast<size_t>(info.rank) * 2] = static_cast<double>(ru.ru_maxrss) * 1024.0;
   per_rank[static_cast<size_t>(info.rank) * 2 + 1] = sgemm;
-  per_rank = sum_over_ranks(*comm, per_rank);
+  collectives::sum_over_ranks(*comm, per_rank);
   if (info.rank != 0) return "";
   double peak_rss = 0, sgemm_mean = 0;
   for (int r = 0; r < info.world_size; ++r) {

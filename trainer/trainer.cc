@@ -33,6 +33,7 @@
 namespace joule::trainer {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+using collectives::sum_over_ranks;
 
 namespace {
 
@@ -41,10 +42,6 @@ extern "C" void on_preempt_signal(int sig) { g_signal.store(sig); }
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Sums over ranks in place (a few scalars; float64).
-void sum_over_ranks(collectives::Communicator& comm, std::vector<double>& v) {
-  comm.all_reduce({v.data(), v.size(), collectives::DType::kFloat64})->wait();
-}
 
 std::vector<double> energy_vector(const EnergyTotals& e) { return {e.joules.begin(), e.joules.end()}; }
 EnergyTotals energy_from(const std::vector<double>& v, size_t offset) {
@@ -514,8 +511,9 @@ int train(const TrainOptions& opts) {
     const double billed_wall = ledger.wall_s();
     const Projection to_target = project(target_sequences, state.sequences, billed_wall, spent, seq_per_s);
     const Projection card = project(cfg.project_sequences, 0, billed_wall, spent, seq_per_s);
-    nlohmann::json history = ledger.to_json()["projection_history"];
-    nlohmann::json segment_list = ledger.to_json()["segments"];
+    const nlohmann::json ledger_json = ledger.to_json();
+    const nlohmann::json& history = ledger_json["projection_history"];
+    nlohmann::json segment_list = ledger_json["segments"];
     for (auto& g : segment_list) g.erase("energy_joules");
     const nlohmann::json energy = energy_json(ledger.energy());
     nlohmann::json notices = nlohmann::json::array();
@@ -545,7 +543,7 @@ int train(const TrainOptions& opts) {
                                             {"dtype", cfg.device == "cuda" ? "bf16" : "fp32"}}},
                               {"projected_wall_s_for_target", to_target.wall_s},
                               {"projected_wall_s_for_450M", card.wall_s},
-                              {"instance", nlohmann::json::parse(ledger.to_json()["segments"].back()["cost"].dump())},
+                              {"instance", ledger_json["segments"].back()["cost"]},
                               {"host", host_json(profile)},
                               {"energy", energy},
                               {"energy_kwh", spent.facility_kwh},
