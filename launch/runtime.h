@@ -2,9 +2,15 @@
 // allocator tuning, and the versions of the libraries joule is linked against. No LibTorch here.
 #pragma once
 
+#include <chrono>
 #include <string>
 
 namespace joule::launch {
+
+// Seconds of steady-clock time since `start`.
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 struct BlasInfo {
   std::string library;      // the shared object that provides sgemm_ (dladdr), or "unknown"

@@ -23,7 +23,7 @@ using Clock = std::chrono::steady_clock;
 using collectives::Buffer;
 using collectives::DType;
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+using launch::seconds_since;
 
 // The slowest rank's time is the collective's time.
 double max_over_ranks(double x) {

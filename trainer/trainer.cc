@@ -40,7 +40,7 @@ namespace {
 std::atomic<int> g_signal{0};
 extern "C" void on_preempt_signal(int sig) { g_signal.store(sig); }
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+using launch::seconds_since;
 
 
 std::vector<double> energy_vector(const EnergyTotals& e) { return {e.joules.begin(), e.joules.end()}; }
