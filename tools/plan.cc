@@ -57,17 +57,21 @@ struct Planned {
   std::vector<StepPrediction> scaling;
 };
 
-std::vector<Planned> run_plan(const PlanOptions& o, const std::string& config_dir) {
-  const Workload w = workload_of(o, config_dir);
-  const double grid = grid_of(o, config_dir);
-  std::vector<Planned> out;
+struct Plan {
+  Workload workload;
+  double grid_g_per_kwh = 0;
+  std::vector<Planned> instances;
+};
+
+Plan run_plan(const PlanOptions& o, const std::string& config_dir) {
+  Plan plan{workload_of(o, config_dir), grid_of(o, config_dir), {}};
   for (const auto& name : instances_of(o, config_dir)) {
     ClusterModel m(trainer::load_instance_profile(name, hardware_dir(config_dir)), presets_dir(config_dir));
-    Planned p{m, m.predict(w, o.nodes, {}, grid), {}};
-    for (int n : o.scaling) p.scaling.push_back(m.predict(w, n, {}, grid));
-    out.push_back(std::move(p));
+    Planned p{m, m.predict(plan.workload, o.nodes, {}, plan.grid_g_per_kwh), {}};
+    for (int n : o.scaling) p.scaling.push_back(m.predict(plan.workload, n, {}, plan.grid_g_per_kwh));
+    plan.instances.push_back(std::move(p));
   }
-  return out;
+  return plan;
 }
 
 std::string f(const char* fmt, double v) {
@@ -79,12 +83,13 @@ std::string f(const char* fmt, double v) {
 }  // namespace
 
 std::string plan_text(const PlanOptions& o, const std::string& config_dir) {
-  const auto planned = run_plan(o, config_dir);
-  const Workload w = workload_of(o, config_dir);
+  const Plan plan = run_plan(o, config_dir);
+  const auto& planned = plan.instances;
+  const Workload& w = plan.workload;
   std::ostringstream out;
   out << "joule plan: " << o.model << ", seq " << o.seq_len << " (" << w.max_predictions << " predictions), global batch " << o.global_batch
       << ", micro-batch " << o.micro_batch << " per device, " << f("%.4g", o.sequences) << " sequences, " << o.precision << ", grid "
-      << f("%.1f", grid_of(o, config_dir)) << " g CO2/kWh\n\n";
+      << f("%.1f", plan.grid_g_per_kwh) << " g CO2/kWh\n\n";
   char line[512];
   std::snprintf(line, sizeof line, "%-16s %6s %8s %12s %13s %10s %11s %10s\n", "instance", "nodes", "hours", "seq/hour", "kWh", "USD", "CO2 kg", "seq/s");
   out << line;
@@ -125,7 +130,7 @@ std::string plan_text(const PlanOptions& o, const std::string& config_dir) {
 }
 
 std::string plan_json(const PlanOptions& o, const std::string& config_dir) {
-  const auto planned = run_plan(o, config_dir);
+  const auto planned = run_plan(o, config_dir).instances;
   auto row = [](const StepPrediction& r, const ClusterModel& m) {
     return nlohmann::json{{"instance", r.instance},
                           {"nodes", r.nodes},

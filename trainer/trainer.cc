@@ -42,7 +42,6 @@ extern "C" void on_preempt_signal(int sig) { g_signal.store(sig); }
 
 using launch::seconds_since;
 
-
 std::vector<double> energy_vector(const EnergyTotals& e) { return {e.joules.begin(), e.joules.end()}; }
 EnergyTotals energy_from(const std::vector<double>& v, size_t offset) {
   EnergyTotals e;
@@ -277,11 +276,14 @@ int train(const TrainOptions& opts) {
     peak_flops = profile.instance_peak_tflops(cfg.device == "cuda" ? "bf16" : "fp32") * 1e12 * info.node_count;
   } catch (const ProfileError&) {
   }
+  auto mfu_json = [&](double seq_per_s) {
+    return peak_flops > 0 ? nlohmann::json(seq_per_s * flops_per_sequence / peak_flops) : nlohmann::json();
+  };
   // --device trainium-sim: the numerics above are real; each step also advances the clock of the simulated
   // cluster, timed by the performance model with the buckets this reducer really launches.
   std::optional<ClusterModel> sim;
   Workload sim_workload;
-  std::vector<double> sim_buckets;
+  std::vector<double> sim_buckets;  // fp32 bytes per bucket, in launch order
   if (cfg.device == "trainium-sim") {
     sim.emplace(load_instance_profile(cfg.sim_instance, (fs::path(config_dir) / "hardware").string()),
                 (fs::path(config_dir) / "models").string());
@@ -295,9 +297,9 @@ int train(const TrainOptions& opts) {
     sim_workload.dtype = "bf16";
     for (const auto& b : reducer.buckets()) sim_buckets.push_back(static_cast<double>(b.bytes));
   }
-  auto simulate_step = [&] {
-    return sim->predict(sim_workload, static_cast<int>(cfg.sim_nodes), sim_buckets, cost.region.g_per_kwh);
-  };
+  // The buckets and the per-device work are fixed for the run, so every step takes the same simulated time.
+  std::optional<StepPrediction> sim_step;
+  if (sim) sim_step = sim->predict(sim_workload, static_cast<int>(cfg.sim_nodes), sim_buckets, cost.region.g_per_kwh);
   auto sim_json = [&](const StepPrediction& p) {
     return nlohmann::json{{"label", "simulated target cluster, not measured"},
                           {"instance", p.instance},
@@ -322,8 +324,8 @@ int train(const TrainOptions& opts) {
                           {"efficiency_basis", sim->efficiency_basis()}};
   };
   if (root) {
-    if (sim) {
-      const StepPrediction p = simulate_step();
+    if (sim_step) {
+      const StepPrediction& p = *sim_step;
       std::cout << "trainium-sim: real numerics here; simulated clock of " << cfg.sim_nodes << " x " << p.instance << " (" << p.devices
                 << " devices, global batch " << sim_workload.global_batch << "): " << p.step_s << " s per step, " << p.seq_per_hour
                 << " seq/hour (" << sim->efficiency_basis() << ")\n";
@@ -397,11 +399,12 @@ int train(const TrainOptions& opts) {
     if (state.step % cfg.log_every_steps == 0 || state.step == total_steps) {
       std::vector<double> sums = {interval.mlm_loss, interval.nsp_loss, interval.mlm_correct, interval.mlm_predictions,
                                   interval.batches};
+      const size_t energy_offset = sums.size();
       const std::vector<double> joules = energy_vector(energy_monitor.totals());
       sums.insert(sums.end(), joules.begin(), joules.end());
       sum_over_ranks(*comm, sums);
       const double previous_joules = ledger.segments.back().energy.total(), previous_wall = ledger.segments.back().wall_s;
-      update_segment(energy_from(sums, 5), "running");
+      update_segment(energy_from(sums, energy_offset), "running");
       const Figures spent = ledger.totals();
       const double power_w = (ledger.segments.back().energy.total() - previous_joules) / std::max(1e-9, ledger.segments.back().wall_s - previous_wall);
       const double mlm_loss = sums[0] / sums[4], nsp_loss = sums[1] / sums[4], mlm_acc = sums[2] / std::max(1.0, sums[3]);
@@ -419,7 +422,7 @@ int train(const TrainOptions& opts) {
                             {"seq_per_s", seq_per_s},
                             {"seq_per_hour", seq_per_s * 3600},
                             {"tokens_per_s", seq_per_s * cfg.seq_len},
-                            {"mfu", peak_flops > 0 ? nlohmann::json(seq_per_s * flops_per_sequence / peak_flops) : nlohmann::json()},
+                            {"mfu", mfu_json(seq_per_s)},
                             {"data_wait_s", interval_wait_s / interval_steps},
                             {"comm_s", interval_comm_s / interval_steps},
                             {"exposed_comm_s", interval_exposed_s / interval_steps},
@@ -431,7 +434,7 @@ int train(const TrainOptions& opts) {
                             {"cost_usd", spent.usd},
                             {"co2_kg", spent.co2_kg},
                             {"energy_source", energy_json(ledger.energy())["source"]}};
-        if (sim) j["sim"] = sim_json(simulate_step());
+        if (sim_step) j["sim"] = sim_json(*sim_step);
         // After a warm-up fraction of the target, project the whole run from the measured rates.
         if (timed_steps > 0 && state.sequences >= cfg.project_after_fraction * target_sequences) {
           const Projection p = project(target_sequences, state.sequences, ledger.wall_s(), spent, seq_per_s);
@@ -536,7 +539,7 @@ int train(const TrainOptions& opts) {
                               {"segments", state.segments},
                               {"seq_per_s", seq_per_s},
                               {"seq_per_hour", seq_per_s * 3600},
-                              {"mfu", peak_flops > 0 ? nlohmann::json(seq_per_s * flops_per_sequence / peak_flops) : nlohmann::json()},
+                              {"mfu", mfu_json(seq_per_s)},
                               {"target_sequences", target_sequences},
                               {"workload", {{"model", cfg.model}, {"seq_len", cfg.seq_len}, {"max_predictions", dataset.max_predictions()},
                                             {"global_batch", global_batch}, {"flops_per_sequence", flops_per_sequence},
@@ -556,7 +559,7 @@ int train(const TrainOptions& opts) {
                               {"notices", notices},
                               {"preempted", exit_code == kExitPreempted}};
     if (last_eval) summary["eval"] = nlohmann::json::parse(last_eval->to_json());
-    if (sim) summary["simulated"] = sim_json(simulate_step());
+    if (sim_step) summary["simulated"] = sim_json(*sim_step);
     if (exit_code == 0) summary["final_dir"] = (fs::path(cfg.run_dir) / "final").string();
     std::ofstream(fs::path(cfg.run_dir) / "summary.json") << summary.dump(2) << "\n";
     std::ofstream(fs::path(cfg.run_dir) / "emissions.csv") << emissions_csv(summary);
