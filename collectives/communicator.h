@@ -84,8 +84,9 @@ class Communicator {
 std::unique_ptr<Communicator> create_communicator(const std::string& backend);
 
 // Sums a few float64 scalars over all ranks in place (metrics, flags, energy): a blocking all-reduce.
-inline void sum_over_ranks(Communicator& comm, std::vector<double>& values) {
-  comm.all_reduce({values.data(), values.size(), DType::kFloat64})->wait();
+inline void sum_over_ranks(Communicator& comm, std::vector<double>& values, double timeout_seconds = 600,
+                           const std::string& label = "scalars") {
+  comm.all_reduce({values.data(), values.size(), DType::kFloat64}, {ReduceOp::kSum, timeout_seconds, label})->wait();
 }
 std::vector<std::string> available_backends();
 

@@ -25,6 +25,10 @@ class ShardCache {
     auto reader = std::make_unique<ShardReader>(dataset_.shards()[shard].path);
     return *open_.emplace(shard, std::make_pair(std::move(reader), order_.begin())).first->second.first;
   }
+  void clear() {
+    open_.clear();
+    order_.clear();
+  }
 
  private:
   const Dataset& dataset_;
@@ -96,11 +100,14 @@ void Loader::run(SamplerState state) {
   try {
     ShardCache cache(dataset_, static_cast<size_t>(options_.max_open_shards));
     while (true) {
+      bool reopen = false;
       {
         std::unique_lock<std::mutex> lock(mutex_);
         changed_.wait(lock, [&] { return stop_ || static_cast<int>(queue_.size()) < options_.prefetch; });
         if (stop_) return;
+        std::swap(reopen, reopen_);
       }
+      if (reopen) cache.clear();
       const std::vector<uint64_t> ids = sampler_.next(state);
       Ready ready{to_tensors(read_with(cache, dataset_, ids)), state};
       {
@@ -114,6 +121,11 @@ void Loader::run(SamplerState state) {
     error_ = std::current_exception();
     changed_.notify_all();
   }
+}
+
+void Loader::reopen_shards() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  reopen_ = true;
 }
 
 PretrainingBatch Loader::next() {

@@ -35,6 +35,9 @@ class Loader {
   SamplerState state() const { return state_; }
   double wait_seconds() const { return wait_seconds_; }
   const DistributedSampler& sampler() const { return sampler_; }
+  // Closes the open shard files before the next read, so that reads open them again (fault injection:
+  // a shard that goes bad on disk mid-run).
+  void reopen_shards();
 
   // Reads the given global sequence ids, in order (also used by eval and `joule data inspect`).
   static HostBatch read_sequences(const Dataset& dataset, const std::vector<uint64_t>& ids);
@@ -58,6 +61,7 @@ class Loader {
   std::deque<Ready> queue_;
   std::exception_ptr error_;
   bool stop_ = false;
+  bool reopen_ = false;
   std::thread thread_;
 };
 

@@ -39,6 +39,32 @@ TEST(Lamb, ClipsByTheGlobalNorm) {
   EXPECT_NEAR(w.grad()[1].item<double>(), 0.8, 1e-6);
 }
 
+TEST(Optimizer, NonFiniteGradientsLeaveEverythingAsItWas) {
+  for (const char* name : {"lamb", "adamw"}) {
+    for (float bad : {std::nanf(""), INFINITY}) {
+      SCOPED_TRACE(std::string(name) + " " + std::to_string(bad));
+      torch::Tensor w = torch::tensor({1.0f, 2.0f}).set_requires_grad(true);
+      OptimizerOptions o;
+      o.name = name;
+      auto opt = create_optimizer(o, {{"w.weight", w}});
+      w.mutable_grad() = torch::tensor({0.1f, 0.2f});
+      opt->step(0.1);
+      const torch::Tensor before = w.detach().clone();
+      const auto state_before = opt->state();
+      std::vector<torch::Tensor> moments;
+      for (const auto& [n, t] : state_before) moments.push_back(t.clone());
+      w.mutable_grad() = torch::tensor({bad, 0.2f});
+      EXPECT_FALSE(std::isfinite(opt->step(0.1)));
+      EXPECT_TRUE(torch::equal(w.detach(), before));
+      for (size_t i = 0; i < moments.size(); ++i) EXPECT_TRUE(torch::equal(opt->state()[i].second, moments[i]));
+      EXPECT_EQ(opt->steps(), 1);  // the bias correction and the schedule do not advance
+      w.mutable_grad() = torch::tensor({0.1f, 0.2f});
+      EXPECT_TRUE(std::isfinite(opt->step(0.1)));
+      EXPECT_EQ(opt->steps(), 2);
+    }
+  }
+}
+
 TEST(Lamb, TrajectoryMatchesPythonReference) {
   const auto ref = nlohmann::json::parse(joule::test::read_file(std::string(JOULE_TEST_FIXTURES) + "/optimizer/trajectory.json"));
   for (const std::string kind : {"lamb", "adamw"}) {

@@ -7,6 +7,7 @@
 #include "data/dataset.h"
 #include "data/shard.h"
 #include "test_util.h"
+#include "tests/support/shard_variants.h"
 
 using joule::data::HostBatch;
 using joule::data::ShardError;
@@ -32,35 +33,17 @@ HostBatch small_batch(int64_t rows = 5, int64_t len = 8, int64_t preds = 3) {
   return b;
 }
 
+using joule::test::add_dataset;
+
 // Writes a shard whose datasets are described by `write`, using raw HDF5 calls.
 void write_custom(const std::string& path, const std::function<void(hid_t)>& write) {
   joule::data::Hdf5Handle f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
   write(f.get());
 }
 
-void add_dataset(hid_t file, const char* name, hid_t type, std::vector<hsize_t> dims, const void* data, hid_t mem_type) {
-  joule::data::Hdf5Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
-  joule::data::Hdf5Handle ds(H5Dcreate2(file, name, type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
-  H5Dwrite(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
-}
-
-// A well-formed shard, with one dataset replaced or dropped by the caller.
+// A well-formed shard (small_batch), with one dataset replaced or dropped by the caller.
 void write_variant(const std::string& path, const std::string& replace, const std::function<void(hid_t)>& replacement) {
-  HostBatch b = small_batch();
-  write_custom(path, [&](hid_t f) {
-    const std::vector<int32_t>* cols[] = {&b.input_ids, &b.input_mask, &b.segment_ids, &b.masked_positions, &b.masked_ids, &b.next_sentence_labels};
-    for (int c = 0; c < 6; ++c) {
-      const std::string name = joule::data::kShardDatasets[c];
-      if (name == replace) {
-        if (replacement) replacement(f);
-        continue;
-      }
-      std::vector<hsize_t> dims = {static_cast<hsize_t>(b.rows)};
-      if (c < 3) dims.push_back(static_cast<hsize_t>(b.seq_len));
-      else if (c < 5) dims.push_back(static_cast<hsize_t>(b.max_predictions));
-      add_dataset(f, name.c_str(), H5T_STD_I32LE, dims, cols[c]->data(), H5T_NATIVE_INT32);
-    }
-  });
+  joule::test::write_variant(path, small_batch(), replace, replacement);
 }
 
 std::string validation_error(const std::string& path, int64_t vocab = 0) {

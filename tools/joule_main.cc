@@ -10,7 +10,15 @@
 
 #include <cxxopts.hpp>
 
+#include "collectives/communicator.h"
+#include "data/shard.h"
+#include "data/tokenizer.h"
 #include "launch/runtime.h"
+#include "models/bert_config.h"
+#include "models/safetensors.h"
+#include "trainer/checkpoint.h"
+#include "trainer/fault.h"
+#include "trainer/hardware.h"
 #include "data/create.h"
 #include "data/vocab_builder.h"
 #include "tools/bench_comm.h"
@@ -428,6 +436,25 @@ int cmd_data_tokenize(int argc, char** argv) {
 
 }  // namespace
 
+// The next step for the user, by kind of error (the message itself names the file or key).
+std::string what_to_do(const std::exception& e) {
+  if (dynamic_cast<const joule::data::ShardError*>(&e) || dynamic_cast<const joule::data::Hdf5Error*>(&e))
+    return "check the shard with `joule data inspect FILE`, regenerate it with `joule data create`, or leave it out of data.train";
+  if (dynamic_cast<const joule::data::VocabError*>(&e)) return "point data.vocab (--vocab) at the vocab.txt the shards were made with";
+  if (dynamic_cast<const joule::trainer::RunConfigError*>(&e) || dynamic_cast<const joule::models::ConfigError*>(&e))
+    return "fix that key in the config file or the --set/flag that gives it (joule train --help lists the flags)";
+  if (dynamic_cast<const joule::trainer::CheckpointError*>(&e))
+    return "resume from another checkpoint with --resume DIR (--resume auto takes the newest that verifies), or start a new --run-dir";
+  if (dynamic_cast<const joule::models::safetensors::FormatError*>(&e))
+    return "the file is not a complete safetensors file: export or download it again";
+  if (dynamic_cast<const joule::trainer::ProfileError*>(&e)) return "fix the profile file named above, or choose another with --instance";
+  if (dynamic_cast<const joule::collectives::CollectiveTimeout*>(&e))
+    return "another rank died or stalled (look for its error above); raise train.collective_timeout_seconds only if steps are "
+           "legitimately that slow, then --resume auto";
+  if (dynamic_cast<const joule::trainer::FaultError*>(&e)) return "fix JOULE_FAULT (see trainer/fault.h) or unset it";
+  return "";
+}
+
 int main(int argc, char** argv) {
   // OpenMP and OpenBLAS read their wait policies only when they load: set them and start over once.
   if (joule::launch::set_runtime_environment()) execv("/proc/self/exe", argv);
@@ -477,7 +504,10 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const std::exception& e) {
     // One write per message, so lines from different ranks do not interleave.
-    std::cerr << (joule::launch::rank_prefix() + "joule " + cmd + ": error: " + e.what() + "\n") << std::flush;
+    const std::string hint = what_to_do(e);
+    std::cerr << (joule::launch::rank_prefix() + "joule " + cmd + ": error: " + e.what() + "\n" +
+                  (hint.empty() ? "" : joule::launch::rank_prefix() + "what to do: " + hint + "\n"))
+              << std::flush;
     joule::launch::abort_job_if_distributed(1);  // no rank is left waiting for this one
     return 1;
   }

@@ -68,7 +68,8 @@ std::string step_name(int64_t step) {
 nlohmann::json state_json(const TrainerState& s) {
   nlohmann::json j = {{"step", s.step},         {"epoch", s.sampler.epoch},       {"position", s.sampler.position},
           {"sequences", s.sequences}, {"wall_seconds", s.wall_seconds}, {"segments", s.segments},
-          {"world_size", s.world_size}, {"config_hash", s.config_hash}};
+          {"world_size", s.world_size}, {"config_hash", s.config_hash},
+          {"nonfinite_skipped", s.nonfinite_skipped}, {"nonfinite_streak", s.nonfinite_streak}};
   if (!s.ledger_json.empty()) j["ledger"] = nlohmann::json::parse(s.ledger_json);
   return j;
 }
@@ -93,7 +94,11 @@ std::string fnv1a64_hex(const std::string& text) {
 }
 
 std::string save_checkpoint(const std::string& root, const models::BertForPreTraining& model, const Optimizer& optimizer,
-                            const TrainerState& state, collectives::Communicator& comm, int64_t keep) {
+                            const TrainerState& state, collectives::Communicator& comm, int64_t keep,
+                            const std::function<void(const std::string& stage)>& after_stage) {
+  auto stage = [&](const char* name) {
+    if (after_stage) after_stage(name);
+  };
   const int rank = comm.info().rank;
   const std::string final_dir = (fs::path(root) / step_name(state.step)).string();
   const std::string tmp = final_dir + ".tmp";
@@ -106,13 +111,17 @@ std::string save_checkpoint(const std::string& root, const models::BertForPreTra
   const torch::Tensor rng = at::detail::getDefaultCPUGenerator().get_state();
   write_file((fs::path(tmp) / ("rng_rank_" + std::to_string(rank) + ".bin")).string(),
              std::string(static_cast<const char*>(rng.data_ptr()), static_cast<size_t>(rng.numel())));
+  stage("rng");
   comm.barrier();
   if (rank == 0) {
     write_tensors((fs::path(tmp) / "model.safetensors").string(), model->hf_named_parameters());
+    stage("model");
     write_tensors((fs::path(tmp) / "optimizer.safetensors").string(), optimizer.state());
+    stage("optimizer");
     nlohmann::json s = state_json(state);
     s["optimizer_steps"] = optimizer.steps();
     write_file((fs::path(tmp) / "trainer_state.json").string(), s.dump(1) + "\n");
+    stage("state");
     nlohmann::json manifest = {{"format", "joule-checkpoint"}, {"format_version", kCheckpointFormatVersion},
                                {"step", state.step},          {"world_size", state.world_size},
                                {"config_hash", state.config_hash}};
@@ -122,10 +131,12 @@ std::string save_checkpoint(const std::string& root, const models::BertForPreTra
     }
     write_file((fs::path(tmp) / "manifest.json").string(), manifest.dump(1) + "\n");
     fsync_path((fs::path(tmp) / "manifest.json").string());
+    stage("manifest");
     fsync_path(tmp);
     fs::remove_all(final_dir);
     fs::rename(tmp, final_dir);
     fsync_path(root);
+    stage("renamed");
     write_file((fs::path(final_dir) / "COMPLETE").string(), "");
     fsync_path(final_dir);
     // Keep the newest `keep` complete checkpoints.
@@ -194,6 +205,8 @@ TrainerState load_checkpoint(const std::string& dir, models::BertForPreTraining&
   state.world_size = s["world_size"];
   state.config_hash = s["config_hash"];
   if (s.contains("ledger")) state.ledger_json = s["ledger"].dump();
+  state.nonfinite_skipped = s.value("nonfinite_skipped", int64_t{0});
+  state.nonfinite_streak = s.value("nonfinite_streak", int64_t{0});
   try {
     models::load_weights(model, (fs::path(dir) / "model.safetensors").string());
   } catch (const std::exception& e) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,6 +29,8 @@ struct TrainerState {
   int world_size = 1;
   std::string config_hash;
   std::string ledger_json;      // the accounting ledger (energy, cost, segments), JSON; "" before the first save
+  int64_t nonfinite_skipped = 0;  // steps whose update was skipped for NaN/Inf gradients, all segments
+  int64_t nonfinite_streak = 0;   // of those, how many in a row up to `step`
 };
 
 class CheckpointError : public std::runtime_error {
@@ -35,9 +38,11 @@ class CheckpointError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Collective: every rank calls it. Returns the checkpoint directory.
+// Collective: every rank calls it. Returns the checkpoint directory. `after_stage` (fault injection) is
+// called after each stage of the write: "rng", "model", "optimizer", "state", "manifest", "renamed".
 std::string save_checkpoint(const std::string& root, const models::BertForPreTraining& model, const Optimizer& optimizer,
-                            const TrainerState& state, collectives::Communicator& comm, int64_t keep);
+                            const TrainerState& state, collectives::Communicator& comm, int64_t keep,
+                            const std::function<void(const std::string& stage)>& after_stage = {});
 
 // The newest complete, verified checkpoint under `root`, or nothing. Problems with newer ones are
 // appended to `warnings`.

@@ -23,7 +23,7 @@ Optimizer::Optimizer(std::vector<std::pair<std::string, torch::Tensor>> params, 
   }
 }
 
-double Optimizer::clip_and_norm() {
+double Optimizer::clip_gradients() {
   torch::NoGradGuard no_grad;
   double sum = 0;
   // Per-parameter norms, squared and summed in double: one read of each gradient (converting whole gradients
@@ -34,7 +34,7 @@ double Optimizer::clip_and_norm() {
     sum += n * n;
   }
   const double norm = std::sqrt(sum);
-  if (options_.max_grad_norm > 0 && norm > options_.max_grad_norm) {
+  if (std::isfinite(norm) && options_.max_grad_norm > 0 && norm > options_.max_grad_norm) {
     const double scale = options_.max_grad_norm / norm;
     for (Slot& s : slots_)
       if (s.param.grad().defined()) s.param.mutable_grad().mul_(scale);
@@ -75,8 +75,13 @@ void Optimizer::reset() {
 }
 
 double Optimizer::step(double lr) {
+  const double norm = clip_gradients();
+  if (std::isfinite(norm)) update(lr);
+  return norm;
+}
+
+void Optimizer::update(double lr) {
   torch::NoGradGuard no_grad;
-  const double norm = clip_and_norm();
   ++steps_;
   const double b1 = options_.beta1, b2 = options_.beta2;
   const double c1 = 1.0 - std::pow(b1, static_cast<double>(steps_)), c2 = 1.0 - std::pow(b2, static_cast<double>(steps_));
@@ -87,7 +92,6 @@ double Optimizer::step(double lr) {
     s.exp_avg_sq.mul_(b2).addcmul_(g, g, 1.0 - b2);
     apply_update(s, lr, c1, c2);
   }
-  return norm;
 }
 
 namespace {

@@ -27,6 +27,7 @@ class Optimizer {
   virtual ~Optimizer() = default;
   // One update at learning rate `lr` from the parameters' current .grad(): clip by the global norm,
   // update the moments, then the optimizer's own rule. Returns the global gradient norm before clipping.
+  // A norm that is not finite (NaN/Inf gradients) leaves parameters, moments and the step count as they were.
   double step(double lr);
   int64_t steps() const { return steps_; }
   // State for checkpoints: "exp_avg.<param>" and "exp_avg_sq.<param>" moments plus the step count.
@@ -37,7 +38,10 @@ class Optimizer {
 
  protected:
   Optimizer(std::vector<std::pair<std::string, torch::Tensor>> params, OptimizerOptions options);
-  double clip_and_norm();  // global norm; scales grads by max_grad_norm / norm when above it
+  // The two halves of step(): the global gradient norm before clipping (clipping only when it is finite),
+  // then the update from the (clipped) gradients.
+  double clip_gradients();
+  void update(double lr);
   struct Slot {
     std::string name;
     torch::Tensor param, exp_avg, exp_avg_sq;

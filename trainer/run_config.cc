@@ -29,6 +29,8 @@ std::vector<Field> fields(RunConfig& c) {
           {"train.seed", &c.seed},
           {"train.log_every_steps", &c.log_every_steps},
           {"train.throughput_warmup_steps", &c.throughput_warmup_steps},
+          {"train.max_nonfinite_steps", &c.max_nonfinite_steps},
+          {"train.collective_timeout_seconds", &c.collective_timeout_seconds},
           {"train.device", &c.device},
           {"train.progress", &c.progress},
           {"optimizer.name", &c.optimizer},
@@ -109,8 +111,9 @@ RunConfig RunConfig::from_toml_text(const std::string& text, const std::string& 
   if (!root.is_table()) throw RunConfigError(where + ": expected TOML tables");
   for (const auto& [table, body] : root.as_table()) {
     if (!body.is_table()) unknown(where, table);
-    for (const auto& [name, value] : body.as_table()) {
-      const std::string key = table + "." + name;
+    for (const auto& entry : body.as_table()) {
+      const toml::value& value = entry.second;  // a plain reference: lambdas cannot capture bindings in C++17
+      const std::string key = table + "." + entry.first;
       Field* f = find(all, key);
       if (!f) unknown(where, key);
       auto bad_type = [&] {
@@ -181,6 +184,8 @@ void RunConfig::validate() const {
   if (sim_nodes < 1) fail("sim.nodes must be >= 1");
   if (!(lr > 0)) fail("optimizer.lr must be positive");
   if (warmup_fraction < 0 || warmup_fraction >= 1) fail("optimizer.warmup_fraction must be in [0, 1)");
+  if (max_nonfinite_steps < 1) fail("train.max_nonfinite_steps must be >= 1");
+  if (!(collective_timeout_seconds > 0)) fail("train.collective_timeout_seconds must be positive");
   if (log_every_steps < 1) fail("train.log_every_steps must be >= 1");
   if (checkpoint_keep < 1) fail("checkpoint.keep must be >= 1");
   if (eval_batch < 1 || eval_max_batches < 1) fail("eval.batch and eval.max_batches must be >= 1");

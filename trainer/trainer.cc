@@ -13,7 +13,9 @@
 #include <fstream>
 #include <iostream>
 #include <sys/utsname.h>
+#include <limits>
 #include <optional>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -27,6 +29,7 @@
 #include "models/flops.h"
 #include "trainer/accounting.h"
 #include "trainer/checkpoint.h"
+#include "trainer/fault.h"
 #include "trainer/optimizer.h"
 #include "trainer/perf_model.h"
 
@@ -117,6 +120,7 @@ std::string EvalResult::to_json() const {
 int train(const TrainOptions& opts) {
   RunConfig cfg = opts.config;
   cfg.validate();
+  const FaultPlan faults = FaultPlan::from_environment();  // developers' fault injection (trainer/fault.h)
   // First, so that a preemption signal during start-up (MPI init, reading shards) is not fatal: it is acted
   // on at the first step boundary.
   std::signal(SIGTERM, on_preempt_signal);
@@ -128,6 +132,9 @@ int train(const TrainOptions& opts) {
   auto say = [&](const std::string& s) {
     if (root) std::cout << s << std::flush;
   };
+  faults.announce(rank);
+  // Every small reduction (metrics, flags, energy) fails after the same timeout as the gradient buckets.
+  auto reduce_scalars = [&](std::vector<double>& v, const char* what) { sum_over_ranks(*comm, v, cfg.collective_timeout_seconds, what); };
   std::string oversubscribed;
   const int threads = launch::threads_per_rank(launch::physical_cores(), info.local_size, static_cast<int>(cfg.threads), &oversubscribed);
   launch::set_threads(threads);
@@ -178,19 +185,8 @@ int train(const TrainOptions& opts) {
   const int64_t total_steps = cfg.steps > 0 ? cfg.steps : (cfg.target_sequences + global_batch - 1) / global_batch;
   if (total_steps <= 0) throw RunConfigError("run config: set train.steps or train.target_sequences");
 
-  fs::create_directories(cfg.run_dir);
   const std::string resolved = cfg.to_toml();
   const std::string config_hash = fnv1a64_hex(resolved);
-  if (root) {
-    std::ofstream(fs::path(cfg.run_dir) / "config.toml") << resolved;
-    std::ofstream(fs::path(cfg.run_dir) / "model_config.json") << model_config.to_json_text();
-    std::cout << "joule train: " << world << " rank(s) on " << info.node_count << " node(s), " << threads
-              << " thread(s) per rank; global batch " << global_batch << " = " << cfg.micro_batch << " x " << cfg.accumulation
-              << " x " << world << "; " << total_steps << " steps; " << dataset.size() << " sequences of " << cfg.seq_len
-              << " tokens\nresolved config (" << (fs::path(cfg.run_dir) / "config.toml").string() << "):\n"
-              << resolved << std::flush;
-  }
-
   torch::manual_seed(static_cast<uint64_t>(cfg.seed) * 1000003ull + static_cast<uint64_t>(rank));  // dropout streams
   models::BertForPreTraining model(model_config, static_cast<uint64_t>(cfg.seed));
   // An HF model directory (e.g. phase 1's final/) gives the starting weights; the optimizer starts fresh.
@@ -199,7 +195,9 @@ int train(const TrainOptions& opts) {
     say("initial weights from " + (fs::path(cfg.model) / "model.safetensors").string() + "\n");
   }
   model->train();
-  collectives::GradientReducer reducer(model->hf_named_parameters(), *comm);
+  collectives::ReducerOptions reducer_options;
+  reducer_options.timeout_seconds = cfg.collective_timeout_seconds;
+  collectives::GradientReducer reducer(model->hf_named_parameters(), *comm, reducer_options);
   OptimizerOptions oo;
   oo.name = cfg.optimizer;
   oo.beta1 = cfg.beta1;
@@ -216,8 +214,16 @@ int train(const TrainOptions& opts) {
   state.config_hash = config_hash;
   std::vector<std::string> warnings;
   std::optional<std::string> from;
-  if (opts.resume == "auto") from = find_latest_checkpoint(ckpt_root, &warnings);
-  else if (!opts.resume.empty()) from = opts.resume;
+  if (opts.resume == "auto") {
+    from = find_latest_checkpoint(ckpt_root, &warnings);
+    // Checkpoints that all fail to verify are not a fresh start: starting over would overwrite them.
+    if (!from && !warnings.empty()) {
+      std::string why;
+      for (const auto& w : warnings) why += "\n  " + w;
+      throw CheckpointError(ckpt_root + ": --resume auto found checkpoints but none verifies:" + why +
+                            "\nresume from a checkpoint of your own with --resume DIR, or move them away to start over");
+    }
+  } else if (!opts.resume.empty()) from = opts.resume;
   else if (find_latest_checkpoint(ckpt_root, nullptr))
     throw RunConfigError(ckpt_root + " already holds checkpoints: pass --resume auto to continue, or use another --run-dir");
   for (const auto& w : warnings) say("warning: " + w + "\n");
@@ -232,6 +238,17 @@ int train(const TrainOptions& opts) {
     say("resumed from " + *from + " at step " + std::to_string(state.step) + "\n");
   } else {
     reducer.broadcast_parameters(0);
+  }
+  // Nothing is written into the run directory before the resume checks have passed.
+  fs::create_directories(cfg.run_dir);
+  if (root) {
+    std::ofstream(fs::path(cfg.run_dir) / "config.toml") << resolved;
+    std::ofstream(fs::path(cfg.run_dir) / "model_config.json") << model_config.to_json_text();
+    std::cout << "joule train: " << world << " rank(s) on " << info.node_count << " node(s), " << threads
+              << " thread(s) per rank; global batch " << global_batch << " = " << cfg.micro_batch << " x " << cfg.accumulation
+              << " x " << world << "; " << total_steps << " steps; " << dataset.size() << " sequences of " << cfg.seq_len
+              << " tokens\nresolved config (" << (fs::path(cfg.run_dir) / "config.toml").string() << "):\n"
+              << resolved << std::flush;
   }
 
   Ledger ledger;
@@ -265,7 +282,7 @@ int train(const TrainOptions& opts) {
   };
   auto gather_energy = [&] {
     std::vector<double> v = energy_vector(energy_monitor.totals());
-    sum_over_ranks(*comm, v);
+    reduce_scalars(v, "energy totals");
     return energy_from(v, 0);
   };
   const int64_t target_sequences = cfg.target_sequences > 0 ? cfg.target_sequences : total_steps * global_batch;
@@ -358,25 +375,56 @@ int train(const TrainOptions& opts) {
   const bool launched = std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_RANK") || std::getenv("PMIX_RANK") ||
                         std::getenv("SLURM_PROCID");
   const bool interactive = cfg.progress == "bar" || (cfg.progress == "auto" && world == 1 && !launched && isatty(STDOUT_FILENO));
-  const char* fault_env = std::getenv("JOULE_FAULT_PREEMPT_AT_STEP");
-  const int64_t fault_preempt_step = fault_env ? std::atoll(fault_env) : 0;
   while (state.step < total_steps) {
     const auto t0 = Clock::now();
+    if (const Fault* f = faults.at("stall", rank, state.step + 1)) {
+      std::cerr << (launch::rank_prefix() + "fault injection: stalling " + duration_text(f->seconds) + " before step " +
+                    std::to_string(f->step) + "\n") << std::flush;
+      std::this_thread::sleep_for(std::chrono::duration<double>(f->seconds));
+    }
+    const bool poison = faults.at("nan", rank, state.step + 1) != nullptr;
     const double wait_before = loader.wait_seconds();
     reducer.zero_grad();
     for (int64_t m = 0; m < cfg.accumulation; ++m) {
       data::PretrainingBatch batch = loader.next();
       reducer.begin_micro_batch(m == cfg.accumulation - 1);
       models::PretrainingOutput out = model->forward(batch);
+      if (poison) out.loss = out.loss * std::numeric_limits<double>::quiet_NaN();
       (cfg.accumulation > 1 ? out.loss / static_cast<double>(cfg.accumulation) : out.loss).backward();
       interval.add(out, batch.input_ids.size(0));
     }
     reducer.finish();
     last_lr = learning_rate(cfg.lr, optimizer->steps(), total_steps, cfg.warmup_fraction);
-    last_grad_norm = optimizer->step(last_lr);
+    last_grad_norm = optimizer->step(last_lr);  // leaves everything as it was when the norm is NaN/Inf
     ++state.step;
     state.sequences += global_batch;
     state.sampler = loader.state();
+    // The reduced gradients, hence their norm, are the same on every rank: all ranks skip together (checked below).
+    const bool skipped = !std::isfinite(last_grad_norm);
+    if (skipped) {
+      ++state.nonfinite_skipped;
+      ++state.nonfinite_streak;
+      say("warning: step " + std::to_string(state.step) + ": gradient norm " + std::to_string(last_grad_norm) +
+          " (NaN/Inf in loss or gradients); update skipped (" + std::to_string(state.nonfinite_streak) + " in a row, " +
+          std::to_string(state.nonfinite_skipped) + " in the run)\n");
+      if (state.nonfinite_streak >= cfg.max_nonfinite_steps) {
+        const auto latest = find_latest_checkpoint(ckpt_root, nullptr);
+        throw std::runtime_error("steps " + std::to_string(state.step - state.nonfinite_streak + 1) + ".." + std::to_string(state.step) +
+                                 ": NaN/Inf gradients in " + std::to_string(state.nonfinite_streak) +
+                                 " consecutive steps (train.max_nonfinite_steps = " + std::to_string(cfg.max_nonfinite_steps) +
+                                 "), so the run stops. Newest checkpoint: " + (latest ? *latest : std::string("none")) +
+                                 ". What to do: lower optimizer.lr or lengthen optimizer.warmup_fraction, check the data, then "
+                                 "--resume auto (or raise train.max_nonfinite_steps)");
+      }
+    } else {
+      state.nonfinite_streak = 0;
+    }
+    if (faults.at("kill", rank, state.step)) kill_self("after step " + std::to_string(state.step));
+    if (faults.at("corrupt-shard", rank, state.step)) {
+      for (const auto& shard : dataset.shards()) corrupt_file(shard.path);
+      loader.reopen_shards();
+      std::cerr << (launch::rank_prefix() + "fault injection: corrupted every training shard after step " + std::to_string(state.step) + "\n");
+    }
     const double step_s = seconds_since(t0);
     interval_step_s += step_s;
     interval_comm_s += reducer.stats().comm_seconds;
@@ -402,7 +450,7 @@ int train(const TrainOptions& opts) {
       const size_t energy_offset = sums.size();
       const std::vector<double> joules = energy_vector(energy_monitor.totals());
       sums.insert(sums.end(), joules.begin(), joules.end());
-      sum_over_ranks(*comm, sums);
+      reduce_scalars(sums, "interval metrics");
       const double previous_joules = ledger.segments.back().energy.total(), previous_wall = ledger.segments.back().wall_s;
       update_segment(energy_from(sums, energy_offset), "running");
       const Figures spent = ledger.totals();
@@ -419,6 +467,7 @@ int train(const TrainOptions& opts) {
                             {"mlm_acc", mlm_acc},
                             {"lr", last_lr},
                             {"grad_norm", last_grad_norm},
+                            {"nonfinite_skipped", state.nonfinite_skipped},
                             {"seq_per_s", seq_per_s},
                             {"seq_per_hour", seq_per_s * 3600},
                             {"tokens_per_s", seq_per_s * cfg.seq_len},
@@ -462,7 +511,7 @@ int train(const TrainOptions& opts) {
     if (eval_set && cfg.eval_every_steps > 0 && (state.step % cfg.eval_every_steps == 0 || state.step == total_steps)) {
       Counts c = evaluate_slice(model, *eval_set, cfg.eval_batch, cfg.eval_max_batches, rank, world);
       std::vector<double> v = {c.mlm_loss, c.nsp_loss, c.mlm_correct, c.mlm_predictions, c.nsp_correct, c.sequences, c.batches};
-      sum_over_ranks(*comm, v);
+      reduce_scalars(v, "eval metrics");
       last_eval = finish_eval({v[0], v[1], v[2], v[3], v[4], v[5], v[6]});
       if (root) {
         metrics << nlohmann::json({{"step", state.step}, {"eval", nlohmann::json::parse(last_eval->to_json())}}).dump() << "\n" << std::flush;
@@ -477,12 +526,15 @@ int train(const TrainOptions& opts) {
     }
 
     // Ranks agree on a preemption signal at the step boundary (one rank may have received it alone).
-    // JOULE_FAULT_PREEMPT_AT_STEP=N (developers, tests): rank 0 behaves as if signalled after step N.
-    if (fault_preempt_step > 0 && state.step == fault_preempt_step && rank == 0) g_signal.store(SIGUSR1);
+    if (faults.at("preempt", rank, state.step)) g_signal.store(SIGUSR1);
     // The minutes-based decision is rank 0's, shared in the same reduction, so every rank saves together.
+    // The same reduction confirms that every rank skipped (or applied) this step's update.
     const bool minutes_due = root && cfg.checkpoint_every_minutes > 0 && seconds_since(last_checkpoint) >= cfg.checkpoint_every_minutes * 60;
-    std::vector<double> flag = {g_signal.load() != 0 ? 1.0 : 0.0, minutes_due ? 1.0 : 0.0};
-    sum_over_ranks(*comm, flag);
+    std::vector<double> flag = {g_signal.load() != 0 ? 1.0 : 0.0, minutes_due ? 1.0 : 0.0, skipped ? 1.0 : 0.0};
+    reduce_scalars(flag, "step-boundary flags");
+    if (flag[2] != 0 && flag[2] != world)
+      throw std::runtime_error("step " + std::to_string(state.step) + ": " + std::to_string(static_cast<int>(flag[2])) + " of " +
+                               std::to_string(world) + " ranks found NaN/Inf gradients; the replicas have diverged (a bug: please report it)");
     const bool preempted = flag[0] > 0;
     const bool periodic = (cfg.checkpoint_every_steps > 0 && state.step % cfg.checkpoint_every_steps == 0) || flag[1] > 0;
     if (preempted || periodic) {
@@ -490,7 +542,8 @@ int train(const TrainOptions& opts) {
       update_segment(gather_energy(), preempted ? "preempted" : "running");
       state.ledger_json = ledger.to_json().dump();
       const auto t = Clock::now();
-      const std::string dir = save_checkpoint(ckpt_root, model, *optimizer, state, *comm, cfg.checkpoint_keep);
+      const std::string dir = save_checkpoint(ckpt_root, model, *optimizer, state, *comm, cfg.checkpoint_keep,
+                                              [&](const std::string& stage) { faults.checkpoint_stage(rank, state.step, stage); });
       last_checkpoint = Clock::now();
       say("checkpoint " + dir + " (" + duration_text(seconds_since(t)) + ")\n");
       if (preempted) {
@@ -537,6 +590,7 @@ int train(const TrainOptions& opts) {
                               {"wall_s", state.wall_seconds},
                               {"billed_wall_s", billed_wall},
                               {"segments", state.segments},
+                              {"nonfinite_skipped_steps", state.nonfinite_skipped},
                               {"seq_per_s", seq_per_s},
                               {"seq_per_hour", seq_per_s * 3600},
                               {"mfu", mfu_json(seq_per_s)},

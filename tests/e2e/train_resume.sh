@@ -56,7 +56,7 @@ grep -Eq '^joule_step\{run_id="[0-9a-f-]{36}"\} 40$' a.prom && grep -q '^joule_e
 
 echo "== 2. preempted at step 23 (between checkpoints), then --resume auto"
 set +e
-JOULE_FAULT_PREEMPT_AT_STEP=23 mpi "$joule" train --config run.toml --run-dir b > b1.log 2>&1
+JOULE_FAULT="preempt:rank=0,step=23" mpi -x JOULE_FAULT "$joule" train --config run.toml --run-dir b > b1.log 2>&1
 rc=$?
 set -e
 [[ $rc -eq 75 ]] || { cat b1.log; fail "preemption exit code $rc, expected 75"; }

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The bad-input table, end to end at 2 ranks. Every case must give one clear error that names the file or
+# key, a "what to do" line, a non-zero exit on every rank within 60 s (no rank left waiting), and leave
+# every file in the work directory as it was (nothing overwritten, no half-made run directory).
+# usage: bad_inputs.sh JOULE MPIEXEC MAKE_BAD_SHARD WORKDIR
+set -uo pipefail
+joule=$1 mpiexec=$2 make_bad_shard=$3 work=$4
+rm -rf "$work" && mkdir -p "$work/files" "$work/logs" && cd "$work/files" || exit 1
+mpi() { "$mpiexec" -n 2 --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1 "$@"; }
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$joule" data synth --out corpus.txt --documents 200 --seed 5 >/dev/null
+"$joule" data vocab --input corpus.txt --out vocab.txt --size 400 >/dev/null
+"$joule" data create --input corpus.txt --vocab vocab.txt --out shards --seq-len 64 --max-pred 10 --shards 2 >/dev/null
+cat > run.toml <<'TOML'
+[model]
+config = "bert-tiny"
+[data]
+train = "shards/train"
+[train]
+steps = 10
+micro_batch = 4
+[checkpoint]
+every_steps = 5
+TOML
+mpi "$joule" train --config run.toml --run-dir good > ../logs/good.log 2>&1 || { cat ../logs/good.log; fail "the good run failed"; }
+good_shard=shards/train/part_00000.hdf5
+
+# A shard directory holding one good shard and one broken one: bad_KIND/train/, vocab beside it.
+bad_shards() {
+  local kind=$1 dir=bad_$1/train
+  mkdir -p $dir && cp vocab.txt bad_$kind/ && cp $good_shard $dir/part_00000.hdf5
+  case $kind in
+    truncated) head -c $(( $(stat -c %s $good_shard) / 2 )) $good_shard > $dir/part_00001.hdf5 ;;
+    not-hdf5) echo "input_ids,input_mask" > $dir/part_00001.hdf5 ;;
+    *) "$make_bad_shard" $kind $good_shard $dir/part_00001.hdf5 || fail "make_bad_shard $kind" ;;
+  esac
+}
+# A copy of the good run whose step-10 checkpoint is damaged by the command given.
+bad_checkpoint() {
+  local name=$1
+  shift
+  cp -r good $name && (cd $name/checkpoints/step_00000010 && eval "$@")
+}
+for k in missing-dataset wrong-dtype wrong-shape ids-beyond-vocab positions-beyond-seq-len truncated not-hdf5 empty; do bad_shards $k; done
+printf '[model]\nconfig = "bert-tiny"\n[train]\nstepz = 10\n' > unknown_key.toml
+printf '[model]\nconfig = "bert-tiny"\n[train]\nsteps = "ten"\n' > wrong_type.toml
+bad_checkpoint ck_truncated 'head -c 1000 model.safetensors > t && mv t model.safetensors'
+bad_checkpoint ck_checksum 'printf "\x7f" | dd of=optimizer.safetensors bs=1 seek=4000 conv=notrunc status=none'
+bad_checkpoint ck_version 'sed -i "s/\"format_version\": 1/\"format_version\": 99/" manifest.json'
+bad_checkpoint ck_only_bad 'rm -rf ../step_00000005 && head -c 1000 model.safetensors > t && mv t model.safetensors'
+cp -r good ck_shape
+
+# name | arguments after `joule train` | text the error must contain (the file or key, and what is wrong)
+cases=(
+  "shard: missing dataset|--config run.toml --data bad_missing-dataset/train --run-dir r|bad_missing-dataset/train/part_00001.hdf5: dataset 'masked_lm_ids': missing"
+  "shard: wrong dtype|--config run.toml --data bad_wrong-dtype/train --run-dir r|part_00001.hdf5: dataset 'input_ids': expected an integer type"
+  "shard: wrong shape|--config run.toml --data bad_wrong-shape/train --run-dir r|part_00001.hdf5: dataset 'input_ids': expected shape [N, width]"
+  "shard: ids >= vocab|--config run.toml --data bad_ids-beyond-vocab/train --run-dir r|part_00001.hdf5: .*token id 1000000 is not below the vocabulary size"
+  "shard: positions >= seq len|--config run.toml --data bad_positions-beyond-seq-len/train --run-dir r|part_00001.hdf5: dataset 'masked_lm_positions': position 64 is outside the sequence length 64"
+  "shard: truncated|--config run.toml --data bad_truncated/train --run-dir r|bad_truncated/train/part_00001.hdf5: "
+  "shard: not HDF5|--config run.toml --data bad_not-hdf5/train --run-dir r|bad_not-hdf5/train/part_00001.hdf5: not an HDF5 file"
+  "shard: empty|--config run.toml --data bad_empty/train --run-dir r|bad_empty/train/part_00001.hdf5: empty shard (0 sequences)"
+  "config: unknown key|--config unknown_key.toml --data shards/train --run-dir r|unknown_key.toml: unknown key 'train.stepz'; valid keys: "
+  "config: wrong type|--config wrong_type.toml --data shards/train --run-dir r|wrong_type.toml: key 'train.steps' must be an integer, found \"ten\""
+  "config: impossible batch split|--config run.toml --run-dir r --set train.global_batch=12|train.global_batch 12 is not divisible by train.micro_batch 4 x world size 2"
+  "config: unknown model|--config run.toml --run-dir r --set model.config=bert-huge|bert-huge"
+  "checkpoint: truncated|--config run.toml --run-dir ck_truncated --resume ck_truncated/checkpoints/step_00000010|ck_truncated/checkpoints/step_00000010: model.safetensors has 1000 bytes, the manifest says"
+  "checkpoint: checksum mismatch|--config run.toml --run-dir ck_checksum --resume ck_checksum/checkpoints/step_00000010|ck_checksum/checkpoints/step_00000010: optimizer.safetensors: checksum mismatch"
+  "checkpoint: other format version|--config run.toml --run-dir ck_version --resume ck_version/checkpoints/step_00000010|ck_version/checkpoints/step_00000010: format version 99, this joule reads version 1"
+  "checkpoint: other model shape|--config run.toml --run-dir ck_shape --resume ck_shape/checkpoints/step_00000010 --set model.config=bert-base|ck_shape/checkpoints/step_00000010/model.safetensors: .*another model shape"
+  "checkpoint: none verifies (--resume auto)|--config run.toml --run-dir ck_only_bad --resume auto|ck_only_bad/checkpoints: --resume auto found checkpoints but none verifies"
+)
+
+snapshot() { (find . -type f -print0 | sort -z | xargs -0 sha256sum; find . -type d | sort) > "$1"; }
+n=0
+for c in "${cases[@]}"; do
+  IFS='|' read -r name args expect <<<"$c"
+  n=$((n + 1))
+  log=../logs/case$n.log
+  snapshot ../logs/before$n
+  start=$(date +%s)
+  # shellcheck disable=SC2086
+  timeout 120 "$mpiexec" -n 2 --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1 "$joule" train $args > $log 2>&1
+  rc=$? elapsed=$(( $(date +%s) - start ))
+  snapshot ../logs/after$n
+  errors=$(grep -o 'joule train: error: .*' $log | sort -u)
+  printf '%-44s exit %3d after %2ds: %s\n' "$name" $rc $elapsed "$(head -c 150 <<<"$errors")"
+  [[ $rc -ne 0 ]] || { cat $log; fail "$name: exit code 0"; }
+  [[ $rc -ne 124 ]] || { cat $log; fail "$name: a rank was left waiting (timeout)"; }
+  (( elapsed <= 60 )) || fail "$name: took ${elapsed}s"
+  [[ $(grep -c . <<<"$errors") -eq 1 ]] || { cat $log; fail "$name: expected one error message, got: $errors"; }
+  grep -Eq -- "$(sed 's/[][()]/\\&/g' <<<"$expect")" <<<"$errors" || { cat $log; fail "$name: the error does not say '$expect'"; }
+  grep -q "what to do: " $log || { cat $log; fail "$name: no 'what to do' line"; }
+  diff ../logs/before$n ../logs/after$n > /dev/null || { diff ../logs/before$n ../logs/after$n; fail "$name: files changed"; }
+done
+(( n >= 12 )) || fail "only $n cases"
+echo "PASS ($n bad inputs)"

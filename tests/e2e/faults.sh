@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Fault injection end to end at 2 ranks (JOULE_FAULT, trainer/fault.h). Against an uninterrupted run:
+#  1. kill -9 of one rank at random steps: every rank ends non-zero within 60 s, the newest complete
+#     checkpoint verifies, and --resume auto ends with bit-identical final weights;
+#  2. kill -9 inside a checkpoint write (at three stages): resume takes the previous checkpoint, same weights;
+#  3. a stalled rank: the others fail with a timeout naming the operation and rank, no hang;
+#  4. NaN in the loss: the steps are skipped and counted; N consecutive ones stop the run on every rank;
+#  5. a shard corrupted mid-run: an error naming the shard, every rank ends non-zero.
+# usage: faults.sh JOULE MPIEXEC WORKDIR      (JOULE_FAULT_SEED=N repeats a set of random steps)
+set -uo pipefail
+joule=$1 mpiexec=$2 work=$3
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+mpi_args=(-n 2 --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1 -x JOULE_FAULT)
+mpi() { "$mpiexec" "${mpi_args[@]}" "$@"; }
+fail() { echo "FAIL: $*"; exit 1; }
+export JOULE_FAULT=""
+
+"$joule" data synth --out corpus.txt --documents 400 --seed 3 >/dev/null
+"$joule" data vocab --input corpus.txt --out vocab.txt --size 600 >/dev/null
+"$joule" data create --input corpus.txt --vocab vocab.txt --out shards --seq-len 64 --max-pred 10 --dupe-factor 3 --shards 2 >/dev/null
+cat > run.toml <<'TOML'
+[model]
+config = "bert-tiny"
+[data]
+train = "shards/train"
+[train]
+steps = 30
+micro_batch = 8
+seed = 7
+log_every_steps = 5
+[optimizer]
+lr = 1e-2
+warmup_fraction = 0.1
+[checkpoint]
+every_steps = 5
+keep = 10
+TOML
+
+# Runs `joule train ARGS` at 2 ranks, expecting it to fail: LOG is its output; fails on exit 0, a hang
+# (timeout) or an end later than BOUND seconds.
+faulty() {
+  local log=$1 bound=$2
+  shift 2
+  local start=$(date +%s)
+  timeout 300 "$mpiexec" "${mpi_args[@]}" "$joule" train "$@" > "$log" 2>&1
+  local rc=$? elapsed=$(( $(date +%s) - start ))
+  echo "   exit code $rc after ${elapsed}s"
+  [[ $rc -ne 0 ]] || { cat "$log"; fail "$log: the job exited 0"; }
+  [[ $rc -ne 124 ]] || { cat "$log"; fail "$log: the job hung"; }
+  (( elapsed <= bound )) || { cat "$log"; fail "$log: the job took ${elapsed}s to end (bound ${bound}s)"; }
+}
+# The step of the newest checkpoint that verifies (joule export picks it and verifies every checksum).
+newest_complete() {
+  "$joule" export --checkpoint "$1" --out "$1.export" 2>/dev/null | grep -o 'step_[0-9]*' | tail -1
+}
+
+echo "== 0. uninterrupted run"
+mpi "$joule" train --config run.toml --run-dir ref > ref.log 2>&1 || { cat ref.log; fail "the reference run failed"; }
+
+echo "== 1. kill -9 of one rank at random steps"
+seed=${JOULE_FAULT_SEED:-$(( $(date +%s) % 32768 ))}
+RANDOM=$seed
+echo "   JOULE_FAULT_SEED=$seed (set it to repeat these steps)"
+for i in 1 2 3; do
+  step=$(( RANDOM % 29 + 1 )) victim=$(( RANDOM % 2 ))
+  run=kill$i
+  echo "-- rank $victim killed after step $step"
+  JOULE_FAULT="kill:rank=$victim,step=$step" faulty $run.log 60 --config run.toml --run-dir $run
+  grep -q "\[rank $victim\] fault injection: SIGKILL after step $step" $run.log || { cat $run.log; fail "$run: the fault did not fire"; }
+  expected=$(( (step - 1) / 5 * 5 ))  # killed before step N's own checkpoint
+  if (( expected > 0 )); then
+    got=$(newest_complete $run)
+    [[ "$got" == "$(printf 'step_%08d' $expected)" ]] || fail "$run: newest complete checkpoint is '$got', expected step $expected"
+  fi
+  JOULE_FAULT="" mpi "$joule" train --config run.toml --run-dir $run --resume auto > $run.resume.log 2>&1 || { cat $run.resume.log; fail "$run: resume failed"; }
+  cmp ref/final/model.safetensors $run/final/model.safetensors || fail "$run: final weights differ from the uninterrupted run"
+done
+
+echo "== 2. kill -9 inside the checkpoint write of step 15"
+for stage in model manifest renamed; do
+  run=ckpt_$stage
+  JOULE_FAULT="kill-in-checkpoint:rank=0,step=15,stage=$stage" faulty $run.log 60 --config run.toml --run-dir $run
+  JOULE_FAULT="" mpi "$joule" train --config run.toml --run-dir $run --resume auto > $run.resume.log 2>&1 || { cat $run.resume.log; fail "$run: resume failed"; }
+  grep -q "warning: skipping checkpoint $run/checkpoints/step_00000015.*interrupted" $run.resume.log || { cat $run.resume.log; fail "$run: the torn checkpoint was not reported"; }
+  grep -q "resumed from $run/checkpoints/step_00000010 at step 10" $run.resume.log || { cat $run.resume.log; fail "$run: did not resume from step 10"; }
+  cmp ref/final/model.safetensors $run/final/model.safetensors || fail "$run: final weights differ from the uninterrupted run"
+done
+
+echo "== 3. a stalled rank (collective timeout 5 s)"
+JOULE_FAULT="stall:rank=1,step=7,seconds=600" faulty stall.log 60 --config run.toml --run-dir stall --set train.collective_timeout_seconds=5
+grep -q "\[rank 0\] .*all_reduce 'gradient bucket 0 of [0-9]*' of [0-9]* bytes did not finish within 5 s" stall.log || { cat stall.log; fail "no timeout naming operation and rank"; }
+
+echo "== 4. NaN loss: two skipped steps, then a run that stops after 4 in a row"
+JOULE_FAULT="nan:rank=1,step=7,count=2" mpi "$joule" train --config run.toml --run-dir nan2 > nan2.log 2>&1 || { cat nan2.log; fail "a run with two NaN steps failed"; }
+grep -q '"nonfinite_skipped_steps": 2' nan2/summary.json || fail "summary.json does not count 2 skipped steps"
+grep -q "warning: step 8: gradient norm .*update skipped (2 in a row, 2 in the run)" nan2.log || { cat nan2.log; fail "no skip warning"; }
+JOULE_FAULT="nan:rank=0,step=12,count=100" faulty nanstop.log 60 --config run.toml --run-dir nanstop --set train.max_nonfinite_steps=4
+for r in 0 1; do
+  grep -q "\[rank $r\] joule train: error: steps 12..15: NaN/Inf gradients in 4 consecutive steps .*Newest checkpoint: nanstop/checkpoints/step_00000010" nanstop.log ||
+    { cat nanstop.log; fail "rank $r did not stop with the NaN error"; }
+done
+
+echo "== 5. a shard corrupted mid-run"
+cp -r shards shards_copy
+JOULE_FAULT="corrupt-shard:rank=1,step=8" faulty corrupt.log 60 --config run.toml --run-dir corrupt --set data.train=shards_copy/train
+grep -q "joule train: error: .*shards_copy/train/part_0000[01].hdf5: " corrupt.log || { cat corrupt.log; fail "no error naming the corrupt shard"; }
+echo "PASS"

@@ -1,0 +1,23 @@
+// Shards that break NVIDIA's layout in one chosen way, written with raw HDF5 calls: for the schema unit
+// tests, the end-to-end bad-input table (make_bad_shard) and the shard fuzzer.
+#pragma once
+
+#include <hdf5.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "data/shard.h"
+
+namespace joule::test {
+
+// One contiguous dataset `name` of file type `type` and shape `dims`, from `data` in memory type `mem_type`.
+void add_dataset(hid_t file, const char* name, hid_t type, const std::vector<hsize_t>& dims, const void* data, hid_t mem_type);
+
+// Writes `batch` as a shard of int32 datasets, except the dataset named `replace`: `replacement` writes it
+// instead, or it is left out when `replacement` is empty.
+void write_variant(const std::string& path, const data::HostBatch& batch, const std::string& replace,
+                   const std::function<void(hid_t)>& replacement);
+
+}  // namespace joule::test

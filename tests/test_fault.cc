@@ -1,0 +1,49 @@
+// JOULE_FAULT parsing: every kind, defaults, and each malformed spec as an error naming the bad part.
+#include <gtest/gtest.h>
+
+#include "trainer/fault.h"
+
+using joule::trainer::FaultError;
+using joule::trainer::FaultPlan;
+
+TEST(Fault, ParsesEveryKindWithDefaults) {
+  const FaultPlan p = FaultPlan::parse(
+      "kill:rank=1,step=7;kill-in-checkpoint:step=10,stage=renamed;stall:rank=1,step=3,seconds=2.5;nan:step=4,count=3;"
+      "preempt:step=9;corrupt-shard:rank=1,step=2");
+  ASSERT_EQ(p.faults().size(), 6u);
+  EXPECT_NE(p.at("kill", 1, 7), nullptr);
+  EXPECT_EQ(p.at("kill", 0, 7), nullptr);  // another rank
+  EXPECT_EQ(p.at("kill", 1, 8), nullptr);  // another step
+  EXPECT_EQ(p.at("kill-in-checkpoint", 0, 10)->stage, "renamed");
+  EXPECT_DOUBLE_EQ(p.at("stall", 1, 3)->seconds, 2.5);
+  EXPECT_EQ(p.at("nan", 0, 3), nullptr);
+  EXPECT_NE(p.at("nan", 0, 4), nullptr);
+  EXPECT_NE(p.at("nan", 0, 6), nullptr);  // count 3: steps 4, 5, 6
+  EXPECT_EQ(p.at("nan", 0, 7), nullptr);
+  EXPECT_EQ(p.at("preempt", 0, 9)->rank, 0);  // rank defaults to 0
+  EXPECT_NE(p.at("corrupt-shard", 1, 2), nullptr);
+  EXPECT_TRUE(FaultPlan::parse("").empty());
+}
+
+TEST(Fault, MalformedSpecsAreErrorsNamingThePart) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"explode:step=3", "unknown fault 'explode'"},
+      {"kill:rank=1", "needs step=N"},
+      {"kill:step=0", "needs step=N"},
+      {"kill:step=three", "kill:step=three: step is 'three', not a number"},
+      {"kill:step=3,seconds=4", "key 'seconds' does not apply to 'kill'"},
+      {"stall:step=3,rank", "'rank' in 'stall:step=3,rank' is not key=value"},
+      {"kill-in-checkpoint:step=3,stage=halfway", "stage 'halfway'"},
+      {"nan:step=3,count=0", "count >= 1"},
+  };
+  for (const auto& [spec, expect] : cases) {
+    SCOPED_TRACE(spec);
+    try {
+      FaultPlan::parse(spec);
+      ADD_FAILURE() << "no error";
+    } catch (const FaultError& e) {
+      EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("JOULE_FAULT"), std::string::npos) << e.what();
+    }
+  }
+}

@@ -1,0 +1,65 @@
+// Fault injection for reliability tests (developers only; see tests/e2e/faults.sh). Read once from
+// the environment variable JOULE_FAULT, a list of faults separated by ';', each "kind:key=value,...":
+//
+//   kill:rank=R,step=N                      SIGKILL to rank R once step N's update is done (before its checkpoint)
+//   kill-in-checkpoint:rank=0,step=N,stage=S  SIGKILL inside step N's checkpoint write, right after stage S:
+//                                           rng | model | optimizer | state | manifest | renamed (before COMPLETE)
+//   stall:rank=R,step=N,seconds=S           rank R sleeps S seconds (default 3600) before step N's forward pass,
+//                                           so the other ranks' gradient all-reduce times out
+//   nan:rank=R,step=N,count=K               rank R's loss is multiplied by NaN in steps N .. N+K-1 (default K 1),
+//                                           so the reduced gradients are NaN on every rank
+//   preempt:rank=R,step=N                   rank R behaves as if sent SIGUSR1 during step N
+//   corrupt-shard:rank=R,step=N             after step N, rank R overwrites every training shard with bytes that
+//                                           are not HDF5 (same size) and makes its loader reopen them
+//
+// rank defaults to 0; step counts optimizer steps from 1. A malformed JOULE_FAULT is an error at start-up.
+// No LibTorch here.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace joule::trainer {
+
+struct Fault {
+  std::string kind;       // kill | kill-in-checkpoint | stall | nan | preempt | corrupt-shard
+  int rank = 0;
+  int64_t step = 0;       // >= 1
+  int64_t count = 1;      // nan: consecutive steps
+  double seconds = 3600;  // stall
+  std::string stage = "model";  // kill-in-checkpoint
+};
+
+class FaultError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class FaultPlan {
+ public:
+  // Parses a JOULE_FAULT value ("" : no faults). Throws FaultError naming the fault and the bad part.
+  static FaultPlan parse(const std::string& spec);
+  static FaultPlan from_environment();  // JOULE_FAULT
+
+  bool empty() const { return faults_.empty(); }
+  const std::vector<Fault>& faults() const { return faults_; }
+  // The fault of `kind` for this rank that fires at `step` (nan: any step of its range), or nullptr.
+  const Fault* at(const std::string& kind, int rank, int64_t step) const;
+  // For a kill-in-checkpoint fault of this rank and step at `stage`: SIGKILL now (never returns).
+  void checkpoint_stage(int rank, int64_t step, const std::string& stage) const;
+  // Writes a line naming the armed faults to stderr (rank-prefixed), so that a test log shows them.
+  void announce(int rank) const;
+
+ private:
+  std::vector<Fault> faults_;
+};
+
+// Sends SIGKILL to this process after a one-line notice on stderr (what a crash of the node looks like).
+[[noreturn]] void kill_self(const std::string& why);
+
+// Overwrites `path` in place with the same number of bytes that are not an HDF5 file (a corrupt shard).
+void corrupt_file(const std::string& path);
+
+}  // namespace joule::trainer
