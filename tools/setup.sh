@@ -9,7 +9,8 @@ packages=(cmake ninja-build g++ ccache pkg-config
           libopenmpi-dev openmpi-bin libhdf5-dev libicu-dev
           libcxxopts-dev libgtest-dev nlohmann-json3-dev libtoml11-dev
           slurm-wlm munge     # the Slurm launch test runs a private one-host cluster
-          chromium)           # the HTML report test renders in headless Chromium
+          chromium            # the HTML report test renders in headless Chromium
+          clang libclang-rt-dev)  # the libFuzzer harnesses (tests/fuzz)
 [[ "${1:-}" == "--reference" ]] && packages+=(python3-torch python3-h5py)
 
 missing=()
