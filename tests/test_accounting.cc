@@ -91,6 +91,24 @@ TEST(Rapl, MissingDramDomainLeavesRamToTheModel) {
   EXPECT_TRUE(monitor.notices().empty());
 }
 
+TEST(Rapl, ACounterUnreadableMidRunIsANoticeAndTheNextReadingCatchesUp) {
+  TempDir t;
+  add_zone(t.path(), "intel-rapl:0", "package-0", 1e6, 262143328850);
+  MeterContext c = context(t.path());
+  c.proc_stat = "/proc/stat";
+  EnergyMonitor monitor("rapl", c, 60);
+  EXPECT_TRUE(monitor.notices().empty());
+  fs::remove(t.path() + "/intel-rapl:0/energy_uj");
+  monitor.totals();
+  monitor.totals();
+  const auto notices = monitor.notices();
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_NE(notices[0].find("rapl: 2 reading(s) failed during the run (last: "), std::string::npos) << notices[0];
+  EXPECT_NE(notices[0].find("energy_uj"), std::string::npos) << notices[0];
+  set_energy(t.path(), "intel-rapl:0", 1e6 + 12e6);  // readable again: the counter's delta covers the gap
+  EXPECT_DOUBLE_EQ(monitor.totals().at(Component::cpu, Source::rapl), 12.0);
+}
+
 TEST(Rapl, AbsentTreeIsAOneLineNoticeAndTheModel) {
   MeterContext c = context("/nonexistent/powercap");
   try {

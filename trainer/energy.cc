@@ -346,8 +346,11 @@ void EnergyMonitor::sample_locked() {
   for (auto& m : meters_) {
     try {
       m->sample(dt, totals_);
-    } catch (const std::exception&) {
-      // A counter that becomes unreadable mid-run loses this interval; the run goes on.
+    } catch (const std::exception& e) {
+      // A counter that becomes unreadable mid-run: the run goes on, the summary says so (notices()).
+      Failures& f = failures_[m->name()];
+      ++f.count;
+      f.last = e.what();
     }
   }
 }
@@ -364,6 +367,15 @@ EnergyTotals EnergyMonitor::totals() {
   std::lock_guard<std::mutex> lock(mutex_);
   sample_locked();
   return totals_;
+}
+
+std::vector<std::string> EnergyMonitor::notices() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::string> out = notices_;
+  for (const auto& [name, f] : failures_)
+    out.push_back(name + ": " + std::to_string(f.count) + " reading(s) failed during the run (last: " + f.last +
+                  "); energy between the readings around them may be missing");
+  return out;
 }
 
 std::string EnergyMonitor::sources() const {

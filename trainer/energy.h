@@ -7,6 +7,7 @@
 #include <array>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -81,7 +82,8 @@ class EnergyMonitor {
   EnergyMonitor& operator=(const EnergyMonitor&) = delete;
 
   EnergyTotals totals();  // samples now, then returns everything since construction
-  const std::vector<std::string>& notices() const { return notices_; }  // why a meter fell back
+  // Why a meter fell back at start, and which meters failed readings during the run (with how many).
+  std::vector<std::string> notices();
   std::string sources() const;  // "cpu: rapl, ram: model"
 
  private:
@@ -89,6 +91,11 @@ class EnergyMonitor {
   void run();
   std::vector<std::unique_ptr<EnergyMeter>> meters_;
   std::vector<std::string> notices_;
+  struct Failures {
+    int64_t count = 0;
+    std::string last;
+  };
+  std::map<std::string, Failures> failures_;  // by meter name: readings that failed mid-run
   std::vector<std::pair<Component, std::string>> sources_;
   EnergyTotals totals_;
   double sample_seconds_;
