@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -85,6 +86,38 @@ const char* type_name(const Target& t) {
   return std::holds_alternative<int64_t*>(t) ? "an integer" : std::holds_alternative<double*>(t) ? "a number" : "a string";
 }
 
+// TOML files are UTF-8. Checked before toml11 sees the text: Debian's toml11 3.7.1 reads past the end of its
+// buffer on invalid UTF-8 inside a literal string (found by tests/fuzz/fuzz_run_config: the 3 bytes ' 0xff ').
+// Returns "" or where the first invalid byte is.
+std::string utf8_problem(const std::string& text) {
+  size_t line = 1;
+  for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    size_t n = 4;  // continuation bytes; 4: not a lead byte
+    uint32_t cp = 0;
+    if (c < 0x80) n = 0, cp = c;
+    else if ((c >> 5) == 0x6) n = 1, cp = c & 0x1Fu;
+    else if ((c >> 4) == 0xE) n = 2, cp = c & 0x0Fu;
+    else if ((c >> 3) == 0x1E) n = 3, cp = c & 0x07u;
+    bool ok = n < 4 && i + n < text.size();
+    for (size_t k = 1; ok && k <= n; ++k) {
+      const auto cc = static_cast<unsigned char>(text[i + k]);
+      ok = (cc & 0xC0) == 0x80;
+      cp = (cp << 6) | (cc & 0x3Fu);
+    }
+    // No overlong forms, no surrogates, nothing above U+10FFFF.
+    if (ok && n > 0) ok = cp >= (n == 1 ? 0x80u : n == 2 ? 0x800u : 0x10000u) && !(cp >= 0xD800 && cp <= 0xDFFF) && cp <= 0x10FFFF;
+    if (!ok) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "line %zu, byte %zu (0x%02x): not valid UTF-8", line, i + 1, c);
+      return buf;
+    }
+    if (c == '\n') ++line;
+    i += n + 1;
+  }
+  return "";
+}
+
 [[noreturn]] void unknown(const std::string& where, const std::string& key) {
   throw RunConfigError(where + ": unknown key '" + key + "'; valid keys: " + key_list());
 }
@@ -99,6 +132,8 @@ std::vector<std::string> RunConfig::keys() {
 }
 
 RunConfig RunConfig::from_toml_text(const std::string& text, const std::string& where) {
+  if (const std::string bad = utf8_problem(text); !bad.empty())
+    throw RunConfigError(where + ": " + bad + " (TOML files must be UTF-8)");
   toml::value root;
   try {
     std::istringstream in(text);
@@ -152,6 +187,7 @@ void RunConfig::set(const std::string& assignment) {
   auto all = fields(*this);
   Field* f = find(all, key);
   if (!f) unknown("--set", key);
+  if (const std::string bad = utf8_problem(text); !bad.empty()) throw RunConfigError("--set " + key + ": " + bad);
   try {
     size_t used = 0;
     if (auto* i = std::get_if<int64_t*>(&f->target)) {

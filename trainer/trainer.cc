@@ -78,6 +78,15 @@ struct Counts {
     sequences += static_cast<double>(rows);
     batches += 1;
   }
+  void add(const Counts& o) {
+    mlm_loss += o.mlm_loss;
+    nsp_loss += o.nsp_loss;
+    mlm_correct += o.mlm_correct;
+    mlm_predictions += o.mlm_predictions;
+    nsp_correct += o.nsp_correct;
+    sequences += o.sequences;
+    batches += o.batches;
+  }
 };
 
 EvalResult finish_eval(const Counts& c) {
@@ -385,13 +394,14 @@ int train(const TrainOptions& opts) {
     const bool poison = faults.at("nan", rank, state.step + 1) != nullptr;
     const double wait_before = loader.wait_seconds();
     reducer.zero_grad();
+    Counts step_counts;  // joins the interval's metrics unless the step is skipped
     for (int64_t m = 0; m < cfg.accumulation; ++m) {
       data::PretrainingBatch batch = loader.next();
       reducer.begin_micro_batch(m == cfg.accumulation - 1);
       models::PretrainingOutput out = model->forward(batch);
       if (poison) out.loss = out.loss * std::numeric_limits<double>::quiet_NaN();
       (cfg.accumulation > 1 ? out.loss / static_cast<double>(cfg.accumulation) : out.loss).backward();
-      interval.add(out, batch.input_ids.size(0));
+      step_counts.add(out, batch.input_ids.size(0));
     }
     reducer.finish();
     last_lr = learning_rate(cfg.lr, optimizer->steps(), total_steps, cfg.warmup_fraction);
@@ -418,6 +428,7 @@ int train(const TrainOptions& opts) {
       }
     } else {
       state.nonfinite_streak = 0;
+      interval.add(step_counts);
     }
     if (faults.at("kill", rank, state.step)) kill_self("after step " + std::to_string(state.step));
     if (faults.at("corrupt-shard", rank, state.step)) {

@@ -83,9 +83,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (b.input_ids[i] < 0 || (vocab > 0 && b.input_ids[i] >= vocab)) std::abort();
     if ((b.input_mask[i] | 1) != 1 || (b.segment_ids[i] | 1) != 1) std::abort();
   }
-  for (size_t i = 0; i < b.masked_positions.size(); ++i) {
-    if (b.masked_positions[i] < 0 || b.masked_positions[i] >= b.seq_len) std::abort();
-    if (b.masked_ids[i] < 0 || (vocab > 0 && b.masked_ids[i] >= vocab)) std::abort();
+  // Every position inside the sequence; the ids of the used prediction slots (up to each row's first position 0,
+  // the model's rule) inside the vocabulary: ids in unused slots are never read.
+  for (int64_t r = 0; r < b.rows; ++r) {
+    bool used = true;
+    for (int64_t p = 0; p < b.max_predictions; ++p) {
+      const size_t i = static_cast<size_t>(r * b.max_predictions + p);
+      if (b.masked_positions[i] < 0 || b.masked_positions[i] >= b.seq_len) std::abort();
+      used = used && b.masked_positions[i] != 0;
+      if (used && (b.masked_ids[i] < 0 || (vocab > 0 && b.masked_ids[i] >= vocab))) std::abort();
+    }
   }
   for (int32_t label : b.next_sentence_labels)
     if ((label | 1) != 1) std::abort();
