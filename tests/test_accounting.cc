@@ -290,6 +290,7 @@ TEST(Profiles, BadFilesNameTheFileAndTheKey) {
   expect_error("name = \"x\"\n[host]\ncpu_idle_w = 1\n[device]\nkind = \"cpu\"\ncount = 0\n", "missing key 'host.cpu_max_w'");
   expect_error("name = \"x\"\n" + ok_host + "[device]\nkind = \"tpu\"\ncount = 0\n", "valid values: cpu, gpu, trainium");
   expect_error("name = \"x\"\n" + ok_host + "[device]\nkind = \"gpu\"\ncount = \"8\"\n", "'device.count' must be a number");
+  expect_error("name = 'x\xff'\n" + ok_host, "line 1, byte 10 (0xff): not valid UTF-8 (TOML files must be UTF-8)");
   try {
     load_instance_profile("p9.large", kConfigs + "/hardware");
     ADD_FAILURE();

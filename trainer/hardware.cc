@@ -10,14 +10,20 @@
 
 #include <toml.hpp>
 
+#include "trainer/run_config.h"
+
 namespace joule::trainer {
 namespace fs = std::filesystem;
 namespace {
 
 toml::value parse_file(const std::string& path, const char* what) {
   if (!fs::is_regular_file(path)) throw ProfileError(path + ": no such " + what + " file");
+  std::ifstream in(path, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (const std::string bad = utf8_problem(text); !bad.empty()) throw ProfileError(path + ": " + bad + " (TOML files must be UTF-8)");
   try {
-    return toml::parse(path);
+    std::istringstream stream(text);
+    return toml::parse(stream, path);
   } catch (const std::exception& e) {
     throw ProfileError(std::string(e.what()));
   }

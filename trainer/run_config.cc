@@ -86,9 +86,12 @@ const char* type_name(const Target& t) {
   return std::holds_alternative<int64_t*>(t) ? "an integer" : std::holds_alternative<double*>(t) ? "a number" : "a string";
 }
 
-// TOML files are UTF-8. Checked before toml11 sees the text: Debian's toml11 3.7.1 reads past the end of its
-// buffer on invalid UTF-8 inside a literal string (found by tests/fuzz/fuzz_run_config: the 3 bytes ' 0xff ').
-// Returns "" or where the first invalid byte is.
+[[noreturn]] void unknown(const std::string& where, const std::string& key) {
+  throw RunConfigError(where + ": unknown key '" + key + "'; valid keys: " + key_list());
+}
+
+}  // namespace
+
 std::string utf8_problem(const std::string& text) {
   size_t line = 1;
   for (size_t i = 0; i < text.size();) {
@@ -117,12 +120,6 @@ std::string utf8_problem(const std::string& text) {
   }
   return "";
 }
-
-[[noreturn]] void unknown(const std::string& where, const std::string& key) {
-  throw RunConfigError(where + ": unknown key '" + key + "'; valid keys: " + key_list());
-}
-
-}  // namespace
 
 std::vector<std::string> RunConfig::keys() {
   RunConfig c;

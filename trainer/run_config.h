@@ -15,6 +15,11 @@ class RunConfigError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Where `text` first stops being valid UTF-8 ("line L, byte B (0xXX): not valid UTF-8"), or "". Every TOML
+// file joule reads is checked before toml11 parses it: Debian's toml11 3.7.1 reads past its buffer on
+// invalid UTF-8 inside a literal string (found by tests/fuzz/fuzz_run_config).
+std::string utf8_problem(const std::string& text);
+
 struct RunConfig {
   // [train]
   int64_t steps = 0;              // optimizer steps; 0: derived from target_sequences
