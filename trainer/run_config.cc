@@ -86,6 +86,25 @@ const char* type_name(const Target& t) {
   return std::holds_alternative<int64_t*>(t) ? "an integer" : std::holds_alternative<double*>(t) ? "a number" : "a string";
 }
 
+// A TOML basic string on one line, whatever its length: toml::format wraps strings longer than 80 columns
+// with line-ending backslashes, which drop the next line's leading spaces when read back (fuzz_run_config
+// found a path whose resolved config.toml did not read back the same).
+std::string toml_string(const std::string& s) {
+  std::string out = "\"";
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') out += '\\', out += ch;
+    else if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else out += ch;
+  }
+  return out + "\"";
+}
+
 [[noreturn]] void unknown(const std::string& where, const std::string& key) {
   throw RunConfigError(where + ": unknown key '" + key + "'; valid keys: " + key_list());
 }
@@ -246,7 +265,7 @@ std::string RunConfig::to_toml() const {
       if (text.find_first_of(".eEn") == std::string::npos) text += ".0";  // keep it a TOML float
       out << text;
     }
-    else out << toml::format(toml::value(*std::get<std::string*>(f.target)));
+    else out << toml_string(*std::get<std::string*>(f.target));
     out << "\n";
   }
   return out.str();
