@@ -49,6 +49,10 @@ TEST(RunConfig, ErrorsNameTheKeyAndListValidOnes) {
   EXPECT_NE(e.find("sim.nodes must be >= 1"), std::string::npos) << e;
   e = error_of("[accounting]\npue = 0.5\n");
   EXPECT_NE(e.find("accounting.pue must be >= 1"), std::string::npos) << e;
+  e = error_of("[train]\nsteps = 1e30\n");  // a whole number beyond int64: an error, not undefined behaviour
+  EXPECT_NE(e.find("'train.steps' must be an integer, found 1e+30"), std::string::npos) << e;
+  joule::trainer::RunConfig big;
+  EXPECT_THROW(big.set("train.steps=2e72"), joule::trainer::RunConfigError);
   e = error_of("[accounting]\nprice_per_hour = \"cheap\"\n");
   EXPECT_NE(e.find("'accounting.price_per_hour' must be a number"), std::string::npos) << e;
 }

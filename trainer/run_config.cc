@@ -86,6 +86,10 @@ const char* type_name(const Target& t) {
   return std::holds_alternative<int64_t*>(t) ? "an integer" : std::holds_alternative<double*>(t) ? "a number" : "a string";
 }
 
+// A whole number that fits int64_t (casting a larger double is undefined behaviour: fuzz_run_config found
+// `--set train.steps=2e72`).
+bool whole_int64(double v) { return std::floor(v) == v && v >= -9.2e18 && v <= 9.2e18; }
+
 // A TOML basic string on one line, whatever its length: toml::format wraps strings longer than 80 columns
 // with line-ending backslashes, which drop the next line's leading spaces when read back (fuzz_run_config
 // found a path whose resolved config.toml did not read back the same).
@@ -172,7 +176,7 @@ RunConfig RunConfig::from_toml_text(const std::string& text, const std::string& 
       };
       if (auto* i = std::get_if<int64_t*>(&f->target)) {
         if (value.is_integer()) **i = value.as_integer();
-        else if (value.is_floating() && std::floor(value.as_floating()) == value.as_floating()) **i = static_cast<int64_t>(value.as_floating());
+        else if (value.is_floating() && whole_int64(value.as_floating())) **i = static_cast<int64_t>(value.as_floating());
         else bad_type();
       } else if (auto* d = std::get_if<double*>(&f->target)) {
         if (value.is_floating()) **d = value.as_floating();
@@ -208,7 +212,7 @@ void RunConfig::set(const std::string& assignment) {
     size_t used = 0;
     if (auto* i = std::get_if<int64_t*>(&f->target)) {
       const double v = std::stod(text, &used);  // accepts 450e6
-      if (used != text.size() || std::floor(v) != v) throw std::invalid_argument(text);
+      if (used != text.size() || !whole_int64(v)) throw std::invalid_argument(text);
       **i = static_cast<int64_t>(v);
     } else if (auto* d = std::get_if<double*>(&f->target)) {
       **d = std::stod(text, &used);
