@@ -7,7 +7,6 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
-#include <unistd.h>
 
 #include "launch/runtime.h"
 
@@ -84,7 +83,7 @@ FaultPlan FaultPlan::from_environment() {
 
 const Fault* FaultPlan::at(const std::string& kind, int rank, int64_t step) const {
   for (const Fault& f : faults_)
-    if (f.kind == kind && f.rank == rank && step >= f.step && step < f.step + (kind == "nan" ? f.count : 1)) return &f;
+    if (f.kind == kind && f.rank == rank && step >= f.step && step < f.step + f.count) return &f;
   return nullptr;
 }
 

@@ -27,7 +27,7 @@ struct Fault {
   std::string kind;       // kill | kill-in-checkpoint | stall | nan | preempt | corrupt-shard
   int rank = 0;
   int64_t step = 0;       // >= 1
-  int64_t count = 1;      // nan: consecutive steps
+  int64_t count = 1;      // consecutive steps (only nan takes count=)
   double seconds = 3600;  // stall
   std::string stage = "model";  // kill-in-checkpoint
 };
@@ -45,7 +45,7 @@ class FaultPlan {
 
   bool empty() const { return faults_.empty(); }
   const std::vector<Fault>& faults() const { return faults_; }
-  // The fault of `kind` for this rank that fires at `step` (nan: any step of its range), or nullptr.
+  // The fault of `kind` for this rank that fires at `step` (any step of its count), or nullptr.
   const Fault* at(const std::string& kind, int rank, int64_t step) const;
   // For a kill-in-checkpoint fault of this rank and step at `stage`: SIGKILL now (never returns).
   void checkpoint_stage(int rank, int64_t step, const std::string& stage) const;
