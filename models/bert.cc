@@ -1,4 +1,5 @@
 #include "models/bert.h"
+#include "models/dropout.h"
 
 #include <cmath>
 #include <limits>
@@ -21,9 +22,7 @@ nn::LayerNorm layer_norm(nn::Module& parent, int64_t hidden, double eps) {
   return parent.register_module("LayerNorm", nn::LayerNorm(nn::LayerNormOptions({hidden}).eps(eps)));
 }
 
-torch::Tensor maybe_dropout(const torch::Tensor& x, double p, bool training) {
-  return (training && p > 0.0) ? torch::dropout(x, p, /*train=*/true) : x;
-}
+torch::Tensor maybe_dropout(const torch::Tensor& x, double p, bool training) { return training ? train_dropout(x, p) : x; }
 
 }  // namespace
 

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "models/bert.h"
+#include "models/dropout.h"
 #include "test_util.h"
 
 using joule::models::BertConfig;
@@ -146,6 +147,39 @@ TEST(Bert, DropoutIsActiveOnlyInTraining) {
   EXPECT_EQ(t1, t3);  // dropout draws from torch's seeded generator
   m->eval();
   EXPECT_EQ(m->forward(b).loss.item<double>(), m->forward(b).loss.item<double>());
+}
+
+TEST(Dropout, KeepsOneMinusPScaledAndBackpropagatesThroughTheSameMask) {
+  const int64_t n = 1 << 20;
+  torch::manual_seed(3);
+  const torch::Tensor x = torch::rand({n / 1024, 1024}).add_(0.5).set_requires_grad(true);
+  const torch::Tensor y = joule::models::train_dropout(x, 0.1);
+  const torch::Tensor kept = y != 0;
+  // Binomial(2^20, 0.9): the standard deviation of the kept fraction is 3e-4.
+  EXPECT_NEAR(kept.to(torch::kDouble).mean().item<double>(), 0.9, 2e-3);
+  EXPECT_TRUE(torch::allclose(y.masked_select(kept), x.masked_select(kept) / 0.9f, 1e-6, 0));
+  // The two draws taken from one hash are independent: both kept in about 0.81 of adjacent pairs.
+  const torch::Tensor pairs = kept.view({-1, 2});
+  EXPECT_NEAR((pairs.select(1, 0) & pairs.select(1, 1)).to(torch::kDouble).mean().item<double>(), 0.81, 3e-3);
+  const torch::Tensor w = torch::randn({n / 1024, 1024});
+  (y * w).sum().backward();
+  EXPECT_TRUE(torch::allclose(x.grad(), kept.to(torch::kFloat) * w / 0.9f, 1e-6, 1e-7));
+}
+
+TEST(Dropout, SeededByTorchAndTheSameForAnyThreadCount) {
+  const torch::Tensor x = torch::ones({300, 1000});
+  const int threads = torch::get_num_threads();
+  torch::set_num_threads(1);
+  torch::manual_seed(7);
+  const torch::Tensor a = joule::models::train_dropout(x, 0.25), a_next = joule::models::train_dropout(x, 0.25);
+  torch::set_num_threads(2);
+  torch::manual_seed(7);
+  const torch::Tensor b = joule::models::train_dropout(x, 0.25);
+  torch::set_num_threads(threads);
+  EXPECT_TRUE(torch::equal(a, b));
+  EXPECT_FALSE(torch::equal(a, a_next));  // each call draws a new seed
+  EXPECT_TRUE(torch::equal(joule::models::train_dropout(x, 0.0), x));
+  EXPECT_NEAR((a == 0).to(torch::kDouble).mean().item<double>(), 0.25, 5e-3);
 }
 
 TEST(Bert, NoDecayParametersAreBiasesAndLayerNorms) {

@@ -35,8 +35,50 @@ TEST(Lamb, ClipsByTheGlobalNorm) {
   w.mutable_grad() = torch::tensor({30.0f, 40.0f});  // norm 50
   auto opt = create_optimizer({}, {{"w.weight", w}});
   EXPECT_NEAR(opt->step(0.0), 50.0, 1e-5);
-  EXPECT_NEAR(w.grad()[0].item<double>(), 0.6, 1e-6);  // scaled to norm 1
-  EXPECT_NEAR(w.grad()[1].item<double>(), 0.8, 1e-6);
+  // The first moment is (1 - beta1) times the gradient scaled to norm 1.
+  const torch::Tensor m = opt->state()[0].second;
+  EXPECT_NEAR(m[0].item<double>(), 0.1 * 0.6, 1e-7);
+  EXPECT_NEAR(m[1].item<double>(), 0.1 * 0.8, 1e-7);
+}
+
+// Parameters with decay (trust ratio) and without, one spanning several of the optimizer's 2^16-element chunks, over
+// steps with and without clipping. Contiguous CPU float32 parameters take lamb_cpu's fused loops; a transposed view
+// of the same values takes the tensor-op path other devices use.
+std::vector<torch::Tensor> lamb_run(bool fused, int threads) {
+  torch::manual_seed(11);
+  const torch::Tensor w0 = torch::randn({700, 300}), b0 = torch::randn({300});
+  torch::Tensor w = fused ? w0.clone() : w0.t().contiguous().t();
+  w.set_requires_grad(true);
+  torch::Tensor b = b0.clone().set_requires_grad(true);
+  EXPECT_EQ(w.is_contiguous(), fused);
+  const int before = torch::get_num_threads();
+  torch::set_num_threads(threads);
+  auto opt = create_optimizer({}, {{"l.weight", w}, {"l.bias", b}});
+  for (int t = 0; t < 4; ++t) {
+    const float size = t % 2 == 0 ? 1e-3f : 1.0f;  // global norm below and above max_grad_norm = 1
+    w.mutable_grad() = torch::randn({700, 300}).mul_(size);
+    if (!fused) w.mutable_grad() = w.grad().t().contiguous().t();
+    b.mutable_grad() = torch::randn({300}).mul_(size);
+    opt->step(1e-2);
+  }
+  torch::set_num_threads(before);
+  std::vector<torch::Tensor> out{w.detach().contiguous(), b.detach().clone()};
+  for (const auto& [name, t] : opt->state()) out.push_back(t.contiguous());
+  return out;
+}
+
+TEST(Lamb, FusedCpuLoopsMatchTensorOpsAndAnyThreadCount) {
+  const auto fused = lamb_run(true, 1), ops = lamb_run(false, 1), fused2 = lamb_run(true, 2);
+  ASSERT_EQ(fused.size(), 6u);
+  for (size_t i = 0; i < fused.size(); ++i) {
+    SCOPED_TRACE(i);
+    // Measured against the tensor's scale (single elements can be near 0). The tensor-op path's float32 norm()
+    // puts the clipping scale ~1e-6 off the fused path's double sums, v (gradient squared) twice that; computing
+    // 1 - beta2 in float32 instead of double was 1.3e-5 off.
+    const double scale = ops[i].abs().max().item<double>();
+    EXPECT_LT((fused[i] - ops[i]).abs().max().item<double>(), 5e-6 * scale);
+    EXPECT_TRUE(torch::equal(fused[i], fused2[i]));  // fixed chunks: the same sums in the same order
+  }
 }
 
 TEST(Optimizer, NonFiniteGradientsLeaveEverythingAsItWas) {

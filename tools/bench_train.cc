@@ -1,10 +1,12 @@
 #include "tools/bench_train.h"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 #include <torch/csrc/autograd/profiler_legacy.h>
@@ -12,6 +14,7 @@
 
 #include "collectives/communicator.h"
 #include "collectives/reducer.h"
+#include "launch/cpu_allocator.h"
 #include "launch/placement.h"
 #include "launch/runtime.h"
 #include "models/bert.h"
@@ -44,6 +47,14 @@ double activation_bytes(const models::BertConfig& c, int64_t b, int64_t s, int64
   return c.num_hidden_layers * per_layer + embeddings + head;
 }
 
+// Resident bytes now (/proc/self/statm), for where the peak comes from.
+double rss_now() {
+  std::ifstream statm("/proc/self/statm");
+  double size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * static_cast<double>(sysconf(_SC_PAGESIZE));
+}
+
 std::string bench_train(const TrainBenchOptions& o) {
   auto comm = collectives::create_communicator("mpi");
   const auto& info = comm->info();
@@ -51,6 +62,7 @@ std::string bench_train(const TrainBenchOptions& o) {
   const int threads = launch::threads_per_rank(launch::physical_cores(), info.local_size, o.threads, &warning);
   launch::set_threads(threads);
   torch::manual_seed(o.seed * 1000003ull + static_cast<uint64_t>(info.rank));
+  nlohmann::json rss = {{"startup", rss_now()}};
 
   models::BertForPreTraining model(o.config, o.seed);
   model->train();  // dropout on, as in training
@@ -61,6 +73,7 @@ std::string bench_train(const TrainBenchOptions& o) {
   const models::PretrainingBatch batch =
       models::synthetic_batch(o.config, o.micro_batch, o.seq_len, o.max_predictions, o.seed + static_cast<uint64_t>(info.rank));
 
+  rss["state"] = rss_now();
   std::vector<double> step_seconds, exposed;
   double loss = 0;
   std::unique_ptr<torch::autograd::profiler::RecordProfile> profiler;
@@ -71,10 +84,16 @@ std::string bench_train(const TrainBenchOptions& o) {
     reducer.zero_grad();
     reducer.begin_micro_batch(true);
     models::PretrainingOutput out = model->forward(batch);
+    const double after_forward = rss_now();
     out.loss.backward();
     reducer.finish();
+    const double after_backward = rss_now();
     optimizer->step(1e-4);
+    launch::release_unused_cpu_blocks();
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    rss["forward"] = after_forward;
+    rss["backward"] = after_backward;
+    rss["step"] = rss_now();
     loss = out.loss.item<double>();
     if (it >= o.warmup) {
       step_seconds.push_back(dt);
@@ -87,6 +106,7 @@ std::string bench_train(const TrainBenchOptions& o) {
   const auto gemms = models::training_gemms(o.config, o.micro_batch, o.seq_len, o.micro_batch * o.max_predictions);
   const double gflop = models::total_flops(gemms) / 1e9;
   // Peak RSS of the training steps, before the roofline measurement allocates its own matrices.
+  const launch::CpuCacheStats cache = launch::cpu_cache_stats();
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   comm->barrier();
@@ -120,6 +140,9 @@ std::string bench_train(const TrainBenchOptions& o) {
                       {"sgemm_gflops_per_rank", sgemm_mean},
                       {"roofline_fraction", gflop / step_s / sgemm_mean},
                       {"peak_rss_bytes", peak_rss},
+                      {"rss_rank0_after", rss},
+                      {"cpu_cache", {{"hits", cache.hits}, {"misses", cache.misses}, {"mapped_bytes", cache.mapped_bytes},
+                                     {"cached_bytes", cache.cached_bytes}, {"released_bytes", cache.released_bytes}}},
                       {"params", params},
                       {"state_bytes", state_bytes},
                       {"activation_bytes", act},

@@ -13,6 +13,7 @@
 #include "collectives/communicator.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
+#include "launch/cpu_allocator.h"
 #include "launch/runtime.h"
 #include "models/bert_config.h"
 #include "models/safetensors.h"
@@ -459,6 +460,7 @@ int main(int argc, char** argv) {
   // OpenMP and OpenBLAS read their wait policies only when they load: set them and start over once.
   if (joule::launch::set_runtime_environment()) execv("/proc/self/exe", argv);
   joule::launch::tune_allocator();
+  joule::launch::install_caching_cpu_allocator();
 
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {

@@ -1,10 +1,12 @@
 #include "trainer/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <stdexcept>
 
 #include "models/bert.h"
+#include "trainer/lamb_cpu.h"
 
 namespace joule::trainer {
 
@@ -21,25 +23,6 @@ Optimizer::Optimizer(std::vector<std::pair<std::string, torch::Tensor>> params, 
     s.decay = !models::is_no_decay_parameter(name);
     slots_.push_back(std::move(s));
   }
-}
-
-double Optimizer::clip_gradients() {
-  torch::NoGradGuard no_grad;
-  double sum = 0;
-  // Per-parameter norms, squared and summed in double: one read of each gradient (converting whole gradients
-  // to float64 first cost ~7 % of a bert-base step in memory traffic).
-  for (const Slot& s : slots_) {
-    if (!s.param.grad().defined()) continue;
-    const double n = s.param.grad().norm().item<double>();
-    sum += n * n;
-  }
-  const double norm = std::sqrt(sum);
-  if (std::isfinite(norm) && options_.max_grad_norm > 0 && norm > options_.max_grad_norm) {
-    const double scale = options_.max_grad_norm / norm;
-    for (Slot& s : slots_)
-      if (s.param.grad().defined()) s.param.mutable_grad().mul_(scale);
-  }
-  return norm;
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> Optimizer::state() const {
@@ -74,24 +57,64 @@ void Optimizer::reset() {
   steps_ = 0;
 }
 
+namespace {
+
+// Parameters cut into chunks of this many elements: the unit of parallel work and of partial sums.
+constexpr int64_t kChunk = int64_t{1} << 16;
+
+// float32, contiguous and on the CPU, parameter, gradient and moments alike: lamb_cpu's loops apply.
+bool cpu_float32(const torch::Tensor& t) { return t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous(); }
+
+// f(begin, end) for every chunk of [0, n) in parallel over the intra-op threads; returns the chunks' results (an
+// arithmetic type or lamb_cpu::Norms) summed in chunk order, so the sum is the same for any thread count.
+template <class F>
+auto chunked_sum(int64_t n, F f) {
+  using R = decltype(f(int64_t{0}, int64_t{0}));
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  std::vector<R> partial(static_cast<size_t>(chunks));
+  at::parallel_for(0, chunks, 2, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) partial[static_cast<size_t>(c)] = f(c * kChunk, std::min(n, (c + 1) * kChunk));
+  });
+  R sum{};
+  for (const R& p : partial) sum += p;
+  return sum;
+}
+
+double squared_norm(const torch::Tensor& g) {
+  if (!cpu_float32(g)) {
+    const double n = g.norm().item<double>();
+    return n * n;
+  }
+  const float* x = g.data_ptr<float>();
+  return chunked_sum(g.numel(), [x](int64_t b, int64_t e) { return lamb_cpu::sum_squares(x + b, e - b); });
+}
+
+}  // namespace
+
 double Optimizer::step(double lr) {
-  const double norm = clip_gradients();
-  if (std::isfinite(norm)) update(lr);
+  torch::NoGradGuard no_grad;
+  // The global norm before clipping: per-parameter sums of squares added in double, one read of each gradient.
+  double sum = 0;
+  for (const Slot& s : slots_)
+    if (s.param.grad().defined()) sum += squared_norm(s.param.grad());
+  const double norm = std::sqrt(sum);
+  if (!std::isfinite(norm)) return norm;  // NaN/Inf gradients: nothing changes, not even the step count
+  const double grad_scale = (options_.max_grad_norm > 0 && norm > options_.max_grad_norm) ? options_.max_grad_norm / norm : 1.0;
+  ++steps_;
+  const double c1 = 1.0 - std::pow(options_.beta1, static_cast<double>(steps_));
+  const double c2 = 1.0 - std::pow(options_.beta2, static_cast<double>(steps_));
+  for (Slot& s : slots_)
+    if (s.param.grad().defined()) update_slot(s, lr, c1, c2, grad_scale);
   return norm;
 }
 
-void Optimizer::update(double lr) {
-  torch::NoGradGuard no_grad;
-  ++steps_;
+void Optimizer::update_slot(Slot& s, double lr, double c1, double c2, double grad_scale) {
+  torch::Tensor& g = s.param.mutable_grad();
+  if (grad_scale != 1.0) g.mul_(grad_scale);
   const double b1 = options_.beta1, b2 = options_.beta2;
-  const double c1 = 1.0 - std::pow(b1, static_cast<double>(steps_)), c2 = 1.0 - std::pow(b2, static_cast<double>(steps_));
-  for (Slot& s : slots_) {
-    if (!s.param.grad().defined()) continue;
-    const torch::Tensor& g = s.param.grad();
-    s.exp_avg.mul_(b1).add_(g, 1.0 - b1);
-    s.exp_avg_sq.mul_(b2).addcmul_(g, g, 1.0 - b2);
-    apply_update(s, lr, c1, c2);
-  }
+  s.exp_avg.mul_(b1).add_(g, 1.0 - b1);
+  s.exp_avg_sq.mul_(b2).addcmul_(g, g, 1.0 - b2);
+  apply_update(s, lr, c1, c2);
 }
 
 namespace {
@@ -101,6 +124,40 @@ class Lamb : public Optimizer {
   Lamb(std::vector<std::pair<std::string, torch::Tensor>> p, OptimizerOptions o) : Optimizer(std::move(p), std::move(o)) {}
 
  protected:
+  void update_slot(Slot& s, double lr, double c1, double c2, double grad_scale) override {
+    const torch::Tensor& g = s.param.grad();
+    if (!(cpu_float32(s.param) && cpu_float32(g) && cpu_float32(s.exp_avg) && cpu_float32(s.exp_avg_sq))) {
+      Optimizer::update_slot(s, lr, c1, c2, grad_scale);
+      return;
+    }
+    const bool trust = s.decay && options_.weight_decay != 0;
+    const lamb_cpu::Hyper h{static_cast<float>(options_.beta1), static_cast<float>(options_.beta2),
+                            static_cast<float>(1.0 - options_.beta1), static_cast<float>(1.0 - options_.beta2), static_cast<float>(c1),
+                            static_cast<float>(c2), static_cast<float>(options_.eps),
+                            trust ? static_cast<float>(options_.weight_decay) : 0.0f, static_cast<float>(grad_scale)};
+    const float* gp = g.data_ptr<float>();
+    float *m = s.exp_avg.data_ptr<float>(), *v = s.exp_avg_sq.data_ptr<float>(), *p = s.param.data_ptr<float>();
+    const int64_t n = s.param.numel();
+    if (!trust) {
+      const float step = static_cast<float>(lr);
+      chunked_sum(n, [&](int64_t b, int64_t e) {
+        lamb_cpu::moments_and_apply(gp + b, m + b, v + b, p + b, e - b, h, step);
+        return 0.0;
+      });
+      return;
+    }
+    // Pass 1 writes the moments and sums ||u||² and ||w||²; pass 2 applies the step scaled by the trust ratio.
+    const lamb_cpu::Norms norms = chunked_sum(n, [&](int64_t b, int64_t e) {
+      return lamb_cpu::moments_and_norms(gp + b, m + b, v + b, p + b, e - b, h);
+    });
+    const double ratio = norms.param_sq > 0 && norms.update_sq > 0 ? std::sqrt(norms.param_sq / norms.update_sq) : 1.0;
+    const float step = static_cast<float>(lr * ratio);
+    chunked_sum(n, [&](int64_t b, int64_t e) {
+      lamb_cpu::apply(p + b, m + b, v + b, e - b, h, step);
+      return 0.0;
+    });
+  }
+
   void apply_update(Slot& s, double lr, double c1, double c2) override {
     // Two temporaries the size of the parameter, the same arithmetic as (m / c1) / (sqrt(v / c2) + eps).
     torch::Tensor denom = (s.exp_avg_sq / c2).sqrt_().add_(options_.eps);

@@ -38,16 +38,16 @@ class Optimizer {
 
  protected:
   Optimizer(std::vector<std::pair<std::string, torch::Tensor>> params, OptimizerOptions options);
-  // The two halves of step(): the global gradient norm before clipping (clipping only when it is finite),
-  // then the update from the (clipped) gradients.
-  double clip_gradients();
-  void update(double lr);
   struct Slot {
     std::string name;
     torch::Tensor param, exp_avg, exp_avg_sq;
     bool decay = true;
   };
-  // The parameter update from the fresh moments; c1, c2 are the bias corrections 1 - beta^t.
+  // One parameter's update: its gradient times `grad_scale` (the global-norm clipping) feeds the moments, then
+  // the optimizer's rule. c1, c2 are the bias corrections 1 - beta^t. This default, in tensor ops, runs on any
+  // device: it scales .grad() in place, updates the moments and calls apply_update().
+  virtual void update_slot(Slot& slot, double lr, double c1, double c2, double grad_scale);
+  // The parameter update from the fresh moments.
   virtual void apply_update(Slot& slot, double lr, double c1, double c2) = 0;
   std::vector<Slot> slots_;
   OptimizerOptions options_;

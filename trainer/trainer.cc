@@ -23,6 +23,7 @@
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/tokenizer.h"
+#include "launch/cpu_allocator.h"
 #include "launch/placement.h"
 #include "launch/runtime.h"
 #include "models/model_dir.h"
@@ -406,6 +407,7 @@ int train(const TrainOptions& opts) {
     reducer.finish();
     last_lr = learning_rate(cfg.lr, optimizer->steps(), total_steps, cfg.warmup_fraction);
     last_grad_norm = optimizer->step(last_lr);  // leaves everything as it was when the norm is NaN/Inf
+    launch::release_unused_cpu_blocks();        // sizes this step did not reuse (see launch/cpu_allocator.h)
     ++state.step;
     state.sequences += global_batch;
     state.sampler = loader.state();

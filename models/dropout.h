@@ -1,0 +1,16 @@
+// Training-mode dropout. On the CPU, LibTorch 1.13's dropout draws a float mask with bernoulli_ (a locked
+// per-element generator call), divides it, multiplies, and keeps the 4-byte mask for backward. This one derives a
+// keep bit per element from a counter-based hash of one 64-bit seed drawn from torch's default CPU generator, so it
+// is seeded by torch::manual_seed and resumes bit-exactly from the generator state checkpoints save; it keeps a
+// 1-byte mask and runs in parallel chunks whose results do not depend on the thread count. Other devices and dtypes
+// get torch::dropout.
+#pragma once
+
+#include <torch/torch.h>
+
+namespace joule::models {
+
+// x with each element zeroed with probability p and the rest scaled by 1 / (1 - p); differentiable in x.
+torch::Tensor train_dropout(const torch::Tensor& x, double p);
+
+}  // namespace joule::models
