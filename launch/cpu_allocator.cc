@@ -183,6 +183,8 @@ void release_all_cpu_blocks() {
   if (CachingCpuAllocator* a = instance()) a->release(false);
 }
 
+bool caching_cpu_allocator_active() { return instance() != nullptr; }
+
 CpuCacheStats cpu_cache_stats() {
   CachingCpuAllocator* a = instance();
   return a ? a->stats() : CpuCacheStats{};

@@ -29,5 +29,7 @@ void release_unused_cpu_blocks();
 // Unmaps every cached block.
 void release_all_cpu_blocks();
 CpuCacheStats cpu_cache_stats();
+// Whether install_caching_cpu_allocator() put it in place in this process.
+bool caching_cpu_allocator_active();
 
 }  // namespace joule::launch

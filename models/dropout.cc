@@ -1,6 +1,7 @@
 #include "models/dropout.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/record_function.h>
 
 #include <algorithm>
 #include <cmath>
@@ -46,6 +47,7 @@ uint64_t draw_seed() {
 
 struct CpuDropout : torch::autograd::Function<CpuDropout> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input, double p) {
+    RECORD_FUNCTION("joule::dropout", std::vector<c10::IValue>());
     const torch::Tensor x = input.contiguous();
     const int64_t n = x.numel();
     torch::Tensor mask = torch::empty(x.sizes(), x.options().dtype(torch::kUInt8));
@@ -65,6 +67,7 @@ struct CpuDropout : torch::autograd::Function<CpuDropout> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    RECORD_FUNCTION("joule::dropout_backward", std::vector<c10::IValue>());
     const torch::Tensor mask = ctx->get_saved_variables()[0];
     const torch::Tensor g = grads[0].contiguous();
     torch::Tensor dx = torch::empty_like(g, torch::MemoryFormat::Contiguous);

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "data/hdf5.h"
+#include "launch/cpu_allocator.h"
 #include "launch/runtime.h"
 #include "models/bert.h"
 #include "models/model_dir.h"
@@ -100,7 +101,11 @@ std::string version_report(std::string* blas_warning) {
       << "  MPI      " << launch::mpi_library_version() << "\n"
       << "  HDF5     " << data::hdf5_version().substr(5) << "\n"
       << "  BLAS     " << blas.description << " (" << blas.library << ")\n"
-      << "  cores    " << launch::physical_cores() << " available to this process\n";
+      << "  cores    " << launch::physical_cores() << " available to this process\n"
+      << "  memory   "
+      << (launch::caching_cpu_allocator_active() ? "caching CPU allocator for tensors of 1 MiB or more (JOULE_CPU_CACHING=0 turns it off)"
+                                                 : "LibTorch's default CPU allocator (JOULE_CPU_CACHING=0)")
+      << "\n";
   if (blas_warning) {
     blas_warning->clear();
     if (blas.is_reference || blas.description == "unrecognized BLAS")

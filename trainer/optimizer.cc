@@ -5,6 +5,8 @@
 #include <map>
 #include <stdexcept>
 
+#include <ATen/record_function.h>
+
 #include "models/bert.h"
 #include "trainer/lamb_cpu.h"
 
@@ -92,6 +94,7 @@ double squared_norm(const torch::Tensor& g) {
 }  // namespace
 
 double Optimizer::step(double lr) {
+  RECORD_FUNCTION("joule::optimizer_step", std::vector<c10::IValue>());  // one row in `bench train --profile`
   torch::NoGradGuard no_grad;
   // The global norm before clipping: per-parameter sums of squares added in double, one read of each gradient.
   double sum = 0;

@@ -2,7 +2,7 @@
 """Where a training step's time goes, per operator: sums the self time (an op's duration minus the ops it called)
 of every event in a Chrome trace written by `joule bench train --profile FILE`, and groups the GEMMs.
 
-  /usr/bin/python3 tools/bench/op_profile.py trace.json [--steps N] [--top 25]
+  /usr/bin/python3 tools/bench/op_profile.py trace.json [--steps N] [--top 25] [--step-seconds S]
 """
 import argparse
 import collections
@@ -16,6 +16,8 @@ def main():
     ap.add_argument("trace")
     ap.add_argument("--steps", type=int, default=1, help="timed steps in the trace (to print per-step times)")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--step-seconds", type=float, default=0.0,
+                    help="the measured step time (bench train's step_s): also prints the time outside every op")
     a = ap.parse_args()
     data = json.load(open(a.trace))
     events = data["traceEvents"] if isinstance(data, dict) else data
@@ -44,6 +46,10 @@ def main():
     for name, t in self_time.most_common(a.top):
         print(f"{name[:44]:<44} {calls[name] // a.steps:>7} {t / 1000 / a.steps:>13.1f} {100 * t / total:>6.1f}%")
     print(f"{'all ops':<44} {'':>7} {total / 1000 / a.steps:>13.1f}  GEMMs (addmm, mm, bmm) {100 * gemm / total:.1f}%")
+    if a.step_seconds > 0:
+        outside = a.step_seconds * 1000 - total / 1000 / a.steps
+        print(f"{'outside any op (waits, glue)':<44} {'':>7} {outside:>13.1f}  of a {a.step_seconds * 1000:.0f} ms step: "
+              f"GEMMs are {100 * gemm / 1000 / a.steps / (a.step_seconds * 1000):.1f}% of the step")
 
 
 if __name__ == "__main__":
