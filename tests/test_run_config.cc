@@ -96,6 +96,12 @@ TEST(RunConfig, SetOverridesByTypeAndRoundTrips) {
   EXPECT_DOUBLE_EQ(c.lr, 4e-3);
   EXPECT_EQ(c.target_sequences, 450000000);
   EXPECT_EQ(c.train_data, "/data/phase1");
+  // Quoted as in the TOML file: the quotes are not part of the path (they used to be, making a directory '"').
+  c.set("run.dir=\"/scratch/run 1\"");
+  EXPECT_EQ(c.run_dir, "/scratch/run 1");
+  c.set("data.eval='C:\\eval'");
+  EXPECT_EQ(c.eval_data, "C:\\eval");
+  EXPECT_THROW(c.set("run.dir=\"unterminated\\\""), RunConfigError);
   EXPECT_THROW(c.set("train.steps=1.5"), RunConfigError);
   EXPECT_THROW(c.set("optimizer.lr=fast"), RunConfigError);
   EXPECT_THROW(c.set("optimizer.lrr=1"), RunConfigError);

@@ -217,6 +217,11 @@ void RunConfig::set(const std::string& assignment) {
     } else if (auto* d = std::get_if<double*>(&f->target)) {
       **d = std::stod(text, &used);
       if (used != text.size()) throw std::invalid_argument(text);
+    } else if (text.size() >= 2 && (text.front() == '"' || text.front() == '\'') && text.back() == text.front()) {
+      // Written as in the TOML file (--set run.dir="/scratch/x"): the string inside the quotes, escapes read as TOML.
+      std::istringstream in("value = " + text);
+      const toml::value root = toml::parse(in, "--set " + key);
+      *std::get<std::string*>(f->target) = toml::find<std::string>(root, "value");
     } else {
       *std::get<std::string*>(f->target) = text;
     }
