@@ -67,16 +67,21 @@ constexpr int64_t kChunk = int64_t{1} << 16;
 // float32, contiguous and on the CPU, parameter, gradient and moments alike: lamb_cpu's loops apply.
 bool cpu_float32(const torch::Tensor& t) { return t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous(); }
 
-// f(begin, end) for every chunk of [0, n) in parallel over the intra-op threads; returns the chunks' results (an
-// arithmetic type or lamb_cpu::Norms) summed in chunk order, so the sum is the same for any thread count.
+// f(chunk, begin, end) for every chunk of [0, n), in parallel over the intra-op threads.
+template <class F>
+void for_chunks(int64_t n, F f) {
+  at::parallel_for(0, (n + kChunk - 1) / kChunk, 2, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) f(c, c * kChunk, std::min(n, (c + 1) * kChunk));
+  });
+}
+
+// The results of f(begin, end) over the chunks (an arithmetic type or lamb_cpu::Norms), summed in chunk order, so
+// the sum is the same for any thread count.
 template <class F>
 auto chunked_sum(int64_t n, F f) {
   using R = decltype(f(int64_t{0}, int64_t{0}));
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-  std::vector<R> partial(static_cast<size_t>(chunks));
-  at::parallel_for(0, chunks, 2, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) partial[static_cast<size_t>(c)] = f(c * kChunk, std::min(n, (c + 1) * kChunk));
-  });
+  std::vector<R> partial(static_cast<size_t>((n + kChunk - 1) / kChunk));
+  for_chunks(n, [&](int64_t c, int64_t b, int64_t e) { partial[static_cast<size_t>(c)] = f(b, e); });
   R sum{};
   for (const R& p : partial) sum += p;
   return sum;
@@ -143,10 +148,7 @@ class Lamb : public Optimizer {
     const int64_t n = s.param.numel();
     if (!trust) {
       const float step = static_cast<float>(lr);
-      chunked_sum(n, [&](int64_t b, int64_t e) {
-        lamb_cpu::moments_and_apply(gp + b, m + b, v + b, p + b, e - b, h, step);
-        return 0.0;
-      });
+      for_chunks(n, [&](int64_t, int64_t b, int64_t e) { lamb_cpu::moments_and_apply(gp + b, m + b, v + b, p + b, e - b, h, step); });
       return;
     }
     // Pass 1 writes the moments and sums ||u||² and ||w||²; pass 2 applies the step scaled by the trust ratio.
@@ -155,10 +157,7 @@ class Lamb : public Optimizer {
     });
     const double ratio = norms.param_sq > 0 && norms.update_sq > 0 ? std::sqrt(norms.param_sq / norms.update_sq) : 1.0;
     const float step = static_cast<float>(lr * ratio);
-    chunked_sum(n, [&](int64_t b, int64_t e) {
-      lamb_cpu::apply(p + b, m + b, v + b, e - b, h, step);
-      return 0.0;
-    });
+    for_chunks(n, [&](int64_t, int64_t b, int64_t e) { lamb_cpu::apply(p + b, m + b, v + b, e - b, h, step); });
   }
 
   void apply_update(Slot& s, double lr, double c1, double c2) override {
