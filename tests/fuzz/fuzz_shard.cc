@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -36,7 +38,12 @@ class Bytes {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string path = "/tmp/joule-fuzz-shard-" + std::to_string(getpid()) + ".hdf5";
+  // One scratch file per process, in TMPDIR (run.sh gives each harness its own), removed at exit.
+  static const std::string path = [] {
+    static std::string p = (std::filesystem::temp_directory_path() / ("joule-fuzz-shard-" + std::to_string(getpid()) + ".hdf5")).string();
+    std::atexit([] { std::remove(p.c_str()); });
+    return p;
+  }();
   Bytes in(data, size);
   const hsize_t rows = in.next() % 6, len = in.next() % 9 + 1, preds = in.next() % 4 + 1;
   const int64_t vocab = in.next() % 40;
