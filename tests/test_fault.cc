@@ -4,6 +4,7 @@
 #include "trainer/fault.h"
 
 using joule::trainer::FaultError;
+using joule::trainer::FaultKind;
 using joule::trainer::FaultPlan;
 
 TEST(Fault, ParsesEveryKindWithDefaults) {
@@ -11,17 +12,17 @@ TEST(Fault, ParsesEveryKindWithDefaults) {
       "kill:rank=1,step=7;kill-in-checkpoint:step=10,stage=renamed;stall:rank=1,step=3,seconds=2.5;nan:step=4,count=3;"
       "preempt:step=9;corrupt-shard:rank=1,step=2");
   ASSERT_EQ(p.faults().size(), 6u);
-  EXPECT_NE(p.at("kill", 1, 7), nullptr);
-  EXPECT_EQ(p.at("kill", 0, 7), nullptr);  // another rank
-  EXPECT_EQ(p.at("kill", 1, 8), nullptr);  // another step
-  EXPECT_EQ(p.at("kill-in-checkpoint", 0, 10)->stage, "renamed");
-  EXPECT_DOUBLE_EQ(p.at("stall", 1, 3)->seconds, 2.5);
-  EXPECT_EQ(p.at("nan", 0, 3), nullptr);
-  EXPECT_NE(p.at("nan", 0, 4), nullptr);
-  EXPECT_NE(p.at("nan", 0, 6), nullptr);  // count 3: steps 4, 5, 6
-  EXPECT_EQ(p.at("nan", 0, 7), nullptr);
-  EXPECT_EQ(p.at("preempt", 0, 9)->rank, 0);  // rank defaults to 0
-  EXPECT_NE(p.at("corrupt-shard", 1, 2), nullptr);
+  EXPECT_NE(p.at(FaultKind::kill, 1, 7), nullptr);
+  EXPECT_EQ(p.at(FaultKind::kill, 0, 7), nullptr);  // another rank
+  EXPECT_EQ(p.at(FaultKind::kill, 1, 8), nullptr);  // another step
+  EXPECT_EQ(p.at(FaultKind::kill_in_checkpoint, 0, 10)->stage, "renamed");
+  EXPECT_DOUBLE_EQ(p.at(FaultKind::stall, 1, 3)->seconds, 2.5);
+  EXPECT_EQ(p.at(FaultKind::nan, 0, 3), nullptr);
+  EXPECT_NE(p.at(FaultKind::nan, 0, 4), nullptr);
+  EXPECT_NE(p.at(FaultKind::nan, 0, 6), nullptr);  // count 3: steps 4, 5, 6
+  EXPECT_EQ(p.at(FaultKind::nan, 0, 7), nullptr);
+  EXPECT_EQ(p.at(FaultKind::preempt, 0, 9)->rank, 0);  // rank defaults to 0
+  EXPECT_NE(p.at(FaultKind::corrupt_shard, 1, 2), nullptr);
   EXPECT_TRUE(FaultPlan::parse("").empty());
 }
 

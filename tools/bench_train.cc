@@ -22,6 +22,7 @@
 #include "tools/bench_model.h"
 #include "tools/stats.h"
 #include "trainer/optimizer.h"
+#include "trainer/train_step.h"
 
 namespace joule::tools {
 using Clock = std::chrono::steady_clock;
@@ -74,6 +75,11 @@ std::string bench_train(const TrainBenchOptions& o) {
       models::synthetic_batch(o.config, o.micro_batch, o.seq_len, o.max_predictions, o.seed + static_cast<uint64_t>(info.rank));
 
   rss["state"] = rss_now();
+  // The step that trains (trainer/train_step.h), one micro-batch per step, with memory probes between its stages.
+  trainer::TrainStep train_step(model, reducer, *optimizer, 1);
+  trainer::StepOptions probes;
+  probes.after_forward = [&] { rss["forward"] = rss_now(); };
+  probes.after_backward = [&] { rss["backward"] = rss_now(); };
   std::vector<double> step_seconds, exposed;
   double loss = 0;
   std::unique_ptr<torch::autograd::profiler::RecordProfile> profiler;
@@ -81,23 +87,13 @@ std::string bench_train(const TrainBenchOptions& o) {
     if (it == o.warmup && !o.profile.empty() && info.rank == 0)
       profiler = std::make_unique<torch::autograd::profiler::RecordProfile>(o.profile);
     const auto t0 = Clock::now();
-    reducer.zero_grad();
-    reducer.begin_micro_batch(true);
-    models::PretrainingOutput out = model->forward(batch);
-    const double after_forward = rss_now();
-    out.loss.backward();
-    reducer.finish();
-    const double after_backward = rss_now();
-    optimizer->step(1e-4);
-    launch::release_unused_cpu_blocks();
+    const trainer::StepResult r = train_step.run([&] { return batch; }, 1e-4, probes);
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-    rss["forward"] = after_forward;
-    rss["backward"] = after_backward;
     rss["step"] = rss_now();
-    loss = out.loss.item<double>();
+    loss = (r.sums.mlm_loss + r.sums.nsp_loss) / r.sums.batches;
     if (it >= o.warmup) {
       step_seconds.push_back(dt);
-      exposed.push_back(reducer.stats().exposed_seconds);
+      exposed.push_back(r.exposed_comm_seconds);
     }
   }
   profiler.reset();  // writes the trace

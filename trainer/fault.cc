@@ -3,17 +3,21 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include "launch/runtime.h"
 
 namespace joule::trainer {
 namespace {
 
-const char* const kKinds[] = {"kill", "kill-in-checkpoint", "stall", "nan", "preempt", "corrupt-shard"};
+constexpr FaultKind kKinds[] = {FaultKind::kill, FaultKind::kill_in_checkpoint, FaultKind::stall,
+                                FaultKind::nan,  FaultKind::preempt,            FaultKind::corrupt_shard};
 const char* const kStages[] = {"rng", "model", "optimizer", "state", "manifest", "renamed"};
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -40,16 +44,29 @@ T number(const std::string& text, const std::string& where) {
 
 }  // namespace
 
+const char* fault_kind_name(FaultKind kind) {
+  switch (kind) {
+    case FaultKind::kill: return "kill";
+    case FaultKind::kill_in_checkpoint: return "kill-in-checkpoint";
+    case FaultKind::stall: return "stall";
+    case FaultKind::nan: return "nan";
+    case FaultKind::preempt: return "preempt";
+    case FaultKind::corrupt_shard: return "corrupt-shard";
+  }
+  return "?";
+}
+
 FaultPlan FaultPlan::parse(const std::string& spec) {
   FaultPlan plan;
   for (const std::string& item : split(spec, ';')) {
     const size_t colon = item.find(':');
     Fault f;
-    f.kind = item.substr(0, colon);
+    const std::string kind = item.substr(0, colon);
     bool known = false;
-    for (const char* k : kKinds) known = known || f.kind == k;
+    for (FaultKind k : kKinds)
+      if (kind == fault_kind_name(k)) f.kind = k, known = true;
     if (!known)
-      throw FaultError("JOULE_FAULT: unknown fault '" + f.kind + "' in '" + item +
+      throw FaultError("JOULE_FAULT: unknown fault '" + kind + "' in '" + item +
                        "'; valid: kill, kill-in-checkpoint, stall, nan, preempt, corrupt-shard");
     bool has_step = false;
     for (const std::string& kv : split(colon == std::string::npos ? "" : item.substr(colon + 1), ',')) {
@@ -58,15 +75,15 @@ FaultPlan FaultPlan::parse(const std::string& spec) {
       const std::string key = kv.substr(0, eq), value = kv.substr(eq + 1), where = item + ": " + key;
       if (key == "rank") f.rank = number<int>(value, where);
       else if (key == "step") f.step = number<int64_t>(value, where), has_step = true;
-      else if (key == "count" && f.kind == "nan") f.count = number<int64_t>(value, where);
-      else if (key == "seconds" && f.kind == "stall") f.seconds = number<double>(value, where);
-      else if (key == "stage" && f.kind == "kill-in-checkpoint") {
+      else if (key == "count" && f.kind == FaultKind::nan) f.count = number<int64_t>(value, where);
+      else if (key == "seconds" && f.kind == FaultKind::stall) f.seconds = number<double>(value, where);
+      else if (key == "stage" && f.kind == FaultKind::kill_in_checkpoint) {
         bool ok = false;
         for (const char* s : kStages) ok = ok || value == s;
         if (!ok) throw FaultError("JOULE_FAULT: stage '" + value + "' in '" + item + "'; valid: rng, model, optimizer, state, manifest, renamed");
         f.stage = value;
       } else {
-        throw FaultError("JOULE_FAULT: key '" + key + "' does not apply to '" + f.kind + "' (" + item + ")");
+        throw FaultError("JOULE_FAULT: key '" + key + "' does not apply to '" + kind + "' (" + item + ")");
       }
     }
     if (!has_step || f.step < 1) throw FaultError("JOULE_FAULT: '" + item + "' needs step=N with N >= 1");
@@ -81,20 +98,39 @@ FaultPlan FaultPlan::from_environment() {
   return parse(spec ? spec : "");
 }
 
-const Fault* FaultPlan::at(const std::string& kind, int rank, int64_t step) const {
+const Fault* FaultPlan::at(FaultKind kind, int rank, int64_t step) const {
   for (const Fault& f : faults_)
     if (f.kind == kind && f.rank == rank && step >= f.step && step < f.step + f.count) return &f;
   return nullptr;
 }
 
-void FaultPlan::checkpoint_stage(int rank, int64_t step, const std::string& stage) const {
-  const Fault* f = at("kill-in-checkpoint", rank, step);
-  if (f && f->stage == stage) kill_self("inside the checkpoint of step " + std::to_string(step) + ", after stage '" + stage + "'");
+void FaultPoints::announce() const {
+  for (const Fault& f : plan_.faults())
+    if (f.rank == rank_)
+      std::cerr << (launch::rank_prefix() + "fault injection armed: " + fault_kind_name(f.kind) + " at step " + std::to_string(f.step) + "\n");
 }
 
-void FaultPlan::announce(int rank) const {
-  for (const Fault& f : faults_)
-    if (f.rank == rank) std::cerr << (launch::rank_prefix() + "fault injection armed: " + f.kind + " at step " + std::to_string(f.step) + "\n");
+void FaultPoints::before_step(int64_t step) const {
+  if (const Fault* f = plan_.at(FaultKind::stall, rank_, step)) {
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%g s", f->seconds);
+    std::cerr << (launch::rank_prefix() + "fault injection: stalling " + seconds + " before step " + std::to_string(step) + "\n")
+              << std::flush;
+    std::this_thread::sleep_for(std::chrono::duration<double>(f->seconds));
+  }
+}
+
+void FaultPoints::after_update(int64_t step, const std::function<void()>& corrupt_shards) const {
+  if (plan_.at(FaultKind::kill, rank_, step)) kill_self("after step " + std::to_string(step));
+  if (plan_.at(FaultKind::corrupt_shard, rank_, step)) {
+    corrupt_shards();
+    std::cerr << (launch::rank_prefix() + "fault injection: corrupted every training shard after step " + std::to_string(step) + "\n");
+  }
+}
+
+void FaultPoints::checkpoint_stage(int64_t step, const std::string& stage) const {
+  const Fault* f = plan_.at(FaultKind::kill_in_checkpoint, rank_, step);
+  if (f && f->stage == stage) kill_self("inside the checkpoint of step " + std::to_string(step) + ", after stage '" + stage + "'");
 }
 
 void kill_self(const std::string& why) {

@@ -17,14 +17,20 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace joule::trainer {
 
+enum class FaultKind { kill, kill_in_checkpoint, stall, nan, preempt, corrupt_shard };
+// As spelled in JOULE_FAULT: "kill", "kill-in-checkpoint", "stall", "nan", "preempt", "corrupt-shard".
+const char* fault_kind_name(FaultKind kind);
+
 struct Fault {
-  std::string kind;       // kill | kill-in-checkpoint | stall | nan | preempt | corrupt-shard
+  FaultKind kind = FaultKind::kill;
   int rank = 0;
   int64_t step = 0;       // >= 1
   int64_t count = 1;      // consecutive steps (only nan takes count=)
@@ -46,14 +52,33 @@ class FaultPlan {
   bool empty() const { return faults_.empty(); }
   const std::vector<Fault>& faults() const { return faults_; }
   // The fault of `kind` for this rank that fires at `step` (any step of its count), or nullptr.
-  const Fault* at(const std::string& kind, int rank, int64_t step) const;
-  // For a kill-in-checkpoint fault of this rank and step at `stage`: SIGKILL now (never returns).
-  void checkpoint_stage(int rank, int64_t step, const std::string& stage) const;
-  // Writes a line naming the armed faults to stderr (rank-prefixed), so that a test log shows them.
-  void announce(int rank) const;
+  const Fault* at(FaultKind kind, int rank, int64_t step) const;
 
  private:
   std::vector<Fault> faults_;
+};
+
+// The points in a training step where faults fire, for one rank. The trainer calls each at its named place;
+// with no faults armed every call is a no-op.
+class FaultPoints {
+ public:
+  FaultPoints(FaultPlan plan, int rank) : plan_(std::move(plan)), rank_(rank) {}
+  // Writes a line naming this rank's armed faults to stderr (rank-prefixed), so that a test log shows them.
+  void announce() const;
+  // Before step `step`'s forward pass: stall (sleeps).
+  void before_step(int64_t step) const;
+  // Whether step `step`'s loss is to be multiplied by NaN.
+  bool poisons_loss(int64_t step) const { return plan_.at(FaultKind::nan, rank_, step) != nullptr; }
+  // After step `step`'s update: kill (never returns), corrupt-shard (calls `corrupt_shards`).
+  void after_update(int64_t step, const std::function<void()>& corrupt_shards) const;
+  // Whether this rank behaves as if sent SIGUSR1 during step `step`.
+  bool preempts(int64_t step) const { return plan_.at(FaultKind::preempt, rank_, step) != nullptr; }
+  // Inside step `step`'s checkpoint write, after `stage`: kill-in-checkpoint (never returns when it fires).
+  void checkpoint_stage(int64_t step, const std::string& stage) const;
+
+ private:
+  FaultPlan plan_;
+  int rank_;
 };
 
 // Sends SIGKILL to this process after a one-line notice on stderr (what a crash of the node looks like).

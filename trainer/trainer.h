@@ -1,17 +1,17 @@
-// `joule train`: the MPI-launched pretraining loop. Data (global shuffle, prefetching loader) ->
-// BertForPreTraining -> bucketed gradient all-reduce overlapped with backward -> LAMB/AdamW with
-// NVIDIA's schedule; metrics (JSON Lines), eval, atomic checkpoints with bit-exact resume, preemption
-// on SIGTERM/SIGUSR1, final HF model directory and the training-cost summary.
+// `joule train`: the MPI-launched pretraining run, as a sequence of stages (docs/ARCHITECTURE.md):
+//   resolve the run (trainer/run_setup.h) -> account for it (trainer/run_accounting.h) -> build the model,
+//   reducer and optimizer and choose where to start -> the loop of TrainStep (trainer/train_step.h) and step
+//   boundaries (trainer/step_boundary.h: metrics, eval, checkpoint policy) -> the final model directory and the
+//   training-cost summary (trainer/summary_writer.h).
 #pragma once
 
 #include <string>
 
+#include "trainer/checkpoint_policy.h"
+#include "trainer/evaluator.h"
 #include "trainer/run_config.h"
 
 namespace joule::trainer {
-
-// Exit code after a checkpoint taken on SIGTERM/SIGUSR1 (EX_TEMPFAIL: requeue and --resume auto).
-inline constexpr int kExitPreempted = 75;
 
 struct TrainOptions {
   RunConfig config;
@@ -20,17 +20,8 @@ struct TrainOptions {
   std::string config_dir;   // configs/: hardware profiles and grid intensities
 };
 
-// Runs the whole training on this rank; returns the process exit code.
+// Runs the whole training on this rank; returns the process exit code (0, or kExitPreempted).
 int train(const TrainOptions& options);
-
-struct EvalResult {
-  double mlm_loss = 0, nsp_loss = 0, loss = 0, mlm_accuracy = 0, nsp_accuracy = 0;
-  int64_t sequences = 0;
-  std::string to_json() const;
-};
-
-// `joule eval`: dropout off, one process. `max_batches` 0: the whole dataset.
-EvalResult evaluate_model_dir(const std::string& model_dir, const std::string& data, int64_t batch, int64_t max_batches);
 
 // `joule export`: a checkpoint directory, or a run directory's newest complete checkpoint, as an HF
 // model directory. Returns the checkpoint used.

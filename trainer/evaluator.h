@@ -1,0 +1,23 @@
+// Masked-LM and next-sentence evaluation with dropout off: inside a training run (every rank takes its share of
+// the eval batches; the sums are reduced at the step boundary) and for `joule eval` (one process).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "data/dataset.h"
+#include "models/bert.h"
+#include "trainer/batch_sums.h"
+#include "trainer/train_step.h"
+
+namespace joule::trainer {
+
+// Batches of `dataset` in order, `batch` sequences each, at most `max_batches` (0: all); rank r of `world`
+// takes batches r, r + world, ... Dropout is off while it runs; the model's mode is restored after.
+BatchSums evaluate_slice(models::BertForPreTraining& model, const data::Dataset& dataset, int64_t batch, int64_t max_batches,
+                         int rank, int world);
+
+// `joule eval`: dropout off, one process. `max_batches` 0: the whole dataset.
+EvalResult evaluate_model_dir(const std::string& model_dir, const std::string& data, int64_t batch, int64_t max_batches);
+
+}  // namespace joule::trainer

@@ -1,0 +1,115 @@
+#include "trainer/metrics_logger.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "launch/runtime.h"
+
+namespace joule::trainer {
+namespace fs = std::filesystem;
+
+MetricsLogger::MetricsLogger(const MetricsSettings& settings, const std::string& run_dir, bool root)
+    : s_(settings), root_(root), start_(std::chrono::steady_clock::now()) {
+  if (root_) file_.open(fs::path(run_dir) / "metrics.jsonl", std::ios::app);
+}
+
+double MetricsLogger::wall_s() const { return s_.wall_before + launch::seconds_since(start_); }
+
+double MetricsLogger::seq_per_s(double fallback) const {
+  return timed_steps_ > 0 ? timed_steps_ * s_.global_batch / timed_seconds_ : fallback;
+}
+
+void MetricsLogger::record_step(const StepRecord& r) {
+  last_ = r;
+  if (!r.skipped) interval_.add(r.sums);
+  interval_step_s_ += r.seconds;
+  interval_comm_s_ += r.comm_seconds;
+  interval_exposed_s_ += r.exposed_comm_seconds;
+  interval_wait_s_ += r.data_wait_seconds;
+  ++interval_steps_;
+  if (r.step > s_.throughput_warmup_steps || s_.resumed) {
+    timed_seconds_ += r.seconds;
+    ++timed_steps_;
+  }
+  // On a terminal, rank 0 keeps one live status line between the logged intervals.
+  if (root_ && s_.interactive && !interval_ends(r.step)) {
+    const double rate = timed_steps_ > 0 ? timed_steps_ * s_.global_batch / timed_seconds_ : s_.global_batch / r.seconds;
+    std::printf("\r\033[Kstep %lld/%lld | %.2f seq/s | ETA %s", static_cast<long long>(r.step), static_cast<long long>(s_.total_steps),
+                rate, duration_text((s_.total_steps - r.step) * s_.global_batch / rate).c_str());
+    std::fflush(stdout);
+  }
+}
+
+void MetricsLogger::write_interval(const StepBoundary& reduced, RunAccounting& accounting, const SimulatedClock* sim) {
+  const Segment& segment = accounting.ledger().segments.back();
+  const double previous_joules = segment.energy.total(), previous_wall = segment.wall_s;
+  accounting.update_segment(reduced.energy, last_.step, last_.sequences, "running");
+  const Ledger& ledger = accounting.ledger();
+  const Figures spent = ledger.totals();
+  const double power_w = (segment.energy.total() - previous_joules) / std::max(1e-9, segment.wall_s - previous_wall);
+  const BatchSums& sums = reduced.interval;
+  const double mlm_loss = sums.mlm_loss / sums.batches, nsp_loss = sums.nsp_loss / sums.batches;
+  const double mlm_acc = sums.mlm_correct / std::max(1.0, sums.mlm_predictions);
+  const double rate = seq_per_s(interval_steps_ * s_.global_batch / interval_step_s_);
+  const double eta = (s_.total_steps - last_.step) * s_.global_batch / rate;
+  if (root_) {
+    nlohmann::json j = {{"step", last_.step},
+                        {"sequences", last_.sequences},
+                        {"loss", mlm_loss + nsp_loss},
+                        {"mlm_loss", mlm_loss},
+                        {"nsp_loss", nsp_loss},
+                        {"mlm_acc", mlm_acc},
+                        {"lr", last_.lr},
+                        {"grad_norm", last_.grad_norm},
+                        {"nonfinite_skipped", last_.nonfinite_skipped},
+                        {"seq_per_s", rate},
+                        {"seq_per_hour", rate * 3600},
+                        {"tokens_per_s", rate * s_.seq_len},
+                        {"mfu", accounting.mfu_json(rate)},
+                        {"data_wait_s", interval_wait_s_ / interval_steps_},
+                        {"comm_s", interval_comm_s_ / interval_steps_},
+                        {"exposed_comm_s", interval_exposed_s_ / interval_steps_},
+                        {"step_s", interval_step_s_ / interval_steps_},
+                        {"wall_s", wall_s()},
+                        {"power_w", power_w},
+                        {"it_kwh", spent.it_kwh},
+                        {"energy_kwh", spent.facility_kwh},
+                        {"cost_usd", spent.usd},
+                        {"co2_kg", spent.co2_kg},
+                        {"energy_source", energy_json(ledger.energy())["source"]}};
+    if (sim) j["sim"] = sim->to_json(last_.step);
+    // After a warm-up fraction of the target, project the whole run from the measured rates.
+    if (timed_steps_ > 0 && last_.sequences >= s_.project_after_fraction * s_.target_sequences) {
+      const Projection p = project(s_.target_sequences, last_.sequences, ledger.wall_s(), spent, rate);
+      accounting.ledger().add_projection({last_.step, last_.sequences, ledger.wall_s(), p.wall_s, p.kwh, p.usd, p.co2_kg});
+      j["projection"] = {{"sequences", p.sequences}, {"wall_s", p.wall_s}, {"kwh", p.kwh}, {"usd", p.usd}, {"co2_kg", p.co2_kg}};
+    }
+    file_ << j.dump() << "\n" << std::flush;
+    if (!s_.prometheus_file.empty()) {  // written whole, then renamed: a scraper never sees half a file
+      const std::string tmp = s_.prometheus_file + ".tmp";
+      std::ofstream(tmp) << prometheus_text(j, ledger.run_id);
+      std::error_code ec;
+      fs::rename(tmp, s_.prometheus_file, ec);
+    }
+    char line[320];
+    std::snprintf(line, sizeof line, "step %lld/%lld | %lld seq | loss %.4f | mlm_acc %.3f | lr %.2e | %.2f seq/s | ETA %s\n",
+                  static_cast<long long>(last_.step), static_cast<long long>(s_.total_steps), static_cast<long long>(last_.sequences),
+                  mlm_loss + nsp_loss, mlm_acc, last_.lr, rate, duration_text(eta).c_str());
+    std::cout << (s_.interactive ? "\r\033[K" : "") << line << std::flush;
+  }
+  interval_ = BatchSums{};
+  interval_step_s_ = interval_comm_s_ = interval_exposed_s_ = interval_wait_s_ = 0;
+  interval_steps_ = 0;
+}
+
+void MetricsLogger::write_eval(int64_t step, const EvalResult& eval) {
+  if (!root_) return;
+  file_ << nlohmann::json({{"step", step}, {"eval", nlohmann::json::parse(eval.to_json())}}).dump() << "\n" << std::flush;
+  std::printf("eval at step %lld: mlm_acc %.4f, nsp_acc %.4f, loss %.4f (%lld sequences)\n", static_cast<long long>(step),
+              eval.mlm_accuracy, eval.nsp_accuracy, eval.loss, static_cast<long long>(eval.sequences));
+  std::fflush(stdout);
+}
+
+}  // namespace joule::trainer

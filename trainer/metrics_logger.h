@@ -1,0 +1,71 @@
+// The metrics stage of `joule train`: steps are gathered into logging intervals; at the end of each interval rank 0
+// writes one JSON object to RUN/metrics.jsonl (loss, accuracy, lr, throughput, MFU, time split, power, energy,
+// cost, CO2, the projection, the simulated clock), rewrites the Prometheus textfile when one is configured, and
+// prints a line (or, on a terminal, keeps a live status line between intervals). Eval results go to the same
+// file. No LibTorch.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+#include "trainer/batch_sums.h"
+#include "trainer/run_accounting.h"
+#include "trainer/run_config.h"
+#include "trainer/sim_clock.h"
+#include "trainer/step_boundary.h"
+
+namespace joule::trainer {
+
+// What one step did, as the logger sees it.
+struct StepRecord {
+  int64_t step = 0;       // optimizer steps done, this one included
+  int64_t sequences = 0;  // sequences trained on, all ranks, this step included
+  int64_t nonfinite_skipped = 0;
+  bool skipped = false;   // NaN/Inf: the step's sums stay out of the interval
+  BatchSums sums;         // this rank's
+  double lr = 0, grad_norm = 0;
+  double seconds = 0, comm_seconds = 0, exposed_comm_seconds = 0, data_wait_seconds = 0;
+};
+
+struct MetricsSettings {
+  int64_t log_every_steps = 10, throughput_warmup_steps = 2, total_steps = 0, global_batch = 0, seq_len = 0;
+  int64_t target_sequences = 0;
+  double project_after_fraction = 0.05;
+  std::string prometheus_file;
+  bool interactive = false;  // a live status line on a terminal
+  bool resumed = false;      // every step of a resumed run counts towards throughput
+  double wall_before = 0;    // training wall time of earlier segments
+};
+
+class MetricsLogger {
+ public:
+  // Rank 0 appends to `run_dir`/metrics.jsonl.
+  MetricsLogger(const MetricsSettings& settings, const std::string& run_dir, bool root);
+
+  void record_step(const StepRecord& r);
+  bool interval_ends(int64_t step) const { return step % s_.log_every_steps == 0 || step == s_.total_steps; }
+  const BatchSums& interval_sums() const { return interval_; }
+  // Ends the interval with the values reduced over ranks: brings the ledger's segment up to date (every rank),
+  // and on rank 0 writes the row, the Prometheus file and the printed line.
+  void write_interval(const StepBoundary& reduced, RunAccounting& accounting, const SimulatedClock* sim);
+  void write_eval(int64_t step, const EvalResult& eval);
+
+  // Sequences per second over the steps after the warm-up; `fallback` when none was timed.
+  double seq_per_s(double fallback) const;
+  double wall_s() const;  // all segments
+
+ private:
+  MetricsSettings s_;
+  bool root_;
+  std::ofstream file_;
+  std::chrono::steady_clock::time_point start_;
+  StepRecord last_;
+  BatchSums interval_;
+  double interval_step_s_ = 0, interval_comm_s_ = 0, interval_exposed_s_ = 0, interval_wait_s_ = 0;
+  int64_t interval_steps_ = 0, timed_steps_ = 0;
+  double timed_seconds_ = 0;
+};
+
+}  // namespace joule::trainer

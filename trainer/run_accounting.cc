@@ -1,0 +1,75 @@
+#include "trainer/run_accounting.h"
+
+#include <filesystem>
+
+#include "launch/runtime.h"
+
+namespace joule::trainer {
+namespace {
+
+MeterContext meter_context(const InstanceProfile& profile, const collectives::ProcessGroupInfo& info) {
+  MeterContext c;
+  c.apply_environment();
+  c.host = info.local_rank == 0;  // one reader of the host meters per node
+  c.device = -1;                  // --device cpu: the CPU is the host's
+  c.profile = profile;
+  return c;
+}
+
+CostSettings resolve_cost(const RunConfig& cfg, const std::string& config_dir, InstanceProfile* profile) {
+  return resolve_cost_settings({cfg.instance, cfg.price_per_hour, cfg.pue, cfg.region, cfg.grid_intensity}, cfg.device, config_dir,
+                               profile);
+}
+
+}  // namespace
+
+RunAccounting::RunAccounting(const RunConfig& cfg, const std::string& config_dir, const collectives::ProcessGroupInfo& info)
+    : cost_(resolve_cost(cfg, config_dir, &profile_)),
+      monitor_(cfg.meters, meter_context(profile_, info), cfg.meter_sample_seconds),
+      ranks_(info.world_size),
+      nodes_(info.node_count),
+      segment_start_(std::chrono::steady_clock::now()) {}
+
+void RunAccounting::begin_segment(const std::string& ledger_json, int64_t step, int64_t sequences, const std::string& project_name) {
+  if (!ledger_json.empty()) {
+    ledger_ = Ledger::from_json(nlohmann::json::parse(ledger_json));
+    for (Segment& g : ledger_.segments)
+      if (g.status == "running") g.status = "interrupted (counted to its last checkpoint)";
+  }
+  if (ledger_.run_id.empty()) ledger_.run_id = new_run_id();
+  ledger_.project_name = project_name;
+  Segment g;
+  g.start_step = g.end_step = step;
+  g.ranks = ranks_;
+  g.nodes = nodes_;
+  g.started_utc = utc_now_iso();
+  g.cost = cost_;
+  g.meters = monitor_.sources();
+  ledger_.segments.push_back(g);
+  segment_start_sequences_ = sequences;
+}
+
+void RunAccounting::update_segment(const EnergyTotals& energy, int64_t step, int64_t sequences, const std::string& status) {
+  Segment& g = ledger_.segments.back();
+  g.energy = energy;
+  g.wall_s = launch::seconds_since(segment_start_);
+  g.end_step = step;
+  g.sequences = sequences - segment_start_sequences_;
+  g.ended_utc = utc_now_iso();
+  g.status = status;
+}
+
+void RunAccounting::set_mfu_basis(double flops_per_sequence, const std::string& dtype) {
+  flops_per_sequence_ = flops_per_sequence;
+  peak_flops_ = 0;
+  try {
+    peak_flops_ = profile_.instance_peak_tflops(dtype) * 1e12 * nodes_;
+  } catch (const ProfileError&) {
+  }
+}
+
+nlohmann::json RunAccounting::mfu_json(double seq_per_s) const {
+  return peak_flops_ > 0 ? nlohmann::json(seq_per_s * flops_per_sequence_ / peak_flops_) : nlohmann::json();
+}
+
+}  // namespace joule::trainer

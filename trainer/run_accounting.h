@@ -1,0 +1,52 @@
+// The accounting stage of `joule train`: what the run is billed as (instance profile, price, PUE, grid), the
+// energy meters (started with it, so start-up is billed), and the ledger's current segment, brought up to date
+// with energy summed over ranks at step boundaries. No LibTorch.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "collectives/communicator.h"
+#include "trainer/accounting.h"
+#include "trainer/energy.h"
+#include "trainer/hardware.h"
+#include "trainer/run_config.h"
+
+namespace joule::trainer {
+
+class RunAccounting {
+ public:
+  // Resolves the cost settings and starts the meters (host meters on local rank 0 of each node).
+  RunAccounting(const RunConfig& cfg, const std::string& config_dir, const collectives::ProcessGroupInfo& info);
+
+  const CostSettings& cost() const { return cost_; }
+  const InstanceProfile& profile() const { return profile_; }
+  EnergyMonitor& meters() { return monitor_; }
+  EnergyTotals local_energy() { return monitor_.totals(); }  // this process's meters since start
+
+  // Opens this process's segment of the ledger: a resumed run's ledger (`ledger_json` from its checkpoint, its
+  // running segments marked interrupted) or a new one.
+  void begin_segment(const std::string& ledger_json, int64_t step, int64_t sequences, const std::string& project_name);
+  // Brings the current segment up to `step`/`sequences` with `energy` summed over ranks.
+  void update_segment(const EnergyTotals& energy, int64_t step, int64_t sequences, const std::string& status);
+  Ledger& ledger() { return ledger_; }
+
+  // MFU against the instance peak for `dtype`, over every node: null when the profile has no figure.
+  void set_mfu_basis(double flops_per_sequence, const std::string& dtype);
+  nlohmann::json mfu_json(double seq_per_s) const;
+
+ private:
+  InstanceProfile profile_;
+  CostSettings cost_;
+  EnergyMonitor monitor_;
+  Ledger ledger_;
+  int ranks_, nodes_;
+  std::chrono::steady_clock::time_point segment_start_;
+  int64_t segment_start_sequences_ = 0;
+  double flops_per_sequence_ = 0, peak_flops_ = 0;
+};
+
+}  // namespace joule::trainer

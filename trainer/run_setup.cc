@@ -1,0 +1,133 @@
+#include "trainer/run_setup.h"
+
+#include <filesystem>
+#include <iostream>
+
+#include "data/tokenizer.h"
+#include "models/model_dir.h"
+
+namespace joule::trainer {
+namespace fs = std::filesystem;
+
+namespace {
+
+// The batch arithmetic: accumulation from train.global_batch when set; the number of steps.
+void resolve_batches(ResolvedRun& run) {
+  RunConfig& cfg = run.cfg;
+  if (cfg.global_batch > 0) {
+    if (cfg.global_batch % (cfg.micro_batch * run.world) != 0)
+      throw RunConfigError("train.global_batch " + std::to_string(cfg.global_batch) + " is not divisible by train.micro_batch " +
+                           std::to_string(cfg.micro_batch) + " x world size " + std::to_string(run.world));
+    cfg.accumulation = cfg.global_batch / (cfg.micro_batch * run.world);
+  }
+  run.global_batch = cfg.micro_batch * cfg.accumulation * run.world;
+  run.total_steps = cfg.steps > 0 ? cfg.steps : (cfg.target_sequences + run.global_batch - 1) / run.global_batch;
+  if (run.total_steps <= 0) throw RunConfigError("run config: set train.steps or train.target_sequences");
+  run.target_sequences = cfg.target_sequences > 0 ? cfg.target_sequences : run.total_steps * run.global_batch;
+}
+
+}  // namespace
+
+ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_dir, collectives::Communicator& comm) {
+  ResolvedRun run;
+  run.cfg = validated;
+  RunConfig& cfg = run.cfg;
+  run.world = comm.info().world_size;
+  if (cfg.train_data.empty()) throw RunConfigError("run config: data.train is not set (--data SHARDS)");
+  const std::string vocab_path = cfg.vocab.empty() ? data::find_vocab_beside(cfg.train_data) : cfg.vocab;
+  if (vocab_path.empty())
+    throw RunConfigError(cfg.train_data + ": no vocab.txt beside the shards or their parent; set data.vocab (--vocab FILE)");
+  const int64_t vocab_size = data::Vocab::load(vocab_path).size();
+  run.model_config = models::load_config(cfg.model, presets_dir);
+  run.model_config.vocab_size = vocab_size;  // the vocabulary the shards were made with
+  // Rank 0 validates the shards and writes the index cache first; the other ranks then find them in
+  // the cache instead of reading every shard again. A bad shard on rank 0 aborts the job (main).
+  const bool root = comm.info().rank == 0;
+  if (!root) comm.barrier();
+  run.train_set.emplace(data::Dataset::open(cfg.train_data, {vocab_size, true}));
+  if (!cfg.eval_data.empty()) run.eval_set.emplace(data::Dataset::open(cfg.eval_data, {vocab_size, true}));
+  if (root) comm.barrier();
+  if (cfg.seq_len != 0 && cfg.seq_len != run.dataset().seq_len())
+    throw RunConfigError("train.seq_len " + std::to_string(cfg.seq_len) + " differs from the shards' " +
+                         std::to_string(run.dataset().seq_len()));
+  cfg.seq_len = run.dataset().seq_len();
+  if (cfg.seq_len > run.model_config.max_position_embeddings)
+    throw RunConfigError("the shards' sequence length " + std::to_string(cfg.seq_len) + " exceeds the model's max_position_embeddings");
+  resolve_batches(run);
+  run.resolved_toml = cfg.to_toml();
+  run.config_hash = fnv1a64_hex(run.resolved_toml);
+  return run;
+}
+
+TrainingObjects build_training(const ResolvedRun& run, collectives::Communicator& comm) {
+  const RunConfig& cfg = run.cfg;
+  TrainingObjects o;
+  torch::manual_seed(static_cast<uint64_t>(cfg.seed) * 1000003ull + static_cast<uint64_t>(comm.info().rank));  // dropout streams
+  o.model = models::BertForPreTraining(run.model_config, static_cast<uint64_t>(cfg.seed));
+  // An HF model directory (e.g. phase 1's final/) gives the starting weights; the optimizer starts fresh.
+  const fs::path initial = fs::path(cfg.model) / "model.safetensors";
+  if (fs::exists(initial)) {
+    models::load_weights(o.model, initial.string());
+    if (comm.info().rank == 0) std::cout << "initial weights from " << initial.string() << "\n" << std::flush;
+  }
+  o.model->train();
+  collectives::ReducerOptions reducer_options;
+  reducer_options.timeout_seconds = cfg.collective_timeout_seconds;
+  o.reducer = std::make_unique<collectives::GradientReducer>(o.model->hf_named_parameters(), comm, reducer_options);
+  OptimizerOptions oo;
+  oo.name = cfg.optimizer;
+  oo.beta1 = cfg.beta1;
+  oo.beta2 = cfg.beta2;
+  oo.eps = cfg.eps;
+  oo.weight_decay = cfg.weight_decay;
+  oo.max_grad_norm = cfg.max_grad_norm;
+  o.optimizer = create_optimizer(oo, o.model->hf_named_parameters());
+  return o;
+}
+
+StartPoint choose_start(const std::string& run_dir, const std::string& resume) {
+  const std::string ckpt_root = (fs::path(run_dir) / "checkpoints").string();
+  StartPoint start;
+  if (resume == "auto") {
+    start.checkpoint = find_latest_checkpoint(ckpt_root, &start.warnings);
+    // Checkpoints that all fail to verify are not a fresh start: starting over would overwrite them.
+    if (!start.checkpoint && !start.warnings.empty()) {
+      std::string why;
+      for (const auto& w : start.warnings) why += "\n  " + w;
+      throw CheckpointError(ckpt_root + ": --resume auto found checkpoints but none verifies:" + why +
+                            "\nresume from a checkpoint of your own with --resume DIR, or move them away to start over");
+    }
+  } else if (!resume.empty()) {
+    start.checkpoint = resume;
+  } else if (find_latest_checkpoint(ckpt_root, nullptr)) {
+    throw RunConfigError(ckpt_root + " already holds checkpoints: pass --resume auto to continue, or use another --run-dir");
+  }
+  return start;
+}
+
+TrainerState start_state(const ResolvedRun& run, const StartPoint& start, TrainingObjects& objects, collectives::Communicator& comm) {
+  const int rank = comm.info().rank;
+  auto say = [&](const std::string& s) {
+    if (rank == 0) std::cout << s << std::flush;
+  };
+  for (const auto& w : start.warnings) say("warning: " + w + "\n");
+  TrainerState state;
+  state.world_size = run.world;
+  state.config_hash = run.config_hash;
+  if (!start.checkpoint) {
+    objects.reducer->broadcast_parameters(0);
+    return state;
+  }
+  const TrainerState loaded = load_checkpoint(*start.checkpoint, objects.model, *objects.optimizer, rank, run.world);
+  if (loaded.config_hash != run.config_hash) say("warning: resuming with a config that differs from the checkpoint's\n");
+  if (loaded.world_size != run.world)
+    say("note: resuming on " + std::to_string(run.world) + " ranks a run saved on " + std::to_string(loaded.world_size) + "\n");
+  state = loaded;
+  state.world_size = run.world;
+  state.config_hash = run.config_hash;
+  state.segments = loaded.segments + 1;
+  say("resumed from " + *start.checkpoint + " at step " + std::to_string(state.step) + "\n");
+  return state;
+}
+
+}  // namespace joule::trainer

@@ -1,0 +1,59 @@
+// The first stages of `joule train`, before anything is written: resolving the run (config -> data, vocabulary,
+// model config, batch arithmetic, the resolved config and its hash), building what trains (model, reducer,
+// optimizer), and choosing where to start (fresh, or the checkpoint to resume from).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "collectives/reducer.h"
+#include "data/dataset.h"
+#include "models/bert.h"
+#include "models/bert_config.h"
+#include "trainer/checkpoint.h"
+#include "trainer/optimizer.h"
+#include "trainer/run_config.h"
+
+namespace joule::trainer {
+
+struct ResolvedRun {
+  RunConfig cfg;  // seq_len and accumulation resolved
+  models::BertConfig model_config;  // vocab_size from the shards' vocab.txt
+  std::optional<data::Dataset> train_set, eval_set;
+  int world = 1;
+  int64_t global_batch = 0, total_steps = 0;
+  int64_t target_sequences = 0;  // the run's own target: train.target_sequences, else steps x global batch
+  std::string resolved_toml, config_hash;
+  const data::Dataset& dataset() const { return *train_set; }
+};
+
+// Opens and validates the data (rank 0 first, so the others read its index cache), checks the config against
+// the data and the world size. Collective. Throws RunConfigError naming the key.
+ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_dir, collectives::Communicator& comm);
+
+// The model (its initial weights from model.config's directory when it is one), the gradient reducer and the
+// optimizer, with dropout streams seeded per rank.
+struct TrainingObjects {
+  models::BertForPreTraining model{nullptr};
+  std::unique_ptr<collectives::GradientReducer> reducer;
+  std::unique_ptr<Optimizer> optimizer;
+};
+TrainingObjects build_training(const ResolvedRun& run, collectives::Communicator& comm);
+
+// Where the run starts. `resume`: "" (fresh: a run directory that already holds checkpoints is an error),
+// "auto" (the newest complete checkpoint that verifies; none at all: fresh), or a checkpoint directory.
+struct StartPoint {
+  std::optional<std::string> checkpoint;
+  std::vector<std::string> warnings;  // checkpoints skipped by "auto"
+};
+StartPoint choose_start(const std::string& run_dir, const std::string& resume);
+
+// Loads the chosen checkpoint into `objects` (or broadcasts rank 0's fresh weights) and returns the state the
+// loop starts from. Collective.
+TrainerState start_state(const ResolvedRun& run, const StartPoint& start, TrainingObjects& objects, collectives::Communicator& comm);
+
+}  // namespace joule::trainer

@@ -1,0 +1,58 @@
+#include "trainer/sim_clock.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+
+namespace joule::trainer {
+namespace fs = std::filesystem;
+
+SimulatedClock::SimulatedClock(const RunConfig& cfg, const models::BertConfig& model, int64_t max_predictions,
+                               const std::vector<double>& bucket_bytes, const std::string& config_dir, double grid_g_per_kwh)
+    : nodes_(cfg.sim_nodes) {
+  model_.emplace(load_instance_profile(cfg.sim_instance, (fs::path(config_dir) / "hardware").string()),
+                 (fs::path(config_dir) / "models").string());
+  workload_.model = model;
+  workload_.seq_len = cfg.seq_len;
+  workload_.max_predictions = max_predictions;
+  workload_.micro_batch = cfg.micro_batch;
+  workload_.global_batch = cfg.micro_batch * cfg.accumulation * cfg.sim_nodes * std::max(1, model_->profile().devices);
+  workload_.sequences = static_cast<double>(cfg.project_sequences);
+  workload_.dtype = "bf16";
+  step_ = model_->predict(workload_, static_cast<int>(cfg.sim_nodes), bucket_bytes, grid_g_per_kwh);
+}
+
+std::string SimulatedClock::start_line() const {
+  std::ostringstream s;
+  s << "trainium-sim: real numerics here; simulated clock of " << nodes_ << " x " << step_.instance << " (" << step_.devices
+    << " devices, global batch " << workload_.global_batch << "): " << step_.step_s << " s per step, " << step_.seq_per_hour
+    << " seq/hour (" << model_->efficiency_basis() << ")\n";
+  return s.str();
+}
+
+nlohmann::json SimulatedClock::to_json(int64_t step) const {
+  const StepPrediction& p = step_;
+  return nlohmann::json{{"label", "simulated target cluster, not measured"},
+                        {"instance", p.instance},
+                        {"nodes", p.nodes},
+                        {"devices", p.devices},
+                        {"global_batch", workload_.global_batch},
+                        {"step_s", p.step_s},
+                        {"compute_s", p.compute_s},
+                        {"comm_s", p.comm_s},
+                        {"exposed_comm_s", p.exposed_comm_s},
+                        {"other_s", p.optimizer_s},
+                        {"seq_per_s", p.seq_per_s},
+                        {"seq_per_hour", p.seq_per_hour},
+                        {"clock_s", static_cast<double>(step) * p.step_s},
+                        {"sequences", step * workload_.global_batch},
+                        {"target_sequences", workload_.sequences},
+                        {"wall_s_for_target", p.hours * 3600},
+                        {"kwh_for_target", p.kwh},
+                        {"usd_for_target", p.usd},
+                        {"co2_kg_for_target", p.co2_kg},
+                        {"buckets", p.bucket_bytes.size()},
+                        {"efficiency_basis", model_->efficiency_basis()}};
+}
+
+}  // namespace joule::trainer

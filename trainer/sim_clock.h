@@ -1,0 +1,36 @@
+// --device trainium-sim: the numerics run here for real; each step also advances the clock of a simulated
+// cluster (sim.instance x sim.nodes), timed by the cluster performance model (trainer/perf_model.h) with the
+// gradient buckets this run's reducer launches. Each simulated device does what a rank does here:
+// micro_batch x accumulation sequences per step. The buckets and the per-device work are fixed for a run, so
+// the prediction is made once and every step advances the clock by the same time. No LibTorch.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "trainer/perf_model.h"
+#include "trainer/run_config.h"
+
+namespace joule::trainer {
+
+class SimulatedClock {
+ public:
+  // `bucket_bytes`: the reducer's buckets in launch order (fp32 bytes). `config_dir`: configs/.
+  SimulatedClock(const RunConfig& cfg, const models::BertConfig& model, int64_t max_predictions,
+                 const std::vector<double>& bucket_bytes, const std::string& config_dir, double grid_g_per_kwh);
+
+  std::string start_line() const;                  // what rank 0 prints at start
+  nlohmann::json to_json(int64_t step) const;      // metrics.jsonl's "sim" and the summary's "simulated"
+
+ private:
+  std::optional<ClusterModel> model_;
+  Workload workload_;
+  StepPrediction step_;
+  int64_t nodes_ = 0;
+};
+
+}  // namespace joule::trainer

@@ -1,0 +1,34 @@
+// The last stage of `joule train`: the training-cost summary of the whole run (every segment), written by rank 0 as
+// RUN/summary.json, RUN/emissions.csv (CodeCarbon's columns) and the printed table. No LibTorch.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "collectives/communicator.h"
+#include "trainer/batch_sums.h"
+#include "trainer/run_accounting.h"
+#include "trainer/run_config.h"
+#include "trainer/sim_clock.h"
+
+namespace joule::trainer {
+
+// What was trained and how it ended.
+struct RunOutcome {
+  int64_t steps = 0, sequences = 0, segments = 1, nonfinite_skipped = 0;
+  double wall_s = 0;      // training wall time, all segments
+  double seq_per_s = 0;   // measured after the warm-up steps
+  bool preempted = false, reached_target = false;
+  std::optional<EvalResult> eval;  // the last eval
+  // The workload.
+  int64_t max_predictions = 0, global_batch = 0, target_sequences = 0;
+  double flops_per_sequence = 0;
+  std::string dtype = "fp32";
+};
+
+// Rank 0 only. `sim`: the simulated cluster's block, when the run has one.
+void write_summary(const RunConfig& cfg, const RunOutcome& outcome, const collectives::ProcessGroupInfo& info, RunAccounting& accounting,
+                   const SimulatedClock* sim);
+
+}  // namespace joule::trainer

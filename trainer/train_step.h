@@ -1,0 +1,49 @@
+// One optimizer step of data-parallel pretraining, the same code for `joule train` and `joule bench train`:
+// `accumulation` micro-batches of forward and backward, the bucketed gradient all-reduce overlapped with the
+// last backward, then the optimizer update. A step whose gradient norm is NaN/Inf leaves parameters, moments
+// and the schedule as they were (Optimizer::step) and reports itself skipped.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "collectives/reducer.h"
+#include "models/bert.h"
+#include "trainer/optimizer.h"
+#include "trainer/step_boundary.h"
+
+namespace joule::trainer {
+
+// Adds one batch's output (`rows` sequences) to `sums`.
+void add_output(BatchSums& sums, const models::PretrainingOutput& out, int64_t rows);
+
+struct StepResult {
+  double grad_norm = 0;  // global gradient norm before clipping
+  bool skipped = false;  // the norm was NaN/Inf: no update was applied
+  BatchSums sums;        // this rank's micro-batches
+  double comm_seconds = 0, exposed_comm_seconds = 0;  // the reducer's figures for the synchronizing micro-batch
+};
+
+// Hooks for whoever watches a step from outside (the benchmark's memory probe, fault injection).
+struct StepOptions {
+  bool poison_loss = false;             // multiply every micro-batch's loss by NaN (fault injection)
+  std::function<void()> after_forward;  // after each micro-batch's forward pass
+  std::function<void()> after_backward; // after the reducer has finished (gradients averaged)
+};
+
+class TrainStep {
+ public:
+  using BatchSource = std::function<models::PretrainingBatch()>;
+  TrainStep(models::BertForPreTraining& model, collectives::GradientReducer& reducer, Optimizer& optimizer, int64_t accumulation);
+
+  // One step at learning rate `lr` on `accumulation` batches from `next_batch`. Rethrows a collective's error.
+  StepResult run(const BatchSource& next_batch, double lr, const StepOptions& options = {});
+
+ private:
+  models::BertForPreTraining& model_;
+  collectives::GradientReducer& reducer_;
+  Optimizer& optimizer_;
+  int64_t accumulation_;
+};
+
+}  // namespace joule::trainer
