@@ -1,7 +1,7 @@
 // One communicator interface for data-parallel collectives, with backends created by name
 // ("mpi"; "nccl" where built). Operations are asynchronous: they return a Work handle whose wait()
 // rethrows the operation's error, including a timeout that names the operation, label and rank.
-// No LibTorch here: buffers are raw views (see collectives/torch_buffer.h for tensors).
+// No LibTorch here: buffers are raw views (the reducer makes them from its flat gradient tensors).
 #pragma once
 
 #include <cstddef>

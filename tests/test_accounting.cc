@@ -9,9 +9,9 @@
 #include <regex>
 
 #include "test_util.h"
-#include "trainer/accounting.h"
-#include "trainer/energy.h"
-#include "trainer/hardware.h"
+#include "trainer/cost/accounting.h"
+#include "trainer/cost/energy.h"
+#include "trainer/cost/hardware.h"
 
 namespace joule::trainer {
 namespace {

@@ -5,48 +5,49 @@
 #include <fstream>
 #include <sstream>
 
-#include "collectives/alpha_beta.h"
+#include "trainer/sim/alpha_beta.h"
 #include "collectives/buckets.h"
 #include "models/bert.h"
 #include "test_util.h"
 #include "tools/plan.h"
-#include "trainer/perf_model.h"
+#include "trainer/sim/perf_model.h"
+#include "trainer/sim/validation.h"
 
 namespace joule {
 namespace {
 
 const std::string kConfigs = JOULE_CONFIG_DIR;
-using collectives::Link;
+using trainer::Link;
 
 TEST(AlphaBeta, RingClosedForms) {
   const Link l{2e-6, 100e9};
   const double n = 1 << 30;
   for (int p : {2, 4, 8, 16}) {
-    EXPECT_DOUBLE_EQ(collectives::ring_all_reduce_seconds(p, n, l), 2.0 * (p - 1) * 2e-6 + 2.0 * (p - 1) / p * n / 100e9);
-    EXPECT_DOUBLE_EQ(collectives::ring_reduce_scatter_seconds(p, n, l), (p - 1) * 2e-6 + 1.0 * (p - 1) / p * n / 100e9);
+    EXPECT_DOUBLE_EQ(trainer::ring_all_reduce_seconds(p, n, l), 2.0 * (p - 1) * 2e-6 + 2.0 * (p - 1) / p * n / 100e9);
+    EXPECT_DOUBLE_EQ(trainer::ring_reduce_scatter_seconds(p, n, l), (p - 1) * 2e-6 + 1.0 * (p - 1) / p * n / 100e9);
   }
-  EXPECT_EQ(collectives::ring_all_reduce_seconds(1, n, l), 0);
+  EXPECT_EQ(trainer::ring_all_reduce_seconds(1, n, l), 0);
   // busbw: an all-reduce moving at exactly the link rate shows the link rate as bus bandwidth (latency-free).
   const Link fast{0, 50e9};
-  EXPECT_NEAR(collectives::all_reduce_bus_bandwidth(n, collectives::ring_all_reduce_seconds(8, n, fast), 8), 50e9, 1);
+  EXPECT_NEAR(trainer::all_reduce_bus_bandwidth(n, trainer::ring_all_reduce_seconds(8, n, fast), 8), 50e9, 1);
 }
 
 TEST(AlphaBeta, HierarchicalComposition) {
-  collectives::Topology t;
+  trainer::Topology t;
   t.devices_per_node = 8;
   t.intra = {2e-6, 230e9};
   t.inter = {15e-6, 50e9};
   const double n = 256e6;
   t.nodes = 1;  // one node: exactly the ring all-reduce inside it
-  EXPECT_DOUBLE_EQ(collectives::hierarchical_all_reduce(t, n).total_s(), collectives::ring_all_reduce_seconds(8, n, t.intra));
+  EXPECT_DOUBLE_EQ(trainer::hierarchical_all_reduce(t, n).total_s(), trainer::ring_all_reduce_seconds(8, n, t.intra));
   t.nodes = 4;
-  const auto r = collectives::hierarchical_all_reduce(t, n);
-  EXPECT_DOUBLE_EQ(r.intra_reduce_scatter_s, collectives::ring_reduce_scatter_seconds(8, n, t.intra));
+  const auto r = trainer::hierarchical_all_reduce(t, n);
+  EXPECT_DOUBLE_EQ(r.intra_reduce_scatter_s, trainer::ring_reduce_scatter_seconds(8, n, t.intra));
   EXPECT_DOUBLE_EQ(r.intra_all_gather_s, r.intra_reduce_scatter_s);
   // 8 rings of n/8 bytes over 4 nodes share the node's 50 GB/s: 2(N-1)α + 2(N-1)/N · n / B.
   EXPECT_DOUBLE_EQ(r.inter_all_reduce_s, 2.0 * 3 * 15e-6 + 2.0 * 3 / 4 * (n / 8) / (50e9 / 8));
   t.devices_per_node = 1;  // one device per node: the inter-node ring alone
-  EXPECT_DOUBLE_EQ(collectives::hierarchical_all_reduce(t, n).total_s(), collectives::ring_all_reduce_seconds(4, n, t.inter));
+  EXPECT_DOUBLE_EQ(trainer::hierarchical_all_reduce(t, n).total_s(), trainer::ring_all_reduce_seconds(4, n, t.inter));
 }
 
 TEST(Buckets, PlanMatchesTheReducersAndTheModelsParameters) {
@@ -115,7 +116,7 @@ TEST(PerfModel, CalibrationReproducesItsPublishedFigure) {
 }
 
 TEST(Validation, TheDocumentShowsWhatTheModelComputes) {
-  const auto cases = tools::validation_cases(kConfigs);
+  const auto cases = trainer::validation_cases(kConfigs);
   ASSERT_GE(cases.size(), 14u);
   for (const auto& c : cases)
     if (c.basis.rfind("calibration", 0) == 0) {
@@ -124,8 +125,8 @@ TEST(Validation, TheDocumentShowsWhatTheModelComputes) {
   std::ifstream in(std::string(JOULE_SOURCE_DIR) + "/VALIDATION.md");
   std::stringstream ss;
   ss << in.rdbuf();
-  EXPECT_NE(ss.str().find(tools::validation_table(cases)), std::string::npos)
-      << "VALIDATION.md is stale; its table is now:\n" << tools::validation_table(cases);
+  EXPECT_NE(ss.str().find(trainer::validation_table(cases)), std::string::npos)
+      << "VALIDATION.md is stale; its table is now:\n" << trainer::validation_table(cases);
 }
 
 }  // namespace

@@ -19,7 +19,7 @@
 #include "models/safetensors.h"
 #include "trainer/checkpoint.h"
 #include "trainer/fault.h"
-#include "trainer/hardware.h"
+#include "trainer/cost/hardware.h"
 #include "data/create.h"
 #include "data/vocab_builder.h"
 #include "tools/bench_comm.h"
@@ -29,6 +29,7 @@
 #include "trainer/trainer.h"
 #include "tools/model_commands.h"
 #include "tools/plan.h"
+#include "trainer/sim/validation.h"
 #include "tools/report.h"
 
 namespace {
@@ -219,7 +220,7 @@ int cmd_plan(int argc, char** argv) {
   auto r = parse(o, argc, argv);
   const std::string configs = joule::tools::config_dir();
   if (r.count("validate")) {
-    std::cout << joule::tools::validation_table(joule::tools::validation_cases(configs));
+    std::cout << joule::trainer::validation_table(joule::trainer::validation_cases(configs));
     return 0;
   }
   joule::tools::PlanOptions p;

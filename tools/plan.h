@@ -1,6 +1,6 @@
 // `joule plan`: the cluster performance model for a workload on N instances of each profile, side by side
 // (hours, seq/hour, kWh, USD, CO2 and the step's time breakdown), a scaling curve over node counts, and the
-// validation of the model against published figures.
+// validation of the model against published figures (trainer/sim/validation.h).
 #pragma once
 
 #include <cstdint>
@@ -27,14 +27,5 @@ struct PlanOptions {
 // The table, the breakdown and the scaling curve as text; or {"rows": [...], "scaling": [...]} as JSON.
 std::string plan_text(const PlanOptions& options, const std::string& config_dir);
 std::string plan_json(const PlanOptions& options, const std::string& config_dir);
-
-struct ValidationCase {
-  std::string name, unit, basis, source;
-  double published = 0, predicted = 0;
-  double relative_error() const { return (predicted - published) / published; }
-};
-// Every published figure the model is checked against (REFERENCE-FIGURES.md), recomputed.
-std::vector<ValidationCase> validation_cases(const std::string& config_dir);
-std::string validation_table(const std::vector<ValidationCase>& cases);  // the Markdown table of VALIDATION.md
 
 }  // namespace joule::tools

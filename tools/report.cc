@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "models/flops.h"
-#include "trainer/accounting.h"
-#include "trainer/perf_model.h"
+#include "trainer/cost/accounting.h"
+#include "trainer/sim/perf_model.h"
 
 namespace joule::tools {
 namespace fs = std::filesystem;

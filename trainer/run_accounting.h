@@ -10,9 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include "collectives/communicator.h"
-#include "trainer/accounting.h"
-#include "trainer/energy.h"
-#include "trainer/hardware.h"
+#include "trainer/cost/accounting.h"
+#include "trainer/cost/energy.h"
+#include "trainer/cost/hardware.h"
 #include "trainer/run_config.h"
 
 namespace joule::trainer {

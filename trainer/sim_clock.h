@@ -1,5 +1,5 @@
 // --device trainium-sim: the numerics run here for real; each step also advances the clock of a simulated
-// cluster (sim.instance x sim.nodes), timed by the cluster performance model (trainer/perf_model.h) with the
+// cluster (sim.instance x sim.nodes), timed by the cluster performance model (trainer/sim/perf_model.h) with the
 // gradient buckets this run's reducer launches. Each simulated device does what a rank does here:
 // micro_batch x accumulation sequences per step. The buckets and the per-device work are fixed for a run, so
 // the prediction is made once and every step advances the clock by the same time. No LibTorch.
@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "trainer/perf_model.h"
+#include "trainer/sim/perf_model.h"
 #include "trainer/run_config.h"
 
 namespace joule::trainer {

@@ -7,7 +7,7 @@
 
 #include "collectives/communicator.h"
 #include "trainer/batch_sums.h"
-#include "trainer/energy.h"
+#include "trainer/cost/energy.h"
 
 namespace joule::trainer {
 

@@ -1,4 +1,4 @@
-#include "trainer/energy.h"
+#include "trainer/cost/energy.h"
 
 #include <dlfcn.h>
 

@@ -1,4 +1,4 @@
-#include "trainer/accounting.h"
+#include "trainer/cost/accounting.h"
 
 #include <algorithm>
 #include <cmath>

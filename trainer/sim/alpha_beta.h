@@ -1,11 +1,11 @@
 // The α-β cost of collectives on a cluster: closed forms for ring algorithms and the hierarchical all-reduce
 // that NCCL and Neuron collectives use across nodes (intra-node reduce-scatter over NVSwitch or NeuronLink,
 // inter-node all-reduce over EFA, intra-node all-gather). α: per-hop latency in seconds; β: seconds per byte.
-// This is the `sim` side of the collectives: the cluster performance model and --device trainium-sim time
+// The cluster performance model and --device trainium-sim time
 // the buckets the reducer really launches with it. No LibTorch.
 #pragma once
 
-namespace joule::collectives {
+namespace joule::trainer {
 
 struct Link {
   double latency_s = 0;     // α per hop
@@ -38,4 +38,4 @@ AllReduceTime hierarchical_all_reduce(const Topology& topology, double bytes);
 // nccl-tests' bus bandwidth of an all-reduce over n ranks: algbw x 2(n-1)/n.
 double all_reduce_bus_bandwidth(double bytes, double seconds, int ranks);
 
-}  // namespace joule::collectives
+}  // namespace joule::trainer

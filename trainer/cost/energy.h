@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "trainer/hardware.h"
+#include "trainer/cost/hardware.h"
 
 namespace joule::trainer {
 

@@ -1,10 +1,10 @@
-#include "trainer/perf_model.h"
+#include "trainer/sim/perf_model.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
-#include "collectives/alpha_beta.h"
+#include "trainer/sim/alpha_beta.h"
 #include "collectives/buckets.h"
 #include "models/flops.h"
 
@@ -20,8 +20,8 @@ double dtype_bytes(const std::string& dtype) { return dtype == "fp32" || dtype =
 
 int64_t default_max_predictions(int64_t seq_len) { return (seq_len * 5 + 16) / 32; }
 
-collectives::Topology cluster_topology(const InstanceProfile& p, int nodes, int devices_per_node) {
-  collectives::Topology t;
+trainer::Topology cluster_topology(const InstanceProfile& p, int nodes, int devices_per_node) {
+  trainer::Topology t;
   t.nodes = nodes;
   t.devices_per_node = devices_per_node;
   t.intra = {p.intra_node_latency_us * 1e-6, p.intra_node_gb_per_s * 1e9 * p.intra_node_efficiency};
@@ -101,7 +101,7 @@ StepPrediction ClusterModel::predict_with(double efficiency, const Workload& w, 
 
   // Gradient buckets on the wire in the compute dtype, timed by the hierarchical all-reduce.
   if (bucket_bytes.empty()) bucket_bytes = planned_bucket_bytes(w.model);
-  const collectives::Topology topo = cluster_topology(p, nodes, per_node);
+  const trainer::Topology topo = cluster_topology(p, nodes, per_node);
   // A bucket is ready when backward has passed its parameters: the share of the backward FLOPs done by then,
   // approximated by the share of non-embedding parameters (reverse order) up to the bucket's last one.
   const auto params = models::parameter_numels(w.model);
@@ -126,7 +126,7 @@ StepPrediction ClusterModel::predict_with(double efficiency, const Workload& w, 
   for (size_t b = 0; b < bucket_bytes.size(); ++b) {
     const double wire = bucket_bytes[b] / 4 * dtype_bytes(w.dtype);
     r.bucket_bytes.push_back(wire);
-    const double t = collectives::hierarchical_all_reduce(topo, wire).total_s();
+    const double t = trainer::hierarchical_all_reduce(topo, wire).total_s();
     clock = std::max(clock, ready_fraction[b] * last_backward_s) + t;
     r.comm_s += t;
   }

@@ -1,6 +1,6 @@
-#include "collectives/alpha_beta.h"
+#include "trainer/sim/alpha_beta.h"
 
-namespace joule::collectives {
+namespace joule::trainer {
 
 double ring_all_reduce_seconds(int p, double bytes, const Link& l) {
   if (p <= 1) return 0;
@@ -31,4 +31,4 @@ double all_reduce_bus_bandwidth(double bytes, double seconds, int ranks) {
   return bytes / seconds * 2.0 * (ranks - 1) / ranks;
 }
 
-}  // namespace joule::collectives
+}  // namespace joule::trainer

@@ -3,7 +3,7 @@
 //   compute: the step's GEMM FLOPs (models/flops.h, attention included) over the device's peak for the dtype x
 //            an efficiency calibrated on the profile's single-node published figure (never a multi-node one);
 //   communication: every gradient bucket, in the order and sizes the reducer uses, through the hierarchical
-//            all-reduce's α-β model (collectives/alpha_beta.h) with the profile's links;
+//            all-reduce's α-β model (trainer/sim/alpha_beta.h) with the profile's links;
 //   overlap: a bucket's all-reduce starts when backward has produced its gradients (and the previous bucket is
 //            done), as the reducer schedules them; only the last micro-batch of an accumulation communicates;
 //   other: the optimizer step (memory-bound: bytes touched per parameter over device memory bandwidth).
@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "collectives/alpha_beta.h"
+#include "trainer/sim/alpha_beta.h"
 #include "models/bert_config.h"
-#include "trainer/hardware.h"
+#include "trainer/cost/hardware.h"
 
 namespace joule::trainer {
 
@@ -72,7 +72,7 @@ class ClusterModel {
 };
 
 // The links of `nodes` instances of a profile (bandwidths x the profile's efficiencies).
-collectives::Topology cluster_topology(const InstanceProfile& profile, int nodes, int devices_per_node);
+trainer::Topology cluster_topology(const InstanceProfile& profile, int nodes, int devices_per_node);
 
 // The model's bucket sizes (fp32 bytes) with DDP's caps, in launch order.
 std::vector<double> planned_bucket_bytes(const models::BertConfig& model);

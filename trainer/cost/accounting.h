@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "trainer/energy.h"
-#include "trainer/hardware.h"
+#include "trainer/cost/energy.h"
+#include "trainer/cost/hardware.h"
 
 namespace joule::trainer {
 

@@ -1,4 +1,4 @@
-#include "trainer/hardware.h"
+#include "trainer/cost/hardware.h"
 
 #include <unistd.h>
 
