@@ -9,17 +9,24 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "launch/error.h"
 
 namespace joule::collectives {
 
-class CollectiveError : public std::runtime_error {
+class CollectiveError : public joule::Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit CollectiveError(const std::string& message, std::string hint = "a collective failed on this rank; errors of other ranks, printed above, may say why. Then --resume auto")
+      : joule::Error(message, std::move(hint)) {}
 };
 class CollectiveTimeout : public CollectiveError {
  public:
-  using CollectiveError::CollectiveError;
+  explicit CollectiveTimeout(const std::string& message)
+      : CollectiveError(message,
+                        "another rank died or stalled (look for its error above); raise train.collective_timeout_seconds only if "
+                        "steps are legitimately that slow, then --resume auto") {}
 };
 
 enum class DType { kFloat32, kFloat64, kBFloat16, kFloat16, kInt32, kInt64 };

@@ -33,10 +33,10 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 GradientReducer::GradientReducer(std::vector<std::pair<std::string, torch::Tensor>> named, Communicator& comm,
                                  ReducerOptions options)
     : comm_(comm), options_(options), params_(std::move(named)), alive_(std::make_shared<bool>(true)) {
-  if (params_.empty()) throw std::invalid_argument("GradientReducer: no parameters");
+  if (params_.empty()) throw joule::InternalError("GradientReducer: no parameters");
   std::vector<int64_t> parameter_bytes;
   for (const auto& [name, p] : params_) {
-    if (p.scalar_type() != torch::kFloat32) throw std::invalid_argument("GradientReducer: parameter '" + name + "' is not float32");
+    if (p.scalar_type() != torch::kFloat32) throw joule::InternalError("GradientReducer: parameter '" + name + "' is not float32");
     parameter_bytes.push_back(p.numel() * 4);
   }
   const std::vector<std::vector<size_t>> groups = plan_buckets(parameter_bytes, options_.bucket_bytes, options_.first_bucket_bytes);
@@ -69,7 +69,7 @@ GradientReducer::GradientReducer(std::vector<std::pair<std::string, torch::Tenso
   std::weak_ptr<bool> alive = alive_;
   for (size_t k = 0; k < params_.size(); ++k) {
     auto acc = torch::autograd::impl::grad_accumulator(params_[k].second);
-    if (!acc) throw std::invalid_argument("GradientReducer: parameter '" + params_[k].first + "' does not require grad");
+    if (!acc) throw joule::InternalError("GradientReducer: parameter '" + params_[k].first + "' does not require grad");
     hook_keys_.push_back(acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
         [this, k, alive](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
           if (alive.lock()) mark_ready(k);
@@ -96,7 +96,7 @@ void GradientReducer::broadcast_parameters(int root) {
   torch::NoGradGuard no_grad;
   std::vector<WorkHandle> works;
   for (auto& [name, p] : params_) {
-    if (!p.is_contiguous()) throw std::invalid_argument("GradientReducer: parameter '" + name + "' is not contiguous");
+    if (!p.is_contiguous()) throw joule::InternalError("GradientReducer: parameter '" + name + "' is not contiguous");
     CollectiveOptions o;
     o.label = "parameter " + name;
     o.timeout_seconds = options_.timeout_seconds;
@@ -172,7 +172,7 @@ void GradientReducer::finish() {
     const auto* base = static_cast<const char*>(flat.data_ptr());
     const auto* ptr = g.defined() ? static_cast<const char*>(g.data_ptr()) : nullptr;
     if (!ptr || ptr < base || ptr >= base + flat.numel() * 4)
-      throw std::logic_error("GradientReducer: the gradient of '" + params_[k].first +
+      throw joule::InternalError("GradientReducer: the gradient of '" + params_[k].first +
                              "' no longer lives in its bucket (was zero_grad(set_to_none) or an optimizer resetting .grad() used?)");
   }
   synchronize_ = false;

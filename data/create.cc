@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/shard.h"
+#include "data/data_error.h"
 
 namespace joule::data {
 
@@ -70,7 +71,7 @@ std::vector<std::vector<std::string>> read_documents(const std::vector<std::stri
   std::vector<std::vector<std::string>> docs(1);
   for (const std::string& path : inputs) {
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error(path + ": cannot open input text");
+    if (!in) throw joule::IoError(path + ": cannot open input text");
     std::string line;
     while (std::getline(in, line)) {
       size_t b = line.find_first_not_of(" \t\r\n\v\f"), e = line.find_last_not_of(" \t\r\n\v\f");
@@ -201,8 +202,8 @@ std::vector<Instance> instances_from_document(const std::vector<Document>& docum
 
 CreateSummary create_pretraining_data(const CreateOptions& o) {
   if (o.seq_len < 8 || o.max_predictions < 1 || o.dupe_factor < 1 || o.shards < 1)
-    throw std::invalid_argument("data create: --seq-len must be >= 8, --max-pred, --dupe-factor and --shards >= 1");
-  if (o.inputs.empty()) throw std::invalid_argument("data create: no --input text files");
+    throw joule::UsageError("data create: --seq-len must be >= 8, --max-pred, --dupe-factor and --shards >= 1");
+  if (o.inputs.empty()) throw joule::UsageError("data create: no --input text files");
   const Vocab vocab = Vocab::load(o.vocab);
   const FullTokenizer tokenizer(vocab, o.lower_case);
   std::vector<bool> is_continuation(static_cast<size_t>(vocab.size()));
@@ -219,13 +220,13 @@ CreateSummary create_pretraining_data(const CreateOptions& o) {
     }
   });
   documents.erase(std::remove_if(documents.begin(), documents.end(), [](const Document& d) { return d.empty(); }), documents.end());
-  if (documents.size() < 2) throw std::invalid_argument("data create: the input holds " + std::to_string(documents.size()) + " document(s); NSP needs at least 2 (separate documents with a blank line)");
+  if (documents.size() < 2) throw CorpusError("data create: the input holds " + std::to_string(documents.size()) + " document(s); NSP needs at least 2 (separate documents with a blank line)");
   Rng master(o.seed);
   master.shuffle(documents);
 
   CreateSummary summary;
   if (o.eval_documents < 0 || o.eval_documents > static_cast<int64_t>(documents.size()) - 2)
-    throw std::invalid_argument("data create: --eval-documents " + std::to_string(o.eval_documents) + " leaves fewer than 2 training documents");
+    throw joule::UsageError("data create: --eval-documents " + std::to_string(o.eval_documents) + " leaves fewer than 2 training documents");
   std::vector<Document> eval_docs(documents.end() - o.eval_documents, documents.end());
   documents.resize(documents.size() - static_cast<size_t>(o.eval_documents));
   summary.documents = static_cast<int64_t>(documents.size());
@@ -245,9 +246,9 @@ CreateSummary create_pretraining_data(const CreateOptions& o) {
   };
   std::vector<Instance> train = make_instances(documents, o.dupe_factor, 0);
   std::vector<Instance> eval = eval_docs.size() >= 2 ? make_instances(eval_docs, 1, 1000003) : std::vector<Instance>{};
-  if (o.eval_documents > 0 && eval.empty()) throw std::invalid_argument("data create: the held-out documents produced no eval sequences");
+  if (o.eval_documents > 0 && eval.empty()) throw CorpusError("data create: the held-out documents produced no eval sequences");
   if (static_cast<int64_t>(train.size()) < o.shards)
-    throw std::invalid_argument("data create: " + std::to_string(train.size()) + " training sequences cannot fill " + std::to_string(o.shards) + " shards");
+    throw CorpusError("data create: " + std::to_string(train.size()) + " training sequences cannot fill " + std::to_string(o.shards) + " shards");
 
   namespace fs = std::filesystem;
   fs::create_directories(fs::path(o.out) / "train");

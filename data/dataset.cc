@@ -1,4 +1,5 @@
 #include "data/dataset.h"
+#include "launch/error.h"
 
 #include <glob.h>
 #include <sys/stat.h>
@@ -138,7 +139,7 @@ Dataset Dataset::open(const std::string& spec, const DatasetOptions& options) {
 }
 
 std::pair<size_t, int64_t> Dataset::locate(int64_t id) const {
-  if (id < 0 || id >= total_) throw std::out_of_range("sequence id " + std::to_string(id) + " outside the dataset's " + std::to_string(total_));
+  if (id < 0 || id >= total_) throw joule::InternalError("sequence id " + std::to_string(id) + " outside the dataset's " + std::to_string(total_));
   const size_t shard = static_cast<size_t>(std::upper_bound(offsets_.begin(), offsets_.end(), id) - offsets_.begin()) - 1;
   return {shard, id - offsets_[shard]};
 }

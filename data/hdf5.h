@@ -6,12 +6,16 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
+
+#include "launch/error.h"
 
 namespace joule::data {
 
-class Hdf5Error : public std::runtime_error {
+class Hdf5Error : public joule::Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit Hdf5Error(const std::string& message, std::string hint = "check the shard with `joule data inspect FILE`, regenerate it with `joule data create`, or leave it out of data.train")
+      : joule::Error(message, std::move(hint)) {}
 };
 
 class Hdf5Handle {

@@ -1,4 +1,5 @@
 #include "data/loader.h"
+#include "launch/error.h"
 
 #include <chrono>
 #include <list>
@@ -82,7 +83,7 @@ HostBatch Loader::read_sequences(const Dataset& dataset, const std::vector<uint6
 Loader::Loader(const Dataset& dataset, const SamplerConfig& sampler, SamplerState start, LoaderOptions options)
     : dataset_(dataset), sampler_(sampler), options_(options), state_(start) {
   if (static_cast<int64_t>(sampler.num_sequences) != dataset.size())
-    throw std::invalid_argument("loader: sampler covers " + std::to_string(sampler.num_sequences) + " sequences but the dataset has " +
+    throw joule::InternalError("loader: sampler covers " + std::to_string(sampler.num_sequences) + " sequences but the dataset has " +
                                 std::to_string(dataset.size()));
   thread_ = std::thread([this, start] { run(start); });
 }

@@ -7,16 +7,19 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "launch/error.h"
 #include "data/hdf5.h"
 
 namespace joule::data {
 
 // A shard that does not fit the layout; the message names the file, the dataset, expected vs found.
-class ShardError : public std::runtime_error {
+class ShardError : public joule::Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit ShardError(const std::string& message, std::string hint = "check the shard with `joule data inspect FILE`, regenerate it with `joule data create`, or leave it out of data.train")
+      : joule::Error(message, std::move(hint)) {}
 };
 
 // Rows of a shard in host memory, all widened to int32, row-major.

@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "data/data_error.h"
+
 namespace joule::data {
 namespace {
 
@@ -18,7 +20,7 @@ uint64_t mix64(uint64_t x) {  // splitmix64's finalizer: a strong 64-bit mixing 
 }  // namespace
 
 Permutation::Permutation(uint64_t n, uint64_t seed, uint64_t epoch) : n_(n) {
-  if (n == 0) throw std::invalid_argument("Permutation: empty domain");
+  if (n == 0) throw joule::InternalError("Permutation: empty domain");
   int bits = 2;
   while (bits < 64 && (1ull << bits) < n) ++bits;
   if (bits % 2) ++bits;  // the smallest even-width power of two >= n: at most 4n, so walks are short
@@ -39,14 +41,14 @@ uint64_t Permutation::feistel(uint64_t x) const {
 }
 
 uint64_t Permutation::operator()(uint64_t index) const {
-  if (index >= n_) throw std::out_of_range("Permutation: index " + std::to_string(index) + " >= size " + std::to_string(n_));
+  if (index >= n_) throw joule::InternalError("Permutation: index " + std::to_string(index) + " >= size " + std::to_string(n_));
   uint64_t x = feistel(index);
   while (x >= n_) x = feistel(x);  // cycle-walking: stays a bijection on [0, n)
   return x;
 }
 
 DistributedSampler::DistributedSampler(const SamplerConfig& c) : config_(c) {
-  auto bad = [](const std::string& m) { throw std::invalid_argument("sampler: " + m); };
+  auto bad = [](const std::string& m) { throw SamplerError("sampler: " + m); };
   if (c.world_size < 1 || c.rank < 0 || c.rank >= c.world_size)
     bad("rank " + std::to_string(c.rank) + " is outside world size " + std::to_string(c.world_size));
   if (c.micro_batch == 0 || c.global_batch == 0) bad("micro batch and global batch must be positive");

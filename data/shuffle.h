@@ -51,7 +51,7 @@ struct SamplerState {
 
 class DistributedSampler {
  public:
-  explicit DistributedSampler(const SamplerConfig& config);  // throws std::invalid_argument
+  explicit DistributedSampler(const SamplerConfig& config);  // throws SamplerError
 
   uint64_t steps_per_epoch() const { return steps_per_epoch_; }
   uint64_t accumulation() const { return accumulation_; }  // micro-batches per rank per step

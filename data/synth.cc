@@ -3,6 +3,7 @@
 
 #include "data/create.h"
 #include "data/vocab_builder.h"
+#include "launch/error.h"
 
 namespace joule::data {
 namespace {
@@ -48,7 +49,7 @@ std::string make_name(Rng& rng) {
 }  // namespace
 
 int64_t write_synthetic_corpus(const std::string& path, const SynthOptions& o) {
-  if (o.documents < 2) throw std::invalid_argument("data synth: --documents must be at least 2");
+  if (o.documents < 2) throw joule::UsageError("data synth: --documents must be at least 2");
   Rng rng(mix_seed(o.seed, 0x73796e7468));  // "synth"
   // The world: facts fixed by the seed and restated consistently in every document.
   std::vector<Person> people(200);
@@ -64,7 +65,7 @@ int64_t write_synthetic_corpus(const std::string& path, const SynthOptions& o) {
     p.sibling = static_cast<size_t>(rng.randint(0, static_cast<int64_t>(people.size()) - 1));
   }
   std::ofstream out(path, std::ios::trunc);
-  if (!out) throw std::runtime_error(path + ": cannot write the corpus");
+  if (!out) throw joule::IoError(path + ": cannot write the corpus");
   int64_t sentences = 0;
   auto say = [&](const std::string& s) {
     out << s << "\n";
@@ -98,7 +99,7 @@ int64_t write_synthetic_corpus(const std::string& path, const SynthOptions& o) {
     else say(std::string(kMonths[month]) + " comes before " + kMonths[month + 1] + ".");
     out << "\n";
   }
-  if (!out.flush()) throw std::runtime_error(path + ": write failed");
+  if (!out.flush()) throw joule::IoError(path + ": write failed");
   return sentences;
 }
 

@@ -7,15 +7,19 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "launch/error.h"
+
 namespace joule::data {
 
-class VocabError : public std::runtime_error {
+class VocabError : public joule::Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit VocabError(const std::string& message, std::string hint = "point data.vocab (--vocab) at the vocab.txt the shards were made with")
+      : joule::Error(message, std::move(hint)) {}
 };
 
 class Vocab {

@@ -1,4 +1,5 @@
 #include "data/vocab_builder.h"
+#include "data/data_error.h"
 
 #include <algorithm>
 #include <fstream>
@@ -16,7 +17,7 @@ std::unordered_map<std::string, int64_t> count_words(const VocabBuildOptions& o)
   std::vector<std::string> lines;
   for (const std::string& path : o.inputs) {
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error(path + ": cannot open input text");
+    if (!in) throw joule::IoError(path + ": cannot open input text");
     std::string line;
     while (std::getline(in, line)) lines.push_back(std::move(line));
   }
@@ -39,9 +40,9 @@ std::unordered_map<std::string, int64_t> count_words(const VocabBuildOptions& o)
 
 Vocab build_vocab(const VocabBuildOptions& o) {
   const std::vector<std::string> specials = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
-  if (o.size <= static_cast<int64_t>(specials.size())) throw std::invalid_argument("data vocab: --size must exceed the 5 special tokens");
+  if (o.size <= static_cast<int64_t>(specials.size())) throw joule::UsageError("data vocab: --size must exceed the 5 special tokens");
   auto counts = count_words(o);
-  if (counts.empty()) throw std::invalid_argument("data vocab: the input holds no words");
+  if (counts.empty()) throw CorpusError("data vocab: the input holds no words");
 
   // Symbols: strings with ids; each word a sequence of symbol ids ("c", "##c", ...).
   std::vector<std::string> symbols;

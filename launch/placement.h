@@ -7,12 +7,16 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <utility>
+
+#include "launch/error.h"
 
 namespace joule::launch {
 
-class LaunchError : public std::runtime_error {
+class LaunchError : public joule::Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit LaunchError(const std::string& message, std::string hint = "check the launcher's environment (OMPI_COMM_WORLD_*, SLURM_*, PMIX_RANK, PMI_*): launch with mpirun or srun")
+      : joule::Error(message, std::move(hint)) {}
 };
 
 struct Placement {

@@ -1,4 +1,5 @@
 #include "launch/runtime.h"
+#include "launch/error.h"
 
 #include <dlfcn.h>
 #include <malloc.h>
@@ -93,8 +94,9 @@ int ensure_mpi_initialized() {
     MPI_Query_thread(&provided);
   }
   if (provided < MPI_THREAD_SERIALIZED)
-    throw std::runtime_error("MPI provides thread level " + std::to_string(provided) +
-                             "; joule's communication thread needs at least MPI_THREAD_SERIALIZED");
+    throw joule::Error("MPI provides thread level " + std::to_string(provided) +
+                         "; joule's communication thread needs at least MPI_THREAD_SERIALIZED",
+                     "use an MPI built with thread support (Debian's Open MPI is)");
   return provided;
 }
 

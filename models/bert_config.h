@@ -8,12 +8,15 @@
 #include <utility>
 #include <vector>
 
+#include "launch/error.h"
+
 namespace joule::models {
 
 // Thrown for a config.json that cannot describe a valid BERT; the message names the file and key.
-class ConfigError : public std::runtime_error {
+class ConfigError : public joule::Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit ConfigError(const std::string& message, std::string hint = "fix that key in the model's config.json, or choose a preset (bert-tiny, bert-base, bert-large)")
+      : joule::Error(message, std::move(hint)) {}
 };
 
 struct BertConfig {

@@ -1,4 +1,5 @@
 #include "models/model_dir.h"
+#include "launch/error.h"
 
 #include <filesystem>
 #include <fstream>
@@ -39,7 +40,7 @@ void write_text_atomically(const std::string& path, const std::string& text) {
     std::ofstream out(tmp, std::ios::trunc);
     out << text;
     out.flush();
-    if (!out) throw std::runtime_error(tmp + ": cannot write");
+    if (!out) throw joule::IoError(tmp + ": cannot write");
   }
   std::filesystem::rename(tmp, path);
 }
@@ -48,7 +49,7 @@ void write_text_atomically(const std::string& path, const std::string& text) {
 
 void save_model_dir(const BertForPreTraining& model, const std::string& dir, st::DType dtype) {
   if (dtype != st::DType::F32 && dtype != st::DType::F16 && dtype != st::DType::BF16)
-    throw std::invalid_argument(std::string("model weights are saved as F32, F16 or BF16, not ") + st::dtype_name(dtype));
+    throw joule::UsageError(std::string("model weights are saved as F32, F16 or BF16, not ") + st::dtype_name(dtype));
   std::filesystem::create_directories(dir);
   std::vector<torch::Tensor> keep_alive;
   std::vector<st::TensorToWrite> tensors;

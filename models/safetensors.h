@@ -8,14 +8,18 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "launch/error.h"
 
 namespace joule::models::safetensors {
 
 // Every problem with a file; the message starts with the file's path.
-class FormatError : public std::runtime_error {
+class FormatError : public joule::Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit FormatError(const std::string& message, std::string hint = "the file is not a complete safetensors file: export or download it again")
+      : joule::Error(message, std::move(hint)) {}
 };
 
 enum class DType { F32, F16, BF16, F64, I64, I32 };

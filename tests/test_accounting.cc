@@ -12,6 +12,7 @@
 #include "trainer/cost/accounting.h"
 #include "trainer/cost/energy.h"
 #include "trainer/cost/hardware.h"
+#include "trainer/run_config.h"
 
 namespace joule::trainer {
 namespace {
@@ -236,7 +237,7 @@ TEST(Monitor, OnlyTheHostReaderCountsHostEnergy) {
   c.host = false;  // local rank 1..N-1 of a CPU run: nothing to read, nothing to count twice
   EnergyMonitor monitor("auto", c, 60);
   EXPECT_EQ(monitor.totals().total(), 0);
-  EXPECT_THROW(EnergyMonitor("rapl,bogus", context("/x"), 1), std::invalid_argument);
+  EXPECT_THROW(EnergyMonitor("rapl,bogus", context("/x"), 1), joule::trainer::RunConfigError);
 }
 
 // ---- instance profiles ----------------------------------------------------------------------------------

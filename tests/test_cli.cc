@@ -70,7 +70,7 @@ TEST(Cli, BadInputIsAClearErrorAndWritesNothing) {
   EXPECT_NE(missing.output.find("--config"), std::string::npos) << missing.output;
 
   auto dtype = run_command(kJoule + " model init --config bert-tiny --dtype F8 --out " + dir.file("m"));
-  EXPECT_EQ(dtype.exit_code, 1);
+  EXPECT_EQ(dtype.exit_code, 2);  // a bad flag value is a usage error
   EXPECT_NE(dtype.output.find("unsupported dtype 'F8'"), std::string::npos) << dtype.output;
 }
 

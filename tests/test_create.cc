@@ -172,7 +172,7 @@ TEST(Create, HeldOutEvalShardAndBadOptions) {
 
   auto bad = options(dir, "x");
   bad.eval_documents = 3;  // leaves one training document: no NSP pairs
-  EXPECT_THROW(joule::data::create_pretraining_data(bad), std::invalid_argument);
+  EXPECT_THROW(joule::data::create_pretraining_data(bad), joule::UsageError);
   bad = options(dir, "y");
   bad.vocab = dir.file("missing-vocab.txt");
   EXPECT_THROW(joule::data::create_pretraining_data(bad), joule::data::VocabError);

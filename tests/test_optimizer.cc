@@ -6,7 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
+#include "launch/error.h"
+#include "trainer/checkpoint.h"
 #include "trainer/optimizer.h"
+#include "trainer/run_config.h"
 
 using joule::trainer::create_optimizer;
 using joule::trainer::OptimizerOptions;
@@ -155,10 +158,10 @@ TEST(Lamb, StateRoundTripAndReset) {
   b->reset();
   EXPECT_EQ(b->steps(), 0);
   EXPECT_EQ(b->state()[0].second.abs().sum().item<double>(), 0.0);
-  EXPECT_THROW(b->load_state({}, 1), std::invalid_argument);
+  EXPECT_THROW(b->load_state({}, 1), joule::trainer::CheckpointError);
   OptimizerOptions bad;
   bad.name = "sgd";
-  EXPECT_THROW(create_optimizer(bad, {{"w.weight", w}}), std::invalid_argument);
+  EXPECT_THROW(create_optimizer(bad, {{"w.weight", w}}), joule::trainer::RunConfigError);
 }
 
 TEST(Schedule, WarmupThenPolyDecay) {
@@ -169,5 +172,5 @@ TEST(Schedule, WarmupThenPolyDecay) {
   EXPECT_NEAR(learning_rate(6e-3, peak, 7038, 0.2843), 6e-3, 1e-5);
   EXPECT_NEAR(learning_rate(6e-3, 5000, 7038, 0.2843), 6e-3 * std::sqrt((1 - 5000.0 / 7038) / (1 - 0.2843)), 1e-15);
   EXPECT_EQ(learning_rate(6e-3, 7038, 7038, 0.2843), 0.0);
-  EXPECT_THROW(learning_rate(1, 0, 0, 0.1), std::invalid_argument);
+  EXPECT_THROW(learning_rate(1, 0, 0, 0.1), joule::InternalError);
 }

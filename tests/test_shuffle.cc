@@ -6,6 +6,7 @@
 
 #include "data/create.h"
 #include "data/loader.h"
+#include "data/data_error.h"
 #include "data/shuffle.h"
 #include "test_util.h"
 
@@ -52,7 +53,7 @@ TEST(Shuffle, PermutationCoversEveryIndexExactlyOnce) {
   }
   EXPECT_LT(same_epoch, 20);  // another epoch or seed gives another order
   EXPECT_LT(same_seed, 20);
-  EXPECT_THROW(a(1000), std::out_of_range);
+  EXPECT_THROW(a(1000), joule::InternalError);
 }
 
 TEST(Shuffle, ExactCoverageOfTenMillionOverFortyEightRanks) {
@@ -114,9 +115,9 @@ TEST(Shuffle, CardScaleDisjointEqualAndMemoryIndependentOfN) {
 }
 
 TEST(Shuffle, SamplerRejectsImpossibleSplits) {
-  EXPECT_THROW(DistributedSampler({1000, 100, 8, 4, 0, 1}), std::invalid_argument);   // 100 % 32 != 0
-  EXPECT_THROW(DistributedSampler({10, 64, 8, 4, 0, 1}), std::invalid_argument);      // not one step
-  EXPECT_THROW(DistributedSampler({1000, 64, 8, 4, 4, 1}), std::invalid_argument);    // rank outside
+  EXPECT_THROW(DistributedSampler({1000, 100, 8, 4, 0, 1}), joule::data::SamplerError);   // 100 % 32 != 0
+  EXPECT_THROW(DistributedSampler({10, 64, 8, 4, 0, 1}), joule::data::SamplerError);      // not one step
+  EXPECT_THROW(DistributedSampler({1000, 64, 8, 4, 4, 1}), joule::data::SamplerError);    // rank outside
 }
 
 class LoaderTest : public ::testing::Test {

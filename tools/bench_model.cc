@@ -13,6 +13,7 @@
 #include "launch/runtime.h"
 #include "tools/stats.h"
 #include "models/bert.h"
+#include "launch/error.h"
 
 namespace joule::tools {
 namespace {
@@ -60,9 +61,9 @@ double measure_sgemm_gflops(const std::vector<GemmShape>& gemms, double seconds_
 
 ModelBenchResult bench_model(const ModelBenchOptions& o) {
   if (o.seq_len > o.config.max_position_embeddings)
-    throw std::invalid_argument("--seq-len " + std::to_string(o.seq_len) + " exceeds the model's max_position_embeddings " +
+    throw joule::UsageError("--seq-len " + std::to_string(o.seq_len) + " exceeds the model's max_position_embeddings " +
                                 std::to_string(o.config.max_position_embeddings));
-  if (o.batch < 1 || o.iterations < 1 || o.warmup < 0) throw std::invalid_argument("--batch and --iterations must be >= 1");
+  if (o.batch < 1 || o.iterations < 1 || o.warmup < 0) throw joule::UsageError("--batch and --iterations must be >= 1");
   ModelBenchResult r;
   r.threads = o.threads > 0 ? o.threads : launch::physical_cores();
   launch::set_threads(r.threads);
@@ -82,7 +83,7 @@ ModelBenchResult bench_model(const ModelBenchOptions& o) {
     out.loss.backward();
     const double s = seconds_since(t0);
     r.loss = out.loss.item<double>();
-    if (!std::isfinite(r.loss)) throw std::runtime_error("bench model: the loss is not finite (" + std::to_string(r.loss) + ")");
+    if (!std::isfinite(r.loss)) throw joule::InternalError("bench model: the loss is not finite (" + std::to_string(r.loss) + ")");
     if (i >= o.warmup) step_seconds.push_back(s);
   }
   const std::vector<GemmShape> gemms = training_gemms(o.config, o.batch, o.seq_len, predictions);

@@ -59,9 +59,7 @@ const char* kUsage =
     "  data inspect   counts, length histogram, masking rate and decoded samples of shards\n"
     "  data tokenize  WordPiece tokens of each stdin line (to compare tokenizers)\n";
 
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using joule::UsageError;
 
 cxxopts::ParseResult parse(cxxopts::Options& options, int argc, char** argv) {
   options.add_options()("h,help", "show this help");
@@ -196,7 +194,7 @@ int cmd_report(int argc, char** argv) {
   o.parse_positional({"run"});
   auto r = parse(o, argc, argv);
   const int nodes = r["nodes"].as<int>();
-  if (nodes < 1) throw std::invalid_argument("--nodes must be >= 1");
+  if (nodes < 1) throw UsageError("--nodes must be >= 1");
   std::cout << joule::tools::write_report(required(r, "run"), r["out"].as<std::string>(), joule::tools::config_dir(), nodes) << "\n";
   return 0;
 }
@@ -235,10 +233,10 @@ int cmd_plan(int argc, char** argv) {
     p.sequences = std::stod(seqs, &used);
   } catch (const std::exception&) {
   }
-  if (used != seqs.size() || !(p.sequences > 0)) throw std::invalid_argument("--sequences '" + seqs + "' is not a positive number");
+  if (used != seqs.size() || !(p.sequences > 0)) throw UsageError("--sequences '" + seqs + "' is not a positive number");
   p.precision = r["precision"].as<std::string>();
   p.nodes = r["nodes"].as<int>();
-  if (p.nodes < 1) throw std::invalid_argument("--nodes must be >= 1");
+  if (p.nodes < 1) throw UsageError("--nodes must be >= 1");
   if (r.count("instance")) p.instances = r["instance"].as<std::vector<std::string>>();
   p.region = r["region"].as<std::string>();
   p.grid_intensity = r["grid-intensity"].as<double>();
@@ -246,7 +244,7 @@ int cmd_plan(int argc, char** argv) {
   std::stringstream ss(r["scaling"].as<std::string>());
   for (std::string item; std::getline(ss, item, ',');) {
     const int n = std::atoi(item.c_str());
-    if (n < 1) throw std::invalid_argument("--scaling: '" + item + "' is not a node count");
+    if (n < 1) throw UsageError("--scaling: '" + item + "' is not a node count");
     p.scaling.push_back(n);
   }
   std::cout << (r.count("json") ? joule::tools::plan_json(p, configs) : joule::tools::plan_text(p, configs));
@@ -297,7 +295,7 @@ int cmd_bench_train(int argc, char** argv) {
   b.threads = r["threads"].as<int>();
   b.warmup = r["warmup"].as<int>();
   b.steps = r["steps"].as<int>();
-  if (b.steps < 1 || b.micro_batch < 1 || b.seq_len < 2) throw std::invalid_argument("--steps, --micro-batch and --seq-len must be positive");
+  if (b.steps < 1 || b.micro_batch < 1 || b.seq_len < 2) throw UsageError("--steps, --micro-batch and --seq-len must be positive");
   const std::string line = joule::tools::bench_train(b);
   if (!line.empty()) std::cout << line << std::endl;
   return 0;
@@ -438,23 +436,13 @@ int cmd_data_tokenize(int argc, char** argv) {
 
 }  // namespace
 
-// The next step for the user, by kind of error (the message itself names the file or key).
-std::string what_to_do(const std::exception& e) {
-  if (dynamic_cast<const joule::data::ShardError*>(&e) || dynamic_cast<const joule::data::Hdf5Error*>(&e))
-    return "check the shard with `joule data inspect FILE`, regenerate it with `joule data create`, or leave it out of data.train";
-  if (dynamic_cast<const joule::data::VocabError*>(&e)) return "point data.vocab (--vocab) at the vocab.txt the shards were made with";
-  if (dynamic_cast<const joule::trainer::RunConfigError*>(&e) || dynamic_cast<const joule::models::ConfigError*>(&e))
-    return "fix that key in the config file or the --set/flag that gives it (joule train --help lists the flags)";
-  if (dynamic_cast<const joule::trainer::CheckpointError*>(&e))
-    return "resume from another checkpoint with --resume DIR (--resume auto takes the newest that verifies), or start a new --run-dir";
-  if (dynamic_cast<const joule::models::safetensors::FormatError*>(&e))
-    return "the file is not a complete safetensors file: export or download it again";
-  if (dynamic_cast<const joule::trainer::ProfileError*>(&e)) return "fix the profile file named above, or choose another with --instance";
-  if (dynamic_cast<const joule::collectives::CollectiveTimeout*>(&e))
-    return "another rank died or stalled (look for its error above); raise train.collective_timeout_seconds only if steps are "
-           "legitimately that slow, then --resume auto";
-  if (dynamic_cast<const joule::trainer::FaultError*>(&e)) return "fix JOULE_FAULT (see trainer/fault.h) or unset it";
-  return "";
+// Prints an error and its "what to do" on every rank (one write per message, so lines from different ranks do not
+// interleave), ends the whole job so that no rank is left waiting, and returns the exit code.
+int report_error(const std::string& cmd, const std::string& what, const std::string& hint, int exit_code) {
+  const std::string prefix = joule::launch::rank_prefix();
+  std::cerr << (prefix + "joule " + cmd + ": error: " + what + "\n" + prefix + "what to do: " + hint + "\n") << std::flush;
+  joule::launch::abort_job_if_distributed(exit_code);
+  return exit_code;
 }
 
 int main(int argc, char** argv) {
@@ -498,20 +486,15 @@ int main(int argc, char** argv) {
       const int words = name.find(' ') == std::string::npos ? 1 : 2;
       if (cmd == name || (words == 1 && args[0] == name)) return e.run(argc - words, argv + words);
     }
-    throw UsageError("unknown command '" + cmd + "'");
-  } catch (const UsageError& e) {
-    std::cerr << "joule: " << e.what() << "\n\n" << kUsage;
+    std::cerr << "joule: unknown command '" << cmd << "'\n\n" << kUsage;
     return 2;
   } catch (const cxxopts::exceptions::exception& e) {
     std::cerr << "joule " << cmd << ": " << e.what() << " (see joule " << cmd << " --help)\n";
     return 2;
+  } catch (const joule::Error& e) {
+    return report_error(cmd, e.what(), e.hint(), e.exit_code());
   } catch (const std::exception& e) {
-    // One write per message, so lines from different ranks do not interleave.
-    const std::string hint = what_to_do(e);
-    std::cerr << (joule::launch::rank_prefix() + "joule " + cmd + ": error: " + e.what() + "\n" +
-                  (hint.empty() ? "" : joule::launch::rank_prefix() + "what to do: " + hint + "\n"))
-              << std::flush;
-    joule::launch::abort_job_if_distributed(1);  // no rank is left waiting for this one
-    return 1;
+    // Not joule's own error type (LibTorch, the standard library): still one clear line on every rank.
+    return report_error(cmd, e.what(), "this error did not come with advice from joule; the message above names what failed", 1);
   }
 }

@@ -11,6 +11,7 @@
 #include "models/bert.h"
 #include "models/model_dir.h"
 #include "models/safetensors.h"
+#include "launch/error.h"
 
 #ifndef JOULE_SOURCE_CONFIG_DIR
 #define JOULE_SOURCE_CONFIG_DIR "configs"
@@ -49,7 +50,7 @@ std::string model_info(const std::string& arg) {
   int64_t instantiated = 0;
   for (const auto& [name, t] : model->hf_named_parameters()) instantiated += t.numel();
   if (instantiated != p.total())
-    throw std::logic_error("model info: instantiated model has " + std::to_string(instantiated) +
+    throw joule::InternalError("model info: instantiated model has " + std::to_string(instantiated) +
                            " parameters but the closed form gives " + std::to_string(p.total()));
 
   std::ostringstream out;
@@ -86,6 +87,8 @@ std::string model_info(const std::string& arg) {
 std::string model_init(const std::string& config_arg, uint64_t seed, const std::string& out_dir,
                        const std::string& dtype) {
   const models::BertConfig c = resolve_model_config(config_arg);
+  if (dtype != "F32" && dtype != "F16" && dtype != "BF16")
+    throw joule::UsageError("--dtype: unsupported dtype '" + dtype + "'; valid: F32, F16, BF16");
   const auto d = models::safetensors::dtype_from_name(dtype, "--dtype");
   models::BertForPreTraining model(c, seed);
   models::save_model_dir(model, out_dir, d);

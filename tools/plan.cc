@@ -12,6 +12,7 @@
 #include "trainer/cost/accounting.h"
 #include "trainer/cost/hardware.h"
 #include "trainer/sim/perf_model.h"
+#include "launch/error.h"
 
 namespace joule::tools {
 namespace fs = std::filesystem;
@@ -41,8 +42,8 @@ Workload workload_of(const PlanOptions& o, const std::string& config_dir) {
   w.sequences = o.sequences;
   w.dtype = o.precision;
   if (w.seq_len < 1 || w.seq_len > w.model.max_position_embeddings)
-    throw std::invalid_argument("--seq-len " + std::to_string(w.seq_len) + " is outside 1.." + std::to_string(w.model.max_position_embeddings));
-  if (w.global_batch < 1 || w.micro_batch < 1 || !(w.sequences > 0)) throw std::invalid_argument("--global-batch, --micro-batch and --sequences must be positive");
+    throw joule::UsageError("--seq-len " + std::to_string(w.seq_len) + " is outside 1.." + std::to_string(w.model.max_position_embeddings));
+  if (w.global_batch < 1 || w.micro_batch < 1 || !(w.sequences > 0)) throw joule::UsageError("--global-batch, --micro-batch and --sequences must be positive");
   return w;
 }
 

@@ -15,6 +15,7 @@
 #include "models/flops.h"
 #include "trainer/cost/accounting.h"
 #include "trainer/sim/perf_model.h"
+#include "launch/error.h"
 
 namespace joule::tools {
 namespace fs = std::filesystem;
@@ -30,11 +31,11 @@ struct ProfileEstimate {
 
 json read_json(const fs::path& path) {
   std::ifstream in(path);
-  if (!in) throw std::runtime_error(path.string() + ": cannot open (is this a joule run directory?)");
+  if (!in) throw joule::IoError(path.string() + ": cannot open (is this a joule run directory?)", "give the run directory of a joule train run (it holds summary.json)");
   try {
     return json::parse(in);
   } catch (const std::exception& e) {
-    throw std::runtime_error(path.string() + ": not valid JSON: " + e.what());
+    throw joule::Error(path.string() + ": not valid JSON: " + e.what(), "the file is damaged or half-written: rerun `joule summary` on a complete run");
   }
 }
 
@@ -176,7 +177,7 @@ std::string write_report(const std::string& run_dir, const std::string& out, con
   std::map<int64_t, json> train_rows, eval_rows;
   {
     std::ifstream in(fs::path(run_dir) / "metrics.jsonl");
-    if (!in) throw std::runtime_error((fs::path(run_dir) / "metrics.jsonl").string() + ": cannot open");
+    if (!in) throw joule::IoError((fs::path(run_dir) / "metrics.jsonl").string() + ": cannot open");
     int line_no = 0;
     for (std::string line; std::getline(in, line);) {
       ++line_no;
@@ -185,7 +186,7 @@ std::string write_report(const std::string& run_dir, const std::string& out, con
       try {
         j = json::parse(line);
       } catch (const std::exception&) {
-        throw std::runtime_error((fs::path(run_dir) / "metrics.jsonl").string() + ":" + std::to_string(line_no) + ": not valid JSON");
+        throw joule::Error((fs::path(run_dir) / "metrics.jsonl").string() + ":" + std::to_string(line_no) + ": not valid JSON", "the file is damaged: remove the broken line or rerun");
       }
       (j.contains("eval") ? eval_rows : train_rows)[j.value("step", 0LL)] = j;
     }
@@ -315,7 +316,7 @@ std::string write_report(const std::string& run_dir, const std::string& out, con
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp);
-    if (!f) throw std::runtime_error(tmp + ": cannot write");
+    if (!f) throw joule::IoError(tmp + ": cannot write");
     f << h.str();
   }
   fs::rename(tmp, path);

@@ -152,26 +152,69 @@ std::string save_checkpoint(const std::string& root, const models::BertForPreTra
 
 namespace {
 
+// A required field of one of a checkpoint's JSON files: a missing key or another type is a CheckpointError naming
+// the file and the key.
+template <typename T>
+T field(const nlohmann::json& j, const std::string& key, const std::string& file) {
+  const auto it = j.find(key);
+  if (it == j.end()) throw CheckpointError(file + ": missing key '" + key + "'");
+  try {
+    return it->get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw CheckpointError(file + ": key '" + key + "' holds " + it->dump() + " (" + it->type_name() + "), not the type joule writes");
+  }
+}
+
+nlohmann::json parse_json_file(const std::string& path) {
+  try {
+    return nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    throw CheckpointError(path + ": not valid JSON (" + e.what() + ")");
+  }
+}
+
 // Checks the manifest against the files; returns "" when valid, else what is wrong.
 std::string verify(const std::string& dir) {
   if (!fs::exists(fs::path(dir) / "COMPLETE")) return "incomplete (no COMPLETE marker: the write was interrupted)";
-  nlohmann::json manifest;
+  const std::string path = (fs::path(dir) / "manifest.json").string();
   try {
-    manifest = nlohmann::json::parse(read_file((fs::path(dir) / "manifest.json").string()));
-  } catch (const std::exception& e) {
-    return std::string("manifest.json unreadable: ") + e.what();
-  }
-  if (manifest.value("format", "") != "joule-checkpoint") return "manifest.json is not a joule checkpoint manifest";
-  if (manifest.value("format_version", 0) != kCheckpointFormatVersion)
-    return "format version " + std::to_string(manifest.value("format_version", 0)) + ", this joule reads version " +
-           std::to_string(kCheckpointFormatVersion);
-  for (const auto& [name, info] : manifest["files"].items()) {
-    const fs::path p = fs::path(dir) / name;
-    if (!fs::exists(p)) return name + " is missing";
-    if (fs::file_size(p) != info["bytes"].get<uint64_t>()) return name + " has " + std::to_string(fs::file_size(p)) + " bytes, the manifest says " + info["bytes"].dump();
-    if (hex(fnv1a64_file(p.string())) != info["fnv1a64"].get<std::string>()) return name + ": checksum mismatch (corrupt file)";
+    const nlohmann::json manifest = parse_json_file(path);
+    if (field<std::string>(manifest, "format", path) != "joule-checkpoint") return "manifest.json is not a joule checkpoint manifest";
+    if (const int version = field<int>(manifest, "format_version", path); version != kCheckpointFormatVersion)
+      return "format version " + std::to_string(version) + ", this joule reads version " + std::to_string(kCheckpointFormatVersion);
+    const nlohmann::json files = field<nlohmann::json>(manifest, "files", path);
+    for (const auto& [name, info] : files.items()) {
+      const fs::path p = fs::path(dir) / name;
+      const std::string where = path + " files." + name;
+      if (!fs::exists(p)) return name + " is missing";
+      if (fs::file_size(p) != field<uint64_t>(info, "bytes", where))
+        return name + " has " + std::to_string(fs::file_size(p)) + " bytes, the manifest says " + info["bytes"].dump();
+      if (hex(fnv1a64_file(p.string())) != field<std::string>(info, "fnv1a64", where)) return name + ": checksum mismatch (corrupt file)";
+    }
+  } catch (const CheckpointError& e) {
+    return e.what();
   }
   return "";
+}
+
+// trainer_state.json: the state, and the optimizer's step count in `optimizer_steps`.
+TrainerState read_trainer_state(const std::string& dir, int64_t* optimizer_steps) {
+  const std::string path = (fs::path(dir) / "trainer_state.json").string();
+  const nlohmann::json s = parse_json_file(path);
+  *optimizer_steps = field<int64_t>(s, "optimizer_steps", path);
+  TrainerState state;
+  state.step = field<int64_t>(s, "step", path);
+  state.sampler.epoch = field<uint64_t>(s, "epoch", path);
+  state.sampler.position = field<uint64_t>(s, "position", path);
+  state.sequences = field<int64_t>(s, "sequences", path);
+  state.wall_seconds = field<double>(s, "wall_seconds", path);
+  state.segments = field<int64_t>(s, "segments", path);
+  state.world_size = field<int>(s, "world_size", path);
+  state.config_hash = field<std::string>(s, "config_hash", path);
+  if (s.contains("ledger")) state.ledger_json = field<nlohmann::json>(s, "ledger", path).dump();
+  if (s.contains("nonfinite_skipped")) state.nonfinite_skipped = field<int64_t>(s, "nonfinite_skipped", path);
+  if (s.contains("nonfinite_streak")) state.nonfinite_streak = field<int64_t>(s, "nonfinite_streak", path);
+  return state;
 }
 
 }  // namespace
@@ -194,19 +237,8 @@ TrainerState load_checkpoint(const std::string& dir, models::BertForPreTraining&
                              int world_size) {
   const std::string problem = verify(dir);
   if (!problem.empty()) throw CheckpointError(dir + ": " + problem);
-  const auto s = nlohmann::json::parse(read_file((fs::path(dir) / "trainer_state.json").string()));
-  TrainerState state;
-  state.step = s["step"];
-  state.sampler.epoch = s["epoch"];
-  state.sampler.position = s["position"];
-  state.sequences = s["sequences"];
-  state.wall_seconds = s["wall_seconds"];
-  state.segments = s["segments"];
-  state.world_size = s["world_size"];
-  state.config_hash = s["config_hash"];
-  if (s.contains("ledger")) state.ledger_json = s["ledger"].dump();
-  state.nonfinite_skipped = s.value("nonfinite_skipped", int64_t{0});
-  state.nonfinite_streak = s.value("nonfinite_streak", int64_t{0});
+  int64_t optimizer_steps = 0;
+  TrainerState state = read_trainer_state(dir, &optimizer_steps);
   try {
     models::load_weights(model, (fs::path(dir) / "model.safetensors").string());
   } catch (const std::exception& e) {
@@ -217,7 +249,7 @@ TrainerState load_checkpoint(const std::string& dir, models::BertForPreTraining&
   for (const auto& t : opt.tensors())
     moments.emplace_back(t.name, torch::from_blob(const_cast<uint8_t*>(opt.data(t)), t.shape, torch::kFloat32).clone());
   try {
-    optimizer.load_state(moments, s["optimizer_steps"].get<int64_t>());
+    optimizer.load_state(moments, optimizer_steps);
   } catch (const std::exception& e) {
     throw CheckpointError(dir + "/optimizer.safetensors: " + e.what());
   }

@@ -9,8 +9,10 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "launch/error.h"
 #include "collectives/communicator.h"
 #include "data/shuffle.h"
 #include "models/bert.h"
@@ -33,9 +35,10 @@ struct TrainerState {
   int64_t nonfinite_streak = 0;   // of those, how many in a row up to `step`
 };
 
-class CheckpointError : public std::runtime_error {
+class CheckpointError : public joule::Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit CheckpointError(const std::string& message, std::string hint = "resume from another checkpoint with --resume DIR (--resume auto takes the newest that verifies), or start a new --run-dir")
+      : joule::Error(message, std::move(hint)) {}
 };
 
 // Collective: every rank calls it. Returns the checkpoint directory. `after_stage` (fault injection) is

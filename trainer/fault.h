@@ -23,6 +23,8 @@
 #include <utility>
 #include <vector>
 
+#include "launch/error.h"
+
 namespace joule::trainer {
 
 enum class FaultKind { kill, kill_in_checkpoint, stall, nan, preempt, corrupt_shard };
@@ -38,9 +40,10 @@ struct Fault {
   std::string stage = "model";  // kill-in-checkpoint
 };
 
-class FaultError : public std::runtime_error {
+class FaultError : public joule::Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit FaultError(const std::string& message, std::string hint = "fix JOULE_FAULT (see trainer/fault.h) or unset it")
+      : joule::Error(message, std::move(hint), ErrorKind::usage) {}
 };
 
 class FaultPlan {

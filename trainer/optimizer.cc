@@ -8,14 +8,16 @@
 #include <ATen/record_function.h>
 
 #include "models/bert.h"
+#include "trainer/checkpoint.h"
 #include "trainer/lamb_cpu.h"
+#include "trainer/run_config.h"
 
 namespace joule::trainer {
 
 Optimizer::Optimizer(std::vector<std::pair<std::string, torch::Tensor>> params, OptimizerOptions options)
     : options_(std::move(options)) {
   if (options_.beta1 < 0 || options_.beta1 >= 1 || options_.beta2 < 0 || options_.beta2 >= 1 || options_.eps <= 0)
-    throw std::invalid_argument("optimizer: betas must be in [0, 1) and eps positive");
+    throw RunConfigError("optimizer: betas must be in [0, 1) and eps positive");
   for (auto& [name, p] : params) {
     Slot s;
     s.name = name;
@@ -42,9 +44,9 @@ void Optimizer::load_state(const std::vector<std::pair<std::string, torch::Tenso
   for (Slot& s : slots_) {
     for (auto [prefix, dst] : {std::make_pair("exp_avg.", &s.exp_avg), std::make_pair("exp_avg_sq.", &s.exp_avg_sq)}) {
       auto it = by_name.find(prefix + s.name);
-      if (it == by_name.end()) throw std::invalid_argument("optimizer state has no '" + std::string(prefix) + s.name + "'");
+      if (it == by_name.end()) throw CheckpointError("optimizer state has no '" + std::string(prefix) + s.name + "'");
       if (it->second.sizes() != dst->sizes())
-        throw std::invalid_argument("optimizer state '" + std::string(prefix) + s.name + "' has another shape than the parameter");
+        throw CheckpointError("optimizer state '" + std::string(prefix) + s.name + "' has another shape than the parameter");
       dst->copy_(it->second);
     }
   }
@@ -192,11 +194,11 @@ std::unique_ptr<Optimizer> create_optimizer(const OptimizerOptions& options,
                                             std::vector<std::pair<std::string, torch::Tensor>> params) {
   if (options.name == "lamb") return std::make_unique<Lamb>(std::move(params), options);
   if (options.name == "adamw") return std::make_unique<AdamW>(std::move(params), options);
-  throw std::invalid_argument("optimizer.name is \"" + options.name + "\"; valid values: lamb, adamw");
+  throw RunConfigError("optimizer.name is \"" + options.name + "\"; valid values: lamb, adamw");
 }
 
 double learning_rate(double base_lr, int64_t step, int64_t total_steps, double warmup_fraction, double power) {
-  if (total_steps <= 0) throw std::invalid_argument("learning rate schedule: total steps must be positive");
+  if (total_steps <= 0) throw joule::InternalError("learning rate schedule: total steps must be positive");
   const double progress = static_cast<double>(step) / static_cast<double>(total_steps);
   if (progress < warmup_fraction) return base_lr * progress / warmup_fraction;
   if (progress >= 1.0) return 0.0;

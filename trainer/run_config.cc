@@ -212,11 +212,11 @@ void RunConfig::set(const std::string& assignment) {
     size_t used = 0;
     if (auto* i = std::get_if<int64_t*>(&f->target)) {
       const double v = std::stod(text, &used);  // accepts 450e6
-      if (used != text.size() || !whole_int64(v)) throw std::invalid_argument(text);
+      if (used != text.size() || !whole_int64(v)) throw RunConfigError(text);
       **i = static_cast<int64_t>(v);
     } else if (auto* d = std::get_if<double*>(&f->target)) {
       **d = std::stod(text, &used);
-      if (used != text.size()) throw std::invalid_argument(text);
+      if (used != text.size()) throw RunConfigError(text);
     } else if (text.size() >= 2 && (text.front() == '"' || text.front() == '\'') && text.back() == text.front()) {
       // Written as in the TOML file (--set run.dir="/scratch/x"): the string inside the quotes, escapes read as TOML.
       std::istringstream in("value = " + text);

@@ -6,13 +6,17 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "launch/error.h"
 
 namespace joule::trainer {
 
-class RunConfigError : public std::runtime_error {
+class RunConfigError : public joule::Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit RunConfigError(const std::string& message, std::string hint = "fix that key in the config file or the --set/flag that gives it (joule train --help lists the flags)")
+      : joule::Error(message, std::move(hint), ErrorKind::usage) {}
 };
 
 // Where `text` first stops being valid UTF-8 ("line L, byte B (0xXX): not valid UTF-8"), or "". Every TOML

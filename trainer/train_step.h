@@ -6,13 +6,24 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "collectives/reducer.h"
+#include "launch/error.h"
 #include "models/bert.h"
 #include "trainer/optimizer.h"
 #include "trainer/step_boundary.h"
 
 namespace joule::trainer {
+
+// train.max_nonfinite_steps consecutive steps had NaN/Inf gradients: the run stops on every rank.
+class NonFiniteError : public joule::Error {
+ public:
+  explicit NonFiniteError(const std::string& message)
+      : joule::Error(message,
+                     "lower optimizer.lr or lengthen optimizer.warmup_fraction, check the data, then --resume auto (or raise "
+                     "train.max_nonfinite_steps)") {}
+};
 
 // Adds one batch's output (`rows` sequences) to `sums`.
 void add_output(BatchSums& sums, const models::PretrainingOutput& out, int64_t rows);

@@ -192,12 +192,10 @@ class TrainingLoop {
                    std::to_string(state.nonfinite_skipped) + " in the run)\n");
     if (state.nonfinite_streak < cfg_.max_nonfinite_steps) return;
     const auto latest = find_latest_checkpoint(checkpoint_root(), nullptr);
-    throw std::runtime_error("steps " + std::to_string(state.step - state.nonfinite_streak + 1) + ".." + std::to_string(state.step) +
-                             ": NaN/Inf gradients in " + std::to_string(state.nonfinite_streak) +
-                             " consecutive steps (train.max_nonfinite_steps = " + std::to_string(cfg_.max_nonfinite_steps) +
-                             "), so the run stops. Newest checkpoint: " + (latest ? *latest : std::string("none")) +
-                             ". What to do: lower optimizer.lr or lengthen optimizer.warmup_fraction, check the data, then "
-                             "--resume auto (or raise train.max_nonfinite_steps)");
+    throw NonFiniteError("steps " + std::to_string(state.step - state.nonfinite_streak + 1) + ".." + std::to_string(state.step) +
+                         ": NaN/Inf gradients in " + std::to_string(state.nonfinite_streak) +
+                         " consecutive steps (train.max_nonfinite_steps = " + std::to_string(cfg_.max_nonfinite_steps) +
+                         "), so the run stops. Newest checkpoint: " + (latest ? *latest : std::string("none")));
   }
 
   bool eval_due(int64_t step) const {
@@ -219,8 +217,8 @@ class TrainingLoop {
   // The reduced gradients (hence the skip) are the same on every rank; anything else is a bug.
   void check_ranks_agree(const StepBoundary& b, int64_t step) const {
     if (b.skipped != 0 && b.skipped != p_.run.world)
-      throw std::runtime_error("step " + std::to_string(step) + ": " + std::to_string(static_cast<int>(b.skipped)) + " of " +
-                               std::to_string(p_.run.world) + " ranks found NaN/Inf gradients; the replicas have diverged (a bug: please report it)");
+      throw joule::InternalError("step " + std::to_string(step) + ": " + std::to_string(static_cast<int>(b.skipped)) + " of " +
+                                 std::to_string(p_.run.world) + " ranks found NaN/Inf gradients; the replicas have diverged");
   }
 
   void finish_eval_at(int64_t step, const BatchSums& reduced) {

@@ -208,7 +208,7 @@ Ledger Ledger::from_json(const json& j) {
     g.meters = s.value("meters", "");
     g.cost = cost_from_json(s.at("cost"));
     const json& raw = s.at("energy_joules");
-    if (raw.size() != g.energy.joules.size()) throw std::runtime_error("ledger: energy_joules has " + std::to_string(raw.size()) + " entries");
+    if (raw.size() != g.energy.joules.size()) throw ProfileError("ledger: energy_joules has " + std::to_string(raw.size()) + " entries");
     for (size_t i = 0; i < raw.size(); ++i) g.energy.joules[i] = raw[i];
     l.segments.push_back(g);
   }

@@ -14,8 +14,10 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "launch/error.h"
 #include "trainer/cost/hardware.h"
 
 namespace joule::trainer {
@@ -49,9 +51,10 @@ struct MeterContext {
   void apply_environment();
 };
 
-class MeterUnavailable : public std::runtime_error {
+class MeterUnavailable : public joule::Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit MeterUnavailable(const std::string& message, std::string hint = "the energy model covers what this meter would have measured")
+      : joule::Error(message, std::move(hint)) {}
 };
 
 class EnergyMeter {

@@ -5,13 +5,17 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "launch/error.h"
 
 namespace joule::trainer {
 
-class ProfileError : public std::runtime_error {
+class ProfileError : public joule::Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit ProfileError(const std::string& message, std::string hint = "fix the profile file named above, or choose another with --instance")
+      : joule::Error(message, std::move(hint)) {}
 };
 
 // What a node has when the profile leaves it to detection (vcpus = 0, memory_gib = 0).
