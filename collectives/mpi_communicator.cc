@@ -17,6 +17,7 @@
 
 #include "collectives/communicator.h"
 #include "collectives/mpi_check.h"
+#include "collectives/mpi_handles.h"
 #include "launch/runtime.h"
 
 namespace joule::collectives {
@@ -160,33 +161,26 @@ struct Op {
 class MpiCommunicator : public Communicator {
  public:
   MpiCommunicator() {
-    try {
-      launch::ensure_mpi_initialized();
-    } catch (const std::runtime_error& e) {
-      throw CollectiveError(e.what());
-    }
-    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm_));
-    MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));  // errors come back to MPI_CHECK
-    MPI_CHECK(MPI_Comm_rank(comm_, &info_.rank));
-    MPI_CHECK(MPI_Comm_size(comm_, &info_.world_size));
-    MPI_Comm local;
-    MPI_CHECK(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, info_.rank, MPI_INFO_NULL, &local));
-    MPI_CHECK(MPI_Comm_rank(local, &info_.local_rank));
-    MPI_CHECK(MPI_Comm_size(local, &info_.local_size));
+    launch::ensure_mpi_initialized();
+    comm_ = dup_comm(MPI_COMM_WORLD);
+    MPI_CHECK(MPI_Comm_set_errhandler(comm_.get(), MPI_ERRORS_RETURN));  // errors come back to MPI_CHECK
+    MPI_CHECK(MPI_Comm_rank(comm_.get(), &info_.rank));
+    MPI_CHECK(MPI_Comm_size(comm_.get(), &info_.world_size));
+    const MpiComm local = split_shared_comm(comm_.get(), info_.rank);
+    MPI_CHECK(MPI_Comm_rank(local.get(), &info_.local_rank));
+    MPI_CHECK(MPI_Comm_size(local.get(), &info_.local_size));
     // Nodes: number the local-rank-0 processes, then share the number within each node.
     int leader = info_.local_rank == 0 ? 1 : 0, before = 0;
-    MPI_CHECK(MPI_Exscan(&leader, &before, 1, MPI_INT, MPI_SUM, comm_));
+    MPI_CHECK(MPI_Exscan(&leader, &before, 1, MPI_INT, MPI_SUM, comm_.get()));
     if (info_.rank == 0) before = 0;
     int node = before;
-    MPI_CHECK(MPI_Bcast(&node, 1, MPI_INT, 0, local));
+    MPI_CHECK(MPI_Bcast(&node, 1, MPI_INT, 0, local.get()));
     info_.node = node;
-    MPI_CHECK(MPI_Allreduce(&leader, &info_.node_count, 1, MPI_INT, MPI_SUM, comm_));
-    MPI_CHECK(MPI_Comm_free(&local));
+    MPI_CHECK(MPI_Allreduce(&leader, &info_.node_count, 1, MPI_INT, MPI_SUM, comm_.get()));
 
-    MPI_CHECK(MPI_Type_contiguous(2, MPI_BYTE, &half_type_));
-    MPI_CHECK(MPI_Type_commit(&half_type_));
-    MPI_CHECK(MPI_Op_create(&sum_half<true>, 1, &sum_bf16_));
-    MPI_CHECK(MPI_Op_create(&sum_half<false>, 1, &sum_fp16_));
+    half_type_ = contiguous_type(2, MPI_BYTE);
+    sum_bf16_ = create_op(&sum_half<true>, true);
+    sum_fp16_ = create_op(&sum_half<false>, true);
     thread_ = std::thread([this] { progress(); });
   }
 
@@ -197,13 +191,11 @@ class MpiCommunicator : public Communicator {
     }
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();
-    int finalized = 0;
-    MPI_Finalized(&finalized);  // the process may have finalized MPI already
-    if (!aborted_ && !finalized && !abandoned_) {  // abandoned operations may still use these
-      MPI_Op_free(&sum_bf16_);
-      MPI_Op_free(&sum_fp16_);
-      MPI_Type_free(&half_type_);
-      MPI_Comm_free(&comm_);
+    if (aborted_ || abandoned_) {  // operations abandoned in flight may still use these: leave them to the ending job
+      comm_.release();
+      half_type_.release();
+      sum_bf16_.release();
+      sum_fp16_.release();
     }
   }
 
@@ -263,13 +255,13 @@ class MpiCommunicator : public Communicator {
       case DType::kInt32: return MPI_INT32_T;
       case DType::kInt64: return MPI_INT64_T;
       case DType::kBFloat16:
-      case DType::kFloat16: return half_type_;
+      case DType::kFloat16: return half_type_.get();
     }
     return MPI_BYTE;
   }
   MPI_Op mpi_sum(DType d) const {
-    if (d == DType::kBFloat16) return sum_bf16_;
-    if (d == DType::kFloat16) return sum_fp16_;
+    if (d == DType::kBFloat16) return sum_bf16_.get();
+    if (d == DType::kFloat16) return sum_fp16_.get();
     return MPI_SUM;
   }
 
@@ -282,27 +274,27 @@ class MpiCommunicator : public Communicator {
       case Kind::kAllReduce:
         for (size_t begin = 0; begin < op.out.count; begin += max_chunk()) {
           const int n = static_cast<int>(std::min(max_chunk(), op.out.count - begin));
-          MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, base + begin * elem, n, type, mpi_sum(op.out.dtype), comm_, &r));
+          MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, base + begin * elem, n, type, mpi_sum(op.out.dtype), comm_.get(), &r));
           op.requests.push_back(r);
         }
         break;
       case Kind::kBroadcast:
         for (size_t begin = 0; begin < op.out.count; begin += max_chunk()) {
           const int n = static_cast<int>(std::min(max_chunk(), op.out.count - begin));
-          MPI_CHECK(MPI_Ibcast(base + begin * elem, n, type, op.root, comm_, &r));
+          MPI_CHECK(MPI_Ibcast(base + begin * elem, n, type, op.root, comm_.get(), &r));
           op.requests.push_back(r);
         }
         break;
       case Kind::kAllGather:
-        MPI_CHECK(MPI_Iallgather(op.in.data, static_cast<int>(op.in.count), type, op.out.data, static_cast<int>(op.in.count), type, comm_, &r));
+        MPI_CHECK(MPI_Iallgather(op.in.data, static_cast<int>(op.in.count), type, op.out.data, static_cast<int>(op.in.count), type, comm_.get(), &r));
         op.requests.push_back(r);
         break;
       case Kind::kReduceScatter:
-        MPI_CHECK(MPI_Ireduce_scatter_block(op.in.data, op.out.data, static_cast<int>(op.out.count), type, mpi_sum(op.out.dtype), comm_, &r));
+        MPI_CHECK(MPI_Ireduce_scatter_block(op.in.data, op.out.data, static_cast<int>(op.out.count), type, mpi_sum(op.out.dtype), comm_.get(), &r));
         op.requests.push_back(r);
         break;
       case Kind::kBarrier:
-        MPI_CHECK(MPI_Ibarrier(comm_, &r));
+        MPI_CHECK(MPI_Ibarrier(comm_.get(), &r));
         op.requests.push_back(r);
         break;
     }
@@ -392,10 +384,10 @@ class MpiCommunicator : public Communicator {
   }
 
   ProcessGroupInfo info_;
-  MPI_Comm comm_ = MPI_COMM_NULL;
-  MPI_Datatype half_type_ = MPI_DATATYPE_NULL;
-  MPI_Op sum_bf16_ = MPI_OP_NULL, sum_fp16_ = MPI_OP_NULL;
-  bool abandoned_ = false;  // the progress thread stopped with operations still in flight
+  MpiComm comm_;
+  MpiDatatype half_type_;
+  MpiOp sum_bf16_, sum_fp16_;
+  bool abandoned_ = false;  // the progress thread stopped with operations still in flight (read after join)
   std::atomic<bool> aborted_{false};
 
   std::mutex mutex_;

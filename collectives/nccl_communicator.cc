@@ -10,28 +10,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <memory>
+#include <optional>
 #include <thread>
 
 #include "collectives/communicator.h"
-
-#define CUDA_CHECK(call)                                                                                    \
-  do {                                                                                                      \
-    const cudaError_t cuda_check_err_ = (call);                                                             \
-    if (cuda_check_err_ != cudaSuccess)                                                                     \
-      throw ::joule::collectives::CollectiveError(std::string(#call " failed at " __FILE__ ":") +           \
-                                                  std::to_string(__LINE__) + ": " +                          \
-                                                  cudaGetErrorString(cuda_check_err_));                     \
-  } while (0)
-
-#define NCCL_CHECK(call)                                                                                     \
-  do {                                                                                                       \
-    const ncclResult_t nccl_check_res_ = (call);                                                             \
-    if (nccl_check_res_ != ncclSuccess)                                                                      \
-      throw ::joule::collectives::CollectiveError(std::string(#call " failed at " __FILE__ ":") +            \
-                                                  std::to_string(__LINE__) + ": " +                           \
-                                                  ncclGetErrorString(nccl_check_res_) +                       \
-                                                  " (NCCL_DEBUG=INFO shows why)");                            \
-  } while (0)
+#include "collectives/cuda_handles.h"
 
 namespace joule::collectives {
 
@@ -53,36 +37,24 @@ ncclDataType_t nccl_type(DType d) {
   return ncclFloat32;
 }
 
-// Owns the NCCL communicator; a failed one is aborted, never destroyed in a way that can block.
-struct NcclComm {
-  ncclComm_t comm = nullptr;
-  bool failed = false;
-  ~NcclComm() {
-    if (!comm) return;
-    if (failed) ncclCommAbort(comm);
-    else ncclCommDestroy(comm);
-  }
-};
-
 class NcclWork : public Work {
  public:
-  NcclWork(std::string what, double timeout, int rank, cudaEvent_t done, NcclComm* comm)
-      : what_(std::move(what)), timeout_(timeout), rank_(rank), done_(done), comm_(comm) {}
-  ~NcclWork() override { cudaEventDestroy(done_); }
+  NcclWork(std::string what, double timeout, int rank, CudaEvent done, std::shared_ptr<NcclComm> comm)
+      : what_(std::move(what)), timeout_(timeout), rank_(rank), done_(std::move(done)), comm_(std::move(comm)) {}
   void wait() override {
     const auto start = Clock::now();
     while (true) {
-      const cudaError_t q = cudaEventQuery(done_);
+      const cudaError_t q = cudaEventQuery(done_.get());
       if (q == cudaSuccess) break;
       if (q != cudaErrorNotReady) throw CollectiveError("[rank " + std::to_string(rank_) + "] " + what_ + ": " + cudaGetErrorString(q));
       ncclResult_t async = ncclSuccess;
-      ncclCommGetAsyncError(comm_->comm, &async);
+      ncclCommGetAsyncError(comm_->get(), &async);
       if (async != ncclSuccess) {
-        comm_->failed = true;
+        comm_->mark_failed();
         throw CollectiveError("[rank " + std::to_string(rank_) + "] " + what_ + ": NCCL asynchronous error: " + ncclGetErrorString(async));
       }
       if (std::chrono::duration<double>(Clock::now() - start).count() > timeout_) {
-        comm_->failed = true;
+        comm_->mark_failed();
         throw CollectiveTimeout("[rank " + std::to_string(rank_) + "] " + what_ + " did not finish within " +
                                 std::to_string(static_cast<int>(timeout_)) + " s (a rank died or stalled)");
       }
@@ -90,15 +62,15 @@ class NcclWork : public Work {
     }
     if (seconds_ < 0) seconds_ = std::chrono::duration<double>(Clock::now() - launched_).count();
   }
-  bool completed() override { return cudaEventQuery(done_) != cudaErrorNotReady; }
+  bool completed() override { return cudaEventQuery(done_.get()) != cudaErrorNotReady; }
   double seconds() const override { return seconds_ < 0 ? 0 : seconds_; }
 
  private:
   std::string what_;
   double timeout_;
   int rank_;
-  cudaEvent_t done_;
-  NcclComm* comm_;
+  CudaEvent done_;
+  std::shared_ptr<NcclComm> comm_;
   Clock::time_point launched_ = Clock::now();
   double seconds_ = -1;
 };
@@ -117,11 +89,8 @@ class NcclCommunicator : public Communicator {
     static_assert(sizeof(ncclUniqueId) % 4 == 0, "ncclUniqueId is sent as int32 words");
     Buffer raw{&id, sizeof(id) / 4, DType::kInt32, -1};
     bootstrap_->broadcast(raw, 0)->wait();
-    NCCL_CHECK(ncclCommInitRank(&comm_.comm, info.world_size, id, info.rank));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  }
-  ~NcclCommunicator() override {
-    if (stream_) cudaStreamDestroy(stream_);
+    comm_ = std::make_shared<NcclComm>(info.world_size, id, info.rank);
+    stream_.emplace();
   }
 
   std::string backend() const override { return "nccl"; }
@@ -129,26 +98,24 @@ class NcclCommunicator : public Communicator {
 
   WorkHandle all_reduce(Buffer b, const CollectiveOptions& o) override {
     return launch("all_reduce", b, o, [&] {
-      return ncclAllReduce(b.data, b.data, b.count, nccl_type(b.dtype), o.op == ReduceOp::kAverage ? ncclAvg : ncclSum, comm_.comm, stream_);
+      return ncclAllReduce(b.data, b.data, b.count, nccl_type(b.dtype), o.op == ReduceOp::kAverage ? ncclAvg : ncclSum, comm_->get(), stream_->get());
     });
   }
   WorkHandle broadcast(Buffer b, int root, const CollectiveOptions& o) override {
-    return launch("broadcast", b, o, [&] { return ncclBroadcast(b.data, b.data, b.count, nccl_type(b.dtype), root, comm_.comm, stream_); });
+    return launch("broadcast", b, o, [&] { return ncclBroadcast(b.data, b.data, b.count, nccl_type(b.dtype), root, comm_->get(), stream_->get()); });
   }
   WorkHandle all_gather(Buffer out, Buffer in, const CollectiveOptions& o) override {
-    return launch("all_gather", out, o, [&] { return ncclAllGather(in.data, out.data, in.count, nccl_type(in.dtype), comm_.comm, stream_); });
+    return launch("all_gather", out, o, [&] { return ncclAllGather(in.data, out.data, in.count, nccl_type(in.dtype), comm_->get(), stream_->get()); });
   }
   WorkHandle reduce_scatter(Buffer out, Buffer in, const CollectiveOptions& o) override {
     return launch("reduce_scatter", out, o, [&] {
-      return ncclReduceScatter(in.data, out.data, out.count, nccl_type(in.dtype), o.op == ReduceOp::kAverage ? ncclAvg : ncclSum, comm_.comm, stream_);
+      return ncclReduceScatter(in.data, out.data, out.count, nccl_type(in.dtype), o.op == ReduceOp::kAverage ? ncclAvg : ncclSum, comm_->get(), stream_->get());
     });
   }
   void barrier(const CollectiveOptions& o) override { bootstrap_->barrier(o); }
 
   [[noreturn]] void abort(const std::string& why, int exit_code) override {
-    comm_.failed = true;
-    if (comm_.comm) ncclCommAbort(comm_.comm);
-    comm_.comm = nullptr;
+    if (comm_) comm_->abort();
     bootstrap_->abort(why, exit_code);
     std::_Exit(exit_code);  // not reached: the bootstrap's abort does not return
   }
@@ -157,22 +124,19 @@ class NcclCommunicator : public Communicator {
   template <typename Fn>
   WorkHandle launch(const char* name, const Buffer& b, const CollectiveOptions& o, Fn call) {
     if (b.device < 0) throw CollectiveError(std::string("nccl ") + name + ": the nccl backend takes CUDA device buffers");
-    cudaEvent_t ready, done;
-    CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-    CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-    CUDA_CHECK(cudaEventRecord(ready, nullptr));  // after everything on the legacy default stream
-    CUDA_CHECK(cudaStreamWaitEvent(stream_, ready, 0));
-    cudaEventDestroy(ready);
+    CudaEvent ready, done;
+    CUDA_CHECK(cudaEventRecord(ready.get(), nullptr));  // after everything on the legacy default stream
+    CUDA_CHECK(cudaStreamWaitEvent(stream_->get(), ready.get(), 0));
     NCCL_CHECK(call());
-    CUDA_CHECK(cudaEventRecord(done, stream_));
+    CUDA_CHECK(cudaEventRecord(done.get(), stream_->get()));
     const std::string what = std::string(name) + (o.label.empty() ? "" : " '" + o.label + "'") + " of " + std::to_string(b.bytes()) + " bytes";
-    return std::make_shared<NcclWork>(what, o.timeout_seconds, info().rank, done, &comm_);
+    return std::make_shared<NcclWork>(what, o.timeout_seconds, info().rank, std::move(done), comm_);
   }
 
   std::unique_ptr<Communicator> bootstrap_;
   int device_ = 0;
-  NcclComm comm_;
-  cudaStream_t stream_ = nullptr;
+  std::shared_ptr<NcclComm> comm_;
+  std::optional<CudaStream> stream_;  // created once the device is set; after comm_, so destroyed first
 };
 
 }  // namespace

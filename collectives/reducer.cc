@@ -110,6 +110,7 @@ void GradientReducer::zero_grad() {
 }
 
 void GradientReducer::begin_micro_batch(bool synchronize) {
+  std::lock_guard<std::mutex> lock(ready_mutex_);
   synchronize_ = synchronize;
   next_launch_ = 0;
   for (auto& b : buckets_) {
@@ -123,11 +124,13 @@ void GradientReducer::begin_micro_batch(bool synchronize) {
 
 void GradientReducer::mark_ready(size_t param) {
   if (!synchronize_) return;
+  std::lock_guard<std::mutex> lock(ready_mutex_);
   Bucket& b = *buckets_[bucket_of_[param]];
   if (b.pending == 0) return;  // already counted (a parameter used twice is accumulated once)
   if (--b.pending == 0) launch_ready_buckets();
 }
 
+// Called with ready_mutex_ held.
 void GradientReducer::launch_ready_buckets() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_]->pending == 0) launch(next_launch_++);
 }
@@ -153,9 +156,12 @@ void GradientReducer::finish() {
   if (!synchronize_) return;
   const auto t0 = Clock::now();
   stats_.backward_seconds = std::chrono::duration<double>(t0 - begin_).count();
-  // Buckets whose parameters got no gradient in this backward still take part, in order.
-  for (auto& b : buckets_) b->pending = 0;
-  launch_ready_buckets();
+  {
+    // Buckets whose parameters got no gradient in this backward still take part, in order.
+    std::lock_guard<std::mutex> lock(ready_mutex_);
+    for (auto& b : buckets_) b->pending = 0;
+    launch_ready_buckets();
+  }
   for (auto& b : buckets_) {
     b->work->wait();
     stats_.comm_seconds += b->work->seconds();

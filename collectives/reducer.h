@@ -6,9 +6,11 @@
 // communicates. finish() waits for everything before the optimizer step.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -77,7 +79,10 @@ class GradientReducer {
   std::vector<size_t> bucket_of_;  // parameter index -> bucket
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
   std::vector<uintptr_t> hook_keys_;
-  bool synchronize_ = false;
+  // Autograd may run the hooks (mark_ready) on a device thread while the main thread is in begin/finish: the
+  // readiness counters and the launch order are guarded by one mutex.
+  std::mutex ready_mutex_;
+  std::atomic<bool> synchronize_{false};
   size_t next_launch_ = 0;
   std::chrono::steady_clock::time_point begin_;
   ReducerStats stats_;

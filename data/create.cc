@@ -9,8 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/shard.h"
 #include "data/data_error.h"
+#include "data/shard.h"
+#include "launch/parallel.h"
 
 namespace joule::data {
 
@@ -39,24 +40,6 @@ uint64_t mix_seed(uint64_t a, uint64_t b, uint64_t c) {
 }
 
 namespace {
-
-template <typename Fn>
-void parallel_for(size_t n, int threads, Fn fn) {
-  threads = std::max(1, std::min<int>(threads, static_cast<int>(n)));
-  std::vector<std::thread> pool;
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(threads));
-  for (int t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      try {
-        for (size_t i = static_cast<size_t>(t); i < n; i += static_cast<size_t>(threads)) fn(i);
-      } catch (...) {
-        errors[static_cast<size_t>(t)] = std::current_exception();
-      }
-    });
-  for (auto& th : pool) th.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-}
 
 void truncate_pair(std::vector<int32_t>& a, std::vector<int32_t>& b, size_t max_tokens, Rng& rng) {
   while (a.size() + b.size() > max_tokens) {
@@ -213,7 +196,7 @@ CreateSummary create_pretraining_data(const CreateOptions& o) {
   // Tokenize every sentence (in parallel: each line is independent).
   std::vector<std::vector<std::string>> text = read_documents(o.inputs);
   std::vector<Document> documents(text.size());
-  parallel_for(text.size(), threads, [&](size_t d) {
+  launch::parallel_for(text.size(), threads, [&](size_t d, int) {
     for (const std::string& line : text[d]) {
       std::vector<int32_t> ids = tokenizer.to_ids(tokenizer.tokenize(line));
       if (!ids.empty()) documents[d].push_back(std::move(ids));
@@ -235,7 +218,7 @@ CreateSummary create_pretraining_data(const CreateOptions& o) {
   // Each (dupe, document) pair draws from its own stream, so threads cannot change the result.
   auto make_instances = [&](const std::vector<Document>& docs, int dupe_factor, uint64_t stream) {
     std::vector<std::vector<Instance>> per(static_cast<size_t>(dupe_factor) * docs.size());
-    parallel_for(per.size(), threads, [&](size_t k) {
+    launch::parallel_for(per.size(), threads, [&](size_t k, int) {
       Rng rng(mix_seed(o.seed, stream + k / docs.size(), k % docs.size()));
       per[k] = instances_from_document(docs, k % docs.size(), o, vocab, is_continuation, rng);
     });
@@ -256,7 +239,7 @@ CreateSummary create_pretraining_data(const CreateOptions& o) {
     if (instances.empty()) return;
     fs::create_directories(fs::path(o.out) / split);
     paths.resize(static_cast<size_t>(shards));
-    parallel_for(static_cast<size_t>(shards), threads, [&](size_t s) {
+    launch::parallel_for(static_cast<size_t>(shards), threads, [&](size_t s, int) {
       const size_t begin = instances.size() * s / static_cast<size_t>(shards), end = instances.size() * (s + 1) / static_cast<size_t>(shards);
       char name[64];
       std::snprintf(name, sizeof name, "part_%05zu.hdf5", s);

@@ -1,5 +1,4 @@
 #include "data/vocab_builder.h"
-#include "data/data_error.h"
 
 #include <algorithm>
 #include <fstream>
@@ -9,6 +8,9 @@
 #include <set>
 #include <thread>
 #include <unordered_map>
+
+#include "data/data_error.h"
+#include "launch/parallel.h"
 
 namespace joule::data {
 namespace {
@@ -23,13 +25,9 @@ std::unordered_map<std::string, int64_t> count_words(const VocabBuildOptions& o)
   }
   const int threads = std::max(1, o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency()));
   std::vector<std::unordered_map<std::string, int64_t>> partial(static_cast<size_t>(threads));
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      for (size_t i = static_cast<size_t>(t); i < lines.size(); i += static_cast<size_t>(threads))
-        for (std::string& w : basic_tokenize(lines[i], o.lower_case)) ++partial[static_cast<size_t>(t)][w];
-    });
-  for (auto& th : pool) th.join();
+  launch::parallel_for(lines.size(), threads, [&](size_t i, int worker) {
+    for (std::string& w : basic_tokenize(lines[i], o.lower_case)) ++partial[static_cast<size_t>(worker)][w];
+  });
   std::unordered_map<std::string, int64_t> counts;
   for (auto& p : partial)
     for (auto& [w, n] : p) counts[w] += n;

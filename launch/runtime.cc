@@ -93,10 +93,11 @@ int ensure_mpi_initialized() {
   } else {
     MPI_Query_thread(&provided);
   }
-  if (provided < MPI_THREAD_SERIALIZED)
-    throw joule::Error("MPI provides thread level " + std::to_string(provided) +
-                         "; joule's communication thread needs at least MPI_THREAD_SERIALIZED",
-                     "use an MPI built with thread support (Debian's Open MPI is)");
+  if (provided < MPI_THREAD_MULTIPLE)
+    throw joule::Error("MPI provides thread level " + std::to_string(provided) + ", joule needs MPI_THREAD_MULTIPLE (" +
+                           std::to_string(MPI_THREAD_MULTIPLE) + "): the communicator's progress thread runs MPI calls while the "
+                           "main thread may call MPI_Abort or query the rank",
+                       "use an MPI built with thread support (Debian's Open MPI provides MPI_THREAD_MULTIPLE)");
   return provided;
 }
 

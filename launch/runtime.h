@@ -32,9 +32,10 @@ void tune_allocator();
 // true when a variable was missing and has been set; main() then re-executes itself once.
 bool set_runtime_environment();
 
-// Initializes MPI once (MPI_THREAD_MULTIPLE requested; at least MPI_THREAD_SERIALIZED required) and
-// finalizes it at normal process exit. Error paths abort instead (abort_job_if_distributed), so a
-// failing rank never blocks in MPI_Finalize. Returns the thread level provided.
+// Initializes MPI once with MPI_THREAD_MULTIPLE (required: the communicator's progress thread issues and tests
+// every collective while the main thread may call MPI_Abort on an error, or MPI_Comm_rank for a message prefix,
+// at the same time) and finalizes it at normal process exit. Error paths abort instead
+// (abort_job_if_distributed), so a failing rank never blocks in MPI_Finalize. Returns the thread level provided.
 int ensure_mpi_initialized();
 
 // Under MPI with more than one rank, ends the whole job (MPI_Abort) so no rank is left waiting in a
