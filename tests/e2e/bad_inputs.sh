@@ -5,13 +5,11 @@
 # usage: bad_inputs.sh JOULE MPIEXEC MAKE_BAD_SHARD WORKDIR
 set -uo pipefail
 joule=$1 mpiexec=$2 make_bad_shard=$3 work=$4
-rm -rf "$work" && mkdir -p "$work/files" "$work/logs" && cd "$work/files" || exit 1
-mpi() { "$mpiexec" -n 2 --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1 "$@"; }
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/../support/e2e_setup.sh"
+e2e_workdir "$work/files"
+mkdir -p ../logs
 
-"$joule" data synth --out corpus.txt --documents 200 --seed 5 >/dev/null
-"$joule" data vocab --input corpus.txt --out vocab.txt --size 400 >/dev/null
-"$joule" data create --input corpus.txt --vocab vocab.txt --out shards --seq-len 64 --max-pred 10 --shards 2 >/dev/null
+e2e_make_data 200 5 400
 cat > run.toml <<'TOML'
 [model]
 config = "bert-tiny"
@@ -58,13 +56,13 @@ cases=(
   "shard: wrong shape|--config run.toml --data bad_wrong-shape/train --run-dir r|part_00001.hdf5: dataset 'input_ids': expected shape [N, width]"
   "shard: ids >= vocab|--config run.toml --data bad_ids-beyond-vocab/train --run-dir r|part_00001.hdf5: .*token id 1000000 is not below the vocabulary size"
   "shard: positions >= seq len|--config run.toml --data bad_positions-beyond-seq-len/train --run-dir r|part_00001.hdf5: dataset 'masked_lm_positions': position 64 is outside the sequence length 64"
-  "shard: truncated|--config run.toml --data bad_truncated/train --run-dir r|bad_truncated/train/part_00001.hdf5: "
+  "shard: truncated|--config run.toml --data bad_truncated/train --run-dir r|bad_truncated/train/part_00001.hdf5: cannot open as HDF5 (truncated or corrupt"
   "shard: not HDF5|--config run.toml --data bad_not-hdf5/train --run-dir r|bad_not-hdf5/train/part_00001.hdf5: not an HDF5 file"
   "shard: empty|--config run.toml --data bad_empty/train --run-dir r|bad_empty/train/part_00001.hdf5: empty shard (0 sequences)"
   "config: unknown key|--config unknown_key.toml --data shards/train --run-dir r|unknown_key.toml: unknown key 'train.stepz'; valid keys: "
   "config: wrong type|--config wrong_type.toml --data shards/train --run-dir r|wrong_type.toml: key 'train.steps' must be an integer, found \"ten\""
   "config: impossible batch split|--config run.toml --run-dir r --set train.global_batch=12|train.global_batch 12 is not divisible by train.micro_batch 4 x world size 2"
-  "config: unknown model|--config run.toml --run-dir r --set model.config=bert-huge|bert-huge"
+  "config: unknown model|--config run.toml --run-dir r --set model.config=bert-huge|bert-huge: no such model config file or directory, and not a preset (presets in .*: bert-large, bert-base, bert-tiny)"
   "checkpoint: truncated|--config run.toml --run-dir ck_truncated --resume ck_truncated/checkpoints/step_00000010|ck_truncated/checkpoints/step_00000010: model.safetensors has 1000 bytes, the manifest says"
   "checkpoint: checksum mismatch|--config run.toml --run-dir ck_checksum --resume ck_checksum/checkpoints/step_00000010|ck_checksum/checkpoints/step_00000010: optimizer.safetensors: checksum mismatch"
   "checkpoint: other format version|--config run.toml --run-dir ck_version --resume ck_version/checkpoints/step_00000010|ck_version/checkpoints/step_00000010: format version 99, this joule reads version 1"
@@ -81,7 +79,7 @@ for c in "${cases[@]}"; do
   snapshot ../logs/before$n
   start=$(date +%s)
   # shellcheck disable=SC2086
-  timeout 120 "$mpiexec" -n 2 --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1 "$joule" train $args > $log 2>&1
+  timeout 120 "$mpiexec" "${MPI_ARGS[@]}" "$joule" train $args > $log 2>&1
   rc=$? elapsed=$(( $(date +%s) - start ))
   snapshot ../logs/after$n
   errors=$(grep -o 'joule train: error: .*' $log | sort -u)

@@ -9,15 +9,12 @@
 # usage: faults.sh JOULE MPIEXEC WORKDIR      (JOULE_FAULT_SEED=N repeats a set of random steps)
 set -uo pipefail
 joule=$1 mpiexec=$2 work=$3
-rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
-mpi_args=(-n 2 --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1 -x JOULE_FAULT)
-mpi() { "$mpiexec" "${mpi_args[@]}" "$@"; }
-fail() { echo "FAIL: $*"; exit 1; }
+MPI_EXTRA=(-x JOULE_FAULT)
+source "$(dirname "$0")/../support/e2e_setup.sh"
+e2e_workdir "$work"
 export JOULE_FAULT=""
 
-"$joule" data synth --out corpus.txt --documents 400 --seed 3 >/dev/null
-"$joule" data vocab --input corpus.txt --out vocab.txt --size 600 >/dev/null
-"$joule" data create --input corpus.txt --vocab vocab.txt --out shards --seq-len 64 --max-pred 10 --dupe-factor 3 --shards 2 >/dev/null
+e2e_make_data 400 3 600 --dupe-factor 3
 cat > run.toml <<'TOML'
 [model]
 config = "bert-tiny"
@@ -42,7 +39,7 @@ faulty() {
   local log=$1 bound=$2
   shift 2
   local start=$(date +%s)
-  timeout 300 "$mpiexec" "${mpi_args[@]}" "$joule" train "$@" > "$log" 2>&1
+  timeout 300 "$mpiexec" "${MPI_ARGS[@]}" "$joule" train "$@" > "$log" 2>&1
   local rc=$? elapsed=$(( $(date +%s) - start ))
   echo "   exit code $rc after ${elapsed}s"
   [[ $rc -ne 0 ]] || { cat "$log"; fail "$log: the job exited 0"; }

@@ -9,13 +9,10 @@
 set -euo pipefail
 joule=$1 mpiexec=$2 work=$3
 here=$(cd "$(dirname "$0")" && pwd)
-rm -rf "$work" && mkdir -p "$work" && cd "$work"
-mpi() { "$mpiexec" -n 2 --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1 "$@"; }
-fail() { echo "FAIL: $*"; exit 1; }
+source "$here/../support/e2e_setup.sh"
+e2e_workdir "$work"
 
-"$joule" data synth --out corpus.txt --documents 400 --seed 3 >/dev/null
-"$joule" data vocab --input corpus.txt --out vocab.txt --size 600 >/dev/null
-"$joule" data create --input corpus.txt --vocab vocab.txt --out shards --seq-len 64 --max-pred 10 --dupe-factor 3 --shards 2 --eval-documents 40 >/dev/null
+e2e_make_data 400 3 600 --dupe-factor 3 --eval-documents 40
 cat > run.toml <<'TOML'
 [model]
 config = "bert-tiny"
@@ -118,8 +115,14 @@ mpi "$joule" train --config run.toml --run-dir c --steps 400 > c.log 2>&1 &
 launcher=$!
 for _ in $(seq 1 600); do grep -q "^step 10/" c.log 2>/dev/null && break; sleep 0.1; done
 grep -q "^step 10/" c.log || { cat c.log; fail "no 'step 10/' progress line within 60 s"; }
-victim=$(pgrep -f "joule train --config run.toml --run-dir c" | tail -1 || true)
-[[ -n "$victim" ]] || { cat c.log; fail "no rank process left to signal (the run ended too early?)"; }
+# The process of rank 1, found by its launcher's environment (never mpirun itself, which has no rank).
+victim=""
+for pid in $(pgrep -f "joule train --config run.toml --run-dir c" || true); do
+  tr '\0' '\n' < /proc/$pid/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && victim=$pid
+done
+[[ -n "$victim" ]] || { cat c.log; fail "no process of rank 1 to signal (the run ended too early?)"; }
+[[ $(tr '\0' ' ' < /proc/$victim/cmdline) == *"joule train"* && $(cat /proc/$victim/comm) != mpirun ]] ||
+  fail "process $victim is not a joule rank"
 kill -TERM "$victim"
 set +e
 wait $launcher
@@ -128,6 +131,8 @@ set -e
 [[ $rc -eq 75 ]] || { cat c.log; fail "SIGTERM exit code $rc, expected 75"; }
 ls c/checkpoints | grep -q step_ || fail "no checkpoint after SIGTERM"
 grep -q "preempted (signal)" c.log || fail "no preemption notice"
+# Both ranks stopped with 75 at the same boundary: rank 0 (which was not signalled) saved the checkpoint too.
+grep -q "checkpoint c/checkpoints/step_" c.log || { cat c.log; fail "no checkpoint line from rank 0"; }
 
 echo "== 4. corrupt newest checkpoint"
 newest=$(ls -d a/checkpoints/step_* | sort | tail -1)

@@ -13,6 +13,7 @@ for tool in munged slurmctld slurmd sbatch srun; do
   command -v $tool >/dev/null || { echo "FAIL: $tool not found (bash tools/setup.sh installs slurm-wlm and munge)"; exit 1; }
 done
 rm -rf "$work" && mkdir -p "$work" && work=$(readlink -f "$work") && cd "$work"
+source "$src/tests/support/e2e_setup.sh"  # e2e_make_data; this test's own fail() below also shows the Slurm logs
 fail() { echo "FAIL: $*"; for f in "$work"/slurm-*.out; do [[ -f $f ]] && { echo "----- $f"; tail -n 40 "$f"; }; done; cluster_dump_logs; exit 1; }
 
 source "$src/tests/slurm/cluster.sh"
@@ -20,10 +21,7 @@ trap cluster_stop EXIT
 cluster_start "$work/cluster"
 srun --mpi=list 2>&1 | grep -q pmix || fail "this Slurm has no PMIx plugin (srun --mpi=list)"
 
-"$joule" data synth --out corpus.txt --documents 400 --seed 3 >/dev/null
-"$joule" data vocab --input corpus.txt --out vocab.txt --size 600 >/dev/null
-"$joule" data create --input corpus.txt --vocab vocab.txt --out shards --seq-len 64 --max-pred 10 --dupe-factor 3 \
-  --shards 2 --eval-documents 40 >/dev/null
+e2e_make_data 400 3 600 --dupe-factor 3 --eval-documents 40
 
 # The demo job script as users submit it, from the source tree (its configs/demo-tiny.toml), with joule on PATH; the extra arguments go to
 # `joule train`.

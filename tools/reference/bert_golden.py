@@ -140,6 +140,13 @@ def forward(cfg, w, batch):
     return mlm, nsp
 
 
+def grad_slice(grad):
+    flat = grad.detach().flatten()
+    n = flat.numel()
+    offsets = list(range(n)) if n <= 24 else list(range(8)) + list(range(n // 2 - 4, n // 2 + 4)) + list(range(n - 8, n))
+    return {"offsets": offsets, "values": [flat[i].item() for i in offsets]}
+
+
 def write_safetensors(path, tensors):
     header, offset, blobs = {"__metadata__": {"format": "pt"}}, 0, []
     for name, t in tensors.items():
@@ -176,6 +183,9 @@ def main():
         "generator": "tools/reference/bert_golden.py, torch " + torch.__version__,
         "mlm_loss": mlm.item(), "nsp_loss": nsp.item(), "loss": (mlm + nsp).item(),
         "grad_norms": {k: p.grad.norm().item() for k, p in params.items()},
+        # Values, not only norms: for every tensor, the flattened gradient at the offsets listed (its first,
+        # middle and last 8 elements; every element of a tensor of 24 or fewer).
+        "grad_slices": {k: grad_slice(p.grad) for k, p in params.items()},
     }
     with open(os.path.join(OUT, "expected.json"), "w") as f:
         json.dump(expected, f, indent=1)

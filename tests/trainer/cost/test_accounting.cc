@@ -1,6 +1,8 @@
 // Energy meters on fake sysfs trees and an NVML test double; instance profiles; cost, PUE and CO2
 // arithmetic; the ledger across a resume; emissions.csv.
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -374,6 +376,20 @@ Segment segment(int64_t from, int64_t to, double wall, double joules, const std:
   return g;
 }
 
+// One CSV line's fields, with RFC 4180 quoting ("a, b" is one field; "" inside quotes is one quote).
+std::vector<std::string> csv_fields(const std::string& line) {
+  std::vector<std::string> fields(1);
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') fields.back() += '"', ++i;
+    else if (c == '"') quoted = !quoted;
+    else if (c == ',' && !quoted) fields.emplace_back();
+    else fields.back() += c;
+  }
+  return fields;
+}
+
 TEST(Ledger, SummaryAcrossAResumeCoversEverySegment) {
   Ledger l;
   l.run_id = new_run_id();
@@ -399,6 +415,21 @@ TEST(Ledger, SummaryAcrossAResumeCoversEverySegment) {
   ASSERT_EQ(lines.size(), 3u) << csv;  // header + one row per segment
   EXPECT_NE(lines[1].find("\"x, y\""), std::string::npos) << "a comma inside a field is quoted";
   EXPECT_NE(lines[1].find(l.run_id), std::string::npos);
+  // Every row has exactly the header's columns, and each named column holds its value.
+  const std::vector<std::string> header = csv_fields(lines[0]);
+  EXPECT_EQ(lines[0], kEmissionsCsvHeader);
+  for (size_t r = 1; r < lines.size(); ++r) {
+    const std::vector<std::string> row = csv_fields(lines[r]);
+    ASSERT_EQ(row.size(), header.size()) << "row " << r << ": " << lines[r];
+    auto column = [&](const std::string& name) {
+      const auto it = std::find(header.begin(), header.end(), name);
+      return it == header.end() ? std::string("<no column " + name + ">") : row[static_cast<size_t>(it - header.begin())];
+    };
+    EXPECT_EQ(column("run_id"), l.run_id);
+    EXPECT_EQ(column("cpu_model"), "x, y");
+    EXPECT_EQ(column("os"), "Linux");
+    EXPECT_EQ(column("sequences"), r == 1 ? "736" : "544") << lines[r];  // (end - start) x 32
+  }
 }
 
 TEST(Ledger, EmissionsCsvHeaderStartsWithCodeCarbonsColumns) {

@@ -9,7 +9,7 @@
 #include "collectives/reducer.h"
 #include "launch/placement.h"
 #include "models/bert.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 using namespace joule::collectives;
 

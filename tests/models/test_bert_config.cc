@@ -5,12 +5,14 @@
 #include "models/bert.h"
 #include "models/bert_config.h"
 #include "test_util.h"
-#include "tools/model_commands.h"
 
 using joule::models::BertConfig;
 using joule::models::ConfigError;
 
 namespace {
+
+// A preset from configs/models, as `--config bert-large` resolves it.
+BertConfig preset(const std::string& name) { return joule::models::load_config(name, std::string(JOULE_CONFIG_DIR) + "/models"); }
 
 int64_t instantiated_count(const BertConfig& c) {
   joule::models::BertForPreTraining model(c);
@@ -61,7 +63,7 @@ TEST(BertConfig, PresetParameterCountsMatchClosedFormAndModel) {
   } cases[] = {{"bert-large", 336226108}, {"bert-base", 110106428}, {"bert-tiny", 0}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.preset);
-    BertConfig config = joule::tools::resolve_model_config(c.preset);
+    BertConfig config = preset(c.preset);
     const int64_t closed = joule::models::parameter_counts(config).total();
     if (c.expected) {
       EXPECT_EQ(closed, c.expected);
@@ -71,14 +73,14 @@ TEST(BertConfig, PresetParameterCountsMatchClosedFormAndModel) {
 }
 
 TEST(BertConfig, PresetsHaveTheCardsShapes) {
-  BertConfig large = joule::tools::resolve_model_config("bert-large");
+  BertConfig large = preset("bert-large");
   EXPECT_EQ(large.num_hidden_layers, 24);
   EXPECT_EQ(large.hidden_size, 1024);
   EXPECT_EQ(large.num_attention_heads, 16);
   EXPECT_EQ(large.intermediate_size, 4096);
   EXPECT_EQ(large.vocab_size, 30522);
   EXPECT_EQ(large.max_position_embeddings, 512);
-  BertConfig tiny = joule::tools::resolve_model_config("bert-tiny");
+  BertConfig tiny = preset("bert-tiny");
   EXPECT_EQ(tiny.num_hidden_layers, 2);
   EXPECT_EQ(tiny.hidden_size, 128);
   EXPECT_EQ(tiny.num_attention_heads, 2);
@@ -139,7 +141,7 @@ TEST(BertConfig, ErrorsNameFileKeyAndValue) {
 
 TEST(BertConfig, UnknownPresetListsTheAvailableOnes) {
   try {
-    joule::tools::resolve_model_config("bert-huge");
+    preset("bert-huge");
     FAIL() << "expected an error";
   } catch (const ConfigError& e) {
     std::string m = e.what();

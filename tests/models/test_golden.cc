@@ -1,6 +1,10 @@
 // The C++ model against an independent PyTorch-Python implementation (tools/reference/bert_golden.py):
-// same weights, same batch; losses to 1e-5 relative, every parameter's gradient norm to 1e-4 relative.
+// same weights, same batch; losses to 1e-5 relative, every parameter's gradient norm to 1e-4 relative, and gradient
+// values on slices of every tensor (its first, middle and last elements) to 2e-4 of the tensor's RMS gradient.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
 
 #include <nlohmann/json.hpp>
 
@@ -26,7 +30,7 @@ torch::Tensor tensor_of(const nlohmann::json& rows) {
 
 }  // namespace
 
-TEST(Golden, MatchesPythonReferenceLossesAndGradientNorms) {
+TEST(Golden, MatchesPythonReferenceLossesGradientNormsAndValues) {
   const std::string dir = std::string(JOULE_TEST_FIXTURES) + "/golden";
   auto model = joule::models::load_model_dir(dir);
   EXPECT_EQ(model->config().hidden_dropout_prob, 0.0);
@@ -70,4 +74,26 @@ TEST(Golden, MatchesPythonReferenceLossesAndGradientNorms) {
     ++compared;
   }
   EXPECT_EQ(compared, static_cast<int>(params.size()) - 2);  // all but the two key biases
+
+  // Values on slices of every tensor: a gradient with the right norm but wrong entries (a transposed weight,
+  // swapped heads) fails here.
+  const auto& slices = expected["grad_slices"];
+  int values = 0;
+  for (const auto& [name, p] : params) {
+    ASSERT_TRUE(slices.contains(name)) << name << " has no gradient slice in the fixture";
+    const torch::Tensor flat = p.grad().flatten().to(torch::kFloat64);
+    const double rms = norms[name].get<double>() / std::sqrt(static_cast<double>(flat.numel()));
+    const double tolerance = std::max(2e-4 * rms, 1e-7 * largest);
+    const auto& offsets = slices[name]["offsets"];
+    const auto& want = slices[name]["values"];
+    ASSERT_EQ(offsets.size(), want.size()) << name;
+    for (size_t i = 0; i < offsets.size(); ++i) {
+      const int64_t at = offsets[i].get<int64_t>();
+      ASSERT_LT(at, flat.numel()) << name;
+      const double got = flat[at].item<double>();
+      EXPECT_NEAR(got, want[i].get<double>(), tolerance) << name << "[" << at << "]";
+      ++values;
+    }
+  }
+  EXPECT_GT(values, static_cast<int>(params.size()) * 8);
 }

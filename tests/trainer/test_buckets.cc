@@ -1,0 +1,42 @@
+// One bucket plan for the reducer and the cluster performance model: the closed-form parameter list matches the
+// LibTorch model's, the planned buckets hold every parameter byte, and the plan fills buckets in reverse order.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "collectives/buckets.h"
+#include "models/bert.h"
+#include "models/bert_config.h"
+#include "trainer/sim/perf_model.h"
+
+namespace joule {
+namespace {
+
+const std::string kConfigs = JOULE_CONFIG_DIR;
+
+TEST(Buckets, PlanMatchesTheReducersAndTheModelsParameters) {
+  const models::BertConfig c = models::load_config("bert-base", kConfigs + "/models");
+  models::BertForPreTraining model(c);
+  const auto real = model->hf_named_parameters();
+  const auto closed = models::parameter_numels(c);
+  ASSERT_EQ(real.size(), closed.size());
+  for (size_t i = 0; i < real.size(); ++i) {
+    EXPECT_EQ(real[i].first, closed[i].first) << i;
+    EXPECT_EQ(real[i].second.numel(), closed[i].second) << closed[i].first;
+  }
+  const auto planned = trainer::planned_bucket_bytes(c);
+  double total = 0;
+  for (double b : planned) total += b;
+  EXPECT_DOUBLE_EQ(total, 4.0 * models::parameter_counts(c).total());
+  EXPECT_LE(planned.front(), 1 << 20);  // DDP's small first bucket
+  // Reverse order: the first bucket holds the last parameters.
+  const auto groups = collectives::plan_buckets({10, 20, 30, 40}, 50, 40);
+  ASSERT_EQ(groups.size(), 3u);
+  EXPECT_EQ(groups[0], (std::vector<size_t>{3}));
+  EXPECT_EQ(groups[1], (std::vector<size_t>{2, 1}));
+  EXPECT_EQ(groups[2], (std::vector<size_t>{0}));
+}
+
+}  // namespace
+}  // namespace joule
