@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <sstream>
 
@@ -264,6 +265,45 @@ std::string prometheus_text(const json& row, const std::string& run_id) {
 }
 
 // ---- the training-cost summary, from summary.json -----------------------------------------------------
+namespace {
+using Row = std::function<void(const std::string& key, const std::string& value)>;
+
+// The run's own target and the card's 450M sequences, projected; and how the first projection compared.
+void projection_rows(const json& s, const Row& row) {
+  const json& proj = s.at("projection");
+  for (const char* which : {"target", "card_450M"}) {
+    if (!proj.contains(which)) continue;
+    const json& p = proj[which];
+    row(std::string(std::string(which) == "target" ? "projected, the run's target" : "projected, 450M sequences"),
+        std::to_string(p.value("sequences", 0LL)) + " seq: " + duration_text(p.value("wall_s", 0.0)) + ", " + sig(p.value("kwh", 0.0)) + " kWh, USD " + sig(p.value("usd", 0.0)) + ", " +
+            sig(p.value("co2_kg", 0.0)) + " kg CO2 on this cluster");
+  }
+  const json& hist = proj.value("history", json::array());
+  if (!hist.empty() && s.value("status", "") == "finished") {
+    const json& first = hist.front();
+    const double actual = s.value("wall_s", 0.0), predicted = first.value("target_wall_s", 0.0);
+    row("projection converged", "first " + duration_text(predicted) + " at step " + std::to_string(first.value("step", 0)) + ", actual " +
+                                    duration_text(actual) + " (" + fmt("%+.1f", actual > 0 ? 100.0 * (predicted - actual) / actual : 0.0) +
+                                    " %), " + std::to_string(hist.size()) + " projections");
+  }
+}
+
+// The SIMULATED block of --device trainium-sim.
+void simulated_rows(const json& m, const Row& row) {
+  row("SIMULATED cluster", std::to_string(m.value("nodes", 0)) + " x " + m.value("instance", "") + " (" + std::to_string(m.value("devices", 0)) +
+                               " devices, global batch " + std::to_string(m.value("global_batch", 0LL)) + "), not measured");
+  row("SIMULATED step", fmt("%.4g", m.value("step_s", 0.0)) + " s: compute " + fmt("%.4g", m.value("compute_s", 0.0)) + ", exposed comm " +
+                            fmt("%.4g", m.value("exposed_comm_s", 0.0)) + " (of " + fmt("%.4g", m.value("comm_s", 0.0)) + "), other " +
+                            fmt("%.4g", m.value("other_s", 0.0)));
+  row("SIMULATED throughput", sig(m.value("seq_per_s", 0.0)) + " seq/s, " + sig(m.value("seq_per_hour", 0.0)) + " seq/hour");
+  row("SIMULATED, " + sig(m.value("target_sequences", 0.0)) + " seq", duration_text(m.value("wall_s_for_target", 0.0)) + ", " +
+                                                                       sig(m.value("kwh_for_target", 0.0)) + " kWh, USD " +
+                                                                       sig(m.value("usd_for_target", 0.0)) + ", " +
+                                                                       sig(m.value("co2_kg_for_target", 0.0)) + " kg CO2");
+}
+
+}  // namespace
+
 std::string summary_table(const json& s) {
   std::ostringstream out;
   auto row = [&](const std::string& k, const std::string& v) {
@@ -299,35 +339,8 @@ std::string summary_table(const json& s) {
   row("cost", "USD " + sig(s.value("cost_usd", 0.0)) + " (" + sig(s.value("instance_hours", 0.0)) + " instance-hours x USD " +
                   sig(inst.value("usd_per_hour", 0.0)) + "/h)");
   row("CO2", sig(s.value("co2_kg", 0.0)) + " kg (" + sig(inst.value("grid_g_per_kwh", 0.0)) + " g/kWh, " + inst.value("grid_source", "") + ")");
-  const json& proj = s.at("projection");
-  for (const char* which : {"target", "card_450M"}) {
-    if (!proj.contains(which)) continue;
-    const json& p = proj[which];
-    row(std::string(std::string(which) == "target" ? "projected, the run's target" : "projected, 450M sequences"),
-        std::to_string(p.value("sequences", 0LL)) + " seq: " + duration_text(p.value("wall_s", 0.0)) + ", " + sig(p.value("kwh", 0.0)) + " kWh, USD " + sig(p.value("usd", 0.0)) + ", " +
-            sig(p.value("co2_kg", 0.0)) + " kg CO2 on this cluster");
-  }
-  const json& hist = proj.value("history", json::array());
-  if (!hist.empty() && s.value("status", "") == "finished") {
-    const json& first = hist.front();
-    const double actual = s.value("wall_s", 0.0), predicted = first.value("target_wall_s", 0.0);
-    row("projection converged", "first " + duration_text(predicted) + " at step " + std::to_string(first.value("step", 0)) + ", actual " +
-                                    duration_text(actual) + " (" + fmt("%+.1f", actual > 0 ? 100.0 * (predicted - actual) / actual : 0.0) +
-                                    " %), " + std::to_string(hist.size()) + " projections");
-  }
-  if (s.contains("simulated") && s["simulated"].is_object()) {
-    const json& m = s["simulated"];
-    row("SIMULATED cluster", std::to_string(m.value("nodes", 0)) + " x " + m.value("instance", "") + " (" + std::to_string(m.value("devices", 0)) +
-                                 " devices, global batch " + std::to_string(m.value("global_batch", 0LL)) + "), not measured");
-    row("SIMULATED step", fmt("%.4g", m.value("step_s", 0.0)) + " s: compute " + fmt("%.4g", m.value("compute_s", 0.0)) + ", exposed comm " +
-                              fmt("%.4g", m.value("exposed_comm_s", 0.0)) + " (of " + fmt("%.4g", m.value("comm_s", 0.0)) + "), other " +
-                              fmt("%.4g", m.value("other_s", 0.0)));
-    row("SIMULATED throughput", sig(m.value("seq_per_s", 0.0)) + " seq/s, " + sig(m.value("seq_per_hour", 0.0)) + " seq/hour");
-    row("SIMULATED, " + sig(m.value("target_sequences", 0.0)) + " seq", duration_text(m.value("wall_s_for_target", 0.0)) + ", " +
-                                                                         sig(m.value("kwh_for_target", 0.0)) + " kWh, USD " +
-                                                                         sig(m.value("usd_for_target", 0.0)) + ", " +
-                                                                         sig(m.value("co2_kg_for_target", 0.0)) + " kg CO2");
-  }
+  projection_rows(s, row);
+  if (s.contains("simulated") && s["simulated"].is_object()) simulated_rows(s["simulated"], row);
   if (s.contains("eval") && s["eval"].is_object())
     row("last eval", "mlm_acc " + fmt("%.4f", s["eval"].value("mlm_accuracy", 0.0)) + ", nsp_acc " +
                          fmt("%.4f", s["eval"].value("nsp_accuracy", 0.0)) + ", loss " + fmt("%.4f", s["eval"].value("loss", 0.0)));

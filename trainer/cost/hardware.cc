@@ -113,29 +113,20 @@ double InstanceProfile::instance_peak_tflops(const std::string& dtype) const {
   return it->second * (device_kind == "cpu" ? 1 : devices);
 }
 
-InstanceProfile load_instance_profile(const std::string& name_or_path, const std::string& dir, const HostFacts& facts) {
-  std::string path = name_or_path;
-  if (!fs::is_regular_file(path)) {
-    path = (fs::path(dir) / (name_or_path + ".toml")).string();
-    if (!fs::is_regular_file(path)) {
-      std::string known;
-      for (const auto& n : list_instance_profiles(dir)) known += (known.empty() ? "" : ", ") + n;
-      throw ProfileError("instance '" + name_or_path + "': no such profile file or " + path + "; known instances: " + known);
-    }
-  }
-  const toml::value root = parse_file(path, "instance profile");
-  for (const auto& [key, value] : root.as_table()) {
-    (void)value;
-    static const std::set<std::string> top = {"name", "description", "host", "device", "network", "calibration"};
-    if (!top.count(key))
-      throw ProfileError(path + ": unknown key '" + key + "'; valid: name, description, [host], [device], [network], [calibration]");
-  }
-  InstanceProfile p;
-  p.file = path;
-  p.name = root.contains("name") && root.at("name").is_string() ? root.at("name").as_string().str : "";
-  if (p.name.empty()) throw ProfileError(path + ": missing key 'name' (a string)");
-  p.description = root.contains("description") && root.at("description").is_string() ? root.at("description").as_string().str : p.name;
+namespace {
 
+// The profile file: a path, or NAME.toml under `dir`; an unknown name lists the known ones.
+std::string profile_path(const std::string& name_or_path, const std::string& dir) {
+  if (fs::is_regular_file(name_or_path)) return name_or_path;
+  const std::string path = (fs::path(dir) / (name_or_path + ".toml")).string();
+  if (fs::is_regular_file(path)) return path;
+  std::string known;
+  for (const auto& n : list_instance_profiles(dir)) known += (known.empty() ? "" : ", ") + n;
+  throw ProfileError("instance '" + name_or_path + "': no such profile file or " + path + "; known instances: " + known);
+}
+
+// [host]: vCPUs and memory (0: this node's), power, price and PUE, per instance or per vCPU / GiB (a generic host).
+void read_host(const toml::value& root, const std::string& path, const HostFacts& facts, InstanceProfile& p) {
   const Table host(root, "host", path,
                    {"vcpus", "memory_gib", "cpu_idle_w", "cpu_max_w", "ram_w", "usd_per_hour", "pue", "cpu_idle_w_per_vcpu",
                     "cpu_max_w_per_vcpu", "ram_w_per_gib", "usd_per_vcpu_hour", "peak_tflops_fp32_per_vcpu"});
@@ -158,7 +149,12 @@ InstanceProfile load_instance_profile(const std::string& name_or_path, const std
   if (p.pue < 1) throw ProfileError(path + ": host.pue must be >= 1, found " + std::to_string(p.pue));
   if (p.cpu_max_w < p.cpu_idle_w) throw ProfileError(path + ": host cpu_max_w is below cpu_idle_w");
   if (p.usd_per_hour < 0) throw ProfileError(path + ": host usd_per_hour is negative");
+  if (p.device_kind == "cpu" && host.has("peak_tflops_fp32_per_vcpu"))  // read_device ran first
+    p.peak_tflops["fp32"] = host.number("peak_tflops_fp32_per_vcpu", 0) * p.vcpus;
+}
 
+// [device]: kind, count, power, memory and peak TFLOPS per dtype (a cpu host has no devices).
+void read_device(const toml::value& root, const std::string& path, InstanceProfile& p) {
   const Table dev(root, "device", path,
                   {"kind", "model", "count", "idle_w", "max_w", "memory_gib", "memory_gb_per_s", "peak_tflops"});
   p.device_kind = dev.text("kind", "", true);
@@ -170,16 +166,18 @@ InstanceProfile load_instance_profile(const std::string& name_or_path, const std
   p.device_max_w = dev.number("max_w", 0);
   p.device_memory_gib = dev.number("memory_gib", 0);
   p.device_memory_gb_per_s = dev.number("memory_gb_per_s", 0);
-  p.peak_tflops = dev.numbers("peak_tflops");
+  for (const auto& [dtype, tflops] : dev.numbers("peak_tflops")) p.peak_tflops[dtype] = tflops;
   if (p.device_kind == "cpu") {
     if (p.devices != 0) throw ProfileError(path + ": device.count must be 0 when device.kind is cpu");
-    if (host.has("peak_tflops_fp32_per_vcpu")) p.peak_tflops["fp32"] = host.number("peak_tflops_fp32_per_vcpu", 0) * p.vcpus;
   } else {
     require_positive(p.devices, path, "device.count");
     require_positive(p.device_max_w, path, "device.max_w");
     if (p.peak_tflops.empty()) throw ProfileError(path + ": missing key 'device.peak_tflops'");
   }
+}
 
+// [network]: intra- and inter-node links, and the efficiencies that calibrate them.
+void read_network(const toml::value& root, const std::string& path, InstanceProfile& p) {
   const Table net(root, "network", path, {"intra_node_gb_per_s", "intra_node_latency_us", "inter_node_gb_per_s", "inter_node_latency_us",
                                           "intra_node_efficiency", "inter_node_efficiency"});
   p.intra_node_gb_per_s = net.number("intra_node_gb_per_s", 0);
@@ -190,7 +188,10 @@ InstanceProfile load_instance_profile(const std::string& name_or_path, const std
   p.inter_node_efficiency = net.number("inter_node_efficiency", 1);
   for (double e : {p.intra_node_efficiency, p.inter_node_efficiency})
     if (!(e > 0 && e <= 1)) throw ProfileError(path + ": network efficiencies must be in (0, 1]");
+}
 
+// [calibration]: a published single-node figure, or an assumed MFU; never both.
+void read_calibration(const toml::value& root, const std::string& path, InstanceProfile& p) {
   const Table cal(root, "calibration", path, {"model", "seq_len", "dtype", "devices", "global_batch", "seq_per_s", "mfu"});
   p.calibration_model = cal.text("model", "");
   p.calibration_dtype = cal.text("dtype", "");
@@ -203,6 +204,28 @@ InstanceProfile load_instance_profile(const std::string& name_or_path, const std
     throw ProfileError(path + ": set calibration.seq_per_s (a published figure) or calibration.mfu (an assumption), not both");
   if (p.calibration_seq_per_s > 0 && (p.calibration_model.empty() || p.calibration_seq_len <= 0 || p.calibration_devices <= 0))
     throw ProfileError(path + ": calibration.seq_per_s needs calibration.model, calibration.seq_len and calibration.devices");
+}
+
+}  // namespace
+
+InstanceProfile load_instance_profile(const std::string& name_or_path, const std::string& dir, const HostFacts& facts) {
+  const std::string path = profile_path(name_or_path, dir);
+  const toml::value root = parse_file(path, "instance profile");
+  for (const auto& [key, value] : root.as_table()) {
+    (void)value;
+    static const std::set<std::string> top = {"name", "description", "host", "device", "network", "calibration"};
+    if (!top.count(key))
+      throw ProfileError(path + ": unknown key '" + key + "'; valid: name, description, [host], [device], [network], [calibration]");
+  }
+  InstanceProfile p;
+  p.file = path;
+  p.name = root.contains("name") && root.at("name").is_string() ? root.at("name").as_string().str : "";
+  if (p.name.empty()) throw ProfileError(path + ": missing key 'name' (a string)");
+  p.description = root.contains("description") && root.at("description").is_string() ? root.at("description").as_string().str : p.name;
+  read_device(root, path, p);
+  read_host(root, path, facts, p);
+  read_network(root, path, p);
+  read_calibration(root, path, p);
   return p;
 }
 
