@@ -82,7 +82,7 @@ void MetricsLogger::write_interval(const StepBoundary& reduced, RunAccounting& a
     if (sim) j["sim"] = sim->to_json(last_.step);
     // After a warm-up fraction of the target, project the whole run from the measured rates.
     if (timed_steps_ > 0 && last_.sequences >= s_.project_after_fraction * s_.target_sequences) {
-      const Projection p = project(s_.target_sequences, last_.sequences, ledger.wall_s(), spent, rate);
+      const Projection p = project_target(s_.target_sequences, last_.sequences, ledger.wall_s(), spent, rate);
       accounting.ledger().add_projection({last_.step, last_.sequences, ledger.wall_s(), p.wall_s, p.kwh, p.usd, p.co2_kg});
       j["projection"] = {{"sequences", p.sequences}, {"wall_s", p.wall_s}, {"kwh", p.kwh}, {"usd", p.usd}, {"co2_kg", p.co2_kg}};
     }

@@ -45,8 +45,8 @@ void write_summary(const RunConfig& cfg, const RunOutcome& o, const collectives:
   const Ledger& ledger = accounting.ledger();
   const Figures spent = ledger.totals();
   const double billed_wall = ledger.wall_s();
-  const Projection to_target = project(o.target_sequences, o.sequences, billed_wall, spent, o.seq_per_s);
-  const Projection card = project(cfg.project_sequences, 0, billed_wall, spent, o.seq_per_s);
+  const Projection to_target = project_target(o.target_sequences, o.sequences, billed_wall, spent, o.seq_per_s);
+  const Projection card = project_hypothetical(cfg.project_sequences, billed_wall, spent, o.seq_per_s);
   const nlohmann::json ledger_json = ledger.to_json();
   nlohmann::json segment_list = ledger_json["segments"];
   for (auto& g : segment_list) g.erase("energy_joules");

@@ -77,6 +77,14 @@ for k in ("facility_kwh", "usd", "co2_kg"):
 assert s["energy_kwh"] > 0 and s["cost_usd"] > 0 and s["co2_kg"] > 0, s
 assert s["energy_source"] == "model" and s["instance"]["instance"] == "cpu-host", s["energy_source"]
 assert s["projection"]["history"], "no projection history"
+# The run reached its target: that projection is what it spent. The card's 450M sequences: from the rates alone
+# (450M / seq_per_s of wall time at the average power and cost rate), nothing spent added.
+t, c = s["projection"]["target"], s["projection"]["card_450M"]
+assert close(t["wall_s"], s["billed_wall_s"]) and close(t["kwh"], s["energy_kwh"]) and close(t["usd"], s["cost_usd"]), t
+card_wall = c["sequences"] / s["seq_per_s"]
+assert close(c["wall_s"], card_wall), (c, card_wall)
+assert close(c["kwh"], s["energy_kwh"] / s["billed_wall_s"] * card_wall), c
+assert close(c["usd"], s["cost_usd"] / s["billed_wall_s"] * card_wall), c
 rows = list(csv.DictReader(open("b/emissions.csv")))
 assert len(rows) == 2 and rows[0]["run_id"] == rows[1]["run_id"] == s["run_id"], rows
 assert close(sum(float(r["energy_consumed"]) for r in rows), s["energy_kwh"])

@@ -241,17 +241,29 @@ std::string utc_now_iso() {
   return buf;
 }
 
-Projection project(int64_t target, int64_t done, double done_wall_s, const Figures& f, double seq_per_s) {
-  Projection p;
-  p.sequences = target;
-  if (!(seq_per_s > 0) || !(done_wall_s > 0)) return p;
-  const double remaining_s = std::max<int64_t>(0, target - done) / seq_per_s;
-  const double per_s = 1.0 / done_wall_s;  // the run's average rates so far
-  p.wall_s = done_wall_s + remaining_s;
-  p.kwh = f.facility_kwh + f.facility_kwh * per_s * remaining_s;
-  p.usd = f.usd + f.usd * per_s * remaining_s;
-  p.co2_kg = f.co2_kg + f.co2_kg * per_s * remaining_s;
-  return p;
+namespace {
+
+// `base` plus `seconds` more at the average rates of `f` over `done_wall_s`.
+Projection extend(Projection base, const Figures& f, double done_wall_s, double seconds) {
+  const double per_s = 1.0 / done_wall_s;
+  base.wall_s += seconds;
+  base.kwh += f.facility_kwh * per_s * seconds;
+  base.usd += f.usd * per_s * seconds;
+  base.co2_kg += f.co2_kg * per_s * seconds;
+  return base;
+}
+
+}  // namespace
+
+Projection project_target(int64_t target, int64_t done, double done_wall_s, const Figures& f, double seq_per_s) {
+  Projection spent{target, done_wall_s, f.facility_kwh, f.usd, f.co2_kg};
+  if (!(seq_per_s > 0) || !(done_wall_s > 0)) return Projection{target};
+  return extend(spent, f, done_wall_s, static_cast<double>(std::max<int64_t>(0, target - done)) / seq_per_s);
+}
+
+Projection project_hypothetical(int64_t target, double done_wall_s, const Figures& f, double seq_per_s) {
+  if (!(seq_per_s > 0) || !(done_wall_s > 0)) return Projection{target};
+  return extend(Projection{target}, f, done_wall_s, static_cast<double>(target) / seq_per_s);
 }
 
 std::string prometheus_text(const json& row, const std::string& run_id) {

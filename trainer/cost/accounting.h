@@ -76,12 +76,18 @@ struct Ledger {
 std::string new_run_id();    // a random UUID (version 4)
 std::string utc_now_iso();   // 2026-11-29T19:40:55Z
 
-// Projection from measured rates: `seq_per_s` after warm-up and the run's average power and cost rate.
+// Projections from measured rates: `seq_per_s` after warm-up, and the run's average facility power, cost rate and
+// CO2 rate (what was spent over the billed wall time `done_wall_s`, start-up included).
 struct Projection {
   int64_t sequences = 0;
   double wall_s = 0, kwh = 0, usd = 0, co2_kg = 0;
 };
-Projection project(int64_t target_sequences, int64_t done_sequences, double done_wall_s, const Figures& done, double seq_per_s);
+// The run's own target: what was spent so far, plus the sequences still to train at those rates. A run at or
+// past its target projects to exactly what it spent.
+Projection project_target(int64_t target_sequences, int64_t done_sequences, double done_wall_s, const Figures& done, double seq_per_s);
+// A hypothetical target (the card's 450M sequences) trained from the start at those rates: target / seq_per_s of
+// wall time at the run's average power and cost rate. Nothing already spent is added, and no start-up time.
+Projection project_hypothetical(int64_t target_sequences, double done_wall_s, const Figures& done, double seq_per_s);
 
 // summary.json -> the aligned training-cost table; summary.json -> emissions.csv (header + one row per segment).
 std::string summary_table(const nlohmann::json& summary);

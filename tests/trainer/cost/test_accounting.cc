@@ -343,18 +343,55 @@ TEST(Accounting, OverridesWinAndSayWhereEachFigureCameFrom) {
   EXPECT_THROW(resolve_cost_settings({"cpu-host", -1, 0.5, "world", 0}, "cpu", kConfigs), ProfileError);
 }
 
-TEST(Accounting, ProjectionFromMeasuredRates) {
+TEST(Accounting, ProjectionOfTheRunsTargetIsSpentPlusRemaining) {
   Figures done;
   done.facility_kwh = 2;
   done.usd = 10;
   done.co2_kg = 1;
-  // 1,000 sequences in 100 s at 10 seq/s; 9,000 more take 900 s at the same average rates.
-  const Projection p = project(10000, 1000, 100, done, 10);
+  // 1,000 sequences in 100 s (0.02 kWh, USD 0.1, 0.01 kg per second); at 10 seq/s, 9,000 more take 900 s.
+  const Projection p = project_target(10000, 1000, 100, done, 10);
   EXPECT_DOUBLE_EQ(p.wall_s, 1000);
   EXPECT_DOUBLE_EQ(p.kwh, 20);
   EXPECT_DOUBLE_EQ(p.usd, 100);
   EXPECT_DOUBLE_EQ(p.co2_kg, 10);
-  EXPECT_DOUBLE_EQ(project(1000, 1000, 100, done, 10).wall_s, 100);  // done: the actual
+  // done = 0: everything still to do, on top of what start-up spent.
+  const Projection none = project_target(10000, 0, 100, done, 10);
+  EXPECT_DOUBLE_EQ(none.wall_s, 100 + 1000);
+  EXPECT_DOUBLE_EQ(none.kwh, 2 + 20);
+  // done = target and done > target: exactly what was spent, nothing added.
+  for (int64_t d : {10000, 12345}) {
+    const Projection at = project_target(10000, d, 100, done, 10);
+    EXPECT_DOUBLE_EQ(at.wall_s, 100) << d;
+    EXPECT_DOUBLE_EQ(at.kwh, 2) << d;
+    EXPECT_DOUBLE_EQ(at.usd, 10) << d;
+    EXPECT_DOUBLE_EQ(at.co2_kg, 1) << d;
+  }
+}
+
+TEST(Accounting, HypotheticalProjectionIsFromRatesAloneAndNeverCountsSpentWorkTwice) {
+  // A run that trained 450M sequences itself at a steady 5,000 seq/s: 90,000 s, 900 kWh, USD 4,500, 450 kg.
+  Figures spent;
+  spent.facility_kwh = 900;
+  spent.usd = 4500;
+  spent.co2_kg = 450;
+  const int64_t card = 450000000;
+  const Projection p = project_hypothetical(card, 90000, spent, 5000);
+  EXPECT_EQ(p.sequences, card);
+  EXPECT_DOUBLE_EQ(p.wall_s, 90000);  // its own figures, not twice them
+  EXPECT_DOUBLE_EQ(p.kwh, 900);
+  EXPECT_DOUBLE_EQ(p.usd, 4500);
+  EXPECT_DOUBLE_EQ(p.co2_kg, 450);
+  // A short run (1 h, 10 kWh, USD 20, 5 kg, 1,000 seq/s): 450M sequences take 450,000 s at its average rates.
+  Figures short_run;
+  short_run.facility_kwh = 10;
+  short_run.usd = 20;
+  short_run.co2_kg = 5;
+  const Projection q = project_hypothetical(card, 3600, short_run, 1000);
+  EXPECT_DOUBLE_EQ(q.wall_s, 450000);
+  EXPECT_DOUBLE_EQ(q.kwh, 10.0 / 3600 * 450000);
+  EXPECT_DOUBLE_EQ(q.usd, 20.0 / 3600 * 450000);
+  EXPECT_DOUBLE_EQ(q.co2_kg, 5.0 / 3600 * 450000);
+  EXPECT_DOUBLE_EQ(project_hypothetical(card, 3600, short_run, 0).wall_s, 0);  // no throughput yet: nothing to say
 }
 
 Segment segment(int64_t from, int64_t to, double wall, double joules, const std::string& status) {
