@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "data/shard.h"
 #include "data/tokenizer.h"
 #include "models/model_dir.h"
 
@@ -26,6 +27,16 @@ void resolve_batches(ResolvedRun& run) {
   run.target_sequences = cfg.target_sequences > 0 ? cfg.target_sequences : run.total_steps * run.global_batch;
 }
 
+// `joule data create --out D` writes D/train, D/eval (with --eval-documents) and D/vocab.txt: data.train = D means
+// D/train, and, when data.eval is not set, D/eval.
+void resolve_data_create_output(RunConfig& cfg) {
+  const fs::path d(cfg.train_data);
+  std::error_code ec;
+  if (!fs::is_directory(d / "train", ec) || !fs::exists(d / "metadata.json", ec)) return;
+  cfg.train_data = (d / "train").string();
+  if (cfg.eval_data.empty() && fs::is_directory(d / "eval", ec)) cfg.eval_data = (d / "eval").string();
+}
+
 }  // namespace
 
 ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_dir, collectives::Communicator& comm) {
@@ -34,6 +45,7 @@ ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_d
   RunConfig& cfg = run.cfg;
   run.world = comm.info().world_size;
   if (cfg.train_data.empty()) throw RunConfigError("run config: data.train is not set (--data SHARDS)");
+  resolve_data_create_output(cfg);
   const std::string vocab_path = cfg.vocab.empty() ? data::find_vocab_beside(cfg.train_data) : cfg.vocab;
   if (vocab_path.empty())
     throw RunConfigError(cfg.train_data + ": no vocab.txt beside the shards or their parent; set data.vocab (--vocab FILE)");
@@ -45,7 +57,14 @@ ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_d
   const bool root = comm.info().rank == 0;
   if (!root) comm.barrier();
   run.train_set.emplace(data::Dataset::open(cfg.train_data, {vocab_size, true}));
-  if (!cfg.eval_data.empty()) run.eval_set.emplace(data::Dataset::open(cfg.eval_data, {vocab_size, true}));
+  if (!cfg.eval_data.empty()) {
+    try {
+      run.eval_set.emplace(data::Dataset::open(cfg.eval_data, {vocab_size, true}));
+    } catch (const data::ShardError& e) {  // the same error, with advice about the key that named these shards
+      throw data::ShardError(e.what(), "check data.eval (--eval-data), which names the eval shards: a directory, a glob or a list "
+                                       "file; or leave data.eval unset to train without eval");
+    }
+  }
   if (root) comm.barrier();
   if (cfg.seq_len != 0 && cfg.seq_len != run.dataset().seq_len())
     throw RunConfigError("train.seq_len " + std::to_string(cfg.seq_len) + " differs from the shards' " +

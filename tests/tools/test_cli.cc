@@ -101,4 +101,23 @@ TEST(Cli, DataPipelineAsAUserRunsIt) {
   auto bad = run_command(kJoule + " data inspect " + d + "/c.txt");
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.output.find("c.txt"), std::string::npos) << bad.output;
+
+  // `joule train --data D` on a `data create --out D` directory: D/train, D/eval, D/vocab.txt.
+  joule::test::write_file(d + "/run.toml", "[model]\nconfig = \"bert-tiny\"\n[train]\nsteps = 2\nmicro_batch = 4\nthreads = 1\n"
+                                          "[eval]\nevery_steps = 2\nmax_batches = 1\n");
+  auto train = run_command(kJoule + " train --config " + d + "/run.toml --data " + d + "/shards --run-dir " + d + "/run");
+  ASSERT_EQ(train.exit_code, 0) << train.output;
+  const std::string config = joule::test::read_file(d + "/run/config.toml");
+  EXPECT_NE(config.find("train = \"" + d + "/shards/train\""), std::string::npos) << config;
+  EXPECT_NE(config.find("eval = \"" + d + "/shards/eval\""), std::string::npos) << config;
+  EXPECT_NE(train.output.find("eval at step 2"), std::string::npos) << train.output;
+
+  // A wrong eval path: the error names it, and the advice names data.eval (not data.train).
+  auto no_eval = run_command(kJoule + " train --config " + d + "/run.toml --data " + d + "/shards --run-dir " + d +
+                             "/run2 --set data.eval=" + d + "/nowhere");
+  EXPECT_EQ(no_eval.exit_code, 1) << no_eval.output;
+  EXPECT_NE(no_eval.output.find(d + "/nowhere: no such shard directory"), std::string::npos) << no_eval.output;
+  EXPECT_NE(no_eval.output.find("what to do: check data.eval"), std::string::npos) << no_eval.output;
+  EXPECT_EQ(no_eval.output.find("data.train"), std::string::npos) << no_eval.output;
+  EXPECT_FALSE(std::filesystem::exists(d + "/run2"));
 }
