@@ -1,5 +1,11 @@
 #include "collectives/communicator.h"
 
+#include <sched.h>
+
+#include <algorithm>
+
+#include "launch/runtime.h"
+
 namespace joule::collectives {
 
 std::unique_ptr<Communicator> make_mpi_communicator();
@@ -37,6 +43,24 @@ std::vector<std::string> available_backends() {
   names.push_back("nccl");
 #endif
   return names;
+}
+
+launch::CoreView node_core_view(Communicator& comm, double timeout_seconds) {
+  // One row of CPU ids per node; each rank marks its own CPUs in its node's row; the sum's non-zero entries in a
+  // row are the cores that node's ranks may use. (CPU ids repeat across nodes, hence a row per node.)
+  constexpr size_t kWidth = CPU_SETSIZE;
+  const ProcessGroupInfo& info = comm.info();
+  const std::vector<int> mine = launch::affinity_cpus();
+  std::vector<int32_t> marks(kWidth * static_cast<size_t>(std::max(1, info.node_count)), 0);
+  const size_t row = kWidth * static_cast<size_t>(std::max(0, info.node));
+  for (int c : mine) marks[row + static_cast<size_t>(c)] = 1;
+  comm.all_reduce({marks.data(), marks.size(), DType::kInt32}, {ReduceOp::kSum, timeout_seconds, "cpu affinity masks"})->wait();
+  launch::CoreView v;
+  v.own = std::max<int>(1, static_cast<int>(mine.size()));
+  v.node = static_cast<int>(std::count_if(marks.begin() + static_cast<std::ptrdiff_t>(row),
+                                          marks.begin() + static_cast<std::ptrdiff_t>(row + kWidth), [](int32_t m) { return m > 0; }));
+  v.node = std::max(v.node, v.own);
+  return v;
 }
 
 std::unique_ptr<Communicator> create_communicator(const std::string& backend) {

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "launch/error.h"
+#include "launch/placement.h"
 
 namespace joule::collectives {
 
@@ -95,6 +97,20 @@ inline void sum_over_ranks(Communicator& comm, std::vector<double>& values, doub
                            const std::string& label = "scalars") {
   comm.all_reduce({values.data(), values.size(), DType::kFloat64}, {ReduceOp::kSum, timeout_seconds, label})->wait();
 }
+// Rank `root`'s string on every rank (a length, then the bytes): a blocking broadcast.
+inline void broadcast_string(Communicator& comm, std::string& text, int root, double timeout_seconds = 600,
+                             const std::string& label = "string") {
+  int64_t length = static_cast<int64_t>(text.size());
+  comm.broadcast({&length, 1, DType::kInt64}, root, {ReduceOp::kSum, timeout_seconds, label + " length"})->wait();
+  std::vector<int32_t> words(static_cast<size_t>((length + 3) / 4));
+  if (comm.info().rank == root) std::memcpy(words.data(), text.data(), text.size());
+  comm.broadcast({words.data(), words.size(), DType::kInt32}, root, {ReduceOp::kSum, timeout_seconds, label})->wait();
+  text.assign(reinterpret_cast<const char*>(words.data()), static_cast<size_t>(length));
+}
+
 std::vector<std::string> available_backends();
+
+// This rank's cores and the union of the affinity masks of every rank on its node (collective: every rank calls it).
+launch::CoreView node_core_view(Communicator& comm, double timeout_seconds = 600);
 
 }  // namespace joule::collectives

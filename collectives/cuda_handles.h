@@ -33,43 +33,34 @@
 
 namespace joule::collectives {
 
-class CudaEvent {
+// One owner for a CUDA handle made by `Create` (with its flags) and destroyed by `Destroy`.
+template <typename Handle, cudaError_t (*Create)(Handle*), cudaError_t (*Destroy)(Handle)>
+class CudaHandle {
  public:
-  CudaEvent() { CUDA_CHECK(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming)); }
-  ~CudaEvent() {
-    if (e_) cudaEventDestroy(e_);
+  CudaHandle() { CUDA_CHECK(Create(&h_)); }
+  ~CudaHandle() {
+    if (h_) Destroy(h_);
   }
-  CudaEvent(CudaEvent&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
-  CudaEvent& operator=(CudaEvent&& o) noexcept {
-    std::swap(e_, o.e_);
+  CudaHandle(CudaHandle&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+  CudaHandle& operator=(CudaHandle&& o) noexcept {
+    std::swap(h_, o.h_);
     return *this;
   }
-  CudaEvent(const CudaEvent&) = delete;
-  CudaEvent& operator=(const CudaEvent&) = delete;
-  cudaEvent_t get() const { return e_; }
+  CudaHandle(const CudaHandle&) = delete;
+  CudaHandle& operator=(const CudaHandle&) = delete;
+  Handle get() const { return h_; }
 
  private:
-  cudaEvent_t e_ = nullptr;
+  Handle h_ = nullptr;
 };
 
-class CudaStream {
- public:
-  CudaStream() { CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
-  ~CudaStream() {
-    if (s_) cudaStreamDestroy(s_);
-  }
-  CudaStream(CudaStream&& o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
-  CudaStream& operator=(CudaStream&& o) noexcept {
-    std::swap(s_, o.s_);
-    return *this;
-  }
-  CudaStream(const CudaStream&) = delete;
-  CudaStream& operator=(const CudaStream&) = delete;
-  cudaStream_t get() const { return s_; }
+inline cudaError_t create_event(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, cudaEventDisableTiming); }
+inline cudaError_t create_stream(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, cudaStreamNonBlocking); }
+inline cudaError_t destroy_event(cudaEvent_t e) { return cudaEventDestroy(e); }
+inline cudaError_t destroy_stream(cudaStream_t s) { return cudaStreamDestroy(s); }
 
- private:
-  cudaStream_t s_ = nullptr;
-};
+using CudaEvent = CudaHandle<cudaEvent_t, create_event, destroy_event>;    // no timing: only for ordering and polling
+using CudaStream = CudaHandle<cudaStream_t, create_stream, destroy_stream>;  // non-blocking with respect to stream 0
 
 // The NCCL communicator, shared by the backend and every Work handle it returned (a handle may outlive the
 // backend's use of it). `failed` may be set by any thread that waits on a handle.

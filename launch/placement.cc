@@ -70,15 +70,19 @@ Placement detect_placement() {
   return detect_placement([](const char* name) -> const char* { return std::getenv(name); });
 }
 
-int threads_per_rank(int cores, int local_size, int requested, std::string* warning) {
-  cores = std::max(1, cores);
+int threads_per_rank(const CoreView& cores, int local_size, int requested, std::string* warning) {
+  const int node = std::max(1, cores.node), own = std::max(1, cores.own);
   local_size = std::max(1, local_size);
-  const int threads = requested > 0 ? requested : std::max(1, cores / local_size);
+  const int threads = requested > 0 ? requested : std::max(1, std::min(own, node / local_size));
   if (warning) {
     warning->clear();
-    if (local_size * threads > cores)
+    if (local_size * threads > node)
       *warning = std::to_string(local_size) + " rank(s) x " + std::to_string(threads) + " thread(s) on this node oversubscribe its " +
-                 std::to_string(cores) + " core(s): expect each rank to run slower than it could";
+                 std::to_string(node) + " core(s): expect each rank to run slower than it could";
+    else if (threads > own)
+      *warning = std::to_string(threads) + " thread(s) per rank, but the launcher binds each rank to " + std::to_string(own) +
+                 " core(s): its threads share them (bind to more cores, e.g. mpirun --map-by slot:PE=" + std::to_string(threads) +
+                 ", or lower train.threads)";
   }
   return threads;
 }

@@ -32,8 +32,15 @@ using EnvLookup = std::function<const char*(const char*)>;
 Placement detect_placement(const EnvLookup& env);
 Placement detect_placement();  // from this process's environment
 
-// Intra-op threads per rank: `requested` when > 0, else cores / local ranks (at least 1). Sets
-// `warning` when the ranks on this node oversubscribe its cores.
-int threads_per_rank(int cores, int local_size, int requested, std::string* warning);
+// The cores a rank may run on: its own affinity mask (1 when the launcher binds it to a core, as mpirun does by
+// default), and the union of the masks of every rank on its node (what the node's ranks share).
+struct CoreView {
+  int own = 1, node = 1;
+};
+
+// Intra-op threads per rank: `requested` when > 0, else the node's cores / local ranks, at most the rank's own cores
+// (at least 1). Sets `warning` when the node's ranks together run more threads than they have cores, or a rank
+// more threads than it is bound to; never for a binding that gives each rank its share.
+int threads_per_rank(const CoreView& cores, int local_size, int requested, std::string* warning);
 
 }  // namespace joule::launch

@@ -139,6 +139,16 @@ std::string mpi_library_version() {
   return s;
 }
 
+std::vector<int> affinity_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> ids;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return ids;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) ids.push_back(c);
+  return ids;
+}
+
 int physical_cores() {
   cpu_set_t set;
   CPU_ZERO(&set);

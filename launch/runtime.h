@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 namespace joule::launch {
 
@@ -48,5 +49,6 @@ std::string rank_prefix();
 std::string torch_version();
 std::string mpi_library_version();  // MPI_Get_library_version: callable before MPI_Init
 int physical_cores();               // online CPUs this process may run on (sched_getaffinity)
+std::vector<int> affinity_cpus();   // their ids
 
 }  // namespace joule::launch

@@ -1,7 +1,7 @@
 /* A test double of libnvidia-ml.so.1: the NVML symbols joule's nvml meter uses, loaded through the same dlopen
  * path. Each energy read advances the counter by 2,500 mJ; FAKE_NVML_NO_ENERGY makes the energy counter
  * unsupported (pre-Volta), so the meter integrates the 250 W power reading instead; FAKE_NVML_INIT_FAIL makes
- * nvmlInit_v2 fail; two devices exist. */
+ * nvmlInit_v2 fail; FAKE_NVML_READ_FAIL makes energy and power reads fail (GPU lost) after start; two devices exist. */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -16,6 +16,7 @@ int nvmlDeviceGetHandleByIndex_v2(unsigned index, void** device) {
 }
 int nvmlDeviceGetTotalEnergyConsumption(void* device, unsigned long long* mj) {
   if (getenv("FAKE_NVML_NO_ENERGY")) return 3; /* NVML_ERROR_NOT_SUPPORTED */
+  if (getenv("FAKE_NVML_READ_FAIL")) return 15; /* NVML_ERROR_GPU_IS_LOST */
   unsigned i = (unsigned)(uintptr_t)device - 1;
   energy_mj[i] += 2500;
   *mj = energy_mj[i];
@@ -23,6 +24,7 @@ int nvmlDeviceGetTotalEnergyConsumption(void* device, unsigned long long* mj) {
 }
 int nvmlDeviceGetPowerUsage(void* device, unsigned* mw) {
   (void)device;
+  if (getenv("FAKE_NVML_READ_FAIL")) return 15;
   *mw = 250000;
   return 0;
 }

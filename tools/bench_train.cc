@@ -60,7 +60,7 @@ std::string bench_train(const TrainBenchOptions& o) {
   auto comm = collectives::create_communicator("mpi");
   const auto& info = comm->info();
   std::string warning;
-  const int threads = launch::threads_per_rank(launch::physical_cores(), info.local_size, o.threads, &warning);
+  const int threads = launch::threads_per_rank(collectives::node_core_view(*comm), info.local_size, o.threads, &warning);
   launch::set_threads(threads);
   torch::manual_seed(o.seed * 1000003ull + static_cast<uint64_t>(info.rank));
   nlohmann::json rss = {{"startup", rss_now()}};

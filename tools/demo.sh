@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on the embedded default: install, build, make the demo corpus and its shards
 # (synthetic text -> WordPiece vocab -> NVIDIA-layout HDF5 shards with a held-out eval shard),
-# pretrain a small BERT on 2 MPI ranks, and print the training-cost summary.
+# pretrain a small BERT on 2 MPI ranks, print the training-cost summary, and answer the card's question (BERT-Large,
+# 450M sequences, 16 x trn1 or p4d) with `joule plan`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
@@ -20,3 +21,8 @@ mpirun -np 2 --oversubscribe --bind-to none $( [[ $(id -u) -eq 0 ]] && echo --al
   "$joule" train --config configs/demo-tiny.toml
 # The same run as one self-contained HTML page (SVG charts; open it in a browser).
 "$joule" report "$demo/run"
+# The demo trains bert-tiny on this host; the card's question is BERT-Large on a cluster. joule plan answers it from
+# the cluster performance model (calibrated on published single-node figures; VALIDATION.md).
+echo
+echo "The card's question: BERT-Large, 450M sequences of 128 tokens, on 16 x trn1.32xlarge or 16 x p4d.24xlarge (predicted):"
+"$joule" plan --model bert-large --sequences 450e6 --nodes 16 --instance trn1.32xlarge --instance p4d.24xlarge

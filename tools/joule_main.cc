@@ -209,7 +209,7 @@ int cmd_plan(int argc, char** argv) {
       "sequences", "sequences to train on", cxxopts::value<std::string>()->default_value("450e6"))(
       "precision", "compute dtype: bf16, fp16, tf32, fp32", cxxopts::value<std::string>()->default_value("bf16"))(
       "nodes", "instances", cxxopts::value<int>()->default_value("16"))(
-      "instance", "instance profile (repeatable; default: every accelerator profile)", cxxopts::value<std::vector<std::string>>())(
+      "instance", "instance profile, or PROFILE:PRECISION for that row (repeatable; default: every accelerator profile at --precision)", cxxopts::value<std::vector<std::string>>())(
       "region", "grid region for CO2", cxxopts::value<std::string>()->default_value("world"))(
       "grid-intensity", "g CO2 per kWh (overrides --region)", cxxopts::value<double>()->default_value("0"))(
       "scaling", "node counts for the scaling curve", cxxopts::value<std::string>()->default_value("1,2,4,8,16,32,64"))(

@@ -24,11 +24,30 @@ namespace {
 std::string hardware_dir(const std::string& config_dir) { return (fs::path(config_dir) / "hardware").string(); }
 std::string presets_dir(const std::string& config_dir) { return (fs::path(config_dir) / "models").string(); }
 
-std::vector<std::string> instances_of(const PlanOptions& o, const std::string& config_dir) {
-  if (!o.instances.empty()) return o.instances;
-  std::vector<std::string> out;
+const char* const kPrecisions[] = {"bf16", "fp16", "tf32", "fp32"};
+
+std::string checked_precision(const std::string& precision, const std::string& where) {
+  for (const char* p : kPrecisions)
+    if (precision == p) return precision;
+  throw joule::UsageError(where + ": precision '" + precision + "' is unknown; valid: bf16, fp16, tf32, fp32");
+}
+
+// An instance of the table and the precision its row assumes.
+struct InstanceRow {
+  std::string name, precision;
+};
+
+// --instance NAME or NAME:PRECISION (per row); none: every accelerator profile at --precision.
+std::vector<InstanceRow> instances_of(const PlanOptions& o, const std::string& config_dir) {
+  std::vector<InstanceRow> out;
+  for (const std::string& spec : o.instances) {
+    const size_t colon = spec.find(':');
+    if (colon == std::string::npos) out.push_back({spec, o.precision});
+    else out.push_back({spec.substr(0, colon), checked_precision(spec.substr(colon + 1), "--instance " + spec)});
+  }
+  if (!out.empty()) return out;
   for (const auto& name : trainer::list_instance_profiles(hardware_dir(config_dir)))
-    if (trainer::load_instance_profile(name, hardware_dir(config_dir)).device_kind != "cpu") out.push_back(name);
+    if (trainer::load_instance_profile(name, hardware_dir(config_dir)).device_kind != "cpu") out.push_back({name, o.precision});
   return out;
 }
 
@@ -40,7 +59,7 @@ Workload workload_of(const PlanOptions& o, const std::string& config_dir) {
   w.global_batch = o.global_batch;
   w.micro_batch = o.micro_batch;
   w.sequences = o.sequences;
-  w.dtype = o.precision;
+  w.dtype = checked_precision(o.precision, "--precision");
   if (w.seq_len < 1 || w.seq_len > w.model.max_position_embeddings)
     throw joule::UsageError("--seq-len " + std::to_string(w.seq_len) + " is outside 1.." + std::to_string(w.model.max_position_embeddings));
   if (w.global_batch < 1 || w.micro_batch < 1 || !(w.sequences > 0)) throw joule::UsageError("--global-batch, --micro-batch and --sequences must be positive");
@@ -53,6 +72,7 @@ double grid_of(const PlanOptions& o, const std::string& config_dir) {
 }
 
 struct Planned {
+  std::string precision;
   ClusterModel model;
   StepPrediction at_nodes;
   std::vector<StepPrediction> scaling;
@@ -66,10 +86,12 @@ struct Plan {
 
 Plan run_plan(const PlanOptions& o, const std::string& config_dir) {
   Plan plan{workload_of(o, config_dir), grid_of(o, config_dir), {}};
-  for (const auto& name : instances_of(o, config_dir)) {
-    ClusterModel m(trainer::load_instance_profile(name, hardware_dir(config_dir)), presets_dir(config_dir));
-    Planned p{m, m.predict(plan.workload, o.nodes, {}, plan.grid_g_per_kwh), {}};
-    for (int n : o.scaling) p.scaling.push_back(m.predict(plan.workload, n, {}, plan.grid_g_per_kwh));
+  for (const InstanceRow& row : instances_of(o, config_dir)) {
+    ClusterModel m(trainer::load_instance_profile(row.name, hardware_dir(config_dir)), presets_dir(config_dir));
+    Workload w = plan.workload;
+    w.dtype = row.precision;
+    Planned p{row.precision, m, m.predict(w, o.nodes, {}, plan.grid_g_per_kwh), {}};
+    for (int n : o.scaling) p.scaling.push_back(m.predict(w, n, {}, plan.grid_g_per_kwh));
     plan.instances.push_back(std::move(p));
   }
   return plan;
@@ -89,15 +111,16 @@ std::string plan_text(const PlanOptions& o, const std::string& config_dir) {
   const Workload& w = plan.workload;
   std::ostringstream out;
   out << "joule plan: " << o.model << ", seq " << o.seq_len << " (" << w.max_predictions << " predictions), global batch " << o.global_batch
-      << ", micro-batch " << o.micro_batch << " per device, " << f("%.4g", o.sequences) << " sequences, " << o.precision << ", grid "
+      << ", micro-batch " << o.micro_batch << " per device, " << f("%.4g", o.sequences) << " sequences, " << o.precision << " unless a row says otherwise, grid "
       << f("%.1f", plan.grid_g_per_kwh) << " g CO2/kWh\n\n";
   char line[512];
-  std::snprintf(line, sizeof line, "%-16s %6s %8s %12s %13s %10s %11s %10s\n", "instance", "nodes", "hours", "seq/hour", "kWh", "USD", "CO2 kg", "seq/s");
+  std::snprintf(line, sizeof line, "%-16s %-9s %6s %8s %12s %13s %10s %11s %10s\n", "instance", "precision", "nodes", "hours", "seq/hour", "kWh",
+                "USD", "CO2 kg", "seq/s");
   out << line;
   for (const auto& p : planned) {
     const StepPrediction& r = p.at_nodes;
-    std::snprintf(line, sizeof line, "%-16s %6d %8.2f %12.4g %13.1f %10.0f %11.1f %10.0f\n", r.instance.c_str(), r.nodes, r.hours, r.seq_per_hour,
-                  r.kwh, r.usd, r.co2_kg, r.seq_per_s);
+    std::snprintf(line, sizeof line, "%-16s %-9s %6d %8.2f %12.4g %13.1f %10.0f %11.1f %10.0f\n", r.instance.c_str(), p.precision.c_str(), r.nodes,
+                  r.hours, r.seq_per_hour, r.kwh, r.usd, r.co2_kg, r.seq_per_s);
     out << line;
   }
   out << "\nstep time breakdown at " << o.nodes << " nodes (seconds per step):\n";
@@ -107,7 +130,7 @@ std::string plan_text(const PlanOptions& o, const std::string& config_dir) {
   for (const auto& p : planned) {
     const StepPrediction& r = p.at_nodes;
     std::snprintf(line, sizeof line, "%-16s %9.4f %9.4f %11.4f %9.4f %9.4f %6lld  %.3f, %s\n", r.instance.c_str(), r.step_s, r.compute_s,
-                  r.exposed_comm_s, r.comm_s, r.optimizer_s, static_cast<long long>(r.accumulation), p.model.efficiency(),
+                  r.exposed_comm_s, r.comm_s, r.optimizer_s, static_cast<long long>(r.accumulation), p.model.efficiency(o.seq_len),
                   p.model.efficiency_basis().c_str());
     out << line;
   }
@@ -132,8 +155,9 @@ std::string plan_text(const PlanOptions& o, const std::string& config_dir) {
 
 std::string plan_json(const PlanOptions& o, const std::string& config_dir) {
   const auto planned = run_plan(o, config_dir).instances;
-  auto row = [](const StepPrediction& r, const ClusterModel& m) {
+  auto row = [&o](const StepPrediction& r, const ClusterModel& m, const std::string& precision) {
     return nlohmann::json{{"instance", r.instance},
+                          {"precision", precision},
                           {"nodes", r.nodes},
                           {"devices", r.devices},
                           {"seq_per_s", r.seq_per_s},
@@ -149,13 +173,13 @@ std::string plan_json(const PlanOptions& o, const std::string& config_dir) {
                           {"other_s", r.optimizer_s},
                           {"accumulation", r.accumulation},
                           {"node_power_w", r.node_power_w},
-                          {"efficiency", m.efficiency()},
+                          {"efficiency", m.efficiency(o.seq_len)},
                           {"efficiency_basis", m.efficiency_basis()}};
   };
   nlohmann::json rows = nlohmann::json::array(), scaling = nlohmann::json::array();
   for (const auto& p : planned) {
-    rows.push_back(row(p.at_nodes, p.model));
-    for (const auto& r : p.scaling) scaling.push_back(row(r, p.model));
+    rows.push_back(row(p.at_nodes, p.model, p.precision));
+    for (const auto& r : p.scaling) scaling.push_back(row(r, p.model, p.precision));
   }
   return nlohmann::json{{"rows", rows}, {"scaling", scaling}}.dump(2) + "\n";
 }

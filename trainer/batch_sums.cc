@@ -16,12 +16,6 @@ void BatchSums::add(const BatchSums& other) {
   batches += other.batches;
 }
 
-std::string EvalResult::to_json() const {
-  return nlohmann::json({{"mlm_loss", mlm_loss}, {"nsp_loss", nsp_loss}, {"loss", loss}, {"mlm_accuracy", mlm_accuracy},
-                         {"nsp_accuracy", nsp_accuracy}, {"sequences", sequences}})
-      .dump();
-}
-
 EvalResult finish_eval(const BatchSums& c) {
   EvalResult r;
   r.mlm_loss = c.mlm_loss / std::max(1.0, c.batches);

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "trainer/cost/run_summary.h"
+
 namespace joule::trainer {
 
 struct BatchSums {
@@ -12,11 +14,8 @@ struct BatchSums {
   void add(const BatchSums& other);
 };
 
-struct EvalResult {
-  double mlm_loss = 0, nsp_loss = 0, loss = 0, mlm_accuracy = 0, nsp_accuracy = 0;
-  int64_t sequences = 0;
-  std::string to_json() const;
-};
+// An evaluation's figures: the struct the run summary carries (trainer/cost/run_summary.h).
+using EvalResult = EvalFigures;
 
 // The figures from sums over every rank's slice: mean losses per batch, accuracies per prediction/sequence.
 EvalResult finish_eval(const BatchSums& sums);

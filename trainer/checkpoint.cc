@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "launch/json_field.h"
 #include "models/model_dir.h"
 #include "models/safetensors.h"
 
@@ -23,18 +25,38 @@ namespace {
 
 constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull, kFnvPrime = 0x100000001b3ull;
 
-void fsync_path(const std::string& path) {
+// What to do about a failed write, by its cause.
+std::string write_hint(int err) {
+  if (err == ENOSPC || err == EDQUOT) return "the file system is full: free space (or lower checkpoint.keep), then --resume auto";
+  if (err == EROFS || err == EACCES || err == EPERM) return "the run directory is not writable: fix its permissions or choose another --run-dir";
+  return "check the file system of the run directory, then --resume auto (the previous checkpoint is untouched)";
+}
+
+[[noreturn]] void write_failed(const std::string& path, const std::string& what, int err) {
+  throw CheckpointError(path + ": " + what + " failed: " + std::strerror(err) + " (the checkpoint is incomplete and will not be marked COMPLETE)",
+                        write_hint(err));
+}
+
+// Flushes a file or a directory to stable storage; a failure (or an injected one) is an error: COMPLETE may only
+// follow a durable write.
+void fsync_path(const std::string& path, bool inject_failure) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
+  if (fd < 0) write_failed(path, "open for fsync", errno);
+  const int rc = inject_failure ? (errno = EIO, -1) : ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) write_failed(path, "fsync", err);
 }
 
 void write_file(const std::string& path, const std::string& bytes) {
+  errno = 0;
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) write_failed(path, "open", errno ? errno : EIO);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  if (!out.flush()) throw CheckpointError(path + ": write failed (disk full?)");
+  out.flush();
+  if (!out) write_failed(path, "write", errno ? errno : EIO);
+  out.close();
+  if (!out) write_failed(path, "close", errno ? errno : EIO);
 }
 
 std::string read_file(const std::string& path) {
@@ -56,13 +78,28 @@ void write_tensors(const std::string& path, const std::vector<std::pair<std::str
     keep.push_back(t.detach().to(torch::kCPU, torch::kFloat32).contiguous());
     tensors.push_back({name, st::DType::F32, keep.back().sizes().vec(), keep.back().data_ptr()});
   }
-  st::write(path, tensors);
+  try {
+    st::write(path, tensors);
+  } catch (const st::FormatError& e) {  // the writer names the file and the system's reason
+    const std::string what = e.what();
+    const int err = what.find(std::strerror(ENOSPC)) != std::string::npos ? ENOSPC
+                    : what.find(std::strerror(EROFS)) != std::string::npos ? EROFS : EIO;
+    throw CheckpointError(what + " (the checkpoint is incomplete and will not be marked COMPLETE)", write_hint(err));
+  }
 }
 
 std::string step_name(int64_t step) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "step_%08lld", static_cast<long long>(step));
   return buf;
+}
+
+// A name joule gives a checkpoint: step_ and eight or more digits, or that with .tmp while it is written; nothing
+// else (a user's "step_6_before_lr" or "best" is never resumed from or pruned).
+bool is_checkpoint_name(std::string name) {
+  if (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0) name.resize(name.size() - 4);
+  if (name.rfind("step_", 0) != 0 || name.size() < 13) return false;
+  return std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 nlohmann::json state_json(const TrainerState& s) {
@@ -94,17 +131,19 @@ std::string fnv1a64_hex(const std::string& text) {
 }
 
 std::string save_checkpoint(const std::string& root, const models::BertForPreTraining& model, const Optimizer& optimizer,
-                            const TrainerState& state, collectives::Communicator& comm, int64_t keep,
-                            const std::function<void(const std::string& stage)>& after_stage) {
+                            const TrainerState& state, collectives::Communicator& comm, int64_t keep, const CheckpointFaults& faults) {
   auto stage = [&](const char* name) {
-    if (after_stage) after_stage(name);
+    if (faults.after_stage) faults.after_stage(name);
   };
+  auto fsync_path = [&](const std::string& path) { trainer::fsync_path(path, faults.fail_fsync); };
   const int rank = comm.info().rank;
   const std::string final_dir = (fs::path(root) / step_name(state.step)).string();
   const std::string tmp = final_dir + ".tmp";
   if (rank == 0) {
-    fs::remove_all(tmp);
-    fs::create_directories(tmp);
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    if (!ec) fs::create_directories(tmp, ec);
+    if (ec) write_failed(tmp, "creating the directory", ec.value());
   }
   comm.barrier();
   // Every rank: its generator state (dropout draws from it).
@@ -133,18 +172,19 @@ std::string save_checkpoint(const std::string& root, const models::BertForPreTra
     fsync_path((fs::path(tmp) / "manifest.json").string());
     stage("manifest");
     fsync_path(tmp);
-    fs::remove_all(final_dir);
-    fs::rename(tmp, final_dir);
+    std::error_code ec;
+    fs::remove_all(final_dir, ec);
+    if (!ec) fs::rename(tmp, final_dir, ec);
+    if (ec) write_failed(final_dir, "renaming " + tmp + " to it", ec.value());
     fsync_path(root);
     stage("renamed");
     write_file((fs::path(final_dir) / "COMPLETE").string(), "");
     fsync_path(final_dir);
-    // Keep the newest `keep` complete checkpoints.
+    // Keep the newest `keep` complete checkpoints (joule's own names only).
     std::vector<std::string> complete;
-    for (const auto& e : fs::directory_iterator(root))
-      if (e.is_directory() && fs::exists(e.path() / "COMPLETE")) complete.push_back(e.path().string());
-    std::sort(complete.begin(), complete.end());
-    for (size_t i = 0; i + static_cast<size_t>(keep) < complete.size(); ++i) fs::remove_all(complete[i]);
+    for (const std::string& d : list_checkpoints(root))
+      if (fs::exists(fs::path(d) / "COMPLETE")) complete.push_back(d);
+    for (size_t i = static_cast<size_t>(keep); i < complete.size(); ++i) fs::remove_all(complete[i]);
   }
   comm.barrier();
   return final_dir;
@@ -156,13 +196,7 @@ namespace {
 // the file and the key.
 template <typename T>
 T field(const nlohmann::json& j, const std::string& key, const std::string& file) {
-  const auto it = j.find(key);
-  if (it == j.end()) throw CheckpointError(file + ": missing key '" + key + "'");
-  try {
-    return it->get<T>();
-  } catch (const nlohmann::json::exception&) {
-    throw CheckpointError(file + ": key '" + key + "' holds " + it->dump() + " (" + it->type_name() + "), not the type joule writes");
-  }
+  return joule::json_field<T, CheckpointError>(j, key, file);
 }
 
 nlohmann::json parse_json_file(const std::string& path) {
@@ -217,15 +251,43 @@ TrainerState read_trainer_state(const std::string& dir, int64_t* optimizer_steps
   return state;
 }
 
+// "" when `dir`'s manifest has the checksum `manifest_fnv1a64` and every file it lists has its size; else what differs.
+std::string matches_manifest(const std::string& dir, const std::string& manifest_fnv1a64) {
+  const std::string path = (fs::path(dir) / "manifest.json").string();
+  if (!fs::exists(path)) return "no manifest.json";
+  if (hex(fnv1a64_file(path)) != manifest_fnv1a64) return "its manifest.json differs from rank 0's";
+  try {
+    const nlohmann::json files = field<nlohmann::json>(parse_json_file(path), "files", path);
+    for (const auto& [name, info] : files.items()) {
+      const fs::path p = fs::path(dir) / name;
+      std::error_code ec;
+      const auto size = fs::file_size(p, ec);
+      if (ec) return name + " is missing";
+      if (size != field<uint64_t>(info, "bytes", path + " files." + name))
+        return name + " has " + std::to_string(size) + " bytes, the manifest says " + info["bytes"].dump();
+    }
+  } catch (const CheckpointError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 }  // namespace
 
-std::optional<std::string> find_latest_checkpoint(const std::string& root, std::vector<std::string>* warnings) {
-  if (!fs::is_directory(root)) return std::nullopt;
+std::vector<std::string> list_checkpoints(const std::string& root) {
   std::vector<std::string> dirs;
-  for (const auto& e : fs::directory_iterator(root))
-    if (e.is_directory() && e.path().filename().string().rfind("step_", 0) == 0) dirs.push_back(e.path().string());
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return dirs;
+  for (const auto& e : fs::directory_iterator(root, ec))
+    if (e.is_directory(ec) && is_checkpoint_name(e.path().filename().string())) dirs.push_back(e.path().string());
   std::sort(dirs.rbegin(), dirs.rend());
-  for (const std::string& d : dirs) {
+  return dirs;
+}
+
+std::string verify_checkpoint(const std::string& dir) { return verify(dir); }
+
+std::optional<std::string> find_latest_checkpoint(const std::string& root, std::vector<std::string>* warnings) {
+  for (const std::string& d : list_checkpoints(root)) {
     const std::string problem = verify(d);
     if (problem.empty()) return d;
     if (warnings) warnings->push_back("skipping checkpoint " + d + ": " + problem);
@@ -233,10 +295,24 @@ std::optional<std::string> find_latest_checkpoint(const std::string& root, std::
   return std::nullopt;
 }
 
+std::string manifest_checksum(const std::string& dir) {
+  return hex(fnv1a64_file((fs::path(dir) / "manifest.json").string()));
+}
+
 TrainerState load_checkpoint(const std::string& dir, models::BertForPreTraining& model, Optimizer& optimizer, int rank,
-                             int world_size) {
-  const std::string problem = verify(dir);
-  if (!problem.empty()) throw CheckpointError(dir + ": " + problem);
+                             int world_size, const std::string& verified_manifest) {
+  if (verified_manifest.empty()) {
+    const std::string problem = verify(dir);
+    if (!problem.empty()) throw CheckpointError(dir + ": " + problem);
+  } else {
+    // Rank 0 read and verified every byte; here, that this rank sees the same checkpoint: the same manifest and
+    // files of the manifest's sizes (a shared file system that has not caught up fails here, clearly).
+    const std::string problem = matches_manifest(dir, verified_manifest);
+    if (!problem.empty())
+      throw CheckpointError(dir + ": rank " + std::to_string(rank) + " does not see the checkpoint rank 0 verified: " + problem,
+                            "the ranks' views of the run directory differ (a shared file system still propagating?): wait and "
+                            "--resume auto again, or check that every node mounts the same run directory");
+  }
   int64_t optimizer_steps = 0;
   TrainerState state = read_trainer_state(dir, &optimizer_steps);
   try {

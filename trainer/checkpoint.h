@@ -41,20 +41,40 @@ class CheckpointError : public joule::Error {
       : joule::Error(message, std::move(hint)) {}
 };
 
-// Collective: every rank calls it. Returns the checkpoint directory. `after_stage` (fault injection) is
-// called after each stage of the write: "rng", "model", "optimizer", "state", "manifest", "renamed".
+// Fault injection into a checkpoint write (trainer/fault.h): `after_stage` is called after each stage: "rng",
+// "model", "optimizer", "state", "manifest", "renamed"; `fail_fsync` makes every fsync fail with EIO.
+struct CheckpointFaults {
+  std::function<void(const std::string& stage)> after_stage;
+  bool fail_fsync = false;
+};
+
+// Collective: every rank calls it. Returns the checkpoint directory. Every write and fsync is checked: a failure
+// is a CheckpointError naming the file and the cause (ENOSPC, EROFS, EIO), and the directory is never marked
+// COMPLETE. Keeps the newest `keep` checkpoints with joule's own names (step_NNNNNNNN); other directories are
+// left alone.
 std::string save_checkpoint(const std::string& root, const models::BertForPreTraining& model, const Optimizer& optimizer,
-                            const TrainerState& state, collectives::Communicator& comm, int64_t keep,
-                            const std::function<void(const std::string& stage)>& after_stage = {});
+                            const TrainerState& state, collectives::Communicator& comm, int64_t keep, const CheckpointFaults& faults = {});
+
+// The checkpoints under `root` with joule's names (step_ and digits, or that with .tmp while being written), newest
+// first; complete or not.
+std::vector<std::string> list_checkpoints(const std::string& root);
+
+// Reads every file of `dir` against its manifest: "" when the checkpoint is complete and intact, else what is wrong.
+std::string verify_checkpoint(const std::string& dir);
 
 // The newest complete, verified checkpoint under `root`, or nothing. Problems with newer ones are
 // appended to `warnings`.
 std::optional<std::string> find_latest_checkpoint(const std::string& root, std::vector<std::string>* warnings);
 
-// Verifies the manifest and loads weights, optimizer state and this rank's generator state (when the
-// world size matches; otherwise ranks keep their fresh seeds). Throws CheckpointError naming the file.
+// The FNV-1a-64 of `dir`/manifest.json: what identifies a verified checkpoint across ranks.
+std::string manifest_checksum(const std::string& dir);
+
+// Loads weights, optimizer state and this rank's generator state (when the world size matches; otherwise ranks
+// keep their fresh seeds). `verified_manifest`: the manifest checksum of the checkpoint rank 0 chose and verified;
+// this rank then checks only that it sees the same manifest and file sizes (no second read of the data). Empty:
+// verifies every file here. Throws CheckpointError naming the file.
 TrainerState load_checkpoint(const std::string& dir, models::BertForPreTraining& model, Optimizer& optimizer, int rank,
-                             int world_size);
+                             int world_size, const std::string& verified_manifest = "");
 
 uint64_t fnv1a64_file(const std::string& path);
 std::string fnv1a64_hex(const std::string& text);

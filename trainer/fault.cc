@@ -16,8 +16,9 @@
 namespace joule::trainer {
 namespace {
 
-constexpr FaultKind kKinds[] = {FaultKind::kill, FaultKind::kill_in_checkpoint, FaultKind::stall,
-                                FaultKind::nan,  FaultKind::preempt,            FaultKind::corrupt_shard};
+constexpr FaultKind kKinds[] = {FaultKind::kill,          FaultKind::kill_in_checkpoint, FaultKind::stall,
+                                FaultKind::nan,           FaultKind::preempt,            FaultKind::corrupt_shard,
+                                FaultKind::fail_fsync,    FaultKind::stale_checkpoint_view};
 const char* const kStages[] = {"rng", "model", "optimizer", "state", "manifest", "renamed"};
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -52,6 +53,8 @@ const char* fault_kind_name(FaultKind kind) {
     case FaultKind::nan: return "nan";
     case FaultKind::preempt: return "preempt";
     case FaultKind::corrupt_shard: return "corrupt-shard";
+    case FaultKind::fail_fsync: return "fail-fsync";
+    case FaultKind::stale_checkpoint_view: return "stale-checkpoint-view";
   }
   return "?";
 }
@@ -67,7 +70,7 @@ FaultPlan FaultPlan::parse(const std::string& spec) {
       if (kind == fault_kind_name(k)) f.kind = k, known = true;
     if (!known)
       throw FaultError("JOULE_FAULT: unknown fault '" + kind + "' in '" + item +
-                       "'; valid: kill, kill-in-checkpoint, stall, nan, preempt, corrupt-shard");
+                       "'; valid: kill, kill-in-checkpoint, stall, nan, preempt, corrupt-shard, fail-fsync, stale-checkpoint-view");
     bool has_step = false;
     for (const std::string& kv : split(colon == std::string::npos ? "" : item.substr(colon + 1), ',')) {
       const size_t eq = kv.find('=');
@@ -86,7 +89,12 @@ FaultPlan FaultPlan::parse(const std::string& spec) {
         throw FaultError("JOULE_FAULT: key '" + key + "' does not apply to '" + kind + "' (" + item + ")");
       }
     }
-    if (!has_step || f.step < 1) throw FaultError("JOULE_FAULT: '" + item + "' needs step=N with N >= 1");
+    if (f.kind == FaultKind::stale_checkpoint_view) {
+      if (has_step) throw FaultError("JOULE_FAULT: '" + item + "' takes no step (it acts when the run resumes)");
+      f.step = 1;
+    } else if (!has_step || f.step < 1) {
+      throw FaultError("JOULE_FAULT: '" + item + "' needs step=N with N >= 1");
+    }
     if (f.rank < 0 || f.count < 1 || f.seconds < 0) throw FaultError("JOULE_FAULT: '" + item + "': rank must be >= 0, count >= 1 and seconds >= 0");
     plan.faults_.push_back(f);
   }

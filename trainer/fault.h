@@ -11,6 +11,9 @@
 //   preempt:rank=R,step=N                   rank R behaves as if sent SIGUSR1 during step N
 //   corrupt-shard:rank=R,step=N             after step N, rank R overwrites every training shard with bytes that
 //                                           are not HDF5 (same size) and makes its loader reopen them
+//   fail-fsync:rank=0,step=N                every fsync of step N's checkpoint write fails with EIO on rank R
+//   stale-checkpoint-view:rank=R            on resume, rank R's listing of checkpoints/ lacks the newest one (a shared
+//                                           file system whose directory listing lags); takes no step
 //
 // rank defaults to 0; step counts optimizer steps from 1. A malformed JOULE_FAULT is an error at start-up.
 // No LibTorch here.
@@ -27,8 +30,9 @@
 
 namespace joule::trainer {
 
-enum class FaultKind { kill, kill_in_checkpoint, stall, nan, preempt, corrupt_shard };
-// As spelled in JOULE_FAULT: "kill", "kill-in-checkpoint", "stall", "nan", "preempt", "corrupt-shard".
+enum class FaultKind { kill, kill_in_checkpoint, stall, nan, preempt, corrupt_shard, fail_fsync, stale_checkpoint_view };
+// As spelled in JOULE_FAULT: "kill", "kill-in-checkpoint", "stall", "nan", "preempt", "corrupt-shard", "fail-fsync",
+// "stale-checkpoint-view".
 const char* fault_kind_name(FaultKind kind);
 
 struct Fault {
@@ -78,6 +82,10 @@ class FaultPoints {
   bool preempts(int64_t step) const { return plan_.at(FaultKind::preempt, rank_, step) != nullptr; }
   // Inside step `step`'s checkpoint write, after `stage`: kill-in-checkpoint (never returns when it fires).
   void checkpoint_stage(int64_t step, const std::string& stage) const;
+  // Whether the fsyncs of step `step`'s checkpoint write are to fail (EIO).
+  bool fails_fsync(int64_t step) const { return plan_.at(FaultKind::fail_fsync, rank_, step) != nullptr; }
+  // Whether this rank's listing of the checkpoint directory is to lack the newest entry.
+  bool stale_checkpoint_view() const { return plan_.at(FaultKind::stale_checkpoint_view, rank_, 1) != nullptr; }
 
  private:
   FaultPlan plan_;

@@ -79,7 +79,7 @@ void MetricsLogger::write_interval(const StepBoundary& reduced, RunAccounting& a
                         {"cost_usd", spent.usd},
                         {"co2_kg", spent.co2_kg},
                         {"energy_source", energy_json(ledger.energy())["source"]}};
-    if (sim) j["sim"] = sim->to_json(last_.step);
+    if (sim) j["sim"] = sim->figures(last_.step).to_json();
     // After a warm-up fraction of the target, project the whole run from the measured rates.
     if (timed_steps_ > 0 && last_.sequences >= s_.project_after_fraction * s_.target_sequences) {
       const Projection p = project_target(s_.target_sequences, last_.sequences, ledger.wall_s(), spent, rate);
@@ -106,7 +106,7 @@ void MetricsLogger::write_interval(const StepBoundary& reduced, RunAccounting& a
 
 void MetricsLogger::write_eval(int64_t step, const EvalResult& eval) {
   if (!root_) return;
-  file_ << nlohmann::json({{"step", step}, {"eval", nlohmann::json::parse(eval.to_json())}}).dump() << "\n" << std::flush;
+  file_ << nlohmann::json({{"step", step}, {"eval", eval.to_json()}}).dump() << "\n" << std::flush;
   std::printf("eval at step %lld: mlm_acc %.4f, nsp_acc %.4f, loss %.4f (%lld sequences)\n", static_cast<long long>(step),
               eval.mlm_accuracy, eval.nsp_accuracy, eval.loss, static_cast<long long>(eval.sequences));
   std::fflush(stdout);

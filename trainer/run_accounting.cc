@@ -28,11 +28,12 @@ RunAccounting::RunAccounting(const RunConfig& cfg, const std::string& config_dir
       monitor_(cfg.meters, meter_context(profile_, info), cfg.meter_sample_seconds),
       ranks_(info.world_size),
       nodes_(info.node_count),
-      segment_start_(std::chrono::steady_clock::now()) {}
+      segment_start_(std::chrono::steady_clock::now()),
+      segment_started_utc_(utc_now_iso()) {}
 
 void RunAccounting::begin_segment(const std::string& ledger_json, int64_t step, int64_t sequences, const std::string& project_name) {
   if (!ledger_json.empty()) {
-    ledger_ = Ledger::from_json(nlohmann::json::parse(ledger_json));
+    ledger_ = Ledger::from_json(nlohmann::json::parse(ledger_json), "the checkpoint's ledger");
     for (Segment& g : ledger_.segments)
       if (g.status == "running") g.status = "interrupted (counted to its last checkpoint)";
   }
@@ -42,7 +43,7 @@ void RunAccounting::begin_segment(const std::string& ledger_json, int64_t step, 
   g.start_step = g.end_step = step;
   g.ranks = ranks_;
   g.nodes = nodes_;
-  g.started_utc = utc_now_iso();
+  g.started_utc = segment_started_utc_;  // when billing began, as wall_s counts
   g.cost = cost_;
   g.meters = monitor_.sources();
   ledger_.segments.push_back(g);
@@ -68,8 +69,14 @@ void RunAccounting::set_mfu_basis(double flops_per_sequence, const std::string& 
   }
 }
 
+std::optional<double> RunAccounting::mfu(double seq_per_s) const {
+  if (!(peak_flops_ > 0)) return std::nullopt;
+  return seq_per_s * flops_per_sequence_ / peak_flops_;
+}
+
 nlohmann::json RunAccounting::mfu_json(double seq_per_s) const {
-  return peak_flops_ > 0 ? nlohmann::json(seq_per_s * flops_per_sequence_ / peak_flops_) : nlohmann::json();
+  const std::optional<double> m = mfu(seq_per_s);
+  return m ? nlohmann::json(*m) : nlohmann::json();
 }
 
 }  // namespace joule::trainer

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -36,7 +37,8 @@ class RunAccounting {
 
   // MFU against the instance peak for `dtype`, over every node: null when the profile has no figure.
   void set_mfu_basis(double flops_per_sequence, const std::string& dtype);
-  nlohmann::json mfu_json(double seq_per_s) const;
+  std::optional<double> mfu(double seq_per_s) const;  // none without a peak for the device and dtype
+  nlohmann::json mfu_json(double seq_per_s) const;    // the same, null when none
 
  private:
   InstanceProfile profile_;
@@ -45,6 +47,7 @@ class RunAccounting {
   Ledger ledger_;
   int ranks_, nodes_;
   std::chrono::steady_clock::time_point segment_start_;
+  std::string segment_started_utc_;
   int64_t segment_start_sequences_ = 0;
   double flops_per_sequence_ = 0, peak_flops_ = 0;
 };

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "data/shard.h"
+#include "launch/runtime.h"
 #include "data/tokenizer.h"
 #include "models/model_dir.h"
 
@@ -104,7 +105,10 @@ TrainingObjects build_training(const ResolvedRun& run, collectives::Communicator
   return o;
 }
 
-StartPoint choose_start(const std::string& run_dir, const std::string& resume) {
+namespace {
+
+// Rank 0's choice, verified.
+StartPoint choose_on_root(const std::string& run_dir, const std::string& resume) {
   const std::string ckpt_root = (fs::path(run_dir) / "checkpoints").string();
   StartPoint start;
   if (resume == "auto") {
@@ -117,10 +121,47 @@ StartPoint choose_start(const std::string& run_dir, const std::string& resume) {
                             "\nresume from a checkpoint of your own with --resume DIR, or move them away to start over");
     }
   } else if (!resume.empty()) {
+    std::error_code ec;
+    if (!fs::is_directory(resume, ec))
+      throw CheckpointError("--resume " + resume + ": no such directory",
+                            "give a checkpoint directory (RUN/checkpoints/step_NNNNNNNN) or --resume auto");
+    if (!fs::exists(fs::path(resume) / "manifest.json") && fs::is_directory(fs::path(resume) / "checkpoints"))
+      throw CheckpointError("--resume " + resume + ": a run directory, not a checkpoint",
+                            "pass --run-dir " + resume + " --resume auto, or one of its checkpoints/step_NNNNNNNN");
+    if (const std::string problem = verify_checkpoint(resume); !problem.empty()) throw CheckpointError(resume + ": " + problem);
     start.checkpoint = resume;
   } else if (find_latest_checkpoint(ckpt_root, nullptr)) {
     throw RunConfigError(ckpt_root + " already holds checkpoints: pass --resume auto to continue, or use another --run-dir");
   }
+  if (start.checkpoint) start.manifest_checksum = manifest_checksum(*start.checkpoint);
+  return start;
+}
+
+// The newest complete checkpoint this rank lists (no checksums read): what it would have chosen on its own.
+std::string own_view(const std::string& run_dir, const FaultPoints& faults) {
+  std::vector<std::string> listed;
+  for (const std::string& d : list_checkpoints((fs::path(run_dir) / "checkpoints").string()))
+    if (fs::exists(fs::path(d) / "COMPLETE")) listed.push_back(d);
+  if (faults.stale_checkpoint_view() && !listed.empty()) listed.erase(listed.begin());  // fault injection
+  return listed.empty() ? "none" : listed.front();
+}
+
+}  // namespace
+
+StartPoint choose_start(const std::string& run_dir, const std::string& resume, collectives::Communicator& comm, const FaultPoints& faults) {
+  const int rank = comm.info().rank;
+  StartPoint start;
+  if (rank == 0) start = choose_on_root(run_dir, resume);  // an error here ends the job on every rank (main)
+  std::string dir = start.checkpoint.value_or("");
+  collectives::broadcast_string(comm, dir, 0, 600, "the checkpoint to resume");
+  collectives::broadcast_string(comm, start.manifest_checksum, 0, 600, "its manifest checksum");
+  if (rank == 0 || dir.empty()) return start;
+  start.checkpoint = dir;
+  if (resume == "auto")
+    if (const std::string mine = own_view(run_dir, faults); mine != dir)
+      std::cerr << launch::rank_prefix() + "note: this rank lists " + mine + " as the newest checkpoint; rank 0 chose " + dir +
+                       " (a shared file system still propagating?): loading rank 0's choice\n"
+                << std::flush;
   return start;
 }
 
@@ -137,7 +178,7 @@ TrainerState start_state(const ResolvedRun& run, const StartPoint& start, Traini
     objects.reducer->broadcast_parameters(0);
     return state;
   }
-  const TrainerState loaded = load_checkpoint(*start.checkpoint, objects.model, *objects.optimizer, rank, run.world);
+  const TrainerState loaded = load_checkpoint(*start.checkpoint, objects.model, *objects.optimizer, rank, run.world, start.manifest_checksum);
   if (loaded.config_hash != run.config_hash) say("warning: resuming with a config that differs from the checkpoint's\n");
   if (loaded.world_size != run.world)
     say("note: resuming on " + std::to_string(run.world) + " ranks a run saved on " + std::to_string(loaded.world_size) + "\n");

@@ -15,6 +15,7 @@
 #include "models/bert.h"
 #include "models/bert_config.h"
 #include "trainer/checkpoint.h"
+#include "trainer/fault.h"
 #include "trainer/optimizer.h"
 #include "trainer/run_config.h"
 
@@ -48,9 +49,13 @@ TrainingObjects build_training(const ResolvedRun& run, collectives::Communicator
 // "auto" (the newest complete checkpoint that verifies; none at all: fresh), or a checkpoint directory.
 struct StartPoint {
   std::optional<std::string> checkpoint;
-  std::vector<std::string> warnings;  // checkpoints skipped by "auto"
+  std::string manifest_checksum;      // of the checkpoint rank 0 verified: every rank loads exactly that one
+  std::vector<std::string> warnings;  // checkpoints skipped by "auto" (rank 0)
 };
-StartPoint choose_start(const std::string& run_dir, const std::string& resume);
+// Collective. Rank 0 alone chooses (fresh, --resume auto: the newest checkpoint that verifies, or --resume DIR) and
+// verifies the choice, reading it once; every rank gets its path and manifest checksum. A rank whose own listing
+// of checkpoints/ differs (a shared file system lagging) says so and still loads rank 0's choice.
+StartPoint choose_start(const std::string& run_dir, const std::string& resume, collectives::Communicator& comm, const FaultPoints& faults);
 
 // Loads the chosen checkpoint into `objects` (or broadcasts rank 0's fresh weights) and returns the state the
 // loop starts from. Collective.

@@ -30,29 +30,29 @@ std::string SimulatedClock::start_line() const {
   return s.str();
 }
 
-nlohmann::json SimulatedClock::to_json(int64_t step) const {
+SimulatedFigures SimulatedClock::figures(int64_t step) const {
   const StepPrediction& p = step_;
-  return nlohmann::json{{"label", "simulated target cluster, not measured"},
-                        {"instance", p.instance},
-                        {"nodes", p.nodes},
-                        {"devices", p.devices},
-                        {"global_batch", workload_.global_batch},
-                        {"step_s", p.step_s},
-                        {"compute_s", p.compute_s},
-                        {"comm_s", p.comm_s},
-                        {"exposed_comm_s", p.exposed_comm_s},
-                        {"other_s", p.optimizer_s},
-                        {"seq_per_s", p.seq_per_s},
-                        {"seq_per_hour", p.seq_per_hour},
-                        {"clock_s", static_cast<double>(step) * p.step_s},
-                        {"sequences", step * workload_.global_batch},
-                        {"target_sequences", workload_.sequences},
-                        {"wall_s_for_target", p.hours * 3600},
-                        {"kwh_for_target", p.kwh},
-                        {"usd_for_target", p.usd},
-                        {"co2_kg_for_target", p.co2_kg},
-                        {"buckets", p.bucket_bytes.size()},
-                        {"efficiency_basis", model_->efficiency_basis()}};
+  SimulatedFigures m;
+  m.instance = p.instance;
+  m.efficiency_basis = model_->efficiency_basis();
+  m.nodes = p.nodes;
+  m.devices = p.devices;
+  m.global_batch = workload_.global_batch;
+  m.buckets = static_cast<int64_t>(p.bucket_bytes.size());
+  m.sequences = step * workload_.global_batch;
+  m.step_s = p.step_s;
+  m.compute_s = p.compute_s;
+  m.comm_s = p.comm_s;
+  m.exposed_comm_s = p.exposed_comm_s;
+  m.other_s = p.optimizer_s;
+  m.seq_per_s = p.seq_per_s;
+  m.clock_s = static_cast<double>(step) * p.step_s;
+  m.target_sequences = workload_.sequences;
+  m.wall_s_for_target = p.hours * 3600;
+  m.kwh_for_target = p.kwh;
+  m.usd_for_target = p.usd;
+  m.co2_kg_for_target = p.co2_kg;
+  return m;
 }
 
 }  // namespace joule::trainer

@@ -10,8 +10,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "trainer/cost/run_summary.h"
 #include "trainer/sim/perf_model.h"
 #include "trainer/run_config.h"
 
@@ -24,7 +23,7 @@ class SimulatedClock {
                  const std::vector<double>& bucket_bytes, const std::string& config_dir, double grid_g_per_kwh);
 
   std::string start_line() const;                  // what rank 0 prints at start
-  nlohmann::json to_json(int64_t step) const;      // metrics.jsonl's "sim" and the summary's "simulated"
+  SimulatedFigures figures(int64_t step) const;    // metrics.jsonl's "sim" and the summary's "simulated"
 
  private:
   std::optional<ClusterModel> model_;

@@ -1,6 +1,6 @@
 // What the ranks agree on at the end of every step, in one named struct summed over ranks by a single
 // all-reduce: the preemption and checkpoint decisions, the NaN/Inf skip (every rank must have skipped alike),
-// the logging interval's training sums, an eval's sums, and every process's energy. No LibTorch.
+// the logging interval's training sums, an eval's sums, and every process's energy at a logging step. No LibTorch.
 #pragma once
 
 #include <type_traits>
@@ -17,7 +17,7 @@ struct StepBoundary {
   double skipped = 0;         // ranks whose update was skipped for NaN/Inf gradients
   BatchSums interval;         // the logging interval's training sums (zeros unless the interval ends here)
   BatchSums eval;             // this step's eval sums (zeros unless eval ran)
-  EnergyTotals energy;        // the process's meters since start
+  EnergyTotals energy;        // the process's meters since start (zeros unless the interval ends here)
 
   // Sums every field over the ranks, in place, in one all-reduce that fails after `timeout_seconds`.
   void reduce(collectives::Communicator& comm, double timeout_seconds) {
@@ -26,6 +26,14 @@ struct StepBoundary {
         ->wait();
   }
 };
+// Every process's meters since start, summed over the ranks (collective): at checkpoints and at the end of a run.
+inline EnergyTotals reduce_energy(EnergyTotals local, collectives::Communicator& comm, double timeout_seconds) {
+  comm.all_reduce({local.joules.data(), local.joules.size(), collectives::DType::kFloat64},
+                  {collectives::ReduceOp::kSum, timeout_seconds, "energy totals"})
+      ->wait();
+  return local;
+}
+
 // Reduced as an array of doubles: no padding, nothing but doubles.
 static_assert(std::is_standard_layout_v<StepBoundary> && std::is_trivially_copyable_v<StepBoundary>);
 static_assert(sizeof(StepBoundary) == sizeof(double) * (3 + 2 * 7 + kComponents * kSources));

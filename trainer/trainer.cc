@@ -35,11 +35,13 @@ void say(bool root, const std::string& text) {
   if (root) std::cout << text << std::flush;
 }
 
-// Intra-op threads per rank: train.threads, else the node's cores / local ranks, with a warning when the ranks
-// oversubscribe the cores.
-int configure_threads(const RunConfig& cfg, const collectives::ProcessGroupInfo& info) {
+// Intra-op threads per rank: train.threads, else the node's cores (the union of its ranks' affinity masks) / local
+// ranks, with a warning when the ranks oversubscribe those cores.
+int configure_threads(const RunConfig& cfg, collectives::Communicator& comm) {
+  const collectives::ProcessGroupInfo& info = comm.info();
   std::string oversubscribed;
-  const int threads = launch::threads_per_rank(launch::physical_cores(), info.local_size, static_cast<int>(cfg.threads), &oversubscribed);
+  const int threads = launch::threads_per_rank(collectives::node_core_view(comm, cfg.collective_timeout_seconds), info.local_size,
+                                               static_cast<int>(cfg.threads), &oversubscribed);
   launch::set_threads(threads);
   if (!oversubscribed.empty() && info.local_rank == 0)
     std::cerr << (launch::rank_prefix() + "warning: " + oversubscribed + "\n") << std::flush;
@@ -128,7 +130,7 @@ class TrainingLoop {
       if (log) metrics_.write_interval(boundary, p_.accounting, p_.sim);
       if (eval) finish_eval_at(record.step, boundary.eval);
       const CheckpointPolicy::Decision d = policy_.decide(record.step, boundary);
-      if (d.save) checkpoint(d.preempted, boundary.energy);
+      if (d.save) checkpoint(d.preempted);
       if (d.preempted) return kExitPreempted;
       if (reached_target_) break;
     }
@@ -209,7 +211,7 @@ class TrainingLoop {
     if (log) b.interval = metrics_.interval_sums();
     if (eval)
       b.eval = evaluate_slice(p_.objects.model, *p_.run.eval_set, cfg_.eval_batch, cfg_.eval_max_batches, p_.comm.info().rank, p_.run.world);
-    b.energy = p_.accounting.local_energy();
+    if (log) b.energy = p_.accounting.local_energy();  // meters are read when the interval's figures need them
     policy_.vote(record.step, p_.faults, b);
     return b;
   }
@@ -232,14 +234,17 @@ class TrainingLoop {
 
   std::string checkpoint_root() const { return (fs::path(cfg_.run_dir) / "checkpoints").string(); }
 
-  void checkpoint(bool preempted, const EnergyTotals& energy) {
+  void checkpoint(bool preempted) {
     TrainerState& state = p_.state;
     state.wall_seconds = metrics_.wall_s();
+    const EnergyTotals energy = reduce_energy(p_.accounting.local_energy(), p_.comm, cfg_.collective_timeout_seconds);
     p_.accounting.update_segment(energy, state.step, state.sequences, preempted ? "preempted" : "running");
     state.ledger_json = p_.accounting.ledger().to_json().dump();
     const auto t = Clock::now();
-    const std::string dir = save_checkpoint(checkpoint_root(), p_.objects.model, *p_.objects.optimizer, state, p_.comm, cfg_.checkpoint_keep,
-                                            [&](const std::string& stage) { p_.faults.checkpoint_stage(state.step, stage); });
+    CheckpointFaults faults;
+    faults.after_stage = [&](const std::string& stage) { p_.faults.checkpoint_stage(state.step, stage); };
+    faults.fail_fsync = p_.faults.fails_fsync(state.step);
+    const std::string dir = save_checkpoint(checkpoint_root(), p_.objects.model, *p_.objects.optimizer, state, p_.comm, cfg_.checkpoint_keep, faults);
     policy_.saved();
     say(root_, "checkpoint " + dir + " (" + duration_text(seconds_since(t)) + ")\n");
     if (preempted)
@@ -265,11 +270,9 @@ void finish_run(const ResolvedRun& run, const TrainingLoop& loop, int exit_code,
   const bool root = comm.info().rank == 0;
   state.wall_seconds = loop.metrics().wall_s();
   if (exit_code == 0 && root) models::save_model_dir(objects.model, (fs::path(cfg.run_dir) / "final").string());
-  StepBoundary last;
-  last.energy = accounting.local_energy();
-  last.reduce(comm, cfg.collective_timeout_seconds);
+  const EnergyTotals energy = reduce_energy(accounting.local_energy(), comm, cfg.collective_timeout_seconds);
   const bool preempted = exit_code == kExitPreempted;
-  accounting.update_segment(last.energy, state.step, state.sequences, preempted ? "preempted" : "finished");
+  accounting.update_segment(energy, state.step, state.sequences, preempted ? "preempted" : "finished");
   if (!root) return;
   RunOutcome o;
   o.steps = state.step;
@@ -300,13 +303,13 @@ int train(const TrainOptions& opts) {
   const auto& info = comm->info();
   const FaultPoints faults(std::move(fault_plan), info.rank);
   faults.announce();
-  const int threads = configure_threads(cfg, info);
+  const int threads = configure_threads(cfg, *comm);
   const std::string config_dir = opts.config_dir.empty() ? fs::path(opts.presets_dir).parent_path().string() : opts.config_dir;
   RunAccounting accounting(cfg, config_dir, info);  // the meters run from here: start-up is billed
 
   const ResolvedRun run = resolve_run(cfg, opts.presets_dir, *comm);
   TrainingObjects objects = build_training(run, *comm);
-  const StartPoint start = choose_start(run.cfg.run_dir, opts.resume);
+  const StartPoint start = choose_start(run.cfg.run_dir, opts.resume, *comm, faults);
   TrainerState state = start_state(run, start, objects, *comm);
   write_run_directory(run, info, threads);  // nothing is written before the resume checks have passed
 

@@ -5,7 +5,11 @@
 #  2. kill -9 inside a checkpoint write (at three stages): resume takes the previous checkpoint, same weights;
 #  3. a stalled rank: the others fail with a timeout naming the operation and rank, no hang;
 #  4. NaN in the loss: the steps are skipped and counted; N consecutive ones stop the run on every rank;
-#  5. a shard corrupted mid-run: an error naming the shard, every rank ends non-zero.
+#  5. a shard corrupted mid-run: an error naming the shard, every rank ends non-zero;
+#  6. a rank whose listing of checkpoints/ lags rank 0's (shared file system): it loads rank 0's choice, says so,
+#     and the final weights are the uninterrupted run's;
+#  7. a failing fsync during a checkpoint write: an error naming the file and EIO, no COMPLETE marker, and
+#     --resume auto takes the previous checkpoint.
 # usage: faults.sh JOULE MPIEXEC WORKDIR      (JOULE_FAULT_SEED=N repeats a set of random steps)
 set -uo pipefail
 joule=$1 mpiexec=$2 work=$3
@@ -101,4 +105,21 @@ echo "== 5. a shard corrupted mid-run"
 cp -r shards shards_copy
 JOULE_FAULT="corrupt-shard:rank=1,step=8" faulty corrupt.log 60 --config run.toml --run-dir corrupt --set data.train=shards_copy/train
 grep -q "joule train: error: .*shards_copy/train/part_0000[01].hdf5: " corrupt.log || { cat corrupt.log; fail "no error naming the corrupt shard"; }
+
+echo "== 6. rank 1 lists an older newest checkpoint than rank 0: every rank resumes rank 0's choice"
+JOULE_FAULT="kill:rank=0,step=17" faulty stale.log 60 --config run.toml --run-dir stale
+JOULE_FAULT="stale-checkpoint-view:rank=1" mpi "$joule" train --config run.toml --run-dir stale --resume auto > stale.resume.log 2>&1 ||
+  { cat stale.resume.log; fail "stale view: resume failed"; }
+grep -q "\[rank 1\] note: this rank lists stale/checkpoints/step_00000010 as the newest checkpoint; rank 0 chose stale/checkpoints/step_00000015" \
+  stale.resume.log || { cat stale.resume.log; fail "stale view: rank 1 did not report its lagging view"; }
+cmp ref/final/model.safetensors stale/final/model.safetensors || fail "stale view: final weights differ from the uninterrupted run"
+
+echo "== 7. fsync fails (EIO) during the checkpoint of step 15"
+JOULE_FAULT="fail-fsync:rank=0,step=15" faulty fsync.log 60 --config run.toml --run-dir fsync
+grep -q "\[rank 0\] joule train: error: fsync/checkpoints/step_00000015.tmp/.*: fsync failed: Input/output error (the checkpoint is incomplete" fsync.log ||
+  { cat fsync.log; fail "no error naming the file and EIO"; }
+[[ ! -e fsync/checkpoints/step_00000015/COMPLETE ]] || fail "a checkpoint whose fsync failed was marked COMPLETE"
+JOULE_FAULT="" mpi "$joule" train --config run.toml --run-dir fsync --resume auto > fsync.resume.log 2>&1 || { cat fsync.resume.log; fail "fsync: resume failed"; }
+grep -q "resumed from fsync/checkpoints/step_00000010 at step 10" fsync.resume.log || { cat fsync.resume.log; fail "fsync: did not resume from step 10"; }
+cmp ref/final/model.safetensors fsync/final/model.safetensors || fail "fsync: final weights differ from the uninterrupted run"
 echo "PASS"

@@ -107,6 +107,8 @@ svgs=$(grep -o "<svg" report.dom | wc -l)
 for title in "Loss over sequences" "Masked-LM accuracy over sequences" "Throughput over time" "Energy by component and source" "p4d.24xlarge" "trn1.32xlarge"; do
   grep -q "$title" report.dom || fail "the rendered report lacks '$title'"
 done
+bash "$here/report_layout.sh" report.html || fail "the report's charts have overlapping or cut-off labels (above)"
+! grep -q "e+0" report.html || fail "the report shows a number in exponent form: $(grep -o '[0-9.]*e+0[0-9]' report.html | head -3)"
 echo '<!DOCTYPE html><html><body></body></html>' > blank.html
 browser --window-size=800,600 --screenshot="$PWD/blank.png" "file://$PWD/blank.html" >/dev/null
 python3 - "$here" <<'PY2' || fail "the report screenshot is blank"
@@ -168,6 +170,7 @@ echo "== 7. --device trainium-sim: the same weights as cpu, plus a simulated trn
 mpi "$joule" train --config run.toml --run-dir s --device trainium-sim > s.log 2>&1 || { cat s.log; fail "trainium-sim run failed"; }
 cmp b/final/model.safetensors s/final/model.safetensors || fail "trainium-sim changed the numerics (weights differ from the cpu run)"
 grep -q "SIMULATED throughput" s.log || { cat s.log; fail "no simulated figures in the summary"; }
+grep -q "SIMULATED basis .*applied unchanged to bert-tiny" s.log || { cat s.log; fail "the SIMULATED block does not say its efficiency is applied to bert-tiny as is"; }
 mpi "$joule" train --config run.toml --run-dir s2 --device trainium-sim --sim-instance p4d.24xlarge --sim-nodes 4 > s2.log 2>&1 \
   || { cat s2.log; fail "trainium-sim run with a GPU cluster failed"; }
 python3 - <<'PY2' || fail "simulated figures"
@@ -183,4 +186,21 @@ for d, inst, nodes, devices in (("s", "trn1.32xlarge", 16, 256), ("s2", "p4d.24x
     assert all(r["sim"]["instance"] == inst for r in rows if "loss" in r)
     print(d, inst, "x", nodes, "| step", round(m["step_s"], 6), "s | seq/hour", round(m["seq_per_hour"]))
 PY2
+
+echo "== 8. the oversubscription warning: none for mpirun's default binding (a core per rank) or --bind-to none"
+if (( $(nproc) >= 2 )); then
+  for binding in "" "--bind-to none"; do
+    # shellcheck disable=SC2086  # $binding is zero or two words
+    "$mpiexec" -n 2 --allow-run-as-root $binding "$joule" train --config run.toml --run-dir bind --set train.steps=2 > bind.log 2>&1 ||
+      { cat bind.log; fail "mpirun -n 2 ${binding:-(default binding)} failed"; }
+    ! grep -q "oversubscribe" bind.log || { cat bind.log; fail "a false oversubscription warning under mpirun -n 2 ${binding:-(default binding)}"; }
+    rm -rf bind
+  done
+else
+  echo "   skipped: $(nproc) core(s), the case needs 2"
+fi
+"$mpiexec" -n $(( $(nproc) * 2 )) --oversubscribe --allow-run-as-root "$joule" train --config run.toml --run-dir over --set train.steps=2 \
+  --set train.global_batch=$(( $(nproc) * 16 )) > over.log 2>&1 || { cat over.log; fail "an oversubscribed run failed"; }
+grep -q "$(( $(nproc) * 2 )) rank(s) x 1 thread(s) on this node oversubscribe its $(nproc) core(s)" over.log ||
+  { cat over.log; fail "no warning for twice as many ranks as cores"; }
 echo "PASS"

@@ -74,13 +74,23 @@ TEST(Placement, BadValuesNameTheVariable) {
 }
 
 TEST(Placement, ThreadsPerRankAndOversubscription) {
+  using joule::launch::CoreView;
+  using joule::launch::threads_per_rank;
   std::string warning;
-  EXPECT_EQ(joule::launch::threads_per_rank(32, 8, 0, &warning), 4);
+  EXPECT_EQ(threads_per_rank(CoreView{32, 32}, 8, 0, &warning), 4);  // unbound: a share of the node each
   EXPECT_TRUE(warning.empty());
-  EXPECT_EQ(joule::launch::threads_per_rank(2, 2, 0, &warning), 1);
+  EXPECT_EQ(threads_per_rank(CoreView{2, 2}, 2, 0, &warning), 1);  // mpirun --bind-to none on 2 cores
   EXPECT_TRUE(warning.empty());
-  EXPECT_EQ(joule::launch::threads_per_rank(2, 4, 0, &warning), 1);
+  EXPECT_EQ(threads_per_rank(CoreView{1, 2}, 2, 0, &warning), 1);  // mpirun's default binding: a core each
+  EXPECT_TRUE(warning.empty()) << "one rank's mask is not the node's cores: " << warning;
+  EXPECT_EQ(threads_per_rank(CoreView{4, 8}, 2, 0, &warning), 4);  // --map-by slot:PE=4
+  EXPECT_TRUE(warning.empty());
+  EXPECT_EQ(threads_per_rank(CoreView{2, 2}, 4, 0, &warning), 1);
   EXPECT_NE(warning.find("4 rank(s) x 1 thread(s) on this node oversubscribe its 2 core(s)"), std::string::npos) << warning;
-  EXPECT_EQ(joule::launch::threads_per_rank(2, 1, 4, &warning), 4);  // asked for: honoured, but warned
+  EXPECT_EQ(threads_per_rank(CoreView{2, 2}, 1, 4, &warning), 4);  // asked for: honoured, but warned
   EXPECT_FALSE(warning.empty());
+  EXPECT_EQ(threads_per_rank(CoreView{1, 2}, 2, 1, &warning), 1);
+  EXPECT_TRUE(warning.empty());
+  EXPECT_EQ(threads_per_rank(CoreView{1, 4}, 2, 2, &warning), 2);  // more threads than the rank's bound core
+  EXPECT_NE(warning.find("the launcher binds each rank to 1 core(s)"), std::string::npos) << warning;
 }

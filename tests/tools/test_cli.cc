@@ -1,6 +1,8 @@
 // End-to-end: the joule binary as a user runs it.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "test_util.h"
 
 using joule::test::run_command;
@@ -122,4 +124,25 @@ TEST(Cli, DataPipelineAsAUserRunsIt) {
   EXPECT_NE(no_eval.output.find("what to do: check data.eval"), std::string::npos) << no_eval.output;
   EXPECT_EQ(no_eval.output.find("data.train"), std::string::npos) << no_eval.output;
   EXPECT_FALSE(std::filesystem::exists(d + "/run2"));
+}
+
+TEST(Cli, PlanComparesInstancesAtTheirOwnPrecision) {
+  auto r = run_command(kJoule + " plan --nodes 16 --instance p4d.24xlarge:tf32 --instance trn1.32xlarge:bf16 --instance p4d.24xlarge --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json rows = nlohmann::json::parse(r.output)["rows"];
+  ASSERT_EQ(rows.size(), 3u) << r.output;
+  EXPECT_EQ(rows[0]["instance"], "p4d.24xlarge");
+  EXPECT_EQ(rows[0]["precision"], "tf32");
+  EXPECT_EQ(rows[1]["precision"], "bf16");
+  EXPECT_EQ(rows[2]["precision"], "bf16");  // --precision's default
+  // The same instance is slower at TF32 than in bf16 (half the peak; wider gradients on the wire).
+  EXPECT_LT(rows[0]["seq_per_s"].get<double>(), rows[2]["seq_per_s"].get<double>());
+  auto text = run_command(kJoule + " plan --nodes 16 --instance p4d.24xlarge:tf32 --instance trn1.32xlarge");
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_NE(text.output.find("p4d.24xlarge     tf32"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("trn1.32xlarge    bf16"), std::string::npos) << text.output;
+  auto bad = run_command(kJoule + " plan --instance p4d.24xlarge:int4");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("--instance p4d.24xlarge:int4: precision 'int4' is unknown; valid: bf16, fp16, tf32, fp32"), std::string::npos)
+      << bad.output;
 }

@@ -61,3 +61,30 @@ TEST(Errors, AManifestOfTheWrongShapeIsSkippedWithItsReasonNotThrown) {
 }
 
 }  // namespace
+
+TEST(Checkpoints, OnlyJoulesOwnNamesAreCandidatesNewestFirst) {
+  joule::test::TempDir dir;
+  for (const char* name : {"step_00000005", "step_00000010", "step_00000015.tmp", "step_00000006_before_lr_change", "best", "step_12", "step_00000007.bak"})
+    std::filesystem::create_directories(dir.path() + "/" + name);
+  const std::vector<std::string> listed = joule::trainer::list_checkpoints(dir.path());
+  ASSERT_EQ(listed.size(), 3u);
+  EXPECT_EQ(std::filesystem::path(listed[0]).filename(), "step_00000015.tmp");  // a torn write: listed, never complete
+  EXPECT_EQ(std::filesystem::path(listed[1]).filename(), "step_00000010");
+  EXPECT_EQ(std::filesystem::path(listed[2]).filename(), "step_00000005");
+  EXPECT_TRUE(joule::trainer::list_checkpoints(dir.path() + "/absent").empty());
+}
+
+TEST(Checkpoints, ARankThatSeesAnotherManifestThanRank0FailsClearly) {
+  joule::test::TempDir dir;
+  joule::models::BertForPreTraining model(joule::test::small_bert(50, 16, 2, 32, 16));
+  auto optimizer = joule::trainer::create_optimizer({}, model->hf_named_parameters());
+  const std::string ck = checkpoint_with_state(dir, "{}");
+  try {
+    joule::trainer::load_checkpoint(ck, model, *optimizer, 1, 2, "0123456789abcdef");
+    ADD_FAILURE() << "loaded a checkpoint whose manifest differs from rank 0's";
+  } catch (const joule::trainer::CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1 does not see the checkpoint rank 0 verified: its manifest.json differs from rank 0's"),
+              std::string::npos)
+        << e.what();
+  }
+}

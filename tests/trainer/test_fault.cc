@@ -10,8 +10,13 @@ using joule::trainer::FaultPlan;
 TEST(Fault, ParsesEveryKindWithDefaults) {
   const FaultPlan p = FaultPlan::parse(
       "kill:rank=1,step=7;kill-in-checkpoint:step=10,stage=renamed;stall:rank=1,step=3,seconds=2.5;nan:step=4,count=3;"
-      "preempt:step=9;corrupt-shard:rank=1,step=2");
-  ASSERT_EQ(p.faults().size(), 6u);
+      "preempt:step=9;corrupt-shard:rank=1,step=2;fail-fsync:step=5;stale-checkpoint-view:rank=1");
+  ASSERT_EQ(p.faults().size(), 8u);
+  EXPECT_NE(p.at(FaultKind::fail_fsync, 0, 5), nullptr);
+  EXPECT_EQ(p.at(FaultKind::fail_fsync, 0, 6), nullptr);
+  EXPECT_NE(p.at(FaultKind::stale_checkpoint_view, 1, 1), nullptr);  // acts at resume: step 1 stands for it
+  EXPECT_TRUE(joule::trainer::FaultPoints(p, 1).stale_checkpoint_view());
+  EXPECT_FALSE(joule::trainer::FaultPoints(p, 0).stale_checkpoint_view());
   EXPECT_NE(p.at(FaultKind::kill, 1, 7), nullptr);
   EXPECT_EQ(p.at(FaultKind::kill, 0, 7), nullptr);  // another rank
   EXPECT_EQ(p.at(FaultKind::kill, 1, 8), nullptr);  // another step
@@ -36,6 +41,7 @@ TEST(Fault, MalformedSpecsAreErrorsNamingThePart) {
       {"stall:step=3,rank", "'rank' in 'stall:step=3,rank' is not key=value"},
       {"kill-in-checkpoint:step=3,stage=halfway", "stage 'halfway'"},
       {"nan:step=3,count=0", "count >= 1"},
+      {"stale-checkpoint-view:rank=1,step=4", "takes no step"},
   };
   for (const auto& [spec, expect] : cases) {
     SCOPED_TRACE(spec);

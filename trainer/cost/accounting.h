@@ -1,8 +1,7 @@
 // Energy, cost and carbon accounting for a run: cost = instances x hours x price; facility energy = measured
 // (or modelled) IT energy x PUE; CO2 = facility kWh x grid intensity. The ledger lists every segment of a run
-// (one per start or resume), travels in checkpoints, projects the run's target and the card's 450M sequences
-// from measured rates, and renders the training-cost summary: summary.json, the aligned table and
-// CodeCarbon-style emissions.csv rows. No LibTorch.
+// (one per start or resume), travels in checkpoints, and projects the run's target and the card's 450M sequences
+// from measured rates. The summary built from it: trainer/cost/run_summary.h. No LibTorch.
 #pragma once
 
 #include <cstdint>
@@ -52,12 +51,17 @@ struct Segment {
   CostSettings cost;
   EnergyTotals energy;
   Figures figures() const { return account(energy, wall_s, nodes, cost); }
+  // `raw_joules`: the exact joules as well (a checkpoint's ledger); summary.json has kWh by component and source.
+  nlohmann::json to_json(bool raw_joules) const;
+  static Segment from_json(const nlohmann::json& j, const std::string& where);
 };
 
 struct ProjectionPoint {
   int64_t step = 0, sequences = 0;
   double wall_s = 0;     // when it was made
   double target_wall_s = 0, target_kwh = 0, target_usd = 0, target_co2_kg = 0;  // for the run's target
+  nlohmann::json to_json() const;
+  static ProjectionPoint from_json(const nlohmann::json& j, const std::string& where);
 };
 
 // Everything a run has used so far, across resumes. JSON round trip for checkpoints.
@@ -70,10 +74,15 @@ struct Ledger {
   double wall_s() const;
   void add_projection(const ProjectionPoint& p);
   nlohmann::json to_json() const;
-  static Ledger from_json(const nlohmann::json& j);
+  nlohmann::json segments_json(bool raw_joules) const;
+  nlohmann::json history_json() const;
+  // Checked reads naming `where` (the file) and the key: joule::Error.
+  static Ledger from_json(const nlohmann::json& j, const std::string& where);
+  static Ledger from_parts(const nlohmann::json& segments, const nlohmann::json& history, const std::string& where);
 };
 
 std::string new_run_id();    // a random UUID (version 4)
+std::string duration_text(double seconds);  // "42.0 s", "3.5 min", "12.25 h"
 std::string utc_now_iso();   // 2026-11-29T19:40:55Z
 
 // Projections from measured rates: `seq_per_s` after warm-up, and the run's average facility power, cost rate and
@@ -89,14 +98,9 @@ Projection project_target(int64_t target_sequences, int64_t done_sequences, doub
 // wall time at the run's average power and cost rate. Nothing already spent is added, and no start-up time.
 Projection project_hypothetical(int64_t target_sequences, double done_wall_s, const Figures& done, double seq_per_s);
 
-// summary.json -> the aligned training-cost table; summary.json -> emissions.csv (header + one row per segment).
-std::string summary_table(const nlohmann::json& summary);
-std::string emissions_csv(const nlohmann::json& summary);
-extern const char* const kEmissionsCsvHeader;
-std::string duration_text(double seconds);
 // A metrics row (one metrics.jsonl line) in Prometheus text format: every number as gauge joule_<key>, labelled
 // with the run id (node-exporter textfile collector style).
-std::string prometheus_text(const nlohmann::json& row, const std::string& run_id);  // "42.0 s", "3.5 min", "12.25 h"
+std::string prometheus_text(const nlohmann::json& row, const std::string& run_id);
 // summary.json's "energy" object for a total: kWh by component and source, plus the sources in words.
 nlohmann::json energy_json(const EnergyTotals& energy);
 

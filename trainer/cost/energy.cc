@@ -132,13 +132,17 @@ class NvmlMeter final : public EnergyMeter {
   std::string name() const override { return power_only_ ? "nvml (power samples)" : "nvml"; }
   std::set<Component> components() const override { return {Component::gpu}; }
   void sample(double dt_s, EnergyTotals& into) override {
+    // A failed read throws: the monitor counts it and the summary names it (EnergyMonitor::notices).
     if (power_only_) {
       unsigned mw = 0;
-      if (power_(device_, &mw) == 0) into.at(Component::gpu, Source::nvml) += mw * 1e-3 * dt_s;
+      if (const int rc = power_(device_, &mw); rc != 0)
+        throw MeterUnavailable("nvml: nvmlDeviceGetPowerUsage failed with code " + std::to_string(rc));
+      into.at(Component::gpu, Source::nvml) += mw * 1e-3 * dt_s;
       return;
     }
     unsigned long long mj = 0;
-    if (energy_(device_, &mj) != 0) return;
+    if (const int rc = energy_(device_, &mj); rc != 0)
+      throw MeterUnavailable("nvml: nvmlDeviceGetTotalEnergyConsumption failed with code " + std::to_string(rc));
     if (mj >= last_mj_) into.at(Component::gpu, Source::nvml) += static_cast<double>(mj - last_mj_) * 1e-3;
     last_mj_ = mj;
   }
@@ -215,7 +219,9 @@ class ModelMeter final : public EnergyMeter {
   }
 
  private:
-  // /proc/stat "cpu user nice system idle iowait irq softirq steal ..." in ticks: busy = all but idle + iowait.
+  // /proc/stat "cpu user nice system idle iowait irq softirq steal ..." in ticks: busy = all but idle, iowait and
+  // steal. Steal is time the hypervisor ran other tenants on this VM's cores: their work, not this run's, so it
+  // stays in the total (the time that passed) but never counts as busy.
   void cpu_times(double* busy, double* total) const {
     std::istringstream in(read_first_line(proc_stat_));
     std::string label;
@@ -226,7 +232,7 @@ class ModelMeter final : public EnergyMeter {
     double sum = 0;
     for (double x : v) sum += x;
     *total = sum;
-    *busy = sum - v[3] - v[4];
+    *busy = sum - v[3] - v[4] - v[7];
   }
   InstanceProfile profile_;
   std::string proc_stat_;

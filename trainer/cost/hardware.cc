@@ -190,9 +190,12 @@ void read_network(const toml::value& root, const std::string& path, InstanceProf
     if (!(e > 0 && e <= 1)) throw ProfileError(path + ": network efficiencies must be in (0, 1]");
 }
 
-// [calibration]: a published single-node figure, or an assumed MFU; never both.
+// [calibration]: a published single-node figure (optionally a second one at a long sequence length), another
+// profile's calibration to borrow, or an assumed MFU; exactly one of the three.
 void read_calibration(const toml::value& root, const std::string& path, InstanceProfile& p) {
-  const Table cal(root, "calibration", path, {"model", "seq_len", "dtype", "devices", "global_batch", "seq_per_s", "mfu"});
+  const Table cal(root, "calibration", path,
+                  {"model", "seq_len", "dtype", "devices", "global_batch", "seq_per_s", "mfu", "long_seq_len", "long_global_batch",
+                   "long_seq_per_s", "borrow"});
   p.calibration_model = cal.text("model", "");
   p.calibration_dtype = cal.text("dtype", "");
   p.calibration_seq_len = static_cast<int64_t>(cal.number("seq_len", 0));
@@ -200,8 +203,15 @@ void read_calibration(const toml::value& root, const std::string& path, Instance
   p.calibration_seq_per_s = cal.number("seq_per_s", 0);
   p.calibration_global_batch = static_cast<int64_t>(cal.number("global_batch", 0));
   p.calibration_mfu = cal.number("mfu", 0);
-  if (p.calibration_seq_per_s > 0 && p.calibration_mfu > 0)
-    throw ProfileError(path + ": set calibration.seq_per_s (a published figure) or calibration.mfu (an assumption), not both");
+  p.calibration_long_seq_len = static_cast<int64_t>(cal.number("long_seq_len", 0));
+  p.calibration_long_global_batch = static_cast<int64_t>(cal.number("long_global_batch", 0));
+  p.calibration_long_seq_per_s = cal.number("long_seq_per_s", 0);
+  p.calibration_borrow = cal.text("borrow", "");
+  if ((p.calibration_seq_per_s > 0) + (p.calibration_mfu > 0) + !p.calibration_borrow.empty() > 1)
+    throw ProfileError(path + ": set one of calibration.seq_per_s (a published figure), calibration.borrow (another profile's "
+                              "calibration) or calibration.mfu (an assumption)");
+  if (p.calibration_long_seq_per_s > 0 && (p.calibration_seq_per_s <= 0 || p.calibration_long_seq_len <= p.calibration_seq_len))
+    throw ProfileError(path + ": calibration.long_seq_per_s needs calibration.seq_per_s and a long_seq_len above seq_len");
   if (p.calibration_seq_per_s > 0 && (p.calibration_model.empty() || p.calibration_seq_len <= 0 || p.calibration_devices <= 0))
     throw ProfileError(path + ": calibration.seq_per_s needs calibration.model, calibration.seq_len and calibration.devices");
 }

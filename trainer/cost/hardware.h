@@ -49,6 +49,12 @@ struct InstanceProfile {
   int calibration_devices = 0;
   int64_t calibration_global_batch = 0;
   double calibration_seq_per_s = 0, calibration_mfu = 0;
+  // A second single-node figure at a long sequence length (phase 2, 512), same model, devices and dtype: long
+  // sequences get their own efficiency (interpolated in log(seq_len) between the two lengths).
+  int64_t calibration_long_seq_len = 0, calibration_long_global_batch = 0;
+  double calibration_long_seq_per_s = 0;
+  // Or: the efficiencies of another profile's calibration, computed the same way (no figure for this hardware).
+  std::string calibration_borrow;
 
   // Peak TFLOPS of one whole instance for a dtype; throws naming the profile when it has no figure.
   double instance_peak_tflops(const std::string& dtype) const;

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 
 #include "trainer/sim/alpha_beta.h"
 #include "collectives/buckets.h"
 #include "models/flops.h"
 
 namespace joule::trainer {
+namespace fs = std::filesystem;
 namespace {
 
 constexpr double kOptimizerBytesPerParameter = 40;  // LAMB: param, grad, m, v read/written + update (fp32)
@@ -43,38 +45,70 @@ std::vector<double> planned_bucket_bytes(const models::BertConfig& model) {
 
 ClusterModel::ClusterModel(InstanceProfile profile, const std::string& presets_dir) : profile_(std::move(profile)) {
   const InstanceProfile& p = profile_;
+  if (!p.calibration_borrow.empty()) {
+    // Another profile's efficiencies, computed from its published figure with this same model and FLOP convention.
+    const InstanceProfile lender = load_instance_profile(p.calibration_borrow, fs::path(p.file).parent_path().string());
+    if (!lender.calibration_borrow.empty())
+      throw ProfileError(p.file + ": calibration.borrow names " + lender.name + ", which borrows too; name a profile with its own figure");
+    const ClusterModel from(lender, presets_dir);
+    efficiency_ = from.efficiency_, long_efficiency_ = from.long_efficiency_;
+    seq_len_ = from.seq_len_, long_seq_len_ = from.long_seq_len_;
+    basis_ = "borrowed from " + lender.name + ": " + from.basis_;
+    return;
+  }
   if (p.calibration_seq_per_s > 0) {
-    Workload cal;
-    cal.model = models::load_config(p.calibration_model, presets_dir);
-    cal.seq_len = p.calibration_seq_len;
-    cal.max_predictions = default_max_predictions(cal.seq_len);
-    cal.global_batch = p.calibration_global_batch > 0 ? p.calibration_global_batch : 65536;
-    cal.micro_batch = 32;
-    cal.dtype = p.calibration_dtype.empty() ? "bf16" : p.calibration_dtype;
-    // The efficiency at which this model reproduces the published single-node figure (bisection: seq/s grows
-    // with the efficiency).
-    double lo = 1e-4, hi = 1.0;
-    for (int i = 0; i < 60; ++i) {
-      const double mid = 0.5 * (lo + hi);
-      const double seq_per_s = predict_with(mid, cal, 1, {}, 0, p.calibration_devices).seq_per_s;
-      (seq_per_s < p.calibration_seq_per_s ? lo : hi) = mid;
-    }
-    efficiency_ = 0.5 * (lo + hi);
+    seq_len_ = p.calibration_seq_len;
+    efficiency_ = calibrate(models::load_config(p.calibration_model, presets_dir), p.calibration_seq_len, p.calibration_global_batch,
+                            p.calibration_seq_per_s);
     char buf[256];
     std::snprintf(buf, sizeof buf, "calibrated on %.1f seq/s (%s, seq %lld, %d device(s), %s)", p.calibration_seq_per_s,
-                  p.calibration_model.c_str(), static_cast<long long>(p.calibration_seq_len), p.calibration_devices, cal.dtype.c_str());
+                  p.calibration_model.c_str(), static_cast<long long>(p.calibration_seq_len), p.calibration_devices,
+                  (p.calibration_dtype.empty() ? "bf16" : p.calibration_dtype).c_str());
     basis_ = buf;
+    if (p.calibration_long_seq_per_s > 0) {
+      long_seq_len_ = p.calibration_long_seq_len;
+      long_efficiency_ = calibrate(models::load_config(p.calibration_model, presets_dir), p.calibration_long_seq_len,
+                                   p.calibration_long_global_batch, p.calibration_long_seq_per_s);
+      std::snprintf(buf, sizeof buf, "; %.1f seq/s at seq %lld", p.calibration_long_seq_per_s, static_cast<long long>(long_seq_len_));
+      basis_ += buf;
+    }
   } else if (p.calibration_mfu > 0) {
     efficiency_ = p.calibration_mfu;
     basis_ = "assumed MFU " + std::to_string(p.calibration_mfu).substr(0, 4);
   } else {
-    throw ProfileError(p.file + ": no [calibration] seq_per_s or mfu: the performance model cannot set a compute efficiency");
+    throw ProfileError(p.file + ": no [calibration] seq_per_s, borrow or mfu: the performance model cannot set a compute efficiency");
   }
+}
+
+double ClusterModel::calibrate(const models::BertConfig& model, int64_t seq_len, int64_t global_batch, double seq_per_s) const {
+  const InstanceProfile& p = profile_;
+  Workload cal;
+  cal.model = model;
+  cal.seq_len = seq_len;
+  cal.max_predictions = default_max_predictions(seq_len);
+  cal.global_batch = global_batch > 0 ? global_batch : 65536;
+  cal.micro_batch = 32;
+  cal.dtype = p.calibration_dtype.empty() ? "bf16" : p.calibration_dtype;
+  // The efficiency at which this model reproduces the published single-node figure (bisection: seq/s grows with
+  // the efficiency).
+  double lo = 1e-4, hi = 1.0;
+  for (int i = 0; i < 60; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (predict_with(mid, cal, 1, {}, 0, p.calibration_devices).seq_per_s < seq_per_s ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+
+double ClusterModel::efficiency(int64_t seq_len) const {
+  if (long_seq_len_ <= 0 || seq_len <= seq_len_) return efficiency_;
+  if (seq_len >= long_seq_len_) return long_efficiency_;
+  const double t = std::log(static_cast<double>(seq_len) / seq_len_) / std::log(static_cast<double>(long_seq_len_) / seq_len_);
+  return efficiency_ + t * (long_efficiency_ - efficiency_);
 }
 
 StepPrediction ClusterModel::predict(const Workload& w, int nodes, std::vector<double> bucket_bytes, double grid_g_per_kwh,
                                      int devices_per_node) const {
-  return predict_with(efficiency_, w, nodes, std::move(bucket_bytes), grid_g_per_kwh, devices_per_node);
+  return predict_with(efficiency(w.seq_len), w, nodes, std::move(bucket_bytes), grid_g_per_kwh, devices_per_node);
 }
 
 StepPrediction ClusterModel::predict_with(double efficiency, const Workload& w, int nodes, std::vector<double> bucket_bytes,

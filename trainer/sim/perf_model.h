@@ -59,15 +59,20 @@ class ClusterModel {
   StepPrediction predict(const Workload& workload, int nodes, std::vector<double> bucket_bytes = {},
                          double grid_g_per_kwh = 475.0, int devices_per_node = 0) const;
 
-  double efficiency() const { return efficiency_; }
+  double efficiency() const { return efficiency_; }  // at the calibration's sequence length
+  // At `seq_len`: the calibration's, or with a long-sequence figure, interpolated in log(seq_len) between the two
+  // calibrated lengths (clamped beyond them).
+  double efficiency(int64_t seq_len) const;
   const std::string& efficiency_basis() const { return basis_; }
   const InstanceProfile& profile() const { return profile_; }
 
  private:
   StepPrediction predict_with(double efficiency, const Workload& w, int nodes, std::vector<double> bucket_bytes,
                               double grid_g_per_kwh, int devices_per_node) const;
+  double calibrate(const models::BertConfig& model, int64_t seq_len, int64_t global_batch, double seq_per_s) const;
   InstanceProfile profile_;
-  double efficiency_ = 0;
+  double efficiency_ = 0, long_efficiency_ = 0;
+  int64_t seq_len_ = 0, long_seq_len_ = 0;  // the calibrated lengths (0: none)
   std::string basis_;
 };
 

@@ -12,6 +12,7 @@
 
 #include "test_util.h"
 #include "trainer/cost/accounting.h"
+#include "trainer/cost/run_summary.h"
 #include "trainer/cost/energy.h"
 #include "trainer/cost/hardware.h"
 #include "trainer/run_config.h"
@@ -189,6 +190,19 @@ TEST(Nvml, IntegratesPowerWhenTheEnergyCounterIsUnsupported) {
   EXPECT_DOUBLE_EQ(e.at(Component::gpu, Source::nvml), 500.0);  // 250 W x 2 s
 }
 
+TEST(Nvml, AFailedReadIsCountedAndNamedInTheNotices) {
+  EnergyMonitor monitor("nvml", gpu_context(), 3600);
+  setenv("FAKE_NVML_READ_FAIL", "1", 1);
+  monitor.totals();
+  monitor.totals();
+  unsetenv("FAKE_NVML_READ_FAIL");
+  const std::vector<std::string> notices = monitor.notices();
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_NE(notices[0].find("nvml: 2 reading(s) failed during the run (last: nvml: nvmlDeviceGetTotalEnergyConsumption failed with code 15"),
+            std::string::npos)
+      << notices[0];
+}
+
 TEST(Nvml, MissingLibraryOrFailedInitFallsBackToTheModel) {
   MeterContext c = gpu_context();
   c.nvml_library = "/nonexistent/libnvidia-ml.so.1";
@@ -232,6 +246,22 @@ TEST(ModelMeter, ProfileWattsTimesMeasuredCpuUtilization) {
   const InstanceProfile& p = c.profile;
   EXPECT_DOUBLE_EQ(e.at(Component::cpu, Source::model), (p.cpu_idle_w + 0.75 * (p.cpu_max_w - p.cpu_idle_w)) * 2);
   EXPECT_DOUBLE_EQ(e.at(Component::ram, Source::model), p.ram_w * 2);
+}
+
+TEST(ModelMeter, StealTimeIsOtherTenantsWorkNotBusy) {
+  TempDir t;
+  const std::string stat = t.file("stat");
+  write_file(stat, "cpu  100 0 100 800 0 0 0 0 0 0\n");
+  MeterContext c;
+  c.proc_stat = stat;
+  c.profile = cpu_host(4, 16);
+  auto meter = create_energy_meter("model", c, {Component::cpu});
+  // +100 user, +100 idle, +200 steal: this VM's work is 100 of 400 ticks, 25 % (not 75 %).
+  write_file(stat, "cpu  200 0 100 900 0 0 0 200 0 0\n");
+  EnergyTotals e;
+  meter->sample(2, e);
+  const InstanceProfile& p = c.profile;
+  EXPECT_DOUBLE_EQ(e.at(Component::cpu, Source::model), (p.cpu_idle_w + 0.25 * (p.cpu_max_w - p.cpu_idle_w)) * 2);
 }
 
 TEST(Monitor, OnlyTheHostReaderCountsHostEnergy) {
@@ -433,7 +463,7 @@ TEST(Ledger, SummaryAcrossAResumeCoversEverySegment) {
   EXPECT_TRUE(std::regex_match(l.run_id, std::regex("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"))) << l.run_id;
   l.segments = {segment(0, 23, 100, 3.6e5, "preempted"), segment(23, 40, 50, 1.8e5, "finished")};
   l.add_projection({10, 320, 40, 180, 0.2, 0.02, 0.1});
-  const Ledger back = Ledger::from_json(nlohmann::json::parse(l.to_json().dump()));  // as a checkpoint carries it
+  const Ledger back = Ledger::from_json(nlohmann::json::parse(l.to_json().dump()), "ledger");  // as a checkpoint carries it
   ASSERT_EQ(back.segments.size(), 2u);
   EXPECT_EQ(back.run_id, l.run_id);
   EXPECT_EQ(back.history.size(), 1u);
@@ -443,8 +473,13 @@ TEST(Ledger, SummaryAcrossAResumeCoversEverySegment) {
   EXPECT_DOUBLE_EQ(t.usd, 0.36 * 150 / 3600);
   EXPECT_DOUBLE_EQ(back.wall_s(), 150);
 
-  nlohmann::json summary = {{"run_id", l.run_id}, {"project_name", "joule"}, {"segment_list", l.to_json()["segments"]},
-                            {"host", {{"vcpus", 2}, {"os", "Linux"}, {"cpu_model", "x, y"}}}};
+  RunSummary summary;
+  summary.ledger = l;
+  summary.host.vcpus = 2;
+  summary.host.os = "Linux";
+  summary.host.cpu_model = "x, y";
+  // As `joule summary` reads it back from summary.json.
+  summary = RunSummary::from_json(nlohmann::json::parse(summary.to_json().dump()), "summary.json");
   const std::string csv = emissions_csv(summary);
   std::vector<std::string> lines;
   std::stringstream ss(csv);
@@ -466,6 +501,69 @@ TEST(Ledger, SummaryAcrossAResumeCoversEverySegment) {
     EXPECT_EQ(column("cpu_model"), "x, y");
     EXPECT_EQ(column("os"), "Linux");
     EXPECT_EQ(column("sequences"), r == 1 ? "736" : "544") << lines[r];  // (end - start) x 32
+  }
+}
+
+// A summary with every optional part, written and read back as `joule summary` and `joule report` do.
+RunSummary full_summary() {
+  RunSummary s;
+  s.run_dir = "/runs/a";
+  s.status = "finished";
+  s.ranks = 2, s.nodes = 1, s.steps = 40, s.sequences = 1280, s.segments = 2, s.nonfinite_skipped_steps = 1, s.target_sequences = 1280;
+  s.wall_s = 150, s.seq_per_s = 9.5, s.mfu = 0.125;
+  s.workload = {"bert-tiny", "fp32", 128, 20, 32, 1.5e9};
+  s.host = {"Linux-6.1", "EPYC", "", 2, 0, 23.5};
+  s.ledger.run_id = "0f0f0f0f-0000-4000-8000-000000000000";
+  s.ledger.segments = {segment(0, 23, 100, 3.6e5, "preempted"), segment(23, 40, 50, 1.8e5, "finished")};
+  s.ledger.segments[1].energy.at(Component::ram, Source::rapl) = 7.2e4;
+  s.ledger.add_projection({10, 320, 40, 180, 0.2, 0.02, 0.1});
+  s.target = {1280, 150, 0.2, 0.015, 0.1};
+  s.card = {450000000, 7.1e6, 1e4, 700, 5e3};
+  s.notices = {"energy partly modelled"};
+  s.eval = EvalFigures{2.5, 0.7, 3.2, 0.56, 0.61, 512};
+  SimulatedFigures sim;
+  sim.instance = "trn1.32xlarge", sim.nodes = 16, sim.devices = 512, sim.global_batch = 65536, sim.step_s = 1.25, sim.seq_per_s = 52428.8;
+  s.simulated = sim;
+  s.final_dir = "/runs/a/final";
+  return s;
+}
+
+TEST(RunSummary, JsonRoundTripKeepsEveryFigureAndTheTable) {
+  const RunSummary s = full_summary();
+  const nlohmann::json j = s.to_json();
+  const RunSummary back = RunSummary::from_json(nlohmann::json::parse(j.dump()), "summary.json");
+  EXPECT_EQ(back.to_json().dump(), nlohmann::json::parse(j.dump()).dump());
+  EXPECT_EQ(summary_table(back), summary_table(s));
+  EXPECT_EQ(emissions_csv(back), emissions_csv(s));
+  ASSERT_TRUE(back.eval && back.simulated && back.mfu);
+  EXPECT_DOUBLE_EQ(back.eval->mlm_accuracy, 0.56);
+  EXPECT_EQ(back.simulated->devices, 512);
+  EXPECT_DOUBLE_EQ(back.ledger.totals().usd, s.ledger.totals().usd);
+  EXPECT_DOUBLE_EQ(j["energy_kwh"].get<double>(), s.ledger.totals().facility_kwh);
+  EXPECT_EQ(j["billed_wall_s"].get<double>(), 150);
+  EXPECT_EQ(j["instance"]["instance"], "cpu-host");
+  const std::string table = summary_table(s);
+  for (const char* expected : {"cpu 0.15 [model], ram 0.02 [rapl]", "MFU 0.125", "segment 2", "SIMULATED cluster", "nsp_acc 0.6100",
+                               "450000000 seq", "note"})
+    EXPECT_NE(table.find(expected), std::string::npos) << expected << " in\n" << table;
+}
+
+TEST(RunSummary, AMissingOrMistypedKeyNamesTheFileAndTheKey) {
+  nlohmann::json j = full_summary().to_json();
+  j.erase("seq_per_s");
+  try {
+    RunSummary::from_json(j, "/runs/a/summary.json");
+    FAIL() << "no error for a missing key";
+  } catch (const joule::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/runs/a/summary.json: missing key 'seq_per_s'"), std::string::npos) << e.what();
+  }
+  j = full_summary().to_json();
+  j["segment_list"][1]["cost"]["pue"] = "high";
+  try {
+    RunSummary::from_json(j, "/runs/a/summary.json");
+    FAIL() << "no error for a mistyped key";
+  } catch (const joule::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("segment 2 cost: key 'pue' holds \"high\""), std::string::npos) << e.what();
   }
 }
 
