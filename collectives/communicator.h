@@ -103,9 +103,10 @@ inline void broadcast_string(Communicator& comm, std::string& text, int root, do
   int64_t length = static_cast<int64_t>(text.size());
   comm.broadcast({&length, 1, DType::kInt64}, root, {ReduceOp::kSum, timeout_seconds, label + " length"})->wait();
   std::vector<int32_t> words(static_cast<size_t>((length + 3) / 4));
-  if (comm.info().rank == root) std::memcpy(words.data(), text.data(), text.size());
+  if (comm.info().rank == root && !text.empty()) std::memcpy(words.data(), text.data(), text.size());
   comm.broadcast({words.data(), words.size(), DType::kInt32}, root, {ReduceOp::kSum, timeout_seconds, label})->wait();
-  text.assign(reinterpret_cast<const char*>(words.data()), static_cast<size_t>(length));
+  if (length == 0) text.clear();  // no bytes: words.data() may be null
+  else text.assign(reinterpret_cast<const char*>(words.data()), static_cast<size_t>(length));
 }
 
 std::vector<std::string> available_backends();
