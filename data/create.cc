@@ -1,5 +1,7 @@
 #include "data/create.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -11,6 +13,7 @@
 
 #include "data/data_error.h"
 #include "data/shard.h"
+#include "launch/file_io.h"
 #include "launch/parallel.h"
 
 namespace joule::data {
@@ -118,6 +121,13 @@ void mask_instance(Instance& inst, const CreateOptions& o, const Vocab& vocab, c
       masked.emplace_back(index, original[static_cast<size_t>(index)]);
     }
   }
+  // Whole-word masking can find every word longer than the budget: mask one piece rather than leave a row with no
+  // prediction (its masked-LM loss would be undefined, and shard validation refuses such rows).
+  if (masked.empty() && !candidates.empty()) {
+    const int32_t index = candidates.front().front();
+    masked.emplace_back(index, original[static_cast<size_t>(index)]);
+    inst.tokens[static_cast<size_t>(index)] = vocab.mask_id();
+  }
   std::sort(masked.begin(), masked.end());
   inst.masked_positions.clear();
   inst.masked_ids.clear();
@@ -183,7 +193,43 @@ std::vector<Instance> instances_from_document(const std::vector<Document>& docum
   return out;
 }
 
+namespace {
+
+// A non-empty output directory holds another data set: refused unless asked to replace it.
+void check_output_directory(const CreateOptions& o) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(o.out, ec)) return;
+  if (!fs::is_directory(o.out, ec)) throw joule::UsageError("data create: --out " + o.out + " exists and is not a directory");
+  std::string entries;
+  int count = 0;
+  for (const auto& e : fs::directory_iterator(o.out, ec)) {
+    if (count++ < 4) entries += (entries.empty() ? "" : ", ") + e.path().filename().string();
+  }
+  if (count == 0 || o.replace) return;
+  throw joule::UsageError("data create: --out " + o.out + " is not empty (" + std::to_string(count) + " entries: " + entries +
+                              (count > 4 ? ", ..." : "") + "); writing into it would mix two data sets",
+                          "choose a new or empty directory, or pass --replace to replace it (the new data set is written beside it "
+                          "and swapped in when complete)");
+}
+
+// OUT.partial-PID -> OUT, the old OUT (if any) moved aside first and removed after the swap.
+void swap_into_place(const std::string& staging, const std::string& out) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const std::string old = out + ".old-" + std::to_string(::getpid());
+  const bool had_old = fs::exists(out, ec);
+  if (had_old) fs::rename(out, old, ec);
+  if (ec) throw_write_error(out, "moving the old data set aside to " + old, ec.value());
+  fs::rename(staging, out, ec);
+  if (ec) throw_write_error(out, "renaming " + staging + " to it", ec.value());
+  if (had_old) fs::remove_all(old, ec);
+}
+
+}  // namespace
+
 CreateSummary create_pretraining_data(const CreateOptions& o) {
+  check_output_directory(o);
   if (o.seq_len < 8 || o.max_predictions < 1 || o.dupe_factor < 1 || o.shards < 1)
     throw joule::UsageError("data create: --seq-len must be >= 8, --max-pred, --dupe-factor and --shards >= 1");
   if (o.inputs.empty()) throw joule::UsageError("data create: no --input text files");
@@ -234,17 +280,23 @@ CreateSummary create_pretraining_data(const CreateOptions& o) {
     throw CorpusError("data create: " + std::to_string(train.size()) + " training sequences cannot fill " + std::to_string(o.shards) + " shards");
 
   namespace fs = std::filesystem;
-  fs::create_directories(fs::path(o.out) / "train");
+  const std::string staging = o.out + ".partial-" + std::to_string(::getpid());
+  {
+    std::error_code ec;
+    fs::remove_all(staging, ec);
+    fs::create_directories(fs::path(staging) / "train", ec);
+    if (ec) throw_write_error(staging, "creating the directory", ec.value());
+  }
   auto write_split = [&](const std::vector<Instance>& instances, const std::string& split, int shards, std::vector<std::string>& paths) {
     if (instances.empty()) return;
-    fs::create_directories(fs::path(o.out) / split);
+    fs::create_directories(fs::path(staging) / split);
     paths.resize(static_cast<size_t>(shards));
     launch::parallel_for(static_cast<size_t>(shards), threads, [&](size_t s, int) {
       const size_t begin = instances.size() * s / static_cast<size_t>(shards), end = instances.size() * (s + 1) / static_cast<size_t>(shards);
       char name[64];
       std::snprintf(name, sizeof name, "part_%05zu.hdf5", s);
-      paths[s] = (fs::path(o.out) / split / name).string();
-      write_shard(paths[s], to_host(instances, begin, end, o.seq_len, o.max_predictions));
+      write_shard((fs::path(staging) / split / name).string(), to_host(instances, begin, end, o.seq_len, o.max_predictions));
+      paths[s] = (fs::path(o.out) / split / name).string();  // where it will be
     });
   };
   write_split(train, "train", o.shards, summary.train_shards);
@@ -255,7 +307,7 @@ CreateSummary create_pretraining_data(const CreateOptions& o) {
     summary.masked_predictions += static_cast<int64_t>(inst.masked_positions.size());
     summary.tokens += static_cast<int64_t>(inst.tokens.size());
   }
-  vocab.save((fs::path(o.out) / "vocab.txt").string());
+  vocab.save((fs::path(staging) / "vocab.txt").string());
 
   nlohmann::json meta = {{"format", "joule-pretraining-data"}, {"format_version", 1},
                          {"vocab_size", vocab.size()},       {"seq_len", o.seq_len},
@@ -266,7 +318,8 @@ CreateSummary create_pretraining_data(const CreateOptions& o) {
                          {"eval_documents", summary.eval_documents}, {"train_sequences", summary.train_sequences},
                          {"eval_sequences", summary.eval_sequences}, {"train_shards", o.shards},
                          {"masked_predictions", summary.masked_predictions}};
-  std::ofstream(fs::path(o.out) / "metadata.json") << meta.dump(2) << "\n";
+  write_file_atomic((fs::path(staging) / "metadata.json").string(), meta.dump(2) + "\n");
+  swap_into_place(staging, o.out);
   return summary;
 }
 

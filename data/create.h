@@ -53,6 +53,7 @@ struct CreateOptions {
   double short_seq_prob = 0.1;
   int64_t eval_documents = 0;  // documents held out (after the shuffle) for one eval shard
   int threads = 0;             // 0: all cores
+  bool replace = false;        // replace a non-empty `out` (written beside it, swapped in when complete)
 };
 
 struct CreateSummary {
@@ -63,7 +64,8 @@ struct CreateSummary {
 };
 
 // Writes OUT/train/part_NNNNN.hdf5, OUT/eval/part_00000.hdf5 (with eval_documents > 0), OUT/vocab.txt
-// and OUT/metadata.json.
+// and OUT/metadata.json. A non-empty OUT is refused unless `replace`: the data set is written into OUT.partial-PID and
+// renamed to OUT only when complete (a replaced OUT is removed after the swap), so OUT never mixes two data sets.
 CreateSummary create_pretraining_data(const CreateOptions& options);
 
 // The pieces, exposed for tests.

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -56,9 +57,56 @@ std::vector<std::string> list_shards(const std::string& spec, std::string* cache
   return paths;
 }
 
+// A cheap content fingerprint of a shard: FNV-1a-64 of its first and last 64 KiB. Size and modification time alone
+// do not prove that a cached validation still applies (a shard replaced by a copy keeping both would be trusted).
+std::string content_fingerprint(const std::string& path, uint64_t bytes) {
+  constexpr uint64_t kBlock = 64 * 1024;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ShardError(path + ": cannot open shard");
+  uint64_t h = 0xcbf29ce484222325ull;
+  std::string buf(kBlock, '\0');
+  auto mix = [&](uint64_t offset, uint64_t n) {
+    in.seekg(static_cast<std::streamoff>(offset));
+    in.read(buf.data(), static_cast<std::streamsize>(n));
+    for (std::streamsize i = 0; i < in.gcount(); ++i) h = (h ^ static_cast<uint8_t>(buf[static_cast<size_t>(i)])) * 0x100000001b3ull;
+    in.clear();
+  };
+  mix(0, std::min(bytes, kBlock));
+  if (bytes > kBlock) mix(bytes - std::min(bytes - kBlock, kBlock), std::min(bytes - kBlock, kBlock));
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
+// metadata.json of a `joule data create` output, when `spec` is its train/ or eval/ directory: the shard count and
+// sequences it recorded must be what the directory holds (a rerun into the same --out once left extra shards).
+void check_against_metadata(const std::string& spec, size_t shards, int64_t sequences) {
+  const fs::path dir = fs::path(spec).lexically_normal();
+  const std::string split = dir.filename().empty() ? dir.parent_path().filename().string() : dir.filename().string();
+  const fs::path meta_path = (dir.filename().empty() ? dir.parent_path() : dir).parent_path() / "metadata.json";
+  std::error_code ec;
+  if ((split != "train" && split != "eval") || !fs::is_directory(dir, ec) || !fs::exists(meta_path, ec)) return;
+  nlohmann::json meta;
+  try {
+    std::ifstream in(meta_path);
+    meta = nlohmann::json::parse(in);
+  } catch (const std::exception&) {
+    throw ShardError(meta_path.string() + ": not valid JSON", "the data set's metadata is damaged: run `joule data create --replace` again");
+  }
+  if (!meta.is_object() || meta.value("format", "") != "joule-pretraining-data") return;
+  const int64_t want_shards = split == "train" ? meta.value("train_shards", int64_t{-1}) : 1;
+  const int64_t want_sequences = meta.value(split + "_sequences", int64_t{-1});
+  if ((want_shards >= 0 && static_cast<int64_t>(shards) != want_shards) || (want_sequences >= 0 && sequences != want_sequences))
+    throw ShardError(dir.string() + ": holds " + std::to_string(shards) + " shard(s) of " + std::to_string(sequences) + " sequences, but " +
+                         meta_path.string() + " records " + std::to_string(want_shards) + " of " + std::to_string(want_sequences) +
+                         ": files of two data sets are mixed",
+                     "recreate the data set into a new directory (or `joule data create --replace`), or remove the files that do not "
+                     "belong to it");
+}
+
 nlohmann::json stats_json(const ShardEntry& e) {
   const ShardStats& s = e.stats;
-  return {{"bytes", e.bytes}, {"mtime_ns", e.mtime_ns}, {"sequences", s.sequences}, {"seq_len", s.seq_len},
+  return {{"bytes", e.bytes}, {"mtime_ns", e.mtime_ns}, {"fingerprint", e.fingerprint}, {"sequences", s.sequences}, {"seq_len", s.seq_len},
           {"max_predictions", s.max_predictions}, {"int64_layout", s.int64_layout}, {"max_token_id", s.max_token_id},
           {"masked_predictions", s.masked_predictions}, {"real_tokens", s.real_tokens}};
 }
@@ -91,8 +139,9 @@ Dataset Dataset::open(const std::string& spec, const DatasetOptions& options) {
     if (::stat(path.c_str(), &st) != 0) throw ShardError(path + ": cannot stat shard");
     e.bytes = static_cast<uint64_t>(st.st_size);
     e.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+    e.fingerprint = content_fingerprint(path, e.bytes);
     const auto it = entries.find(e.path);
-    if (it != entries.end() && (*it)["bytes"] == e.bytes && (*it)["mtime_ns"] == e.mtime_ns) {
+    if (it != entries.end() && (*it)["bytes"] == e.bytes && (*it)["mtime_ns"] == e.mtime_ns && it->value("fingerprint", "") == e.fingerprint) {
       const auto& j = *it;
       e.stats.sequences = j["sequences"];
       e.stats.seq_len = j["seq_len"];
@@ -121,6 +170,7 @@ Dataset Dataset::open(const std::string& spec, const DatasetOptions& options) {
     d.total_ += e.stats.sequences;
     d.shards_.push_back(std::move(e));
   }
+  check_against_metadata(spec, d.shards_.size(), d.total_);
 
   if (options.use_cache && d.validated_now_ > 0) {
     cache["format_version"] = 1;

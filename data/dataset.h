@@ -15,6 +15,7 @@ struct ShardEntry {
   std::string path;
   uint64_t bytes = 0;
   int64_t mtime_ns = 0;
+  std::string fingerprint;  // FNV-1a-64 of the first and last 64 KiB: a cached validation must match it too
   ShardStats stats;
 };
 

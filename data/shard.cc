@@ -91,6 +91,20 @@ ShardReader::ShardReader(const std::string& path) : path_(path) {
     if (H5Tget_class(type.get()) != H5T_INTEGER) fail(path, name, "expected an integer type, found a non-integer type");
     const size_t bytes = H5Tget_size(type.get());
     if (c == kInputIds && bytes == 8) int64_layout_ = true;
+    // A compression filter this HDF5 library lacks (lzf from h5py, blosc, ...) would read as "corrupt" later.
+    Hdf5Handle plist(H5Dget_create_plist(datasets_[c].get()));
+    for (int f = 0; f < H5Pget_nfilters(plist.get()); ++f) {
+      unsigned flags = 0, config = 0;
+      size_t nelements = 0;
+      char filter_name[128] = {0};
+      const H5Z_filter_t id = H5Pget_filter2(plist.get(), static_cast<unsigned>(f), &flags, &nelements, nullptr, sizeof filter_name,
+                                             filter_name, &config);
+      if (id >= 0 && H5Zfilter_avail(id) <= 0)
+        throw ShardError(path + ": dataset '" + name + "' is compressed with HDF5 filter " + std::to_string(id) + " (" +
+                             (filter_name[0] ? filter_name : "unnamed") + "), which this HDF5 library does not have",
+                         "rewrite the shard without that filter (gzip and shuffle are built in), e.g. h5repack -f NONE IN OUT, or "
+                         "install the filter plugin and set HDF5_PLUGIN_PATH");
+    }
     Hdf5Handle space(H5Dget_space(datasets_[c].get()));
     const int rank = H5Sget_simple_extent_ndims(space.get());
     if (rank < 1 || rank > 2) fail(path, name, "expected " + std::string(c == kNsp ? "1" : "2") + " dimensions, found " + std::to_string(rank));
@@ -169,6 +183,9 @@ ShardStats validate_shard(const std::string& path, int64_t vocab_size) {
   s.int64_layout = reader.int64_layout();
   HostBatch b;
   const int64_t block = 4096;
+  // Rows that cannot train: no real token (a pre-allocated, never-filled row) or no masked prediction (the masked-LM
+  // loss of a batch of only such rows is 0/0 = NaN).
+  int64_t empty_rows = 0, unmasked_rows = 0, first_empty = -1, first_unmasked = -1;
   for (int64_t begin = 0; begin < s.sequences; begin += block) {
     const int64_t n = std::min(block, s.sequences - begin);
     reader.read_range(begin, n, b);
@@ -182,6 +199,10 @@ ShardStats validate_shard(const std::string& path, int64_t vocab_size) {
       s.real_tokens += m;
     }
     for (int64_t r = 0; r < n; ++r) {
+      int64_t tokens = 0;
+      for (int64_t t = 0; t < s.seq_len; ++t) tokens += b.input_mask[r * s.seq_len + t];
+      if (tokens == 0 && empty_rows++ == 0) first_empty = begin + r;
+      if (b.masked_positions[r * s.max_predictions] == 0 && unmasked_rows++ == 0) first_unmasked = begin + r;
       bool ended = false;
       for (int64_t k = 0; k < s.max_predictions; ++k) {
         const int32_t pos = b.masked_positions[r * s.max_predictions + k], id = b.masked_ids[r * s.max_predictions + k];
@@ -198,6 +219,14 @@ ShardStats validate_shard(const std::string& path, int64_t vocab_size) {
       if (label != 0 && label != 1) fail(path, "next_sentence_labels", "values must be 0 or 1, found " + std::to_string(label) + where(r));
     }
   }
+  if (empty_rows > 0)
+    fail(path, "input_mask", std::to_string(empty_rows) + " of " + std::to_string(s.sequences) +
+                                 " rows have no real token (all-zero rows, first row " + std::to_string(first_empty) +
+                                 "): a pre-allocated shard that was never filled?");
+  if (unmasked_rows > 0)
+    fail(path, "masked_lm_positions", std::to_string(unmasked_rows) + " of " + std::to_string(s.sequences) +
+                                          " rows have no masked prediction (first row " + std::to_string(first_unmasked) +
+                                          "): the masked-LM loss of such rows is undefined");
   if (vocab_size > 0) check_vocab(path, s, vocab_size);
   return s;
 }

@@ -5,6 +5,7 @@
 #include <unicode/ustring.h>
 #include <unicode/utf8.h>
 
+#include <filesystem>
 #include <fstream>
 
 namespace joule::data {
@@ -237,11 +238,18 @@ Vocab Vocab::from_tokens(std::vector<std::string> tokens, const std::string& whe
 }
 
 Vocab Vocab::load(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw VocabError(path + ": a directory, not a vocabulary file (give its vocab.txt)");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw VocabError(path + ": cannot open vocabulary file");
   std::vector<std::string> tokens;
   std::string line;
+  bool first = true;
   while (std::getline(in, line)) {
+    // A UTF-8 byte-order mark (editors on Windows write one) is not part of the first token.
+    if (first && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);
+    first = false;
     // The reference strips each line (Python str.strip(): ASCII and Unicode whitespace).
     std::u32string u = utf8_to_u32(line);
     size_t b = 0, e = u.size();

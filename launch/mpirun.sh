@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Launch joule with Open MPI on one host or on the hosts of a hostfile, one rank per device or core.
 #   launch/mpirun.sh [-n RANKS] [--hostfile FILE] [--ranks-per-node K] -- joule train --config RUN.toml ...
-# Prints the exact mpirun command before running it.
+# Prints the exact mpirun command before running it. SIGTERM or SIGUSR1 to this script reaches every rank as SIGUSR1
+# (mpirun forwards SIGUSR1; a SIGTERM to mpirun itself aborts the job, and mpirun then returns 1): joule checkpoints,
+# every rank exits 75, and so does this script, the code a scheduler requeues on.
 set -euo pipefail
 ranks=2 hostfile="" per_node=""
 while [[ $# -gt 0 ]]; do
@@ -25,4 +27,15 @@ for v in LD_LIBRARY_PATH PATH OMP_WAIT_POLICY OPENBLAS_THREAD_TIMEOUT JOULE_CONF
   [[ -n "${!v:-}" ]] && args+=(-x "$v")
 done
 echo "+ ${args[*]} $*" >&2
-exec "${args[@]}" "$@"
+set +e  # mpirun's exit code is this script's
+"${args[@]}" "$@" &
+launcher=$!
+preempt() { kill -USR1 "$launcher" 2>/dev/null || true; }
+trap preempt TERM USR1
+# `wait` returns early when a trapped signal arrives: wait again until mpirun itself has ended.
+while true; do
+  wait "$launcher"
+  rc=$?
+  kill -0 "$launcher" 2>/dev/null || break
+done
+exit "$rc"

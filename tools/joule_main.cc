@@ -138,10 +138,32 @@ int cmd_bench_model(int argc, char** argv) {
   return 0;
 }
 
+// Takes every `--NAME VALUE` and `--NAME=VALUE` out of argv, in order, before cxxopts sees them: cxxopts splits a
+// repeatable flag's value at commas, and a --set value may hold one (a path, a list of meters).
+std::vector<std::string> take_flag_values(int& argc, char** argv, const std::string& name) {
+  const std::string flag = "--" + name;
+  std::vector<std::string> values;
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == flag) {
+      if (i + 1 >= argc) throw UsageError(flag + " needs a value");
+      values.emplace_back(argv[++i]);
+    } else if (a.rfind(flag + "=", 0) == 0) {
+      values.push_back(a.substr(flag.size() + 1));
+    } else {
+      argv[kept++] = argv[i];
+    }
+  }
+  argc = kept;
+  return values;
+}
+
 int cmd_train(int argc, char** argv) {
+  const std::vector<std::string> sets = take_flag_values(argc, argv, "set");
   cxxopts::Options o("joule train", "pretrain BERT; launch with mpirun -np N or srun --mpi=pmix");
   o.add_options()("config", "run config (TOML)", cxxopts::value<std::string>())(
-      "set", "override a key: table.key=value (repeatable)", cxxopts::value<std::vector<std::string>>())(
+      "set", "override a key: table.key=value (repeatable; the value may hold commas)", cxxopts::value<std::string>())(
       "run-dir", "run directory (run.dir)", cxxopts::value<std::string>())(
       "data", "training shards (data.train)", cxxopts::value<std::string>())(
       "eval-data", "held-out shards (data.eval)", cxxopts::value<std::string>())(
@@ -168,8 +190,7 @@ int cmd_train(int argc, char** argv) {
                                                        {"grid-intensity", "accounting.grid_intensity"}};
   for (const auto& [flag, key] : named)
     if (r.count(flag)) t.config.set(std::string(key) + "=" + r[flag].as<std::string>());
-  if (r.count("set"))
-    for (const auto& a : r["set"].as<std::vector<std::string>>()) t.config.set(a);
+  for (const std::string& a : sets) t.config.set(a);
   t.config.validate();
   t.resume = r["resume"].as<std::string>();
   t.presets_dir = joule::tools::config_dir() + "/models";
@@ -387,7 +408,8 @@ int cmd_data_create(int argc, char** argv) {
       "masked-lm-prob", "fraction of tokens masked", cxxopts::value<double>()->default_value("0.15"))(
       "short-seq-prob", "probability of a shorter target length", cxxopts::value<double>()->default_value("0.1"))(
       "eval-documents", "documents held out for an eval shard", cxxopts::value<int64_t>()->default_value("0"))(
-      "threads", "worker threads (0: all cores)", cxxopts::value<int>()->default_value("0"));
+      "threads", "worker threads (0: all cores)", cxxopts::value<int>()->default_value("0"))(
+      "replace", "replace a non-empty --out (written beside it, swapped in when complete)");
   auto r = parse(o, argc, argv);
   if (!r.count("input")) throw UsageError("missing required option --input");
   joule::data::CreateOptions c;
@@ -405,6 +427,7 @@ int cmd_data_create(int argc, char** argv) {
   c.short_seq_prob = r["short-seq-prob"].as<double>();
   c.eval_documents = r["eval-documents"].as<int64_t>();
   c.threads = r["threads"].as<int>();
+  c.replace = r.count("replace") > 0;
   const auto s = joule::data::create_pretraining_data(c);
   std::cout << "wrote " << c.out << ": " << s.train_sequences << " training sequences in " << s.train_shards.size()
             << " shard(s) from " << s.documents << " documents";

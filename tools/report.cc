@@ -14,6 +14,7 @@
 #include "trainer/cost/run_summary.h"
 #include "trainer/sim/perf_model.h"
 #include "launch/error.h"
+#include "launch/file_io.h"
 
 namespace joule::tools {
 namespace fs = std::filesystem;
@@ -185,7 +186,7 @@ std::string bar_chart(const std::string& title, const std::string& unit, const s
 
 std::string run_summary(const std::string& run_dir) {
   const trainer::RunSummary s = trainer::read_run_summary(run_dir);
-  std::ofstream(fs::path(run_dir) / "emissions.csv") << trainer::emissions_csv(s);
+  write_file_atomic((fs::path(run_dir) / "emissions.csv").string(), trainer::emissions_csv(s));
   return trainer::summary_table(s);
 }
 
@@ -317,13 +318,7 @@ std::string write_report(const std::string& run_dir, const std::string& out, con
   h << "</body></html>\n";
 
   const std::string path = out.empty() ? (fs::path(run_dir) / "report.html").string() : out;
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp);
-    if (!f) throw joule::IoError(tmp + ": cannot write");
-    f << h.str();
-  }
-  fs::rename(tmp, path);
+  write_file_atomic(path, h.str());
   return path;
 }
 

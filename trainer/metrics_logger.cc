@@ -12,7 +12,7 @@ namespace fs = std::filesystem;
 
 MetricsLogger::MetricsLogger(const MetricsSettings& settings, const std::string& run_dir, bool root)
     : s_(settings), root_(root), start_(std::chrono::steady_clock::now()) {
-  if (root_) file_.open(fs::path(run_dir) / "metrics.jsonl", std::ios::app);
+  if (root_) file_ = LineLog((fs::path(run_dir) / "metrics.jsonl").string());
 }
 
 double MetricsLogger::wall_s() const { return s_.wall_before + launch::seconds_since(start_); }
@@ -86,13 +86,9 @@ void MetricsLogger::write_interval(const StepBoundary& reduced, RunAccounting& a
       accounting.ledger().add_projection({last_.step, last_.sequences, ledger.wall_s(), p.wall_s, p.kwh, p.usd, p.co2_kg});
       j["projection"] = {{"sequences", p.sequences}, {"wall_s", p.wall_s}, {"kwh", p.kwh}, {"usd", p.usd}, {"co2_kg", p.co2_kg}};
     }
-    file_ << j.dump() << "\n" << std::flush;
-    if (!s_.prometheus_file.empty()) {  // written whole, then renamed: a scraper never sees half a file
-      const std::string tmp = s_.prometheus_file + ".tmp";
-      std::ofstream(tmp) << prometheus_text(j, ledger.run_id);
-      std::error_code ec;
-      fs::rename(tmp, s_.prometheus_file, ec);
-    }
+    file_.write_line(j.dump());
+    // Written whole, then renamed: a scraper never sees half a file.
+    if (!s_.prometheus_file.empty()) write_file_atomic(s_.prometheus_file, prometheus_text(j, ledger.run_id));
     char line[320];
     std::snprintf(line, sizeof line, "step %lld/%lld | %lld seq | loss %.4f | mlm_acc %.3f | lr %.2e | %.2f seq/s | ETA %s\n",
                   static_cast<long long>(last_.step), static_cast<long long>(s_.total_steps), static_cast<long long>(last_.sequences),
@@ -106,7 +102,7 @@ void MetricsLogger::write_interval(const StepBoundary& reduced, RunAccounting& a
 
 void MetricsLogger::write_eval(int64_t step, const EvalResult& eval) {
   if (!root_) return;
-  file_ << nlohmann::json({{"step", step}, {"eval", eval.to_json()}}).dump() << "\n" << std::flush;
+  file_.write_line(nlohmann::json({{"step", step}, {"eval", eval.to_json()}}).dump());
   std::printf("eval at step %lld: mlm_acc %.4f, nsp_acc %.4f, loss %.4f (%lld sequences)\n", static_cast<long long>(step),
               eval.mlm_accuracy, eval.nsp_accuracy, eval.loss, static_cast<long long>(eval.sequences));
   std::fflush(stdout);

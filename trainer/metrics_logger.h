@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string>
 
+#include "launch/file_io.h"
 #include "trainer/batch_sums.h"
 #include "trainer/run_accounting.h"
 #include "trainer/run_config.h"
@@ -59,7 +60,7 @@ class MetricsLogger {
  private:
   MetricsSettings s_;
   bool root_;
-  std::ofstream file_;
+  LineLog file_;  // RUN/metrics.jsonl on rank 0: every line checked
   std::chrono::steady_clock::time_point start_;
   StepRecord last_;
   BatchSums interval_;

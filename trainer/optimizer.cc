@@ -118,6 +118,13 @@ double Optimizer::step(double lr) {
   return norm;
 }
 
+double Optimizer::parameter_norm() const {
+  torch::NoGradGuard no_grad;
+  double sum = 0;
+  for (const Slot& s : slots_) sum += squared_norm(s.param);
+  return std::sqrt(sum);
+}
+
 void Optimizer::update_slot(Slot& s, double lr, double c1, double c2, double grad_scale) {
   torch::Tensor& g = s.param.mutable_grad();
   if (grad_scale != 1.0) g.mul_(grad_scale);

@@ -29,6 +29,8 @@ class Optimizer {
   // update the moments, then the optimizer's own rule. Returns the global gradient norm before clipping.
   // A norm that is not finite (NaN/Inf gradients) leaves parameters, moments and the step count as they were.
   double step(double lr);
+  // The global norm of the parameters (one read of each): not finite once an update has written NaN/Inf into them.
+  double parameter_norm() const;
   int64_t steps() const { return steps_; }
   // State for checkpoints: "exp_avg.<param>" and "exp_avg_sq.<param>" moments plus the step count.
   std::vector<std::pair<std::string, torch::Tensor>> state() const;

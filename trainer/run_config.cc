@@ -3,8 +3,10 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <sstream>
 #include <variant>
 
@@ -193,6 +195,8 @@ RunConfig RunConfig::from_toml_text(const std::string& text, const std::string& 
 }
 
 RunConfig RunConfig::from_toml_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw RunConfigError(path + ": a directory, not a run config (TOML) file");
   std::ifstream in(path);
   if (!in) throw RunConfigError(path + ": cannot open run config");
   std::stringstream ss;
@@ -230,11 +234,80 @@ void RunConfig::set(const std::string& assignment) {
   }
 }
 
+namespace {
+
+std::string number_text(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+// A key's range: [lo, hi] with open ends where said; `note` says what a special value means.
+struct Range {
+  const char* key;
+  double lo, hi;
+  bool lo_open, hi_open;
+  const char* note;
+};
+
+// Every numeric key and its valid range (the door every value passes, from TOML and --set alike).
+constexpr double kInf = std::numeric_limits<double>::infinity();
+const Range kRanges[] = {
+    {"train.steps", 0, kInf, false, false, "0: from train.target_sequences"},
+    {"train.target_sequences", 0, kInf, false, false, "0: train.steps x the global batch"},
+    {"train.micro_batch", 1, kInf, false, false, ""},
+    {"train.accumulation", 1, kInf, false, false, ""},
+    {"train.global_batch", 0, kInf, false, false, "0: micro_batch x accumulation x ranks"},
+    {"train.seq_len", 0, kInf, false, false, "0: the shards'"},
+    {"train.threads", 0, kInf, false, false, "0: the node's cores / local ranks"},
+    {"train.seed", 0, kInf, false, false, ""},
+    {"train.log_every_steps", 1, kInf, false, false, ""},
+    {"train.throughput_warmup_steps", 0, kInf, false, false, ""},
+    {"train.max_nonfinite_steps", 1, kInf, false, false, ""},
+    {"train.collective_timeout_seconds", 0, kInf, true, false, ""},
+    {"optimizer.lr", 0, kInf, true, false, ""},
+    {"optimizer.warmup_fraction", 0, 1, false, true, ""},
+    {"optimizer.beta1", 0, 1, false, true, ""},
+    {"optimizer.beta2", 0, 1, false, true, ""},
+    {"optimizer.eps", 0, kInf, true, false, ""},
+    {"optimizer.weight_decay", 0, kInf, false, false, ""},
+    {"optimizer.max_grad_norm", 0, kInf, false, false, "0: no clipping"},
+    {"checkpoint.every_steps", 0, kInf, false, false, "0: off"},
+    {"checkpoint.every_minutes", 0, kInf, false, false, "0: off"},
+    {"checkpoint.keep", 1, kInf, false, false, ""},
+    {"eval.every_steps", 0, kInf, false, false, "0: at the end only"},
+    {"eval.target_mlm_accuracy", 0, 1, false, false, "0: none"},
+    {"eval.batch", 1, kInf, false, false, ""},
+    {"eval.max_batches", 1, kInf, false, false, ""},
+    {"sim.nodes", 1, kInf, false, false, ""},
+    {"accounting.price_per_hour", -kInf, kInf, false, false, "negative: the instance profile's"},
+    {"accounting.grid_intensity", 0, kInf, false, false, "0: the region's"},
+    {"accounting.meter_sample_seconds", 0, 60, true, false, ""},
+    {"accounting.project_sequences", 1, kInf, false, false, ""},
+    {"accounting.project_after_fraction", 0, 1, false, true, ""},
+};
+
+std::string range_text(const Range& r) {
+  auto end = [](double v) { return std::isinf(v) ? std::string(v < 0 ? "-inf" : "inf") : number_text(v); };
+  return std::string(r.lo_open ? "(" : "[") + end(r.lo) + ", " + end(r.hi) + (r.hi_open || std::isinf(r.hi) ? ")" : "]");
+}
+
+}  // namespace
+
 void RunConfig::validate() const {
   auto fail = [](const std::string& m) { throw RunConfigError("run config: " + m); };
-  if (micro_batch < 1) fail("train.micro_batch must be >= 1");
-  if (accumulation < 1) fail("train.accumulation must be >= 1");
-  if (global_batch < 0 || steps < 0 || target_sequences < 0) fail("train.global_batch, train.steps and train.target_sequences must be >= 0");
+  RunConfig copy = *this;
+  std::vector<Field> all = fields(copy);
+  for (const Range& r : kRanges) {
+    const Field* f = find(all, r.key);
+    if (!f) throw joule::InternalError(std::string("run config: no key ") + r.key + " for its range");
+    const double v = std::holds_alternative<int64_t*>(f->target) ? static_cast<double>(*std::get<int64_t*>(f->target))
+                                                                   : *std::get<double*>(f->target);
+    const bool ok = std::isfinite(v) && (r.lo_open ? v > r.lo : v >= r.lo) && (r.hi_open ? v < r.hi : v <= r.hi);
+    if (!ok)
+      fail(std::string(r.key) + " = " + number_text(v) + (std::isfinite(v) ? " is outside " + range_text(r) : " is not a finite number; valid: " + range_text(r)) +
+           (r.note[0] ? std::string(" (") + r.note + ")" : ""));
+  }
   if (global_batch > 0 && global_batch % micro_batch != 0)
     fail("train.global_batch " + std::to_string(global_batch) + " is not divisible by train.micro_batch " + std::to_string(micro_batch));
   if (optimizer != "lamb" && optimizer != "adamw") fail("optimizer.name is \"" + optimizer + "\"; valid values: lamb, adamw");
@@ -242,19 +315,7 @@ void RunConfig::validate() const {
     fail("train.progress is \"" + progress + "\"; valid values: auto, bar, lines");
   if (device != "cpu" && device != "trainium-sim")
     fail("train.device is \"" + device + "\"; valid values: cpu, trainium-sim (cuda needs a CUDA build of LibTorch, not built yet)");
-  if (sim_nodes < 1) fail("sim.nodes must be >= 1");
-  if (!(lr > 0)) fail("optimizer.lr must be positive");
-  if (warmup_fraction < 0 || warmup_fraction >= 1) fail("optimizer.warmup_fraction must be in [0, 1)");
-  if (max_nonfinite_steps < 1) fail("train.max_nonfinite_steps must be >= 1");
-  if (!(collective_timeout_seconds > 0)) fail("train.collective_timeout_seconds must be positive");
-  if (log_every_steps < 1) fail("train.log_every_steps must be >= 1");
-  if (checkpoint_keep < 1) fail("checkpoint.keep must be >= 1");
-  if (eval_batch < 1 || eval_max_batches < 1) fail("eval.batch and eval.max_batches must be >= 1");
-  if (pue != 0 && pue < 1) fail("accounting.pue must be >= 1 (or 0: the instance profile's)");
-  if (grid_intensity < 0) fail("accounting.grid_intensity must be >= 0 (0: the region's)");
-  if (!(meter_sample_seconds > 0) || meter_sample_seconds > 60) fail("accounting.meter_sample_seconds must be in (0, 60]");
-  if (project_sequences < 1) fail("accounting.project_sequences must be >= 1");
-  if (project_after_fraction < 0 || project_after_fraction >= 1) fail("accounting.project_after_fraction must be in [0, 1)");
+  if (!std::isfinite(pue) || (pue != 0 && pue < 1)) fail("accounting.pue must be >= 1 (or 0: the instance profile's)");
 }
 
 std::string RunConfig::to_toml() const {

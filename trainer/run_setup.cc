@@ -1,5 +1,7 @@
 #include "trainer/run_setup.h"
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <iostream>
 
@@ -26,6 +28,13 @@ void resolve_batches(ResolvedRun& run) {
   run.total_steps = cfg.steps > 0 ? cfg.steps : (cfg.target_sequences + run.global_batch - 1) / run.global_batch;
   if (run.total_steps <= 0) throw RunConfigError("run config: set train.steps or train.target_sequences");
   run.target_sequences = cfg.target_sequences > 0 ? cfg.target_sequences : run.total_steps * run.global_batch;
+  // Checked here, before anything is written (the sampler would refuse it later, after the run directory).
+  const int64_t available = static_cast<int64_t>(run.dataset().size());
+  if (run.global_batch > available)
+    throw RunConfigError("the global batch " + std::to_string(run.global_batch) + " (train.micro_batch " + std::to_string(cfg.micro_batch) +
+                         " x accumulation " + std::to_string(cfg.accumulation) + " x " + std::to_string(run.world) +
+                         " ranks) is larger than the " + std::to_string(available) + " sequences of " + cfg.train_data,
+                         "lower train.global_batch (or train.micro_batch), or give data.train more shards");
 }
 
 // `joule data create --out D` writes D/train, D/eval (with --eval-documents) and D/vocab.txt: data.train = D means
@@ -53,6 +62,10 @@ ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_d
   const int64_t vocab_size = data::Vocab::load(vocab_path).size();
   run.model_config = models::load_config(cfg.model, presets_dir);
   run.model_config.vocab_size = vocab_size;  // the vocabulary the shards were made with
+  if (run.model_config.type_vocab_size < 2)
+    throw RunConfigError("model.config " + cfg.model + ": type_vocab_size is " + std::to_string(run.model_config.type_vocab_size) +
+                         ", but pretraining shards mark two segments (segment_ids 0 and 1)",
+                         "set type_vocab_size to 2 in the model's config.json (BERT's value)");
   // Rank 0 validates the shards and writes the index cache first; the other ranks then find them in
   // the cache instead of reading every shard again. A bad shard on rank 0 aborts the job (main).
   const bool root = comm.info().rank == 0;
@@ -112,6 +125,15 @@ StartPoint choose_on_root(const std::string& run_dir, const std::string& resume)
   const std::string ckpt_root = (fs::path(run_dir) / "checkpoints").string();
   StartPoint start;
   if (resume == "auto") {
+    // Directories of yours under checkpoints/ (best/, step_6_before_lr_change/) are never resumed from or pruned.
+    std::vector<std::string> ignored;
+    std::error_code ec;
+    if (fs::is_directory(ckpt_root, ec)) {
+      const std::vector<std::string> ours = list_checkpoints(ckpt_root);
+      for (const auto& e : fs::directory_iterator(ckpt_root, ec))
+        if (std::find(ours.begin(), ours.end(), e.path().string()) == ours.end())
+          ignored.push_back("ignoring " + e.path().string() + ": not a name joule gives a checkpoint (step_NNNNNNNN); left alone");
+    }
     start.checkpoint = find_latest_checkpoint(ckpt_root, &start.warnings);
     // Checkpoints that all fail to verify are not a fresh start: starting over would overwrite them.
     if (!start.checkpoint && !start.warnings.empty()) {
@@ -120,10 +142,14 @@ StartPoint choose_on_root(const std::string& run_dir, const std::string& resume)
       throw CheckpointError(ckpt_root + ": --resume auto found checkpoints but none verifies:" + why +
                             "\nresume from a checkpoint of your own with --resume DIR, or move them away to start over");
     }
+    start.warnings.insert(start.warnings.end(), ignored.begin(), ignored.end());
   } else if (!resume.empty()) {
+    std::string lower = resume;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (lower == "auto") throw joule::UsageError("--resume " + resume + ": did you mean --resume auto (lower case)?");
     std::error_code ec;
     if (!fs::is_directory(resume, ec))
-      throw CheckpointError("--resume " + resume + ": no such directory",
+      throw CheckpointError("--resume " + resume + (fs::exists(resume, ec) ? ": not a directory" : ": no such directory"),
                             "give a checkpoint directory (RUN/checkpoints/step_NNNNNNNN) or --resume auto");
     if (!fs::exists(fs::path(resume) / "manifest.json") && fs::is_directory(fs::path(resume) / "checkpoints"))
       throw CheckpointError("--resume " + resume + ": a run directory, not a checkpoint",

@@ -6,6 +6,8 @@
 #include <fstream>
 #include <iostream>
 
+#include "launch/file_io.h"
+
 namespace joule::trainer {
 namespace fs = std::filesystem;
 namespace {
@@ -64,8 +66,8 @@ void write_summary(const RunConfig& cfg, const RunOutcome& o, const collectives:
   s.eval = o.eval;
   if (sim) s.simulated = sim->figures(o.steps);
   if (!o.preempted) s.final_dir = (fs::path(cfg.run_dir) / "final").string();
-  std::ofstream(fs::path(cfg.run_dir) / "summary.json") << s.to_json().dump(2) << "\n";
-  std::ofstream(fs::path(cfg.run_dir) / "emissions.csv") << emissions_csv(s);
+  write_file_atomic((fs::path(cfg.run_dir) / "summary.json").string(), s.to_json().dump(2) + "\n");
+  write_file_atomic((fs::path(cfg.run_dir) / "emissions.csv").string(), emissions_csv(s));
   std::cout << summary_table(s) << std::flush;
 }
 

@@ -1,5 +1,6 @@
 #include "trainer/trainer.h"
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -10,12 +11,14 @@
 #include <optional>
 
 #include "data/loader.h"
+#include "launch/file_io.h"
 #include "launch/placement.h"
 #include "launch/runtime.h"
 #include "models/flops.h"
 #include "models/model_dir.h"
 #include "trainer/metrics_logger.h"
 #include "trainer/run_accounting.h"
+#include "trainer/run_lock.h"
 #include "trainer/run_setup.h"
 #include "trainer/sim_clock.h"
 #include "trainer/summary_writer.h"
@@ -48,13 +51,65 @@ int configure_threads(const RunConfig& cfg, collectives::Communicator& comm) {
   return threads;
 }
 
+// Every rank must train the same run: the hash of its resolved config and of the data set it indexed are compared
+// with rank 0's, and every rank stops with the same error on a mismatch (an MPMD launch with another flag, a node
+// that sees other files).
+void check_ranks_agree_on_the_run(const ResolvedRun& run, collectives::Communicator& comm) {
+  std::string data_index;
+  for (const data::ShardEntry& e : run.dataset().shards())
+    data_index += e.path + " " + std::to_string(e.bytes) + " " + std::to_string(e.stats.sequences) + "\n";
+  const std::string mine = run.config_hash + " " + fnv1a64_hex(data_index);
+  std::string root = mine;
+  collectives::broadcast_string(comm, root, 0, run.cfg.collective_timeout_seconds, "the run's hashes");
+  std::vector<double> differs(2, 0.0);
+  if (mine.substr(0, mine.find(' ')) != root.substr(0, root.find(' '))) differs[0] = 1;
+  if (mine.substr(mine.find(' ')) != root.substr(root.find(' '))) differs[1] = 1;
+  collectives::sum_over_ranks(comm, differs, run.cfg.collective_timeout_seconds, "run agreement");
+  if (differs[0] + differs[1] == 0) return;
+  throw RunConfigError(std::to_string(static_cast<int>(differs[0])) + " rank(s) resolved another config than rank 0 and " +
+                           std::to_string(static_cast<int>(differs[1])) + " rank(s) indexed another data set (this rank: config " +
+                           mine + ", rank 0: " + root + "); replicas of one run must agree",
+                       "give every rank the same command line, config file and data (one mpirun command, not MPMD; the same files "
+                       "on every node)");
+}
+
+// Non-finite weights are never written: not to a checkpoint, not to final/.
+void refuse_nonfinite_weights(const Optimizer& optimizer, const std::string& what) {
+  const double norm = optimizer.parameter_norm();
+  if (!std::isfinite(norm))
+    throw NonFiniteError("the parameters are NaN/Inf (norm " + std::to_string(norm) + "): the " + what + " is not written");
+}
+
+// Rank 0 takes RUN/.joule.lock before anything in RUN is written (trainer/run_lock.h) and checks that one checkpoint
+// fits (weights and two moments in fp32); an error ends every rank.
+RunLock lock_run_directory(const ResolvedRun& run, collectives::Communicator& comm) {
+  RunLock lock;
+  if (comm.info().rank == 0) {
+    std::string previous;
+    lock = RunLock::acquire(run.cfg.run_dir, &previous);
+    if (!previous.empty()) std::cout << "note: " << previous << "\n" << std::flush;
+    double parameters = 0;
+    for (const auto& [name, numel] : models::parameter_numels(run.model_config)) parameters += static_cast<double>(numel);
+    const double checkpoint_bytes = parameters * 4 * 3 + (1 << 20);
+    struct statvfs fsinfo {};
+    if (::statvfs(run.cfg.run_dir.c_str(), &fsinfo) == 0) {
+      const double available = static_cast<double>(fsinfo.f_bavail) * static_cast<double>(fsinfo.f_frsize);
+      if (available < checkpoint_bytes)
+        throw joule::IoError(run.cfg.run_dir + ": " + std::to_string(available / (1 << 20)) + " MiB free, one checkpoint needs " +
+                                 std::to_string(checkpoint_bytes / (1 << 20)) + " MiB (weights and two optimizer moments in fp32)",
+                             write_failure_hint(ENOSPC));
+    }
+  }
+  comm.barrier();
+  return lock;
+}
+
 // After the resume checks: RUN/config.toml, RUN/model_config.json and the header rank 0 prints.
 void write_run_directory(const ResolvedRun& run, const collectives::ProcessGroupInfo& info, int threads) {
   const RunConfig& cfg = run.cfg;
-  fs::create_directories(cfg.run_dir);
   if (info.rank != 0) return;
-  std::ofstream(fs::path(cfg.run_dir) / "config.toml") << run.resolved_toml;
-  std::ofstream(fs::path(cfg.run_dir) / "model_config.json") << run.model_config.to_json_text();
+  write_file_atomic((fs::path(cfg.run_dir) / "config.toml").string(), run.resolved_toml);
+  write_file_atomic((fs::path(cfg.run_dir) / "model_config.json").string(), run.model_config.to_json_text());
   std::cout << "joule train: " << run.world << " rank(s) on " << info.node_count << " node(s), " << threads
             << " thread(s) per rank; global batch " << run.global_batch << " = " << cfg.micro_batch << " x " << cfg.accumulation << " x "
             << run.world << "; " << run.total_steps << " steps; " << run.dataset().size() << " sequences of " << cfg.seq_len
@@ -123,6 +178,7 @@ class TrainingLoop {
       const StepRecord record = run_step();
       metrics_.record_step(record);
       const bool log = metrics_.interval_ends(record.step);
+      if (log) check_parameters_finite(record);  // one read of the weights per logging interval
       const bool eval = eval_due(record.step);
       StepBoundary boundary = local_boundary(record, log, eval);
       boundary.reduce(p_.comm, cfg_.collective_timeout_seconds);
@@ -178,6 +234,18 @@ class TrainingLoop {
     r.exposed_comm_seconds = result.exposed_comm_seconds;
     r.data_wait_seconds = loader_.wait_seconds() - wait_before;
     return r;
+  }
+
+  // Finite gradients, yet an update may write NaN/Inf (an absurd optimizer setting, an overflow): the weights are lost
+  // from there on. Checked at every logging interval (and before every checkpoint and final/, which never receive
+  // non-finite weights): the run stops with the step and the newest checkpoint.
+  void check_parameters_finite(const StepRecord& record) {
+    const double norm = p_.objects.optimizer->parameter_norm();
+    if (std::isfinite(norm)) return;
+    const auto latest = find_latest_checkpoint(checkpoint_root(), nullptr);
+    throw NonFiniteError("step " + std::to_string(record.step) + ": the parameters are NaN/Inf after the update (learning rate " +
+                         std::to_string(record.lr) + "), so the run stops without saving them. Newest checkpoint: " +
+                         (latest ? *latest : std::string("none")));
   }
 
   // The NaN/Inf policy: a skipped update is counted; train.max_nonfinite_steps in a row stop the run.
@@ -236,6 +304,7 @@ class TrainingLoop {
 
   void checkpoint(bool preempted) {
     TrainerState& state = p_.state;
+    refuse_nonfinite_weights(*p_.objects.optimizer, "checkpoint of step " + std::to_string(state.step));
     state.wall_seconds = metrics_.wall_s();
     const EnergyTotals energy = reduce_energy(p_.accounting.local_energy(), p_.comm, cfg_.collective_timeout_seconds);
     p_.accounting.update_segment(energy, state.step, state.sequences, preempted ? "preempted" : "running");
@@ -269,6 +338,7 @@ void finish_run(const ResolvedRun& run, const TrainingLoop& loop, int exit_code,
   const RunConfig& cfg = run.cfg;
   const bool root = comm.info().rank == 0;
   state.wall_seconds = loop.metrics().wall_s();
+  if (exit_code == 0) refuse_nonfinite_weights(*objects.optimizer, "final weights");
   if (exit_code == 0 && root) models::save_model_dir(objects.model, (fs::path(cfg.run_dir) / "final").string());
   const EnergyTotals energy = reduce_energy(accounting.local_energy(), comm, cfg.collective_timeout_seconds);
   const bool preempted = exit_code == kExitPreempted;
@@ -308,6 +378,8 @@ int train(const TrainOptions& opts) {
   RunAccounting accounting(cfg, config_dir, info);  // the meters run from here: start-up is billed
 
   const ResolvedRun run = resolve_run(cfg, opts.presets_dir, *comm);
+  check_ranks_agree_on_the_run(run, *comm);
+  const RunLock lock = lock_run_directory(run, *comm);  // held to the end: one job per run directory
   TrainingObjects objects = build_training(run, *comm);
   const StartPoint start = choose_start(run.cfg.run_dir, opts.resume, *comm, faults);
   TrainerState state = start_state(run, start, objects, *comm);

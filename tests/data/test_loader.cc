@@ -20,6 +20,8 @@ class LoaderTest : public ::testing::Test {
     for (int64_t r = 0; r < 37; ++r) {
       b.input_ids[r * 8] = static_cast<int32_t>(r);  // the row id identifies the sequence
       b.input_mask[r * 8] = 1;
+      b.masked_positions[r * 2] = 1;  // one masked prediction per row: a trainable shard
+      b.masked_ids[r * 2] = 5;
     }
     joule::data::HostBatch c = b;
     for (int64_t r = 0; r < 37; ++r) c.input_ids[r * 8] = static_cast<int32_t>(100 + r);

@@ -1,6 +1,9 @@
 // Shard schema validation (one test per malformed kind), the int64 layout, and the dataset index cache.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <fstream>
 #include <functional>
 
@@ -208,6 +211,25 @@ TEST(Dataset, IndexIsCachedAndAChangedFileIsValidatedAgain) {
   EXPECT_EQ(joule::data::Dataset::open(dir.file("list.txt")).size(), 14);
   EXPECT_EQ(joule::data::Dataset::open(dir.path() + "/*.hdf5").size(), 14);
   EXPECT_THROW(joule::data::Dataset::open(dir.file("nothing-*.hdf5")), ShardError);
+}
+
+TEST(Dataset, AShardReplacedKeepingSizeAndMtimeIsValidatedAgain) {
+  TempDir dir;
+  joule::data::HostBatch a = small_batch(6), b = small_batch(6);
+  b.input_ids[3] = 1;  // same shapes, so the same file size; other content
+  joule::data::write_shard(dir.file("s.hdf5"), a);
+  joule::data::write_shard(dir.file("other.hdf5.tmp-src"), b);
+  EXPECT_EQ(joule::data::Dataset::open(dir.file("s.hdf5")).validated_now(), 1);
+  struct stat before {};
+  ASSERT_EQ(::stat(dir.file("s.hdf5").c_str(), &before), 0);
+  std::filesystem::copy_file(dir.file("other.hdf5.tmp-src"), dir.file("s.hdf5"), std::filesystem::copy_options::overwrite_existing);
+  const struct timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, dir.file("s.hdf5").c_str(), times, 0), 0);
+  struct stat after {};
+  ASSERT_EQ(::stat(dir.file("s.hdf5").c_str(), &after), 0);
+  ASSERT_EQ(after.st_size, before.st_size);
+  ASSERT_EQ(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
+  EXPECT_EQ(joule::data::Dataset::open(dir.file("s.hdf5")).validated_now(), 1) << "the cache trusted size and mtime alone";
 }
 
 TEST(Dataset, ShardsOfDifferentShapesAreRefused) {

@@ -58,6 +58,9 @@ TEST(Tokenizer, VocabNeedsSpecialTokensAndNamesTheFile) {
   EXPECT_EQ(v.mask_id(), 4);
   v.save(dir.file("again.txt"));
   EXPECT_EQ(Vocab::load(dir.file("again.txt")).tokens(), v.tokens());
+  // A UTF-8 byte-order mark (Windows editors) is not part of the first token.
+  joule::test::write_file(dir.file("bom.txt"), "\xEF\xBB\xBF[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\n");
+  EXPECT_EQ(Vocab::load(dir.file("bom.txt")).id("[PAD]"), 0);
 }
 
 TEST(Tokenizer, InvalidUtf8IsDroppedNotFatal) {

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The bad-input table, end to end at 2 ranks. Every case must give one clear error that names the file or
 # key, a "what to do" line, a non-zero exit on every rank within 60 s (no rank left waiting), and leave
-# every file in the work directory as it was (nothing overwritten, no half-made run directory).
+# every file in the work directory as it was (nothing overwritten, no half-made run directory). Then a run
+# directory in use by another job (refused, naming the holder; a killed holder's lock noted and taken over) and
+# full disks (an error naming the file and ENOSPC; a free-space check before the first write).
 # usage: bad_inputs.sh JOULE MPIEXEC MAKE_BAD_SHARD WORKDIR
 set -uo pipefail
 joule=$1 mpiexec=$2 make_bad_shard=$3 work=$4
@@ -40,7 +42,15 @@ bad_checkpoint() {
   shift
   cp -r good $name && (cd $name/checkpoints/step_00000010 && eval "$@")
 }
-for k in missing-dataset wrong-dtype wrong-shape ids-beyond-vocab positions-beyond-seq-len truncated not-hdf5 empty; do bad_shards $k; done
+for k in missing-dataset wrong-dtype wrong-shape ids-beyond-vocab positions-beyond-seq-len truncated not-hdf5 empty no-predictions zero-rows \
+  unknown-filter; do bad_shards $k; done
+# Files of two data sets in one directory: a data create output with a shard it did not write.
+cp -r shards mixed && cp $good_shard mixed/train/part_00009.hdf5
+# A model config whose segment embedding has one row (shards use segment ids 0 and 1).
+"$joule" model init --config bert-tiny --seed 1 --out tiny_model > /dev/null || fail "model init"
+sed 's/"type_vocab_size": *2/"type_vocab_size": 1/' tiny_model/config.json > tvs1.json
+grep -q '"type_vocab_size": *1' tvs1.json || fail "could not make tvs1.json"
+printf 'not a directory\n' > a_file
 printf '[model]\nconfig = "bert-tiny"\n[train]\nstepz = 10\n' > unknown_key.toml
 printf '[model]\nconfig = "bert-tiny"\n[train]\nsteps = "ten"\n' > wrong_type.toml
 bad_checkpoint ck_truncated 'head -c 1000 model.safetensors > t && mv t model.safetensors'
@@ -68,6 +78,20 @@ cases=(
   "checkpoint: other format version|--config run.toml --run-dir ck_version --resume ck_version/checkpoints/step_00000010|ck_version/checkpoints/step_00000010: format version 99, this joule reads version 1"
   "checkpoint: other model shape|--config run.toml --run-dir ck_shape --resume ck_shape/checkpoints/step_00000010 --set model.config=bert-base|ck_shape/checkpoints/step_00000010/model.safetensors: .*another model shape"
   "checkpoint: none verifies (--resume auto)|--config run.toml --run-dir ck_only_bad --resume auto|ck_only_bad/checkpoints: --resume auto found checkpoints but none verifies"
+  "shard: rows without predictions|--config run.toml --data bad_no-predictions/train --run-dir r|part_00001.hdf5: dataset 'masked_lm_positions': .* rows have no masked prediction"
+  "shard: all-zero rows|--config run.toml --data bad_zero-rows/train --run-dir r|part_00001.hdf5: dataset 'input_mask': .* rows have no real token"
+  "shard: unknown compression filter|--config run.toml --data bad_unknown-filter/train --run-dir r|part_00001.hdf5: dataset 'input_ids' is compressed with HDF5 filter 32000"
+  "data: two data sets mixed|--config run.toml --data mixed/train --run-dir r|mixed/train: holds 3 shard(s) of .* sequences, but mixed/metadata.json records 2"
+  "config: infinite learning rate|--config run.toml --run-dir r --set optimizer.lr=inf|optimizer.lr = inf is not a finite number"
+  "config: beta1 out of range|--config run.toml --run-dir r --set optimizer.beta1=1.5|optimizer.beta1 = 1.5 is outside [0, 1)"
+  "config: negative checkpoint interval|--config run.toml --run-dir r --set checkpoint.every_steps=-1|checkpoint.every_steps = -1 is outside [0, inf)"
+  "config: batch larger than the data (resume)|--config run.toml --run-dir good --resume auto --set train.global_batch=80000|the global batch 80000 .* is larger than the .* sequences of shards/train"
+  "model: one segment embedding|--config run.toml --run-dir r --set model.config=tvs1.json|model.config tvs1.json: type_vocab_size is 1"
+  "resume: no such directory|--config run.toml --run-dir good --resume nope|--resume nope: no such directory"
+  "resume: the run directory itself|--config run.toml --run-dir good --resume good|--resume good: a run directory, not a checkpoint"
+  "resume: Auto|--config run.toml --run-dir good --resume Auto|--resume Auto: did you mean --resume auto"
+  "run dir: a regular file|--config run.toml --run-dir a_file|a_file: exists and is not a directory"
+  "set: a value with a comma|--config run.toml --run-dir r --set accounting.meters=model,bogus|accounting.meters: 'bogus' is unknown"
 )
 
 snapshot() { (find . -type f -print0 | sort -z | xargs -0 sha256sum; find . -type d | sort) > "$1"; }
@@ -92,5 +116,36 @@ for c in "${cases[@]}"; do
   grep -q "what to do: " $log || { cat $log; fail "$name: no 'what to do' line"; }
   diff ../logs/before$n ../logs/after$n > /dev/null || { diff ../logs/before$n ../logs/after$n; fail "$name: files changed"; }
 done
-(( n >= 12 )) || fail "only $n cases"
-echo "PASS ($n bad inputs)"
+(( n >= 30 )) || fail "only $n cases"
+
+echo "-- a run directory in use: the second job fails at once naming the holder; the first is untouched"
+rm -rf busy
+mpi "$joule" train --config run.toml --run-dir busy --set train.steps=4000 > ../logs/busy1.log 2>&1 &
+first=$!
+for _ in $(seq 1 600); do grep -q "^step " ../logs/busy1.log 2>/dev/null && break; sleep 0.1; done
+timeout 60 "$mpiexec" "${MPI_ARGS[@]}" "$joule" train --config run.toml --run-dir busy --resume auto > ../logs/busy2.log 2>&1
+rc=$?
+grep -q "joule train: error: busy is in use by another joule train (host .* pid [0-9]* started " ../logs/busy2.log && [[ $rc -ne 0 ]] ||
+  { cat ../logs/busy2.log; fail "a second job on a busy run directory: rc $rc"; }
+# A crash: SIGKILL to every process of the first job at once (ranks and launcher).
+pkill -9 -f -- "--run-dir busy" 2>/dev/null; wait $first 2>/dev/null
+[[ -s busy/.joule.lock ]] || fail "a killed job's lock record is gone"
+mpi "$joule" train --config run.toml --run-dir busy --resume auto --set train.steps=10 > ../logs/busy3.log 2>&1 || { cat ../logs/busy3.log; fail "resume after a killed job"; }
+grep -q "note: the previous job on this run directory (host .* pid [0-9]* started .*) ended without releasing its lock" ../logs/busy3.log ||
+  { cat ../logs/busy3.log; fail "no note about the killed job's lock"; }
+[[ ! -e busy/.joule.lock ]] || fail "a job that ended left its lock file"
+
+echo "-- a disk that fills: the error names the file and the cause, not a silent short file"
+rm -rf full && mkdir full && ln -s /dev/full full/metrics.jsonl
+mpi "$joule" train --config run.toml --run-dir full > ../logs/full.log 2>&1 && { cat ../logs/full.log; fail "a run whose metrics.jsonl is /dev/full exited 0"; }
+grep -q "joule train: error: full/metrics.jsonl: write failed: No space left on device" ../logs/full.log || { cat ../logs/full.log; fail "no ENOSPC error naming metrics.jsonl"; }
+grep -q "what to do: the file system is full" ../logs/full.log || fail "no advice for a full disk"
+if [[ $(id -u) -eq 0 ]] && mkdir -p small && mount -t tmpfs -o size=2m tmpfs small 2>/dev/null; then
+  mpi "$joule" train --config run.toml --run-dir small/run > ../logs/small.log 2>&1
+  rc=$?
+  umount small
+  [[ $rc -ne 0 ]] && grep -q "small/run: .* MiB free, one checkpoint needs .* MiB" ../logs/small.log || { cat ../logs/small.log; fail "no free-space check"; }
+else
+  echo "   (no tmpfs: skipped the 2 MiB file system case; it needs root)"
+fi
+echo "PASS ($n bad inputs, a busy run directory, full disks)"

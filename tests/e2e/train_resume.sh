@@ -148,7 +148,11 @@ echo "== 4. corrupt newest checkpoint"
 newest=$(ls -d a/checkpoints/step_* | sort | tail -1)
 previous=$(ls -d a/checkpoints/step_* | sort | tail -2 | head -1)
 printf 'garbage' | dd of="$newest/model.safetensors" bs=1 seek=4096 conv=notrunc 2>/dev/null
+# Directories of the user's own under checkpoints/, complete and "newer" by name: never resumed from or pruned.
+cp -r "$previous" a/checkpoints/step_99999999_best && cp -r "$previous" a/checkpoints/zz_mine
 mpi "$joule" train --config run.toml --run-dir a --steps 45 --resume auto > a2.log 2>&1 || { cat a2.log; fail "resume after corruption failed"; }
+grep -q "warning: ignoring a/checkpoints/step_99999999_best: not a name joule gives a checkpoint" a2.log || { cat a2.log; fail "a user's directory was not mentioned"; }
+[[ -d a/checkpoints/step_99999999_best && -d a/checkpoints/zz_mine ]] || fail "a user's directory under checkpoints/ was removed"
 grep -q "skipping checkpoint $newest: model.safetensors: checksum mismatch" a2.log || { cat a2.log; fail "no warning about the corrupt checkpoint"; }
 grep -q "resumed from $previous" a2.log || fail "did not fall back to $previous"
 
@@ -187,7 +191,18 @@ for d, inst, nodes, devices in (("s", "trn1.32xlarge", 16, 256), ("s2", "p4d.24x
     print(d, inst, "x", nodes, "| step", round(m["step_s"], 6), "s | seq/hour", round(m["seq_per_hour"]))
 PY2
 
-echo "== 8. the oversubscription warning: none for mpirun's default binding (a core per rank) or --bind-to none"
+echo "== 8. SIGTERM to launch/mpirun.sh: every rank checkpoints and the launcher exits 75 (what a scheduler requeues on)"
+# (`|| echo $?`: under set -e a bare failing command would end the subshell before it records the code.)
+(bash "$here/../../launch/mpirun.sh" -n 2 -- "$joule" train --config run.toml --run-dir w --steps 400 > w.log 2>&1 && echo 0 > w.rc ||
+  echo $? > w.rc) &
+for _ in $(seq 1 600); do grep -q "^step 10/" w.log 2>/dev/null && break; sleep 0.1; done
+grep -q "^step 10/" w.log || { cat w.log; fail "no 'step 10/' progress line within 60 s under launch/mpirun.sh"; }
+pkill -TERM -f "launch/mpirun.sh -n 2 -- $joule train --config run.toml --run-dir w"
+for _ in $(seq 1 600); do [[ -s w.rc ]] && break; sleep 0.1; done
+[[ "$(cat w.rc 2>/dev/null)" == 75 ]] || { cat w.log; fail "launch/mpirun.sh exited $(cat w.rc 2>/dev/null) after SIGTERM, not 75"; }
+ls w/checkpoints/step_* > /dev/null 2>&1 || fail "no checkpoint after SIGTERM to launch/mpirun.sh"
+
+echo "== 9. the oversubscription warning: none for mpirun's default binding (a core per rank) or --bind-to none"
 if (( $(nproc) >= 2 )); then
   for binding in "" "--bind-to none"; do
     # shellcheck disable=SC2086  # $binding is zero or two words

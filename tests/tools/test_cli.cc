@@ -124,6 +124,21 @@ TEST(Cli, DataPipelineAsAUserRunsIt) {
   EXPECT_NE(no_eval.output.find("what to do: check data.eval"), std::string::npos) << no_eval.output;
   EXPECT_EQ(no_eval.output.find("data.train"), std::string::npos) << no_eval.output;
   EXPECT_FALSE(std::filesystem::exists(d + "/run2"));
+
+  // data create into its own output again: refused (two data sets would mix); --replace swaps a whole new one in.
+  const std::string again = kJoule + " data create --input " + d + "/c.txt --vocab " + d + "/v.txt --out " + d +
+                            "/shards --seq-len 64 --max-pred 10 --dupe-factor 1 --shards 1";
+  auto refused = run_command(again);
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("--out " + d + "/shards is not empty"), std::string::npos) << refused.output;
+  EXPECT_TRUE(std::filesystem::exists(d + "/shards/train/part_00001.hdf5")) << "the refused run changed the old data set";
+  auto replaced = run_command(again + " --replace");
+  ASSERT_EQ(replaced.exit_code, 0) << replaced.output;
+  EXPECT_FALSE(std::filesystem::exists(d + "/shards/train/part_00001.hdf5")) << "a shard of the old data set is left";
+  EXPECT_FALSE(std::filesystem::exists(d + "/shards/eval")) << "the old eval split is left";
+  EXPECT_TRUE(std::filesystem::exists(d + "/shards/train/part_00000.hdf5"));
+  for (const auto& e : std::filesystem::directory_iterator(d))
+    EXPECT_EQ(e.path().filename().string().find("shards."), std::string::npos) << "left behind: " << e.path();
 }
 
 TEST(Cli, PlanComparesInstancesAtTheirOwnPrecision) {

@@ -46,7 +46,7 @@ TEST(RunConfig, ErrorsNameTheKeyAndListValidOnes) {
   e = error_of("[train]\ndevice = \"cuda\"\n");
   EXPECT_NE(e.find("valid values: cpu, trainium-sim"), std::string::npos) << e;
   e = error_of("[sim]\nnodes = 0\n");
-  EXPECT_NE(e.find("sim.nodes must be >= 1"), std::string::npos) << e;
+  EXPECT_NE(e.find("sim.nodes = 0 is outside [1, inf)"), std::string::npos) << e;
   e = error_of("[accounting]\npue = 0.5\n");
   EXPECT_NE(e.find("accounting.pue must be >= 1"), std::string::npos) << e;
   e = error_of("[train]\nsteps = 1e30\n");  // a whole number beyond int64: an error, not undefined behaviour
@@ -55,6 +55,37 @@ TEST(RunConfig, ErrorsNameTheKeyAndListValidOnes) {
   EXPECT_THROW(big.set("train.steps=2e72"), joule::trainer::RunConfigError);
   e = error_of("[accounting]\nprice_per_hour = \"cheap\"\n");
   EXPECT_NE(e.find("'accounting.price_per_hour' must be a number"), std::string::npos) << e;
+}
+
+TEST(RunConfig, EveryNumericKeyIsRangeCheckedAtTheDoorNamingKeyValueAndRange) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"optimizer.lr=inf", "optimizer.lr = inf is not a finite number; valid: (0, inf)"},
+      {"optimizer.lr=nan", "optimizer.lr = nan is not a finite number"},
+      {"optimizer.lr=0", "optimizer.lr = 0 is outside (0, inf)"},
+      {"optimizer.beta1=1.5", "optimizer.beta1 = 1.5 is outside [0, 1)"},
+      {"optimizer.beta2=1", "optimizer.beta2 = 1 is outside [0, 1)"},
+      {"optimizer.eps=0", "optimizer.eps = 0 is outside (0, inf)"},
+      {"optimizer.weight_decay=-0.1", "optimizer.weight_decay = -0.10000000000000001 is outside [0, inf)"},
+      {"optimizer.max_grad_norm=-1", "optimizer.max_grad_norm = -1 is outside [0, inf) (0: no clipping)"},
+      {"checkpoint.every_steps=-5", "checkpoint.every_steps = -5 is outside [0, inf) (0: off)"},
+      {"checkpoint.every_minutes=-1", "checkpoint.every_minutes = -1 is outside [0, inf) (0: off)"},
+      {"train.threads=-2", "train.threads = -2 is outside [0, inf)"},
+      {"eval.target_mlm_accuracy=2", "eval.target_mlm_accuracy = 2 is outside [0, 1]"},
+      {"accounting.grid_intensity=-inf", "accounting.grid_intensity = -inf is not a finite number"},
+  };
+  for (const auto& [set, expect] : cases) {
+    joule::trainer::RunConfig c;
+    c.set(set);
+    try {
+      c.validate();
+      ADD_FAILURE() << set << " was accepted";
+    } catch (const joule::trainer::RunConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << set << ": " << e.what();
+    }
+  }
+  joule::trainer::RunConfig ok;
+  for (const char* set : {"optimizer.max_grad_norm=0", "checkpoint.every_steps=0", "optimizer.beta1=0", "train.threads=0"}) ok.set(set);
+  EXPECT_NO_THROW(ok.validate());
 }
 
 TEST(RunConfig, InvalidUtf8IsRefusedBeforeTheTomlParserSeesIt) {
