@@ -1,19 +1,23 @@
 #include "data/create.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "data/data_error.h"
+#include "data/create_output.h"
 #include "data/shard.h"
+#include "data/text_input.h"
 #include "launch/file_io.h"
+#include "launch/fnv1a.h"
 #include "launch/parallel.h"
 
 namespace joule::data {
@@ -44,34 +48,22 @@ uint64_t mix_seed(uint64_t a, uint64_t b, uint64_t c) {
 
 namespace {
 
-void truncate_pair(std::vector<int32_t>& a, std::vector<int32_t>& b, size_t max_tokens, Rng& rng) {
+// A segment's tokens [begin, end) of its buffer: truncation moves the bounds, never the tokens.
+struct Span {
+  size_t begin = 0, end = 0;
+  size_t size() const { return end - begin; }
+};
+
+// The reference's truncate_seq_pair: drop a token from the front or the back (a fair coin) of the longer segment.
+void truncate_pair(Span& a, Span& b, size_t max_tokens, Rng& rng) {
   while (a.size() + b.size() > max_tokens) {
-    std::vector<int32_t>& t = a.size() > b.size() ? a : b;
-    if (rng.uniform() < 0.5) t.erase(t.begin());
-    else t.pop_back();
+    Span& t = a.size() > b.size() ? a : b;
+    if (rng.uniform() < 0.5) ++t.begin;
+    else --t.end;
   }
 }
 
-// Reads the inputs: a blank line ends a document; every other line is one sentence.
-std::vector<std::vector<std::string>> read_documents(const std::vector<std::string>& inputs) {
-  std::vector<std::vector<std::string>> docs(1);
-  for (const std::string& path : inputs) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw joule::IoError(path + ": cannot open input text");
-    std::string line;
-    while (std::getline(in, line)) {
-      size_t b = line.find_first_not_of(" \t\r\n\v\f"), e = line.find_last_not_of(" \t\r\n\v\f");
-      if (b == std::string::npos) {
-        if (!docs.back().empty()) docs.emplace_back();
-        continue;
-      }
-      docs.back().push_back(line.substr(b, e - b + 1));
-    }
-    if (!docs.back().empty()) docs.emplace_back();  // a new file starts a new document
-  }
-  return docs;
-}
-
+// Rows [begin, end) of `instances` in the shard layout (padded to seq_len and max_predictions).
 HostBatch to_host(const std::vector<Instance>& instances, size_t begin, size_t end, int seq_len, int max_predictions) {
   HostBatch b;
   b.resize(static_cast<int64_t>(end - begin), seq_len, max_predictions);
@@ -80,39 +72,46 @@ HostBatch to_host(const std::vector<Instance>& instances, size_t begin, size_t e
     const size_t r = i - begin;
     std::copy(inst.tokens.begin(), inst.tokens.end(), b.input_ids.begin() + r * seq_len);
     std::fill_n(b.input_mask.begin() + r * seq_len, inst.tokens.size(), 1);
-    std::copy(inst.segment_ids.begin(), inst.segment_ids.end(), b.segment_ids.begin() + r * seq_len);
+    std::fill(b.segment_ids.begin() + r * seq_len + inst.segment_b, b.segment_ids.begin() + r * seq_len + inst.tokens.size(), 1);
     std::copy(inst.masked_positions.begin(), inst.masked_positions.end(), b.masked_positions.begin() + r * max_predictions);
     std::copy(inst.masked_ids.begin(), inst.masked_ids.end(), b.masked_ids.begin() + r * max_predictions);
     b.next_sentence_labels[r] = inst.is_random_next ? 1 : 0;
   }
   return b;
 }
-
 }  // namespace
 
 void mask_instance(Instance& inst, const CreateOptions& o, const Vocab& vocab, const std::vector<bool>& is_continuation,
                    Rng& rng) {
-  std::vector<std::vector<int32_t>> candidates;
+  // Candidate groups (a token, or a whole word's pieces) as [begin, end) ranges into `members`, shuffled as groups:
+  // the same draws as shuffling a list of lists, without a list per token.
+  thread_local std::vector<int32_t> members, original;  // scratch, reused: no allocation per sequence
+  thread_local std::vector<std::pair<int32_t, int32_t>> candidates, masked;
+  thread_local std::vector<bool> covered;
+  members.clear();
+  candidates.clear();
   for (size_t i = 0; i < inst.tokens.size(); ++i) {
     const int32_t t = inst.tokens[i];
     if (t == vocab.cls_id() || t == vocab.sep_id()) continue;
-    if (o.whole_word_mask && !candidates.empty() && is_continuation[static_cast<size_t>(t)])
-      candidates.back().push_back(static_cast<int32_t>(i));
-    else
-      candidates.push_back({static_cast<int32_t>(i)});
+    const bool joins = o.whole_word_mask && !candidates.empty() && is_continuation[static_cast<size_t>(t)];
+    if (!joins) candidates.emplace_back(static_cast<int32_t>(members.size()), static_cast<int32_t>(members.size()));
+    members.push_back(static_cast<int32_t>(i));
+    candidates.back().second = static_cast<int32_t>(members.size());
   }
   rng.shuffle(candidates);
   const int64_t to_predict = std::min<int64_t>(
       o.max_predictions, std::max<int64_t>(1, std::llround(static_cast<double>(inst.tokens.size()) * o.masked_lm_prob)));
-  const std::vector<int32_t> original = inst.tokens;
-  std::vector<std::pair<int32_t, int32_t>> masked;  // (position, original id)
-  std::set<int32_t> covered;
-  for (const auto& group : candidates) {
+  original.assign(inst.tokens.begin(), inst.tokens.end());
+  masked.clear();  // (position, original id)
+  covered.assign(inst.tokens.size(), false);
+  for (const auto& [begin, end] : candidates) {
+    const int64_t size = end - begin;
     if (static_cast<int64_t>(masked.size()) >= to_predict) break;
-    if (static_cast<int64_t>(masked.size() + group.size()) > to_predict) continue;
-    if (std::any_of(group.begin(), group.end(), [&](int32_t i) { return covered.count(i); })) continue;
-    for (int32_t index : group) {
-      covered.insert(index);
+    if (static_cast<int64_t>(masked.size()) + size > to_predict) continue;
+    if (std::any_of(members.begin() + begin, members.begin() + end, [&](int32_t i) { return covered[static_cast<size_t>(i)]; })) continue;
+    for (int32_t k = begin; k < end; ++k) {
+      const int32_t index = members[static_cast<size_t>(k)];
+      covered[static_cast<size_t>(index)] = true;
       int32_t replacement;
       if (rng.uniform() < 0.8) replacement = vocab.mask_id();
       else if (rng.uniform() < 0.5) replacement = original[static_cast<size_t>(index)];
@@ -124,13 +123,15 @@ void mask_instance(Instance& inst, const CreateOptions& o, const Vocab& vocab, c
   // Whole-word masking can find every word longer than the budget: mask one piece rather than leave a row with no
   // prediction (its masked-LM loss would be undefined, and shard validation refuses such rows).
   if (masked.empty() && !candidates.empty()) {
-    const int32_t index = candidates.front().front();
+    const int32_t index = members[static_cast<size_t>(candidates.front().first)];
     masked.emplace_back(index, original[static_cast<size_t>(index)]);
     inst.tokens[static_cast<size_t>(index)] = vocab.mask_id();
   }
   std::sort(masked.begin(), masked.end());
   inst.masked_positions.clear();
   inst.masked_ids.clear();
+  inst.masked_positions.reserve(masked.size());
+  inst.masked_ids.reserve(masked.size());
   for (const auto& [pos, id] : masked) {
     inst.masked_positions.push_back(pos);
     inst.masked_ids.push_back(id);
@@ -154,15 +155,17 @@ std::vector<Instance> instances_from_document(const std::vector<Document>& docum
     if (i != static_cast<int64_t>(document.size()) - 1 && chunk_length < target) continue;
     if (!chunk.empty()) {
       const int64_t a_end = chunk.size() >= 2 ? rng.randint(1, static_cast<int64_t>(chunk.size()) - 1) : 1;
-      std::vector<int32_t> a, b;
+      thread_local std::vector<int32_t> a, b;  // scratch, reused: no allocation per sequence
+      a.clear();
+      b.clear();
       for (int64_t j = 0; j < a_end; ++j) a.insert(a.end(), chunk[static_cast<size_t>(j)]->begin(), chunk[static_cast<size_t>(j)]->end());
       bool random_next = false;
       if (chunk.size() == 1 || rng.uniform() < 0.5) {
         random_next = true;
         const int64_t target_b = target - static_cast<int64_t>(a.size());
-        size_t other = index;
-        for (int attempt = 0; attempt < 10 && other == index; ++attempt)
-          other = static_cast<size_t>(rng.randint(0, static_cast<int64_t>(documents.size()) - 1));
+        // Another document, never this one (Google's script retries 10 times and then keeps whatever it drew).
+        size_t other = static_cast<size_t>(rng.randint(0, static_cast<int64_t>(documents.size()) - 2));
+        if (other >= index) ++other;
         const Document& random_doc = documents[other];
         for (int64_t j = rng.randint(0, static_cast<int64_t>(random_doc.size()) - 1); j < static_cast<int64_t>(random_doc.size()); ++j) {
           b.insert(b.end(), random_doc[static_cast<size_t>(j)].begin(), random_doc[static_cast<size_t>(j)].end());
@@ -172,16 +175,17 @@ std::vector<Instance> instances_from_document(const std::vector<Document>& docum
       } else {
         for (size_t j = static_cast<size_t>(a_end); j < chunk.size(); ++j) b.insert(b.end(), chunk[j]->begin(), chunk[j]->end());
       }
-      truncate_pair(a, b, static_cast<size_t>(max_tokens), rng);
-      if (!a.empty() && !b.empty()) {
+      Span span_a{0, a.size()}, span_b{0, b.size()};
+      truncate_pair(span_a, span_b, static_cast<size_t>(max_tokens), rng);
+      if (span_a.size() > 0 && span_b.size() > 0) {
         Instance inst;
+        inst.tokens.reserve(span_a.size() + span_b.size() + 3);  // exactly: the sequences are most of the memory
         inst.tokens.push_back(vocab.cls_id());
-        inst.tokens.insert(inst.tokens.end(), a.begin(), a.end());
+        inst.tokens.insert(inst.tokens.end(), a.begin() + span_a.begin, a.begin() + span_a.end);
         inst.tokens.push_back(vocab.sep_id());
-        inst.segment_ids.assign(inst.tokens.size(), 0);
-        inst.tokens.insert(inst.tokens.end(), b.begin(), b.end());
+        inst.segment_b = static_cast<int32_t>(inst.tokens.size());
+        inst.tokens.insert(inst.tokens.end(), b.begin() + span_b.begin, b.begin() + span_b.end);
         inst.tokens.push_back(vocab.sep_id());
-        inst.segment_ids.resize(inst.tokens.size(), 1);
         inst.is_random_next = random_next;
         mask_instance(inst, o, vocab, is_continuation, rng);
         out.push_back(std::move(inst));
@@ -195,131 +199,279 @@ std::vector<Instance> instances_from_document(const std::vector<Document>& docum
 
 namespace {
 
-// A non-empty output directory holds another data set: refused unless asked to replace it.
-void check_output_directory(const CreateOptions& o) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::exists(o.out, ec)) return;
-  if (!fs::is_directory(o.out, ec)) throw joule::UsageError("data create: --out " + o.out + " exists and is not a directory");
-  std::string entries;
-  int count = 0;
-  for (const auto& e : fs::directory_iterator(o.out, ec)) {
-    if (count++ < 4) entries += (entries.empty() ? "" : ", ") + e.path().filename().string();
+// Peak bytes one chunk needs per byte of its input text (dupes are made one at a time): measured 7.6 (dupe factor 1)
+// and 8.7 (dupe factor 5) with `joule data synth` text at seq_len 128 (BENCHMARKS.md): the text and the next chunk's
+// read ahead, the token ids, one dupe's sequences with their masks (~5.2), the shard writer's slices; 10 leaves room
+// for the allocator's fragmentation over many chunks.
+double bytes_per_input_byte(const CreateOptions&) { return 10.0; }
+
+constexpr int64_t kMiB = 1 << 20;
+// Memory outside the chunk: the process before it reads (the joule binary maps LibTorch: ~180 MB resident), the
+// allocator's slack, HDF5's chunk caches and thread stacks. A constant, not this process's measured size, so that the
+// same budget cuts the same chunks on every machine (the output depends on the chunks).
+constexpr int64_t kReserve = 256 * kMiB;
+
+// Input bytes per chunk: from --shards (equal parts of the plain-text input), --shard-mb, or the memory budget.
+int64_t plan_chunk_bytes(const CreateOptions& o, const std::vector<std::string>& files, std::string& how) {
+  const double per_byte = bytes_per_input_byte(o);
+  const int64_t affordable = static_cast<int64_t>(static_cast<double>(o.memory_budget - kReserve) / per_byte);
+  auto mb = [](int64_t b) { return std::to_string((b + kMiB / 2) / kMiB) + " MB"; };
+  if (affordable < kMiB)
+    throw joule::UsageError("data create: --memory-budget " + mb(o.memory_budget) + " leaves no room for a chunk of text (" +
+                                mb(kReserve) + " go to the process itself, and 1 MB of input needs about " +
+                                mb(static_cast<int64_t>(per_byte * kMiB)) + ")",
+                            "raise --memory-budget (at least " + mb(kReserve + static_cast<int64_t>(per_byte * 4 * kMiB)) + ")");
+  int64_t chunk = 0;
+  if (o.shards > 0) {
+    const int64_t total = plain_text_bytes(files);
+    if (total < 0)
+      throw joule::UsageError("data create: --shards needs the input's size, which gzip-compressed inputs do not tell",
+                              "give --shard-mb (input MB per shard) instead of --shards");
+    chunk = std::max<int64_t>(1, (total + o.shards - 1) / o.shards);
+    how = "--shards " + std::to_string(o.shards) + " over " + mb(total) + " of text";
+  } else if (o.shard_mb > 0) {
+    chunk = static_cast<int64_t>(o.shard_mb * static_cast<double>(kMiB));
+    how = "--shard-mb";
+  } else {
+    chunk = std::min<int64_t>(affordable, static_cast<int64_t>(kDefaultChunkMb * kMiB));
+    how = affordable < kDefaultChunkMb * kMiB ? "as large as --memory-budget " + mb(o.memory_budget) + " allows" : "the default";
+    chunk -= chunk % kMiB;  // a round figure: the same budget gives the same chunks on another machine
   }
-  if (count == 0 || o.replace) return;
-  throw joule::UsageError("data create: --out " + o.out + " is not empty (" + std::to_string(count) + " entries: " + entries +
-                              (count > 4 ? ", ..." : "") + "); writing into it would mix two data sets",
-                          "choose a new or empty directory, or pass --replace to replace it (the new data set is written beside it "
-                          "and swapped in when complete)");
+  if (chunk > affordable)
+    throw joule::UsageError("data create: chunks of " + mb(chunk) + " of text (" + how + ") need about " +
+                                mb(kReserve + static_cast<int64_t>(per_byte * static_cast<double>(chunk))) + ", over --memory-budget " +
+                                mb(o.memory_budget),
+                            "ask for more shards (or a smaller --shard-mb), or raise --memory-budget");
+  return chunk;
 }
 
-// OUT.partial-PID -> OUT, the old OUT (if any) moved aside first and removed after the swap.
-void swap_into_place(const std::string& staging, const std::string& out) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const std::string old = out + ".old-" + std::to_string(::getpid());
-  const bool had_old = fs::exists(out, ec);
-  if (had_old) fs::rename(out, old, ec);
-  if (ec) throw_write_error(out, "moving the old data set aside to " + old, ec.value());
-  fs::rename(staging, out, ec);
-  if (ec) throw_write_error(out, "renaming " + staging + " to it", ec.value());
-  if (had_old) fs::remove_all(old, ec);
+// What makes the data set: a rerun with equal arguments may resume it, a different one may not mix with it.
+nlohmann::json create_arguments(const CreateOptions& o, const std::vector<std::string>& files, int64_t chunk_bytes) {
+  nlohmann::json inputs = nlohmann::json::array();
+  for (const std::string& f : files) {
+    std::error_code ec;
+    const auto mtime = std::filesystem::last_write_time(f, ec).time_since_epoch();
+    inputs.push_back({{"path", f}, {"bytes", std::filesystem::file_size(f, ec)},
+                      {"mtime_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(mtime).count()}});
+  }
+  return {{"inputs", inputs},
+          {"vocab_fnv1a64", launch::hex64(launch::fnv1a64_file(o.vocab))},
+          {"seq_len", o.seq_len},
+          {"max_predictions", o.max_predictions},
+          {"dupe_factor", o.dupe_factor},
+          {"seed", o.seed},
+          {"lower_case", o.lower_case},
+          {"whole_word_mask", o.whole_word_mask},
+          {"masked_lm_prob", o.masked_lm_prob},
+          {"short_seq_prob", o.short_seq_prob},
+          {"eval_documents", o.eval_documents},
+          {"chunk_bytes", chunk_bytes},
+          {"skip_bad_input", o.skip_bad_input}};
+}
+
+// Everything one chunk needs besides its text.
+struct ChunkContext {
+  const CreateOptions& options;
+  const Vocab& vocab;
+  const FullTokenizer& tokenizer;
+  const std::vector<bool>& is_continuation;
+  int threads;
+};
+
+// Streams of the generator per chunk, so that a chunk's output depends on the seed and its index only.
+enum Stream : uint64_t { kDocumentShuffle = 1, kInstanceShuffle = 2, kTrainDupes = 16, kEvalDupes = 1u << 20 };
+uint64_t chunk_seed(const CreateOptions& o, int64_t chunk, uint64_t stream, uint64_t item = 0) {
+  return mix_seed(mix_seed(o.seed, static_cast<uint64_t>(chunk), 0xC4u), stream, item);
+}
+
+// The chunk's documents as token ids (sentences without tokens dropped, then documents without sentences).
+std::vector<Document> tokenize_chunk(const TextChunk& chunk, const ChunkContext& c) {
+  std::vector<Document> documents(chunk.documents());
+  launch::parallel_for(documents.size(), c.threads, [&](size_t d, int) {
+    std::vector<int32_t> ids;
+    for (size_t s = chunk.first_sentence(d); s < chunk.document_ends[d]; ++s) {
+      ids.clear();
+      c.tokenizer.encode(chunk.sentence(s), ids);
+      if (!ids.empty()) documents[d].push_back(ids);
+    }
+  });
+  documents.erase(std::remove_if(documents.begin(), documents.end(), [](const Document& d) { return d.empty(); }), documents.end());
+  return documents;
+}
+
+// One dupe of every document, each (dupe, document) on its own generator stream, shuffled together.
+std::vector<Instance> make_dupe(const std::vector<Document>& documents, int64_t chunk, uint64_t stream, const ChunkContext& c) {
+  std::vector<std::vector<Instance>> per(documents.size());
+  launch::parallel_for(per.size(), c.threads, [&](size_t d, int) {
+    Rng rng(chunk_seed(c.options, chunk, stream, d));
+    per[d] = instances_from_document(documents, d, c.options, c.vocab, c.is_continuation, rng);
+  });
+  size_t total = 0;
+  for (const auto& v : per) total += v.size();
+  std::vector<Instance> all;
+  all.reserve(total);
+  for (auto& v : per) {
+    std::move(v.begin(), v.end(), std::back_inserter(all));
+    std::vector<Instance>().swap(v);
+  }
+  Rng(chunk_seed(c.options, chunk, kInstanceShuffle, stream)).shuffle(all);
+  return all;
+}
+
+// Writes `dupes` dupes of the documents as one shard, one dupe at a time (memory holds one dupe's sequences), each
+// dupe's sequences shuffled, appended a slice at a time (the padded layout is ~2x the sequences' size). Returns the
+// shard's counts.
+nlohmann::json write_dupes(const std::string& path, const std::vector<Document>& documents, int dupes, int64_t chunk, uint64_t stream,
+                           const ChunkContext& c) {
+  constexpr size_t kSlice = 4096;
+  const CreateOptions& o = c.options;
+  ShardWriter writer(path, ShardWriter::kGrowing, o.seq_len, o.max_predictions, 64, c.threads);
+  int64_t masked = 0, tokens = 0, random = 0;
+  for (int dupe = 0; dupe < dupes; ++dupe) {
+    const std::vector<Instance> instances = make_dupe(documents, chunk, stream + static_cast<uint64_t>(dupe), c);
+    for (const Instance& inst : instances) {
+      masked += static_cast<int64_t>(inst.masked_positions.size());
+      tokens += static_cast<int64_t>(inst.tokens.size());
+      random += inst.is_random_next ? 1 : 0;
+    }
+    for (size_t begin = 0; begin < instances.size(); begin += kSlice)
+      writer.append(to_host(instances, begin, std::min(instances.size(), begin + kSlice), o.seq_len, o.max_predictions));
+  }
+  const int64_t rows = writer.rows_written();
+  if (rows > 0) writer.commit();
+  return {{"sequences", rows}, {"masked_predictions", masked}, {"tokens", tokens}, {"random_next", random}};
+}
+
+// One chunk: tokenize, shuffle its documents, hold out the eval documents (chunk 0), make and write its shards.
+nlohmann::json process_chunk(TextChunk&& chunk, const ChunkContext& c, PartialDataSet& out) {
+  const CreateOptions& o = c.options;
+  std::vector<Document> documents = tokenize_chunk(chunk, c);
+  const std::string where = "data create: the chunk of text from " + chunk.first_line;
+  const int64_t index = chunk.index;
+  chunk.clear();
+  chunk.text.shrink_to_fit();
+  Rng(chunk_seed(o, index, kDocumentShuffle)).shuffle(documents);
+  nlohmann::json record = {{"index", index}, {"input_bytes", 0}};
+  std::vector<Document> eval_documents;
+  if (index == 0 && o.eval_documents > 0) {
+    if (o.eval_documents > static_cast<int64_t>(documents.size()) - 2)
+      throw joule::UsageError(where + " holds " + std::to_string(documents.size()) + " documents: --eval-documents " +
+                                  std::to_string(o.eval_documents) + " leaves fewer than 2 for training",
+                              "ask for fewer eval documents (they come from the first chunk), or a larger first chunk (--shard-mb)");
+    eval_documents.assign(std::make_move_iterator(documents.end() - o.eval_documents), std::make_move_iterator(documents.end()));
+    documents.resize(documents.size() - static_cast<size_t>(o.eval_documents));
+    std::filesystem::create_directories(std::filesystem::path(out.dir()) / "eval");
+    const nlohmann::json eval = write_dupes(out.shard_path("eval", 0), eval_documents, 1, index, kEvalDupes, c);
+    if (eval["sequences"] == 0) throw CorpusError(where + ": the held-out documents produced no eval sequences");
+    record["eval"] = out.shard_record("eval", 0, eval["sequences"]);
+    record["eval_documents"] = eval_documents.size();
+  }
+  if (documents.size() < 2)
+    throw CorpusError(where + " holds " + std::to_string(documents.size()) +
+                      " document(s) with words; NSP needs at least 2 (separate documents with a blank line)");
+  std::filesystem::create_directories(std::filesystem::path(out.dir()) / "train");
+  const nlohmann::json train = write_dupes(out.shard_path("train", index), documents, o.dupe_factor, index, kTrainDupes, c);
+  if (train["sequences"] == 0) throw CorpusError(where + " produced no training sequences");
+  record["train"] = out.shard_record("train", index, train["sequences"]);
+  record["documents"] = documents.size();
+  for (const char* key : {"masked_predictions", "tokens", "random_next"}) record[key] = train[key];
+  return record;
+}
+
+template <typename T>
+T sum_over(const nlohmann::json& chunks, const char* key) {
+  T total = 0;
+  for (const auto& c : chunks) total += c.value(key, T{0});
+  return total;
+}
+
+CreateSummary summary_of(const nlohmann::json& meta, const std::string& out) {
+  CreateSummary s;
+  const nlohmann::json& chunks = meta["chunks"];
+  s.documents = sum_over<int64_t>(chunks, "documents");
+  s.eval_documents = sum_over<int64_t>(chunks, "eval_documents");
+  s.masked_predictions = sum_over<int64_t>(chunks, "masked_predictions");
+  s.tokens = sum_over<int64_t>(chunks, "tokens");
+  s.random_next = sum_over<int64_t>(chunks, "random_next");
+  s.input_bytes = sum_over<int64_t>(chunks, "input_bytes");
+  s.chunks = static_cast<int64_t>(chunks.size());
+  s.chunk_bytes = meta["arguments"]["chunk_bytes"];
+  for (const auto& c : chunks) {
+    s.train_sequences += c["train"]["sequences"].get<int64_t>();
+    s.train_shards.push_back((std::filesystem::path(out) / c["train"]["file"].get<std::string>()).string());
+    if (c.contains("eval")) {
+      s.eval_sequences += c["eval"]["sequences"].get<int64_t>();
+      s.eval_shards.push_back((std::filesystem::path(out) / c["eval"]["file"].get<std::string>()).string());
+    }
+  }
+  return s;
 }
 
 }  // namespace
 
 CreateSummary create_pretraining_data(const CreateOptions& o) {
-  check_output_directory(o);
-  if (o.seq_len < 8 || o.max_predictions < 1 || o.dupe_factor < 1 || o.shards < 1)
-    throw joule::UsageError("data create: --seq-len must be >= 8, --max-pred, --dupe-factor and --shards >= 1");
-  if (o.inputs.empty()) throw joule::UsageError("data create: no --input text files");
+  if (o.seq_len < 8 || o.max_predictions < 1 || o.dupe_factor < 1 || o.shards < 0 || o.shard_mb < 0)
+    throw joule::UsageError("data create: --seq-len must be >= 8, --max-pred and --dupe-factor >= 1, --shards and --shard-mb >= 0");
+  if (o.eval_documents < 0) throw joule::UsageError("data create: --eval-documents must be >= 0");
+  if (o.inputs.empty()) throw joule::UsageError("data create: no --input text");
+  const std::vector<std::string> files = expand_inputs(o.inputs);
   const Vocab vocab = Vocab::load(o.vocab);
   const FullTokenizer tokenizer(vocab, o.lower_case);
   std::vector<bool> is_continuation(static_cast<size_t>(vocab.size()));
   for (int64_t i = 0; i < vocab.size(); ++i) is_continuation[static_cast<size_t>(i)] = vocab.token(static_cast<int32_t>(i)).rfind("##", 0) == 0;
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
-  // Tokenize every sentence (in parallel: each line is independent).
-  std::vector<std::vector<std::string>> text = read_documents(o.inputs);
-  std::vector<Document> documents(text.size());
-  launch::parallel_for(text.size(), threads, [&](size_t d, int) {
-    for (const std::string& line : text[d]) {
-      std::vector<int32_t> ids = tokenizer.to_ids(tokenizer.tokenize(line));
-      if (!ids.empty()) documents[d].push_back(std::move(ids));
-    }
-  });
-  documents.erase(std::remove_if(documents.begin(), documents.end(), [](const Document& d) { return d.empty(); }), documents.end());
-  if (documents.size() < 2) throw CorpusError("data create: the input holds " + std::to_string(documents.size()) + " document(s); NSP needs at least 2 (separate documents with a blank line)");
-  Rng master(o.seed);
-  master.shuffle(documents);
-
-  CreateSummary summary;
-  if (o.eval_documents < 0 || o.eval_documents > static_cast<int64_t>(documents.size()) - 2)
-    throw joule::UsageError("data create: --eval-documents " + std::to_string(o.eval_documents) + " leaves fewer than 2 training documents");
-  std::vector<Document> eval_docs(documents.end() - o.eval_documents, documents.end());
-  documents.resize(documents.size() - static_cast<size_t>(o.eval_documents));
-  summary.documents = static_cast<int64_t>(documents.size());
-  summary.eval_documents = o.eval_documents;
-
-  // Each (dupe, document) pair draws from its own stream, so threads cannot change the result.
-  auto make_instances = [&](const std::vector<Document>& docs, int dupe_factor, uint64_t stream) {
-    std::vector<std::vector<Instance>> per(static_cast<size_t>(dupe_factor) * docs.size());
-    launch::parallel_for(per.size(), threads, [&](size_t k, int) {
-      Rng rng(mix_seed(o.seed, stream + k / docs.size(), k % docs.size()));
-      per[k] = instances_from_document(docs, k % docs.size(), o, vocab, is_continuation, rng);
-    });
-    std::vector<Instance> all;
-    for (auto& v : per) std::move(v.begin(), v.end(), std::back_inserter(all));
-    master.shuffle(all);
-    return all;
-  };
-  std::vector<Instance> train = make_instances(documents, o.dupe_factor, 0);
-  std::vector<Instance> eval = eval_docs.size() >= 2 ? make_instances(eval_docs, 1, 1000003) : std::vector<Instance>{};
-  if (o.eval_documents > 0 && eval.empty()) throw CorpusError("data create: the held-out documents produced no eval sequences");
-  if (static_cast<int64_t>(train.size()) < o.shards)
-    throw CorpusError("data create: " + std::to_string(train.size()) + " training sequences cannot fill " + std::to_string(o.shards) + " shards");
-
-  namespace fs = std::filesystem;
-  const std::string staging = o.out + ".partial-" + std::to_string(::getpid());
-  {
-    std::error_code ec;
-    fs::remove_all(staging, ec);
-    fs::create_directories(fs::path(staging) / "train", ec);
-    if (ec) throw_write_error(staging, "creating the directory", ec.value());
+  std::string how;
+  const int64_t chunk_bytes = plan_chunk_bytes(o, files, how);
+  const nlohmann::json arguments = create_arguments(o, files, chunk_bytes);
+  if (const nlohmann::json done = existing_data_set(o.out, arguments, o.replace); !done.is_null()) {
+    CreateSummary s = summary_of(done, o.out);
+    s.already_complete = true;
+    return s;
   }
-  auto write_split = [&](const std::vector<Instance>& instances, const std::string& split, int shards, std::vector<std::string>& paths) {
-    if (instances.empty()) return;
-    fs::create_directories(fs::path(staging) / split);
-    paths.resize(static_cast<size_t>(shards));
-    launch::parallel_for(static_cast<size_t>(shards), threads, [&](size_t s, int) {
-      const size_t begin = instances.size() * s / static_cast<size_t>(shards), end = instances.size() * (s + 1) / static_cast<size_t>(shards);
-      char name[64];
-      std::snprintf(name, sizeof name, "part_%05zu.hdf5", s);
-      write_shard((fs::path(staging) / split / name).string(), to_host(instances, begin, end, o.seq_len, o.max_predictions));
-      paths[s] = (fs::path(o.out) / split / name).string();  // where it will be
-    });
-  };
-  write_split(train, "train", o.shards, summary.train_shards);
-  write_split(eval, "eval", 1, summary.eval_shards);
-  summary.train_sequences = static_cast<int64_t>(train.size());
-  summary.eval_sequences = static_cast<int64_t>(eval.size());
-  for (const Instance& inst : train) {
-    summary.masked_predictions += static_cast<int64_t>(inst.masked_positions.size());
-    summary.tokens += static_cast<int64_t>(inst.tokens.size());
-  }
-  vocab.save((fs::path(staging) / "vocab.txt").string());
 
-  nlohmann::json meta = {{"format", "joule-pretraining-data"}, {"format_version", 1},
-                         {"vocab_size", vocab.size()},       {"seq_len", o.seq_len},
-                         {"max_predictions", o.max_predictions}, {"seed", o.seed},
-                         {"dupe_factor", o.dupe_factor},     {"lower_case", o.lower_case},
-                         {"whole_word_mask", o.whole_word_mask}, {"masked_lm_prob", o.masked_lm_prob},
-                         {"short_seq_prob", o.short_seq_prob}, {"documents", summary.documents},
-                         {"eval_documents", summary.eval_documents}, {"train_sequences", summary.train_sequences},
-                         {"eval_sequences", summary.eval_sequences}, {"train_shards", o.shards},
-                         {"masked_predictions", summary.masked_predictions}};
-  write_file_atomic((fs::path(staging) / "metadata.json").string(), meta.dump(2) + "\n");
-  swap_into_place(staging, o.out);
+  PartialDataSet out(o.out, arguments, o.replace);
+  const ChunkContext context{o, vocab, tokenizer, is_continuation, threads};
+  TextLimits limits;
+  limits.max_document_bytes = chunk_bytes;  // a document must fit in one chunk
+  limits.skip_bad = o.skip_bad_input;
+  DocumentChunker chunker(files, chunk_bytes, limits);
+  TextChunk chunk;
+  nlohmann::json records = out.chunks();
+  while (chunker.next(chunk)) {
+    const int64_t index = chunk.index, input_bytes = chunk.input_bytes;
+    if (index < static_cast<int64_t>(out.resumed_chunks())) continue;  // verified complete by an earlier run
+    nlohmann::json record = process_chunk(std::move(chunk), context, out);
+    record["input_bytes"] = input_bytes;
+    out.record_chunk(record);
+    records.push_back(std::move(record));
+    malloc_trim(0);  // give the chunk's memory back: the worker threads' arenas would keep it for the next chunk
+  }
+  if (records.empty()) throw CorpusError("data create: the input holds no text");
+  if (o.eval_documents > 0 && !records[0].contains("eval"))
+    throw joule::InternalError("data create: the eval shard of chunk 0 is missing");
+
+  vocab.save((std::filesystem::path(out.dir()) / "vocab.txt").string());
+  const TextStats& read = chunker.stats();
+  nlohmann::json meta = {{"format", "joule-pretraining-data"}, {"format_version", 2}, {"vocab_size", vocab.size()},
+                         {"seq_len", o.seq_len}, {"max_predictions", o.max_predictions}, {"arguments", arguments},
+                         {"chunks", records}, {"chunk_plan", how},
+                         {"order", "each shard holds one chunk of input documents: its sequences dupe after dupe, each dupe "
+                                   "shuffled; shards in input order (the trainer's loader shuffles globally)"},
+                         {"skipped", {{"invalid_utf8_lines", read.skipped_invalid_utf8_lines}, {"long_lines", read.skipped_long_lines},
+                                      {"long_documents", read.skipped_long_documents}, {"empty_files", read.skipped_empty_files},
+                                      {"first", read.first_skip}}}};
+  CreateSummary summary = summary_of(meta, o.out);
+  meta["documents"] = summary.documents;
+  meta["eval_documents"] = summary.eval_documents;
+  meta["train_sequences"] = summary.train_sequences;
+  meta["eval_sequences"] = summary.eval_sequences;
+  meta["train_shards"] = summary.train_shards.size();
+  meta["masked_predictions"] = summary.masked_predictions;
+  out.finish(meta);
+  summary.resumed_chunks = static_cast<int64_t>(out.resumed_chunks());
+  summary.skipped = read.skipped();
+  summary.first_skip = read.first_skip;
   return summary;
 }
 

@@ -3,6 +3,12 @@
 // use): NSP pairs with a 50 % random next segment from another document, short sequences with
 // probability 0.1, truncation from a random end, 15 % masking with 80/10/10, optional whole-word
 // masking, a dupe factor. Seeded and byte-for-byte deterministic whatever the thread count.
+//
+// Streaming: the input is read in chunks of whole documents (bounded memory), and the random next segment comes from
+// another document of the same chunk, as in NVIDIA's recipe, whose per-shard processes each draw from their own text
+// shard; Google's script draws from the whole corpus. Each chunk is written as one shard, dupe after dupe (so memory
+// holds one dupe's sequences), each dupe's sequences shuffled; shards in input order. The trainer's loader shuffles
+// globally across shards, so this order does not reach training.
 #pragma once
 
 #include <cstdint>
@@ -33,39 +39,51 @@ uint64_t mix_seed(uint64_t a, uint64_t b, uint64_t c = 0);
 
 struct Instance {
   std::vector<int32_t> tokens;  // [CLS] a [SEP] b [SEP], after masking
-  std::vector<int32_t> segment_ids;
+  int32_t segment_b = 0;        // where segment B begins (segment ids: 0 before, 1 from here)
   std::vector<int32_t> masked_positions, masked_ids;  // sorted by position
   bool is_random_next = false;
 };
 
 struct CreateOptions {
-  std::vector<std::string> inputs;  // text files
+  std::vector<std::string> inputs;  // files, directories, glob patterns, @LIST files; plain or gzip (data/text_input.h)
   std::string vocab;                // vocab.txt
   std::string out;                  // output directory
   int seq_len = 128;
   int max_predictions = 20;
   int dupe_factor = 5;
-  int shards = 1;
+  // How the input is cut into chunks (each chunk: its own random-next pool and one training shard). shards > 0: into
+  // that many chunks of equal input bytes (plain-text inputs only); else shard_mb > 0: input MB per chunk; else as
+  // large as the memory budget allows, at most kDefaultChunkMb.
+  int shards = 0;
+  double shard_mb = 0;
+  int64_t memory_budget = 2ll << 30;  // bytes of peak resident memory to stay under
   uint64_t seed = 12345;
   bool lower_case = true;
   bool whole_word_mask = false;
   double masked_lm_prob = 0.15;
   double short_seq_prob = 0.1;
-  int64_t eval_documents = 0;  // documents held out (after the shuffle) for one eval shard
-  int threads = 0;             // 0: all cores
-  bool replace = false;        // replace a non-empty `out` (written beside it, swapped in when complete)
+  int64_t eval_documents = 0;  // documents of the first chunk held out (after its shuffle) for one eval shard
+  int threads = 0;             // 0: all cores; the output does not depend on it
+  bool replace = false;        // replace an `out` that holds another data set (swapped in when the new one is complete)
+  bool skip_bad_input = false; // skip and count bad lines, documents and empty files instead of stopping
 };
+constexpr double kDefaultChunkMb = 256;
 
 struct CreateSummary {
   int64_t documents = 0, eval_documents = 0;
   int64_t train_sequences = 0, eval_sequences = 0;
-  int64_t masked_predictions = 0, tokens = 0;
+  int64_t masked_predictions = 0, tokens = 0, random_next = 0;
+  int64_t input_bytes = 0, chunk_bytes = 0, chunks = 0, resumed_chunks = 0, skipped = 0;
+  std::string first_skip;
+  bool already_complete = false;  // `out` already held this very data set: nothing was written
   std::vector<std::string> train_shards, eval_shards;
 };
 
-// Writes OUT/train/part_NNNNN.hdf5, OUT/eval/part_00000.hdf5 (with eval_documents > 0), OUT/vocab.txt
-// and OUT/metadata.json. A non-empty OUT is refused unless `replace`: the data set is written into OUT.partial-PID and
-// renamed to OUT only when complete (a replaced OUT is removed after the swap), so OUT never mixes two data sets.
+// Streams the input in chunks of whole documents and writes one shard per chunk as it completes:
+// OUT/train/part_NNNNN.hdf5, OUT/eval/part_00000.hdf5 (with eval_documents > 0), OUT/vocab.txt and OUT/metadata.json
+// (every shard with its sequence count and checksum, and the arguments that made them). The data set is built in
+// OUT.partial and renamed to OUT only when complete; a rerun with the same arguments after a kill keeps the verified
+// complete shards there and continues. Peak memory stays near options.memory_budget whatever the input size.
 CreateSummary create_pretraining_data(const CreateOptions& options);
 
 // The pieces, exposed for tests.

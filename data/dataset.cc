@@ -1,5 +1,6 @@
 #include "data/dataset.h"
 #include "launch/error.h"
+#include "launch/fnv1a.h"
 
 #include <glob.h>
 #include <sys/stat.h>
@@ -61,21 +62,17 @@ std::vector<std::string> list_shards(const std::string& spec, std::string* cache
 // do not prove that a cached validation still applies (a shard replaced by a copy keeping both would be trusted).
 std::string content_fingerprint(const std::string& path, uint64_t bytes) {
   constexpr uint64_t kBlock = 64 * 1024;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ShardError(path + ": cannot open shard");
-  uint64_t h = 0xcbf29ce484222325ull;
-  std::string buf(kBlock, '\0');
-  auto mix = [&](uint64_t offset, uint64_t n) {
-    in.seekg(static_cast<std::streamoff>(offset));
-    in.read(buf.data(), static_cast<std::streamsize>(n));
-    for (std::streamsize i = 0; i < in.gcount(); ++i) h = (h ^ static_cast<uint8_t>(buf[static_cast<size_t>(i)])) * 0x100000001b3ull;
-    in.clear();
-  };
-  mix(0, std::min(bytes, kBlock));
-  if (bytes > kBlock) mix(bytes - std::min(bytes - kBlock, kBlock), std::min(bytes - kBlock, kBlock));
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  return hex;
+  try {
+    launch::Fnv1a64 h;
+    launch::add_file(h, path, 0, std::min(bytes, kBlock));
+    if (bytes > kBlock) {
+      const uint64_t tail = std::min(bytes - kBlock, kBlock);
+      launch::add_file(h, path, bytes - tail, tail);
+    }
+    return launch::hex64(h.value());
+  } catch (const joule::IoError&) {
+    throw ShardError(path + ": cannot open shard");
+  }
 }
 
 // metadata.json of a `joule data create` output, when `spec` is its train/ or eval/ directory: the shard count and

@@ -73,8 +73,42 @@ class ShardReader {
   bool int64_layout_ = false;
 };
 
-// Writes a shard in the int32/int8 layout, gzip-compressed (level 4), chunked by `chunk_rows` rows
-// so that random row reads decompress little. Atomic: PATH.tmp then rename.
+// Writes a shard in slices, in the int32/int8 layout, chunked by `chunk_rows` rows (so that random row reads
+// decompress little), through HDF5's shuffle and deflate filters (level 4, h5py's "gzip" default; any HDF5 reader,
+// h5py included, reads it). The writer shuffles and compresses whole chunks itself (libdeflate), on `threads`
+// threads, and hands them to HDF5 as they are. `rows`:
+// the shard's row count, or kGrowing for a shard that grows with each append(). The rows go to PATH.tmp, renamed to
+// PATH by commit() once written and flushed; a writer destroyed before commit() removes PATH.tmp, so a half-written
+// shard never appears under its name.
+class ShardWriter {
+ public:
+  static constexpr int64_t kGrowing = -1;
+  ShardWriter(std::string path, int64_t rows, int64_t seq_len, int64_t max_predictions, int chunk_rows = 64, int threads = 1);
+  ~ShardWriter();
+  ShardWriter(const ShardWriter&) = delete;
+  ShardWriter& operator=(const ShardWriter&) = delete;
+
+  void append(const HostBatch& rows);  // after the rows appended so far (same widths)
+  void commit();
+  int64_t rows_written() const { return appended_; }
+
+ private:
+  // Compresses and writes the whole chunks of `rows` rows starting at written_ (with `last`, also the final partial
+  // one, padded); returns the rows written.
+  int64_t write_chunks(const int32_t* const columns[6], int64_t rows, bool last);
+  void write_pending(bool last);
+
+  std::string path_, tmp_;
+  int64_t rows_, appended_ = 0, written_ = 0;  // rows appended; rows in chunks handed to HDF5
+  int64_t chunk_rows_ = 1, widths_[6] = {};
+  int threads_;
+  std::vector<int32_t> pending_[6];  // appended rows not yet in a written chunk, row-major per column
+  Hdf5Handle file_;
+  Hdf5Handle datasets_[6];
+  bool committed_ = false;
+};
+
+// A whole shard at once through ShardWriter.
 void write_shard(const std::string& path, const HostBatch& batch, int chunk_rows = 64);
 
 extern const char* const kShardDatasets[6];  // in HostBatch order: input_ids, input_mask, ...

@@ -5,6 +5,7 @@
 #include <unicode/ustring.h>
 #include <unicode/utf8.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -200,6 +201,175 @@ std::vector<std::string> wordpiece_tokenize(const std::string& word, const Vocab
     start = end;
   }
   return pieces;
+}
+
+// Every vocabulary token by its bytes, and every "##" token by the bytes after "##", in open-addressing tables keyed
+// on the bytes themselves: WordPiece looks up a piece of a word without building the piece as a string. Duplicate
+// tokens resolve as Vocab::id (the last one wins).
+class FullTokenizer::PieceIndex {
+ public:
+  explicit PieceIndex(const Vocab& vocab) {
+    size_t bytes = 0;
+    for (const std::string& t : vocab.tokens()) bytes += t.size();
+    arena_.reserve(bytes);
+    size_t capacity = 16;
+    while (capacity < 2 * static_cast<size_t>(vocab.size())) capacity *= 2;
+    for (auto& table : tables_) table.assign(capacity, Slot{});
+    mask_ = capacity - 1;
+    for (int32_t id = 0; id < static_cast<int32_t>(vocab.size()); ++id) {
+      const std::string& t = vocab.token(id);
+      const uint32_t offset = static_cast<uint32_t>(arena_.size());
+      arena_ += t;
+      insert(0, offset, static_cast<uint32_t>(t.size()), id);
+      if (t.size() > 2 && t.compare(0, 2, "##") == 0) insert(1, offset + 2, static_cast<uint32_t>(t.size() - 2), id);
+    }
+  }
+
+  // The id of `piece` (of "##" + `piece` when `continuation`), or -1.
+  int32_t find(std::string_view piece, bool continuation) const {
+    const std::vector<Slot>& table = tables_[continuation ? 1 : 0];
+    for (size_t i = hash(piece) & mask_;; i = (i + 1) & mask_) {
+      const Slot& s = table[i];
+      if (s.id < 0) return -1;
+      if (s.length == piece.size() && std::memcmp(arena_.data() + s.offset, piece.data(), piece.size()) == 0) return s.id;
+    }
+  }
+
+ private:
+  struct Slot {
+    uint32_t offset = 0, length = 0;
+    int32_t id = -1;
+  };
+
+  static uint64_t hash(std::string_view s) {
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ s.size();
+    const char* p = s.data();
+    size_t n = s.size();
+    for (; n >= 8; p += 8, n -= 8) {
+      uint64_t v;
+      std::memcpy(&v, p, 8);
+      h = (h ^ v) * 0xbf58476d1ce4e5b9ull;
+      h ^= h >> 31;
+    }
+    uint64_t v = 0;
+    std::memcpy(&v, p, n);
+    h = (h ^ v) * 0x94d049bb133111ebull;
+    return h ^ (h >> 29);
+  }
+
+  void insert(int table_index, uint32_t offset, uint32_t length, int32_t id) {
+    std::vector<Slot>& table = tables_[table_index];
+    const std::string_view key(arena_.data() + offset, length);
+    for (size_t i = hash(key) & mask_;; i = (i + 1) & mask_) {
+      Slot& s = table[i];
+      if (s.id < 0 || (s.length == length && std::memcmp(arena_.data() + s.offset, key.data(), length) == 0)) {
+        s = Slot{offset, length, id};
+        return;
+      }
+    }
+  }
+
+  std::string arena_;
+  std::vector<Slot> tables_[2];  // whole tokens; "##" tokens without their "##"
+  size_t mask_ = 0;
+};
+
+FullTokenizer::FullTokenizer(const Vocab& vocab, bool lower_case)
+    : vocab_(&vocab), lower_case_(lower_case), index_(std::make_shared<const PieceIndex>(vocab)) {}
+
+namespace {
+
+constexpr int kMaxWordChars = 200;  // the reference's max_input_chars_per_word
+
+bool is_ascii_punctuation(unsigned char c) {
+  return (c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126);
+}
+
+// ASCII whitespace the reference maps to a space: the only bytes that end a word in ASCII text (the other ASCII
+// whitespace characters are control characters, which cleaning removes without splitting).
+bool is_ascii_separator(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+bool all_ascii(std::string_view s) {
+  for (char c : s)
+    if (static_cast<unsigned char>(c) >= 0x80) return false;
+  return true;
+}
+
+}  // namespace
+
+// Greedy longest-match-first over the word's code points, as wordpiece_tokenize, on the index.
+void FullTokenizer::wordpiece_ids(std::string_view word, bool ascii, std::vector<int32_t>& out) const {
+  std::vector<int32_t> offsets;  // byte offset of each code point, and the end (words with non-ASCII only)
+  size_t count = word.size();
+  if (!ascii) {
+    const auto* p = reinterpret_cast<const uint8_t*>(word.data());
+    const int32_t n = static_cast<int32_t>(word.size());
+    for (int32_t i = 0; i < n;) {
+      offsets.push_back(i);
+      UChar32 c;
+      U8_NEXT(p, i, n, c);
+    }
+    offsets.push_back(n);
+    count = offsets.size() - 1;
+  }
+  auto at = [&](size_t k) { return ascii ? k : static_cast<size_t>(offsets[k]); };
+  if (count > static_cast<size_t>(kMaxWordChars)) {
+    out.push_back(vocab_->unk_id());
+    return;
+  }
+  const size_t mark = out.size();
+  for (size_t start = 0; start < count;) {
+    size_t end = count;
+    int32_t id = -1;
+    for (; end > start; --end) {
+      id = index_->find(word.substr(at(start), at(end) - at(start)), start > 0);
+      if (id >= 0) break;
+    }
+    if (id < 0) {  // one part cannot be matched: the whole word is [UNK]
+      out.resize(mark);
+      out.push_back(vocab_->unk_id());
+      return;
+    }
+    out.push_back(id);
+    start = end;
+  }
+}
+
+// Cleaning, lower-casing and the punctuation split of an all-ASCII run, byte by byte (`word` is scratch space).
+void FullTokenizer::encode_ascii_run(std::string_view run, std::string& word, std::vector<int32_t>& out) const {
+  word.clear();
+  for (char ch : run) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7F) continue;  // NUL and control characters are removed
+    if (is_ascii_punctuation(c)) {
+      if (!word.empty()) wordpiece_ids(word, true, out), word.clear();
+      wordpiece_ids(std::string_view(&ch, 1), true, out);
+      continue;
+    }
+    word.push_back(lower_case_ && c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : ch);
+  }
+  if (!word.empty()) wordpiece_ids(word, true, out);
+}
+
+// The reference's steps are per character (cleaning) or per whitespace-separated word (lower-casing, accents,
+// punctuation), and ASCII whitespace always separates words: each run between ASCII whitespace is tokenized alone.
+void FullTokenizer::encode(std::string_view text, std::vector<int32_t>& out) const {
+  std::string word;
+  word.reserve(64);
+  size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && is_ascii_separator(static_cast<unsigned char>(text[i]))) ++i;
+    size_t j = i;
+    while (j < text.size() && !is_ascii_separator(static_cast<unsigned char>(text[j]))) ++j;
+    if (j == i) break;
+    const std::string_view run = text.substr(i, j - i);
+    if (all_ascii(run)) {
+      encode_ascii_run(run, word, out);
+    } else {
+      for (const std::string& w : basic_tokenize(run, lower_case_)) wordpiece_ids(w, all_ascii(w), out);
+    }
+    i = j;
+  }
 }
 
 std::vector<std::string> FullTokenizer::tokenize(std::string_view text) const {

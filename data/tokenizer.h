@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -56,14 +57,23 @@ std::vector<std::string> wordpiece_tokenize(const std::string& word, const Vocab
 
 class FullTokenizer {
  public:
-  FullTokenizer(const Vocab& vocab, bool lower_case) : vocab_(&vocab), lower_case_(lower_case) {}
+  FullTokenizer(const Vocab& vocab, bool lower_case);
   std::vector<std::string> tokenize(std::string_view text) const;
   std::vector<int32_t> to_ids(const std::vector<std::string>& tokens) const;
+  // Appends the ids of `text` to `out`: exactly to_ids(tokenize(text)), without a string per token. Text between
+  // ASCII whitespace that is all ASCII takes a byte loop and a hash lookup on the word's bytes (no substring is
+  // built); only runs holding other characters go through ICU.
+  void encode(std::string_view text, std::vector<int32_t>& out) const;
   const Vocab& vocab() const { return *vocab_; }
 
  private:
+  class PieceIndex;
+  void encode_ascii_run(std::string_view run, std::string& word, std::vector<int32_t>& out) const;
+  void wordpiece_ids(std::string_view word, bool ascii, std::vector<int32_t>& out) const;
+
   const Vocab* vocab_;
   bool lower_case_;
+  std::shared_ptr<const PieceIndex> index_;  // shared: copies of a tokenizer share one index
 };
 
 // True for the characters Python's str.split() splits on (the reference's whitespace_tokenize).

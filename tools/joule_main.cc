@@ -1,6 +1,8 @@
 // joule: the command-line glue. Parse arguments, build the objects, run; all logic lives in libraries.
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -393,33 +395,65 @@ int cmd_data_vocab(int argc, char** argv) {
   return 0;
 }
 
+// "2GB", "512MB", "1.5G", "800M", "4096" (bytes): binary units, as free(1) and Slurm's --mem.
+int64_t parse_size(const std::string& flag, const std::string& text) {
+  size_t used = 0;
+  double value = -1;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+  }
+  std::string unit = text.substr(used);
+  for (char& ch : unit) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  if (unit.size() > 1 && unit.back() == 'B') unit.pop_back();
+  if (unit.size() > 1 && unit.back() == 'I') unit.pop_back();  // GiB, MiB
+  const double scale = unit.empty() || unit == "B" ? 1 : unit == "K" ? 1024.0 : unit == "M" ? 1048576.0 : unit == "G" ? 1073741824.0 : unit == "T" ? 1099511627776.0 : -1;
+  if (value <= 0 || scale < 0) throw UsageError("--" + flag + " \"" + text + "\": expected a size such as 512MB or 2GB");
+  return static_cast<int64_t>(value * scale);
+}
+
 int cmd_data_create(int argc, char** argv) {
-  cxxopts::Options o("joule data create", "raw text + vocab.txt -> pretraining shards");
-  o.add_options()("input", "text file(s): one sentence per line, blank line between documents",
+  cxxopts::Options o("joule data create", "raw text + vocab.txt -> pretraining shards, streamed in bounded memory");
+  o.add_options()("input", "text: files, directories, glob patterns or @LIST files; plain or .gz; one sentence per line, a blank line "
+                           "between documents (repeatable)",
                   cxxopts::value<std::vector<std::string>>())(
       "vocab", "vocab.txt", cxxopts::value<std::string>())("out", "output directory", cxxopts::value<std::string>())(
-      "seq-len", "tokens per sequence", cxxopts::value<int>()->default_value("128"))(
-      "max-pred", "masked positions per sequence", cxxopts::value<int>()->default_value("20"))(
+      "phase", "NVIDIA's phase presets: 1 = --seq-len 128 --max-pred 20, 2 = --seq-len 512 --max-pred 80", cxxopts::value<int>())(
+      "seq-len", "tokens per sequence (default 128)", cxxopts::value<int>())(
+      "max-pred", "masked positions per sequence (default 20)", cxxopts::value<int>())(
       "dupe-factor", "times each document is used with different masks", cxxopts::value<int>()->default_value("5"))(
-      "shards", "training shard files", cxxopts::value<int>()->default_value("1"))(
+      "shards", "training shards: the input cut into this many equal parts (plain-text input)", cxxopts::value<int>()->default_value("0"))(
+      "shard-mb", "input MB per training shard (instead of --shards)", cxxopts::value<double>()->default_value("0"))(
+      "memory-budget", "peak memory to stay under (chunks are sized to it)", cxxopts::value<std::string>()->default_value("2GB"))(
       "seed", "seed", cxxopts::value<uint64_t>()->default_value("12345"))(
       "lower-case", "lower-case and strip accents", cxxopts::value<bool>()->default_value("true"))(
       "no-lower-case", "keep case and accents")("whole-word-mask", "mask whole words")(
       "masked-lm-prob", "fraction of tokens masked", cxxopts::value<double>()->default_value("0.15"))(
       "short-seq-prob", "probability of a shorter target length", cxxopts::value<double>()->default_value("0.1"))(
-      "eval-documents", "documents held out for an eval shard", cxxopts::value<int64_t>()->default_value("0"))(
-      "threads", "worker threads (0: all cores)", cxxopts::value<int>()->default_value("0"))(
-      "replace", "replace a non-empty --out (written beside it, swapped in when complete)");
+      "eval-documents", "documents of the first chunk held out for an eval shard", cxxopts::value<int64_t>()->default_value("0"))(
+      "threads", "worker threads (0: all cores); the output does not depend on it", cxxopts::value<int>()->default_value("0"))(
+      "skip-bad-input", "skip and count invalid UTF-8 lines, over-long lines or documents and empty files instead of stopping")(
+      "replace", "replace an --out holding another data set (built in OUT.partial, swapped in when complete)");
   auto r = parse(o, argc, argv);
   if (!r.count("input")) throw UsageError("missing required option --input");
   joule::data::CreateOptions c;
   c.inputs = r["input"].as<std::vector<std::string>>();
   c.vocab = required(r, "vocab");
   c.out = required(r, "out");
-  c.seq_len = r["seq-len"].as<int>();
-  c.max_predictions = r["max-pred"].as<int>();
+  if (r.count("phase")) {
+    const int phase = r["phase"].as<int>();
+    if (phase != 1 && phase != 2) throw UsageError("--phase " + std::to_string(phase) + ": expected 1 (seq 128) or 2 (seq 512)");
+    if (r.count("seq-len") || r.count("max-pred")) throw UsageError("--phase sets --seq-len and --max-pred: give one or the other");
+    c.seq_len = phase == 1 ? 128 : 512;
+    c.max_predictions = phase == 1 ? 20 : 80;
+  }
+  if (r.count("seq-len")) c.seq_len = r["seq-len"].as<int>();
+  if (r.count("max-pred")) c.max_predictions = r["max-pred"].as<int>();
   c.dupe_factor = r["dupe-factor"].as<int>();
   c.shards = r["shards"].as<int>();
+  c.shard_mb = r["shard-mb"].as<double>();
+  if (c.shards > 0 && c.shard_mb > 0) throw UsageError("give --shards or --shard-mb, not both");
+  c.memory_budget = parse_size("memory-budget", r["memory-budget"].as<std::string>());
   c.seed = r["seed"].as<uint64_t>();
   c.lower_case = r["lower-case"].as<bool>() && !r.count("no-lower-case");
   c.whole_word_mask = r.count("whole-word-mask") > 0;
@@ -428,11 +462,19 @@ int cmd_data_create(int argc, char** argv) {
   c.eval_documents = r["eval-documents"].as<int64_t>();
   c.threads = r["threads"].as<int>();
   c.replace = r.count("replace") > 0;
+  c.skip_bad_input = r.count("skip-bad-input") > 0;
   const auto s = joule::data::create_pretraining_data(c);
+  if (s.already_complete) std::cout << c.out << " already holds this data set (same inputs and arguments): nothing to do\n";
+  if (s.resumed_chunks > 0) std::cout << "resumed: kept " << s.resumed_chunks << " verified shard(s) from an earlier run\n";
+  if (s.skipped > 0) std::cout << "skipped " << s.skipped << " bad input item(s) (--skip-bad-input), the first: " << s.first_skip << "\n";
   std::cout << "wrote " << c.out << ": " << s.train_sequences << " training sequences in " << s.train_shards.size()
             << " shard(s) from " << s.documents << " documents";
   if (s.eval_sequences) std::cout << ", " << s.eval_sequences << " eval sequences from " << s.eval_documents << " held-out documents";
-  std::cout << "; " << s.masked_predictions << " masked predictions\n";
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  std::cout << "; " << s.masked_predictions << " masked predictions; " << s.chunks << " chunk(s) of up to "
+            << (s.chunk_bytes + (1 << 19)) / (1 << 20) << " MB of text; peak memory " << usage.ru_maxrss / 1024 << " MB (budget "
+            << c.memory_budget / (1 << 20) << " MB)\n";
   return 0;
 }
 
@@ -450,10 +492,14 @@ int cmd_data_inspect(int argc, char** argv) {
 int cmd_data_tokenize(int argc, char** argv) {
   cxxopts::Options o("joule data tokenize", "WordPiece tokens of each stdin line");
   o.add_options()("vocab", "vocab.txt", cxxopts::value<std::string>())(
-      "lower-case", "lower-case and strip accents (default)")("no-lower-case", "keep case and accents");
+      "lower-case", "lower-case and strip accents (default)")("no-lower-case", "keep case and accents")(
+      "speed", "print the tokenizer's throughput on stdin (one thread, text in memory) instead of the tokens");
   auto r = parse(o, argc, argv);
   if (r.count("lower-case") && r.count("no-lower-case")) throw UsageError("give --lower-case or --no-lower-case, not both");
-  joule::tools::data_tokenize(std::cin, std::cout, required(r, "vocab"), !r.count("no-lower-case"));
+  if (r.count("speed"))
+    std::cout << joule::tools::tokenizer_speed(std::cin, required(r, "vocab"), !r.count("no-lower-case"));
+  else
+    joule::tools::data_tokenize(std::cin, std::cout, required(r, "vocab"), !r.count("no-lower-case"));
   return 0;
 }
 

@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(cmake ninja-build g++ ccache pkg-config
           libtorch-dev libopenblas0-pthread libopenblas-dev
-          libopenmpi-dev openmpi-bin libhdf5-dev libicu-dev
+          libopenmpi-dev openmpi-bin libhdf5-dev libicu-dev zlib1g-dev libdeflate-dev
           libcxxopts-dev libgtest-dev nlohmann-json3-dev libtoml11-dev
           slurm-wlm munge     # the Slurm launch test runs a private one-host cluster
           chromium            # the HTML report test renders in headless Chromium

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "launch/fnv1a.h"
 #include "launch/json_field.h"
 #include "models/model_dir.h"
 #include "models/safetensors.h"
@@ -22,8 +23,6 @@ namespace fs = std::filesystem;
 namespace st = models::safetensors;
 
 namespace {
-
-constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull, kFnvPrime = 0x100000001b3ull;
 
 // What to do about a failed write, by its cause.
 std::string write_hint(int err) {
@@ -65,11 +64,6 @@ std::string read_file(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-std::string hex(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 void write_tensors(const std::string& path, const std::vector<std::pair<std::string, torch::Tensor>>& named) {
   std::vector<torch::Tensor> keep;
@@ -113,23 +107,6 @@ nlohmann::json state_json(const TrainerState& s) {
 
 }  // namespace
 
-uint64_t fnv1a64_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw CheckpointError(path + ": cannot open");
-  uint64_t h = kFnvOffset;
-  char buf[1 << 16];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-    for (std::streamsize i = 0; i < in.gcount(); ++i) h = (h ^ static_cast<uint8_t>(buf[i])) * kFnvPrime;
-  }
-  return h;
-}
-
-std::string fnv1a64_hex(const std::string& text) {
-  uint64_t h = kFnvOffset;
-  for (char c : text) h = (h ^ static_cast<uint8_t>(c)) * kFnvPrime;
-  return hex(h);
-}
-
 std::string save_checkpoint(const std::string& root, const models::BertForPreTraining& model, const Optimizer& optimizer,
                             const TrainerState& state, collectives::Communicator& comm, int64_t keep, const CheckpointFaults& faults) {
   auto stage = [&](const char* name) {
@@ -166,7 +143,7 @@ std::string save_checkpoint(const std::string& root, const models::BertForPreTra
                                {"config_hash", state.config_hash}};
     for (const auto& e : fs::directory_iterator(tmp)) {
       fsync_path(e.path().string());
-      manifest["files"][e.path().filename().string()] = {{"bytes", fs::file_size(e.path())}, {"fnv1a64", hex(fnv1a64_file(e.path().string()))}};
+      manifest["files"][e.path().filename().string()] = {{"bytes", fs::file_size(e.path())}, {"fnv1a64", launch::hex64(launch::fnv1a64_file(e.path().string()))}};
     }
     write_file((fs::path(tmp) / "manifest.json").string(), manifest.dump(1) + "\n");
     fsync_path((fs::path(tmp) / "manifest.json").string());
@@ -223,9 +200,9 @@ std::string verify(const std::string& dir) {
       if (!fs::exists(p)) return name + " is missing";
       if (fs::file_size(p) != field<uint64_t>(info, "bytes", where))
         return name + " has " + std::to_string(fs::file_size(p)) + " bytes, the manifest says " + info["bytes"].dump();
-      if (hex(fnv1a64_file(p.string())) != field<std::string>(info, "fnv1a64", where)) return name + ": checksum mismatch (corrupt file)";
+      if (launch::hex64(launch::fnv1a64_file(p.string())) != field<std::string>(info, "fnv1a64", where)) return name + ": checksum mismatch (corrupt file)";
     }
-  } catch (const CheckpointError& e) {
+  } catch (const joule::Error& e) {  // CheckpointError (a bad manifest), IoError (a file that cannot be read)
     return e.what();
   }
   return "";
@@ -255,7 +232,7 @@ TrainerState read_trainer_state(const std::string& dir, int64_t* optimizer_steps
 std::string matches_manifest(const std::string& dir, const std::string& manifest_fnv1a64) {
   const std::string path = (fs::path(dir) / "manifest.json").string();
   if (!fs::exists(path)) return "no manifest.json";
-  if (hex(fnv1a64_file(path)) != manifest_fnv1a64) return "its manifest.json differs from rank 0's";
+  if (launch::hex64(launch::fnv1a64_file(path)) != manifest_fnv1a64) return "its manifest.json differs from rank 0's";
   try {
     const nlohmann::json files = field<nlohmann::json>(parse_json_file(path), "files", path);
     for (const auto& [name, info] : files.items()) {
@@ -296,7 +273,7 @@ std::optional<std::string> find_latest_checkpoint(const std::string& root, std::
 }
 
 std::string manifest_checksum(const std::string& dir) {
-  return hex(fnv1a64_file((fs::path(dir) / "manifest.json").string()));
+  return launch::hex64(launch::fnv1a64_file((fs::path(dir) / "manifest.json").string()));
 }
 
 TrainerState load_checkpoint(const std::string& dir, models::BertForPreTraining& model, Optimizer& optimizer, int rank,

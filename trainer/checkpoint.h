@@ -76,7 +76,5 @@ std::string manifest_checksum(const std::string& dir);
 TrainerState load_checkpoint(const std::string& dir, models::BertForPreTraining& model, Optimizer& optimizer, int rank,
                              int world_size, const std::string& verified_manifest = "");
 
-uint64_t fnv1a64_file(const std::string& path);
-std::string fnv1a64_hex(const std::string& text);
 
 }  // namespace joule::trainer

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "data/shard.h"
+#include "launch/fnv1a.h"
 #include "launch/runtime.h"
 #include "data/tokenizer.h"
 #include "models/model_dir.h"
@@ -88,7 +89,7 @@ ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_d
     throw RunConfigError("the shards' sequence length " + std::to_string(cfg.seq_len) + " exceeds the model's max_position_embeddings");
   resolve_batches(run);
   run.resolved_toml = cfg.to_toml();
-  run.config_hash = fnv1a64_hex(run.resolved_toml);
+  run.config_hash = launch::fnv1a64_hex(run.resolved_toml);
   return run;
 }
 

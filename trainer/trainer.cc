@@ -12,6 +12,7 @@
 
 #include "data/loader.h"
 #include "launch/file_io.h"
+#include "launch/fnv1a.h"
 #include "launch/placement.h"
 #include "launch/runtime.h"
 #include "models/flops.h"
@@ -58,7 +59,7 @@ void check_ranks_agree_on_the_run(const ResolvedRun& run, collectives::Communica
   std::string data_index;
   for (const data::ShardEntry& e : run.dataset().shards())
     data_index += e.path + " " + std::to_string(e.bytes) + " " + std::to_string(e.stats.sequences) + "\n";
-  const std::string mine = run.config_hash + " " + fnv1a64_hex(data_index);
+  const std::string mine = run.config_hash + " " + launch::fnv1a64_hex(data_index);
   std::string root = mine;
   collectives::broadcast_string(comm, root, 0, run.cfg.collective_timeout_seconds, "the run's hashes");
   std::vector<double> differs(2, 0.0);

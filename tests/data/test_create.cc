@@ -49,7 +49,7 @@ joule::data::CreateOptions options(const TempDir& dir, const std::string& out) {
   o.seq_len = 24;
   o.max_predictions = 4;
   o.dupe_factor = 3;
-  o.shards = 2;
+  o.shard_mb = 100.0 / (1 << 20);  // 100 bytes of input per chunk: two chunks of two documents
   o.seed = 9;
   return o;
 }
@@ -163,6 +163,8 @@ TEST(Create, HeldOutEvalShardAndBadOptions) {
   TempDir dir;
   write_inputs(dir);
   auto o = options(dir, "e");
+  o.shard_mb = 0;
+  o.shards = 1;  // one chunk: the eval documents come from the first
   o.eval_documents = 2;
   const auto s = joule::data::create_pretraining_data(o);
   EXPECT_EQ(s.documents, 2);
@@ -171,6 +173,8 @@ TEST(Create, HeldOutEvalShardAndBadOptions) {
   EXPECT_EQ(joule::data::Dataset::open(dir.file("e/eval")).size(), s.eval_sequences);
 
   auto bad = options(dir, "x");
+  bad.shard_mb = 0;
+  bad.shards = 1;
   bad.eval_documents = 3;  // leaves one training document: no NSP pairs
   EXPECT_THROW(joule::data::create_pretraining_data(bad), joule::UsageError);
   bad = options(dir, "y");

@@ -216,9 +216,15 @@ TEST(Dataset, IndexIsCachedAndAChangedFileIsValidatedAgain) {
 TEST(Dataset, AShardReplacedKeepingSizeAndMtimeIsValidatedAgain) {
   TempDir dir;
   joule::data::HostBatch a = small_batch(6), b = small_batch(6);
-  b.input_ids[3] = 1;  // same shapes, so the same file size; other content
   joule::data::write_shard(dir.file("s.hdf5"), a);
-  joule::data::write_shard(dir.file("other.hdf5.tmp-src"), b);
+  // Other content of the same compressed size (same shapes; the first changed token that keeps the size).
+  for (int32_t token = 1; token < 200; ++token) {
+    b.input_ids[3] = token;
+    joule::data::write_shard(dir.file("other.hdf5.tmp-src"), b);
+    if (b.input_ids[3] != a.input_ids[3] &&
+        std::filesystem::file_size(dir.file("other.hdf5.tmp-src")) == std::filesystem::file_size(dir.file("s.hdf5")))
+      break;
+  }
   EXPECT_EQ(joule::data::Dataset::open(dir.file("s.hdf5")).validated_now(), 1);
   struct stat before {};
   ASSERT_EQ(::stat(dir.file("s.hdf5").c_str(), &before), 0);

@@ -23,6 +23,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
     }
   }
+  // The fast path gives the string path's ids.
+  for (bool lower : {true, false}) {
+    const d::FullTokenizer tok(vocab, lower);
+    std::vector<int32_t> ids;
+    tok.encode(text, ids);
+    if (ids != tok.to_ids(tok.tokenize(text))) std::abort();
+  }
   // The same bytes as a vocab.txt: either a vocabulary with the special tokens or VocabError.
   std::vector<std::string> tokens;
   std::istringstream lines(text);

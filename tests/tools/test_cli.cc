@@ -130,13 +130,26 @@ TEST(Cli, DataPipelineAsAUserRunsIt) {
                             "/shards --seq-len 64 --max-pred 10 --dupe-factor 1 --shards 1";
   auto refused = run_command(again);
   EXPECT_EQ(refused.exit_code, 2) << refused.output;
-  EXPECT_NE(refused.output.find("--out " + d + "/shards is not empty"), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("--out " + d + "/shards holds a data set made with other arguments ("), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("dupe_factor: 1 now, 2 there"), std::string::npos) << refused.output;
   EXPECT_TRUE(std::filesystem::exists(d + "/shards/train/part_00001.hdf5")) << "the refused run changed the old data set";
   auto replaced = run_command(again + " --replace");
   ASSERT_EQ(replaced.exit_code, 0) << replaced.output;
   EXPECT_FALSE(std::filesystem::exists(d + "/shards/train/part_00001.hdf5")) << "a shard of the old data set is left";
   EXPECT_FALSE(std::filesystem::exists(d + "/shards/eval")) << "the old eval split is left";
   EXPECT_TRUE(std::filesystem::exists(d + "/shards/train/part_00000.hdf5"));
+  // The same command again: the data set is already there.
+  auto same = run_command(again);
+  ASSERT_EQ(same.exit_code, 0) << same.output;
+  EXPECT_NE(same.output.find("already holds this data set"), std::string::npos) << same.output;
+  // --phase 2 is NVIDIA's phase-2 shape; it does not mix with --seq-len.
+  auto phase2 = run_command(kJoule + " data create --input " + d + "/c.txt --vocab " + d + "/v.txt --out " + d +
+                            "/phase2 --phase 2 --dupe-factor 1");
+  ASSERT_EQ(phase2.exit_code, 0) << phase2.output;
+  const auto meta = nlohmann::json::parse(joule::test::read_file(d + "/phase2/metadata.json"));
+  EXPECT_EQ(meta["seq_len"], 512);
+  EXPECT_EQ(meta["max_predictions"], 80);
+  EXPECT_EQ(run_command(kJoule + " data create --input x --vocab y --out z --phase 2 --seq-len 128").exit_code, 2);
   for (const auto& e : std::filesystem::directory_iterator(d))
     EXPECT_EQ(e.path().filename().string().find("shards."), std::string::npos) << "left behind: " << e.path();
 }

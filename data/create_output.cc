@@ -1,0 +1,185 @@
+#include "data/create_output.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "launch/error.h"
+#include "launch/file_io.h"
+#include "launch/fnv1a.h"
+#include "launch/json_field.h"
+
+namespace joule::data {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kProgress = "progress.json";
+constexpr const char* kLock = ".lock";
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return nullptr;
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception&) {
+    return nullptr;
+  }
+}
+
+bool empty_or_absent(const std::string& dir) {
+  std::error_code ec;
+  return !fs::exists(dir, ec) || (fs::is_directory(dir, ec) && fs::is_empty(dir, ec));
+}
+
+}  // namespace
+
+std::string argument_differences(const nlohmann::json& ours, const nlohmann::json& theirs) {
+  std::string out;
+  for (const auto& [key, value] : ours.items()) {
+    const auto it = theirs.find(key);
+    const std::string there = it == theirs.end() ? "absent" : it->dump();
+    if (it != theirs.end() && *it == value) continue;
+    std::string here = value.dump(), other = there;
+    if (here.size() > 80) here = here.substr(0, 77) + "...";
+    if (other.size() > 80) other = other.substr(0, 77) + "...";
+    out += (out.empty() ? "" : "; ") + key + ": " + here + " now, " + other + " there";
+  }
+  for (const auto& [key, value] : theirs.items())
+    if (!ours.contains(key)) out += (out.empty() ? "" : "; ") + key + ": absent now, " + value.dump() + " there";
+  return out;
+}
+
+nlohmann::json existing_data_set(const std::string& out, const nlohmann::json& arguments, bool replace) {
+  std::error_code ec;
+  if (empty_or_absent(out)) return nullptr;
+  if (!fs::is_directory(out, ec)) throw joule::UsageError("data create: --out " + out + " exists and is not a directory");
+  const nlohmann::json meta = read_json((fs::path(out) / "metadata.json").string());
+  const bool ours = meta.is_object() && meta.value("format", "") == "joule-pretraining-data" && meta.contains("arguments");
+  if (ours && meta["arguments"] == arguments) return meta;
+  if (replace) return nullptr;
+  std::string what;
+  if (ours) {
+    what = "holds a data set made with other arguments (" + argument_differences(arguments, meta["arguments"]) + ")";
+  } else {
+    std::string entries;
+    int count = 0;
+    for (const auto& e : fs::directory_iterator(out, ec))
+      if (count++ < 4) entries += (entries.empty() ? "" : ", ") + e.path().filename().string();
+    what = "is not empty (" + std::to_string(count) + " entries: " + entries + (count > 4 ? ", ..." : "") + ")";
+  }
+  throw joule::UsageError("data create: --out " + out + " " + what + "; writing into it would mix two data sets",
+                          "choose a new or empty directory, or pass --replace to replace it (the new data set is built in " + out +
+                              ".partial and swapped in when complete)");
+}
+
+PartialDataSet::PartialDataSet(std::string out, nlohmann::json arguments, bool replace)
+    : out_(std::move(out)), dir_(out_ + ".partial"), arguments_(std::move(arguments)) {
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec) throw_write_error(dir_, "creating the directory", ec.value());
+  const std::string lock = (fs::path(dir_) / kLock).string();
+  lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) throw_write_error(lock, "open", errno);
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  if (::fcntl(lock_fd_, F_SETLK, &fl) != 0) {
+    const int err = errno;
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    if (err == EACCES || err == EAGAIN)
+      throw joule::IoError("data create: another `joule data create` is writing " + dir_,
+                           "wait for it to finish, or give this one another --out");
+    throw_write_error(lock, "lock", err);
+  }
+  const nlohmann::json earlier = read_json((fs::path(dir_) / kProgress).string());
+  const bool same = earlier.is_object() && earlier.contains("arguments") && earlier["arguments"] == arguments_;
+  const bool has_work = earlier.is_object() && earlier.contains("chunks") && earlier["chunks"].is_array() && !earlier["chunks"].empty();
+  if (!same && has_work && earlier.contains("arguments") && !replace)
+    throw joule::UsageError("data create: " + dir_ + " holds part of a data set made with other arguments (" +
+                                argument_differences(arguments_, earlier["arguments"]) + ")",
+                            "rerun with the arguments it was made with to finish it, or pass --replace to discard it");
+  progress_ = {{"format", "joule-data-create-progress"}, {"arguments", arguments_}, {"chunks", nlohmann::json::array()}};
+  if (same) verify_and_keep(earlier);
+  // Everything else here is a killed run's unfinished work, a discarded partial data set, or one that had not
+  // completed a shard (nothing to keep): removed.
+  std::set<std::string> keep = {kLock, kProgress};
+  for (const auto& c : chunks())
+    for (const char* split : {"train", "eval"})
+      if (c.contains(split)) keep.insert(c[split]["file"].get<std::string>());
+  for (auto it = fs::recursive_directory_iterator(dir_, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    const std::string rel = fs::relative(it->path(), dir_, ec).string();
+    if (it->is_regular_file(ec) && !keep.count(rel)) fs::remove(it->path(), ec);
+  }
+  fs::create_directories(fs::path(dir_) / "train", ec);
+  save_progress();
+}
+
+PartialDataSet::~PartialDataSet() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+// Keeps the earlier run's chunks up to the first whose shards are missing, of another size, or fail their checksum.
+void PartialDataSet::verify_and_keep(const nlohmann::json& earlier) {
+  const std::string where = (fs::path(dir_) / kProgress).string();
+  for (const auto& c : json_field<nlohmann::json>(earlier, "chunks", where)) {
+    bool intact = true;
+    for (const char* split : {"train", "eval"}) {
+      if (!c.contains(split)) continue;
+      const nlohmann::json& s = c[split];
+      const fs::path path = fs::path(dir_) / json_field<std::string>(s, "file", where);
+      std::error_code ec;
+      intact = intact && fs::is_regular_file(path, ec) && static_cast<int64_t>(fs::file_size(path, ec)) == json_field<int64_t>(s, "bytes", where) &&
+               launch::hex64(launch::fnv1a64_file(path.string())) == json_field<std::string>(s, "fnv1a64", where);
+    }
+    if (!intact) break;
+    progress_["chunks"].push_back(c);
+  }
+  resumed_ = progress_["chunks"].size();
+}
+
+std::string PartialDataSet::shard_path(const std::string& split, int64_t index) const {
+  char name[64];
+  std::snprintf(name, sizeof name, "part_%05lld.hdf5", static_cast<long long>(index));
+  return (fs::path(dir_) / split / name).string();
+}
+
+nlohmann::json PartialDataSet::shard_record(const std::string& split, int64_t index, int64_t sequences) const {
+  const std::string path = shard_path(split, index);
+  return {{"file", fs::relative(path, dir_).string()},
+          {"sequences", sequences},
+          {"bytes", fs::file_size(path)},
+          {"fnv1a64", launch::hex64(launch::fnv1a64_file(path))}};
+}
+
+void PartialDataSet::record_chunk(nlohmann::json record) {
+  progress_["chunks"].push_back(std::move(record));
+  save_progress();
+}
+
+void PartialDataSet::save_progress() const { write_file_atomic((fs::path(dir_) / kProgress).string(), progress_.dump(1) + "\n"); }
+
+void PartialDataSet::finish(const nlohmann::json& metadata) {
+  write_file_atomic((fs::path(dir_) / "metadata.json").string(), metadata.dump(2) + "\n");
+  std::error_code ec;
+  fs::remove(fs::path(dir_) / kProgress, ec);
+  fs::remove(fs::path(dir_) / kLock, ec);  // still held (the descriptor stays open) until the rename is done
+  const std::string old = out_ + ".old-" + std::to_string(::getpid());
+  const bool had_old = fs::exists(out_, ec);
+  if (had_old) fs::rename(out_, old, ec);
+  if (ec) throw_write_error(out_, "moving the old data set aside to " + old, ec.value());
+  fs::rename(dir_, out_, ec);
+  if (ec) throw_write_error(out_, "renaming " + dir_ + " to it", ec.value());
+  if (had_old) fs::remove_all(old, ec);
+  ::close(lock_fd_);
+  lock_fd_ = -1;
+}
+
+}  // namespace joule::data
