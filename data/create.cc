@@ -63,22 +63,6 @@ void truncate_pair(Span& a, Span& b, size_t max_tokens, Rng& rng) {
   }
 }
 
-// Rows [begin, end) of `instances` in the shard layout (padded to seq_len and max_predictions).
-HostBatch to_host(const std::vector<Instance>& instances, size_t begin, size_t end, int seq_len, int max_predictions) {
-  HostBatch b;
-  b.resize(static_cast<int64_t>(end - begin), seq_len, max_predictions);
-  for (size_t i = begin; i < end; ++i) {
-    const Instance& inst = instances[i];
-    const size_t r = i - begin;
-    std::copy(inst.tokens.begin(), inst.tokens.end(), b.input_ids.begin() + r * seq_len);
-    std::fill_n(b.input_mask.begin() + r * seq_len, inst.tokens.size(), 1);
-    std::fill(b.segment_ids.begin() + r * seq_len + inst.segment_b, b.segment_ids.begin() + r * seq_len + inst.tokens.size(), 1);
-    std::copy(inst.masked_positions.begin(), inst.masked_positions.end(), b.masked_positions.begin() + r * max_predictions);
-    std::copy(inst.masked_ids.begin(), inst.masked_ids.end(), b.masked_ids.begin() + r * max_predictions);
-    b.next_sentence_labels[r] = inst.is_random_next ? 1 : 0;
-  }
-  return b;
-}
 }  // namespace
 
 void mask_instance(Instance& inst, const CreateOptions& o, const Vocab& vocab, const std::vector<bool>& is_continuation,
@@ -299,23 +283,45 @@ std::vector<Document> tokenize_chunk(const TextChunk& chunk, const ChunkContext&
   return documents;
 }
 
-// One dupe of every document, each (dupe, document) on its own generator stream, shuffled together.
-std::vector<Instance> make_dupe(const std::vector<Document>& documents, int64_t chunk, uint64_t stream, const ChunkContext& c) {
-  std::vector<std::vector<Instance>> per(documents.size());
-  launch::parallel_for(per.size(), c.threads, [&](size_t d, int) {
+// One dupe of every document: each document's sequences (made on its own generator stream), and the order they are
+// written in, shuffled (the same permutation as shuffling the sequences themselves, without moving them).
+struct Dupe {
+  std::vector<std::vector<Instance>> per_document;
+  std::vector<std::pair<uint32_t, uint32_t>> order;  // (document, sequence)
+};
+
+Dupe make_dupe(const std::vector<Document>& documents, int64_t chunk, uint64_t stream, const ChunkContext& c) {
+  Dupe dupe;
+  dupe.per_document.resize(documents.size());
+  launch::parallel_for(documents.size(), c.threads, [&](size_t d, int) {
     Rng rng(chunk_seed(c.options, chunk, stream, d));
-    per[d] = instances_from_document(documents, d, c.options, c.vocab, c.is_continuation, rng);
+    dupe.per_document[d] = instances_from_document(documents, d, c.options, c.vocab, c.is_continuation, rng);
   });
-  size_t total = 0;
-  for (const auto& v : per) total += v.size();
-  std::vector<Instance> all;
-  all.reserve(total);
-  for (auto& v : per) {
-    std::move(v.begin(), v.end(), std::back_inserter(all));
-    std::vector<Instance>().swap(v);
-  }
-  Rng(chunk_seed(c.options, chunk, kInstanceShuffle, stream)).shuffle(all);
-  return all;
+  for (size_t d = 0; d < documents.size(); ++d)
+    for (size_t i = 0; i < dupe.per_document[d].size(); ++i) dupe.order.emplace_back(static_cast<uint32_t>(d), static_cast<uint32_t>(i));
+  Rng(chunk_seed(c.options, chunk, kInstanceShuffle, stream)).shuffle(dupe.order);
+  return dupe;
+}
+
+// Rows [begin, end) of the dupe's order in the shard layout (padded to seq_len and max_predictions), on the workers.
+HostBatch to_host(const Dupe& dupe, size_t begin, size_t end, const ChunkContext& c) {
+  const int64_t seq_len = c.options.seq_len, max_predictions = c.options.max_predictions;
+  HostBatch b;
+  b.resize(static_cast<int64_t>(end - begin), seq_len, max_predictions);
+  constexpr size_t kBlock = 256;
+  launch::parallel_for((end - begin + kBlock - 1) / kBlock, c.threads, [&](size_t block, int) {
+    for (size_t r = block * kBlock; r < std::min(end - begin, (block + 1) * kBlock); ++r) {
+      const auto [d, i] = dupe.order[begin + r];
+      const Instance& inst = dupe.per_document[d][i];
+      std::copy(inst.tokens.begin(), inst.tokens.end(), b.input_ids.begin() + r * seq_len);
+      std::fill_n(b.input_mask.begin() + r * seq_len, inst.tokens.size(), 1);
+      std::fill(b.segment_ids.begin() + r * seq_len + inst.segment_b, b.segment_ids.begin() + r * seq_len + inst.tokens.size(), 1);
+      std::copy(inst.masked_positions.begin(), inst.masked_positions.end(), b.masked_positions.begin() + r * max_predictions);
+      std::copy(inst.masked_ids.begin(), inst.masked_ids.end(), b.masked_ids.begin() + r * max_predictions);
+      b.next_sentence_labels[r] = inst.is_random_next ? 1 : 0;
+    }
+  });
+  return b;
 }
 
 // Writes `dupes` dupes of the documents as one shard, one dupe at a time (memory holds one dupe's sequences), each
@@ -323,19 +329,20 @@ std::vector<Instance> make_dupe(const std::vector<Document>& documents, int64_t 
 // shard's counts.
 nlohmann::json write_dupes(const std::string& path, const std::vector<Document>& documents, int dupes, int64_t chunk, uint64_t stream,
                            const ChunkContext& c) {
-  constexpr size_t kSlice = 4096;
+  constexpr size_t kSlice = 8192;
   const CreateOptions& o = c.options;
   ShardWriter writer(path, ShardWriter::kGrowing, o.seq_len, o.max_predictions, 64, c.threads);
   int64_t masked = 0, tokens = 0, random = 0;
-  for (int dupe = 0; dupe < dupes; ++dupe) {
-    const std::vector<Instance> instances = make_dupe(documents, chunk, stream + static_cast<uint64_t>(dupe), c);
-    for (const Instance& inst : instances) {
-      masked += static_cast<int64_t>(inst.masked_positions.size());
-      tokens += static_cast<int64_t>(inst.tokens.size());
-      random += inst.is_random_next ? 1 : 0;
-    }
-    for (size_t begin = 0; begin < instances.size(); begin += kSlice)
-      writer.append(to_host(instances, begin, std::min(instances.size(), begin + kSlice), o.seq_len, o.max_predictions));
+  for (int d = 0; d < dupes; ++d) {
+    const Dupe dupe = make_dupe(documents, chunk, stream + static_cast<uint64_t>(d), c);
+    for (const auto& sequences : dupe.per_document)
+      for (const Instance& inst : sequences) {
+        masked += static_cast<int64_t>(inst.masked_positions.size());
+        tokens += static_cast<int64_t>(inst.tokens.size());
+        random += inst.is_random_next ? 1 : 0;
+      }
+    for (size_t begin = 0; begin < dupe.order.size(); begin += kSlice)
+      writer.append(to_host(dupe, begin, std::min(dupe.order.size(), begin + kSlice), c));
   }
   const int64_t rows = writer.rows_written();
   if (rows > 0) writer.commit();

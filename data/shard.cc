@@ -321,9 +321,11 @@ int64_t ShardWriter::write_chunks(const int32_t* const columns[6], int64_t rows,
   // Compress every (chunk, column) on the worker threads: the bytes in the file's type, the last chunk padded with
   // zeros to its full size (HDF5 stores edge chunks whole), shuffled and deflated as HDF5's filters do.
   std::vector<std::string> compressed(static_cast<size_t>(chunks) * 6);
+  // Column-major (k = column * chunks + chunk): parallel_for deals tasks out in turn, so every worker gets its share
+  // of input_ids, the column that costs the most.
   launch::parallel_for(compressed.size(), threads_, [&](size_t k, int) {
-    const int c = static_cast<int>(k % 6);
-    const int64_t chunk = static_cast<int64_t>(k / 6), width = widths_[c];
+    const int c = static_cast<int>(k / static_cast<size_t>(chunks));
+    const int64_t chunk = static_cast<int64_t>(k % static_cast<size_t>(chunks)), width = widths_[c];
     const size_t count = static_cast<size_t>(std::min(chunk_rows_, rows - chunk * chunk_rows_) * width);
     const size_t elements = static_cast<size_t>(chunk_rows_ * width);
     const int32_t* from = columns[c] + chunk * chunk_rows_ * width;
@@ -346,8 +348,8 @@ int64_t ShardWriter::write_chunks(const int32_t* const columns[6], int64_t rows,
     out.resize(size);
   });
   for (size_t k = 0; k < compressed.size(); ++k) {
-    const int c = static_cast<int>(k % 6);
-    const hsize_t offset[2] = {static_cast<hsize_t>(written_ + static_cast<int64_t>(k / 6) * chunk_rows_), 0};
+    const int c = static_cast<int>(k / static_cast<size_t>(chunks));
+    const hsize_t offset[2] = {static_cast<hsize_t>(written_ + static_cast<int64_t>(k % static_cast<size_t>(chunks)) * chunk_rows_), 0};
     H5_CHECK(H5Dwrite_chunk(datasets_[c].get(), H5P_DEFAULT, 0, offset, compressed[k].size(), compressed[k].data()), tmp_);
   }
   const int64_t done = std::min(rows, chunks * chunk_rows_);

@@ -235,8 +235,7 @@ void DocumentChunker::skip(int64_t& counter, const std::string& why) {
   if (stats_.first_skip.empty()) stats_.first_skip = why;
 }
 
-bool DocumentChunker::read_chunk(TextChunk& c) {
-  c.clear();
+bool DocumentChunker::read_chunk(TextChunk& c, size_t documents) {
   bool in_document = false, dropping = false;  // dropping: the rest of a document over the limit (skip_bad)
   size_t document_text = 0, document_sentences = 0;
   int64_t document_line = 0;
@@ -247,12 +246,12 @@ bool DocumentChunker::read_chunk(TextChunk& c) {
     }
     in_document = dropping = false;
   };
-  auto full = [&] { return c.input_bytes >= chunk_bytes_ && c.documents() >= 2; };
+  auto full = [&] { return documents > 0 ? c.documents() >= documents : c.input_bytes >= chunk_bytes_ && c.documents() >= 2; };
   for (;;) {
     if (!reader_) {
       if (file_index_ == files_.size()) {
         end_document();
-        return c.documents() > 0;
+        return false;
       }
       reader_ = std::make_unique<LineReader>(files_[file_index_], limits_.max_line_bytes);
       ++stats_.files;
@@ -332,21 +331,21 @@ bool DocumentChunker::read_chunk(TextChunk& c) {
 }
 
 bool DocumentChunker::next(TextChunk& chunk) {
-  if (!started_) {
-    started_ = true;
-    have_ahead_ = read_chunk(ahead_);
-  }
-  if (!have_ahead_) return false;
-  chunk = std::move(ahead_);
+  chunk = std::move(ahead_);  // the documents read ahead begin this chunk
+  ahead_.clear();
+  if (!exhausted_) exhausted_ = !read_chunk(chunk, 0);
+  if (chunk.documents() == 0) return false;
   chunk.index = next_index_++;
-  have_ahead_ = read_chunk(ahead_);
-  if (have_ahead_ && ahead_.documents() < 2) {  // only the last chunk can be short: it joins this one
-    const size_t text_offset = chunk.text.size(), sentence_offset = chunk.sentence_ends.size();
-    chunk.text += ahead_.text;
-    for (size_t e : ahead_.sentence_ends) chunk.sentence_ends.push_back(e + text_offset);
-    for (size_t e : ahead_.document_ends) chunk.document_ends.push_back(e + sentence_offset);
-    chunk.input_bytes += ahead_.input_bytes;
-    have_ahead_ = false;
+  if (!exhausted_) {
+    exhausted_ = !read_chunk(ahead_, 2);  // the next chunk's first two documents, no more
+    if (exhausted_ && ahead_.documents() < 2) {  // the input ends with a single document: it joins this chunk
+      const size_t text_offset = chunk.text.size(), sentence_offset = chunk.sentence_ends.size();
+      chunk.text += ahead_.text;
+      for (size_t e : ahead_.sentence_ends) chunk.sentence_ends.push_back(e + text_offset);
+      for (size_t e : ahead_.document_ends) chunk.document_ends.push_back(e + sentence_offset);
+      chunk.input_bytes += ahead_.input_bytes;
+      ahead_.clear();
+    }
   }
   return true;
 }

@@ -54,7 +54,8 @@ struct TextChunk {
 
 // Reads the files in order and cuts the text into chunks of whole documents: a chunk closes at the first document end
 // after `chunk_bytes` of input. A document ends at a blank line or at the end of its file. A last chunk with fewer
-// than two documents joins the one before it (the random next sentence needs another document). Bad input raises
+// than two documents joins the one before it (the random next sentence needs another document): to know, the
+// chunker reads the next chunk's first two documents ahead, no more. Bad input raises
 // CorpusError naming the file and line: invalid UTF-8, a line or a document over the limits, an empty file.
 class DocumentChunker {
  public:
@@ -68,7 +69,9 @@ class DocumentChunker {
 
  private:
   class LineReader;
-  bool read_chunk(TextChunk& chunk);  // the next chunk as the files cut it, without the merge of a short last one
+  // Reads on into `chunk` until it is full (documents == 0) or holds `documents` documents; false when the input
+  // ended first.
+  bool read_chunk(TextChunk& chunk, size_t documents);
   bool next_line(std::string_view& line);
   void skip(int64_t& counter, const std::string& why);
 
@@ -78,8 +81,8 @@ class DocumentChunker {
   TextStats stats_;
   size_t file_index_ = 0;
   std::unique_ptr<LineReader> reader_;
-  TextChunk ahead_;  // read one chunk ahead, to merge a short last chunk
-  bool have_ahead_ = false, started_ = false;
+  TextChunk ahead_;  // the next chunk's first two documents, read ahead to find a single last document to merge
+  bool exhausted_ = false;
   bool file_has_text_ = false;  // the current file has had a line that is not blank
   int64_t next_index_ = 0;
 };

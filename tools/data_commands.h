@@ -12,7 +12,8 @@ std::string data_inspect(const std::string& spec, int samples, const std::string
 // One line of space-separated WordPiece tokens per input line.
 void data_tokenize(std::istream& in, std::ostream& out, const std::string& vocab_path, bool lower_case);
 // The tokenizer's throughput on `in` (read into memory first, then encoded line by line on one thread, 3 times):
-// MB/s of text and tokens/s, the median run, as one JSON line.
+// MB/s of text and tokens/s of the median run, and the MB/s of the string path (a string per word and piece, the
+// reference's shape) beside it, as one JSON line.
 std::string tokenizer_speed(std::istream& in, const std::string& vocab_path, bool lower_case);
 
 // `joule bench data`: sequences/s the prefetching loader delivers from the shards under the global

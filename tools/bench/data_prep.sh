@@ -43,6 +43,7 @@ rm -rf full
 read -r wall cpu rss <<< "$(measure full.log "$joule" data create --input corpus --vocab vocab.txt --out full --memory-budget 2GB)"
 seqs=$(python3 -c "import json; print(json.load(open('full/metadata.json'))['train_sequences'])")
 report "joule, $(nproc) threads, ${gb} GB" "$corpus_bytes" "$seqs" "$wall" "$cpu" "$rss"
+full_cpu_per_mb=$(echo "$cpu / ($corpus_bytes / 1000000)" | bc -l)
 
 head -c $((slice_mb * 1024 * 1024)) corpus/part_0.txt > slice_raw.txt
 sed '$d' slice_raw.txt > slice.txt  # whole lines only
@@ -58,4 +59,7 @@ read -r wall cpu rss <<< "$(cd "$(dirname "$nvidia")" && measure "$work/nvidia_s
   --max_predictions_per_seq 20 --masked_lm_prob 0.15 --random_seed 12345 --dupe_factor 5)"
 seqs=$(python3 -c "import h5py; print(h5py.File('$work/nvidia_slice.hdf5')['input_ids'].shape[0])")
 report "NVIDIA create_pretraining_data.py, slice" "$slice_bytes" "$seqs" "$wall" "$cpu" "$rss"
-python3 -c "print(f'per-core speed, joule / NVIDIA on the slice: {float($cpu) / float($joule_cpu):.1f}x (CPU seconds for the same text)')"
+python3 -c "
+nvidia_cpu_per_mb = float($cpu) / ($slice_bytes / 1e6)
+print(f'per-core speed, joule / NVIDIA: {nvidia_cpu_per_mb / float($full_cpu_per_mb):.1f}x at scale (joule over the whole corpus), '
+      f'{float($cpu) / float($joule_cpu):.1f}x on the slice alone (joule start-up included); CPU seconds per MB of text')"
