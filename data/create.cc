@@ -122,15 +122,19 @@ void mask_instance(Instance& inst, const CreateOptions& o, const Vocab& vocab, c
   }
 }
 
-std::vector<Instance> instances_from_document(const std::vector<Document>& documents, size_t index,
-                                              const CreateOptions& o, const Vocab& vocab,
-                                              const std::vector<bool>& is_continuation, Rng& rng) {
+namespace {
+
+// Google's create_instances_from_document: hands each masked sequence to `emit` (a scratch Instance, reused: no
+// allocation per sequence).
+template <typename Emit>
+void each_instance(const std::vector<Document>& documents, size_t index, const CreateOptions& o, const Vocab& vocab,
+                   const std::vector<bool>& is_continuation, Rng& rng, Emit&& emit) {
   const Document& document = documents[index];
   const int64_t max_tokens = o.seq_len - 3;
   int64_t target = max_tokens;
   if (rng.uniform() < o.short_seq_prob) target = rng.randint(2, max_tokens);
 
-  std::vector<Instance> out;
+  thread_local Instance inst;
   std::vector<const std::vector<int32_t>*> chunk;
   int64_t chunk_length = 0;
   for (int64_t i = 0; i < static_cast<int64_t>(document.size()); ++i) {
@@ -162,8 +166,7 @@ std::vector<Instance> instances_from_document(const std::vector<Document>& docum
       Span span_a{0, a.size()}, span_b{0, b.size()};
       truncate_pair(span_a, span_b, static_cast<size_t>(max_tokens), rng);
       if (span_a.size() > 0 && span_b.size() > 0) {
-        Instance inst;
-        inst.tokens.reserve(span_a.size() + span_b.size() + 3);  // exactly: the sequences are most of the memory
+        inst.tokens.clear();
         inst.tokens.push_back(vocab.cls_id());
         inst.tokens.insert(inst.tokens.end(), a.begin() + span_a.begin, a.begin() + span_a.end);
         inst.tokens.push_back(vocab.sep_id());
@@ -172,12 +175,21 @@ std::vector<Instance> instances_from_document(const std::vector<Document>& docum
         inst.tokens.push_back(vocab.sep_id());
         inst.is_random_next = random_next;
         mask_instance(inst, o, vocab, is_continuation, rng);
-        out.push_back(std::move(inst));
+        emit(static_cast<const Instance&>(inst));
       }
     }
     chunk.clear();
     chunk_length = 0;
   }
+}
+
+}  // namespace
+
+std::vector<Instance> instances_from_document(const std::vector<Document>& documents, size_t index,
+                                              const CreateOptions& o, const Vocab& vocab,
+                                              const std::vector<bool>& is_continuation, Rng& rng) {
+  std::vector<Instance> out;
+  each_instance(documents, index, o, vocab, is_continuation, rng, [&](const Instance& inst) { out.push_back(inst); });
   return out;
 }
 
@@ -283,10 +295,29 @@ std::vector<Document> tokenize_chunk(const TextChunk& chunk, const ChunkContext&
   return documents;
 }
 
+// A document's sequences end to end in one buffer: each one's tokens, then its masked positions, then the ids.
+struct PackedInstances {
+  struct Ref {
+    uint32_t offset = 0;
+    uint16_t tokens = 0, segment_b = 0, masked = 0;
+    bool random_next = false;
+  };
+  std::vector<int32_t> data;
+  std::vector<Ref> refs;
+
+  void add(const Instance& inst) {
+    refs.push_back({static_cast<uint32_t>(data.size()), static_cast<uint16_t>(inst.tokens.size()),
+                    static_cast<uint16_t>(inst.segment_b), static_cast<uint16_t>(inst.masked_positions.size()), inst.is_random_next});
+    data.insert(data.end(), inst.tokens.begin(), inst.tokens.end());
+    data.insert(data.end(), inst.masked_positions.begin(), inst.masked_positions.end());
+    data.insert(data.end(), inst.masked_ids.begin(), inst.masked_ids.end());
+  }
+};
+
 // One dupe of every document: each document's sequences (made on its own generator stream), and the order they are
 // written in, shuffled (the same permutation as shuffling the sequences themselves, without moving them).
 struct Dupe {
-  std::vector<std::vector<Instance>> per_document;
+  std::vector<PackedInstances> per_document;
   std::vector<std::pair<uint32_t, uint32_t>> order;  // (document, sequence)
 };
 
@@ -295,33 +326,39 @@ Dupe make_dupe(const std::vector<Document>& documents, int64_t chunk, uint64_t s
   dupe.per_document.resize(documents.size());
   launch::parallel_for(documents.size(), c.threads, [&](size_t d, int) {
     Rng rng(chunk_seed(c.options, chunk, stream, d));
-    dupe.per_document[d] = instances_from_document(documents, d, c.options, c.vocab, c.is_continuation, rng);
+    PackedInstances& packed = dupe.per_document[d];
+    each_instance(documents, d, c.options, c.vocab, c.is_continuation, rng, [&](const Instance& inst) { packed.add(inst); });
+    packed.data.shrink_to_fit();
   });
   for (size_t d = 0; d < documents.size(); ++d)
-    for (size_t i = 0; i < dupe.per_document[d].size(); ++i) dupe.order.emplace_back(static_cast<uint32_t>(d), static_cast<uint32_t>(i));
+    for (size_t i = 0; i < dupe.per_document[d].refs.size(); ++i) dupe.order.emplace_back(static_cast<uint32_t>(d), static_cast<uint32_t>(i));
   Rng(chunk_seed(c.options, chunk, kInstanceShuffle, stream)).shuffle(dupe.order);
   return dupe;
 }
 
-// Rows [begin, end) of the dupe's order in the shard layout (padded to seq_len and max_predictions), on the workers.
-HostBatch to_host(const Dupe& dupe, size_t begin, size_t end, const ChunkContext& c) {
+// Rows [begin, end) of the dupe's order into `b` in the shard layout (padded with zeros to seq_len and
+// max_predictions: HostBatch::resize zeroes), on the workers. `b` is reused from slice to slice (no fresh pages).
+void to_host(const Dupe& dupe, size_t begin, size_t end, const ChunkContext& c, HostBatch& b) {
   const int64_t seq_len = c.options.seq_len, max_predictions = c.options.max_predictions;
-  HostBatch b;
   b.resize(static_cast<int64_t>(end - begin), seq_len, max_predictions);
   constexpr size_t kBlock = 256;
   launch::parallel_for((end - begin + kBlock - 1) / kBlock, c.threads, [&](size_t block, int) {
-    for (size_t r = block * kBlock; r < std::min(end - begin, (block + 1) * kBlock); ++r) {
+    const size_t first = block * kBlock, last = std::min(end - begin, (block + 1) * kBlock);
+    for (size_t r = first; r < last; ++r) {
       const auto [d, i] = dupe.order[begin + r];
-      const Instance& inst = dupe.per_document[d][i];
-      std::copy(inst.tokens.begin(), inst.tokens.end(), b.input_ids.begin() + r * seq_len);
-      std::fill_n(b.input_mask.begin() + r * seq_len, inst.tokens.size(), 1);
-      std::fill(b.segment_ids.begin() + r * seq_len + inst.segment_b, b.segment_ids.begin() + r * seq_len + inst.tokens.size(), 1);
-      std::copy(inst.masked_positions.begin(), inst.masked_positions.end(), b.masked_positions.begin() + r * max_predictions);
-      std::copy(inst.masked_ids.begin(), inst.masked_ids.end(), b.masked_ids.begin() + r * max_predictions);
-      b.next_sentence_labels[r] = inst.is_random_next ? 1 : 0;
+      const PackedInstances& packed = dupe.per_document[d];
+      const PackedInstances::Ref& ref = packed.refs[i];
+      const int32_t* tokens = packed.data.data() + ref.offset;
+      const int32_t* positions = tokens + ref.tokens;
+      const int32_t* ids = positions + ref.masked;
+      std::copy(tokens, tokens + ref.tokens, b.input_ids.begin() + r * seq_len);
+      std::fill_n(b.input_mask.begin() + r * seq_len, ref.tokens, 1);
+      std::fill(b.segment_ids.begin() + r * seq_len + ref.segment_b, b.segment_ids.begin() + r * seq_len + ref.tokens, 1);
+      std::copy(positions, positions + ref.masked, b.masked_positions.begin() + r * max_predictions);
+      std::copy(ids, ids + ref.masked, b.masked_ids.begin() + r * max_predictions);
+      b.next_sentence_labels[r] = ref.random_next ? 1 : 0;
     }
   });
-  return b;
 }
 
 // Writes `dupes` dupes of the documents as one shard, one dupe at a time (memory holds one dupe's sequences), each
@@ -333,16 +370,19 @@ nlohmann::json write_dupes(const std::string& path, const std::vector<Document>&
   const CreateOptions& o = c.options;
   ShardWriter writer(path, ShardWriter::kGrowing, o.seq_len, o.max_predictions, 64, c.threads);
   int64_t masked = 0, tokens = 0, random = 0;
+  HostBatch slice;
   for (int d = 0; d < dupes; ++d) {
     const Dupe dupe = make_dupe(documents, chunk, stream + static_cast<uint64_t>(d), c);
-    for (const auto& sequences : dupe.per_document)
-      for (const Instance& inst : sequences) {
-        masked += static_cast<int64_t>(inst.masked_positions.size());
-        tokens += static_cast<int64_t>(inst.tokens.size());
-        random += inst.is_random_next ? 1 : 0;
+    for (const PackedInstances& packed : dupe.per_document)
+      for (const PackedInstances::Ref& ref : packed.refs) {
+        masked += ref.masked;
+        tokens += ref.tokens;
+        random += ref.random_next ? 1 : 0;
       }
-    for (size_t begin = 0; begin < dupe.order.size(); begin += kSlice)
-      writer.append(to_host(dupe, begin, std::min(dupe.order.size(), begin + kSlice), c));
+    for (size_t begin = 0; begin < dupe.order.size(); begin += kSlice) {
+      to_host(dupe, begin, std::min(dupe.order.size(), begin + kSlice), c, slice);
+      writer.append(slice);
+    }
   }
   const int64_t rows = writer.rows_written();
   if (rows > 0) writer.commit();
@@ -417,8 +457,8 @@ CreateSummary summary_of(const nlohmann::json& meta, const std::string& out) {
 }  // namespace
 
 CreateSummary create_pretraining_data(const CreateOptions& o) {
-  if (o.seq_len < 8 || o.max_predictions < 1 || o.dupe_factor < 1 || o.shards < 0 || o.shard_mb < 0)
-    throw joule::UsageError("data create: --seq-len must be >= 8, --max-pred and --dupe-factor >= 1, --shards and --shard-mb >= 0");
+  if (o.seq_len < 8 || o.seq_len > 65535 || o.max_predictions < 1 || o.dupe_factor < 1 || o.shards < 0 || o.shard_mb < 0)
+    throw joule::UsageError("data create: --seq-len must be in [8, 65535], --max-pred and --dupe-factor >= 1, --shards and --shard-mb >= 0");
   if (o.eval_documents < 0) throw joule::UsageError("data create: --eval-documents must be >= 0");
   if (o.inputs.empty()) throw joule::UsageError("data create: no --input text");
   const std::vector<std::string> files = expand_inputs(o.inputs);

@@ -14,7 +14,7 @@ mkdir -p "$demo"
 "$joule" data synth --out "$demo/corpus.txt" --documents 3000 --seed 1
 "$joule" data vocab --input "$demo/corpus.txt" --out "$demo/vocab.txt" --size 2000
 "$joule" data create --input "$demo/corpus.txt" --vocab "$demo/vocab.txt" --out "$demo/shards" \
-  --seq-len 128 --max-pred 20 --dupe-factor 5 --shards 4 --eval-documents 200
+  --seq-len 128 --max-pred 20 --dupe-factor 5 --shards 4 --eval-documents 200 --replace  # the corpus was just rewritten
 "$joule" data inspect "$demo/shards/train" --samples 1
 rm -rf "$demo/run"
 mpirun -np 2 --oversubscribe --bind-to none $( [[ $(id -u) -eq 0 ]] && echo --allow-run-as-root ) \

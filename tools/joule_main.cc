@@ -472,8 +472,10 @@ int cmd_data_create(int argc, char** argv) {
   if (s.eval_sequences) std::cout << ", " << s.eval_sequences << " eval sequences from " << s.eval_documents << " held-out documents";
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
-  std::cout << "; " << s.masked_predictions << " masked predictions; " << s.chunks << " chunk(s) of up to "
-            << (s.chunk_bytes + (1 << 19)) / (1 << 20) << " MB of text; peak memory " << usage.ru_maxrss / 1024 << " MB (budget "
+  const std::string chunk = s.chunk_bytes >= (1 << 20) ? std::to_string((s.chunk_bytes + (1 << 19)) >> 20) + " MB"
+                                                       : std::to_string((s.chunk_bytes + 512) >> 10) + " KB";
+  std::cout << "; " << s.masked_predictions << " masked predictions; " << s.chunks << " chunk(s) of up to " << chunk
+            << " of text; peak memory " << usage.ru_maxrss / 1024 << " MB (budget "
             << c.memory_budget / (1 << 20) << " MB)\n";
   return 0;
 }
