@@ -127,20 +127,26 @@ PartialDataSet::~PartialDataSet() {
 }
 
 // Keeps the earlier run's chunks up to the first whose shards are missing, of another size, or fail their checksum.
+// A damaged record ends what is kept like a damaged shard: the directory is this tool's own, and what is not kept is
+// made again.
 void PartialDataSet::verify_and_keep(const nlohmann::json& earlier) {
   const std::string where = (fs::path(dir_) / kProgress).string();
-  for (const auto& c : json_field<nlohmann::json>(earlier, "chunks", where)) {
-    bool intact = true;
-    for (const char* split : {"train", "eval"}) {
-      if (!c.contains(split)) continue;
-      const nlohmann::json& s = c[split];
-      const fs::path path = fs::path(dir_) / json_field<std::string>(s, "file", where);
-      std::error_code ec;
-      intact = intact && fs::is_regular_file(path, ec) && static_cast<int64_t>(fs::file_size(path, ec)) == json_field<int64_t>(s, "bytes", where) &&
-               launch::hex64(launch::fnv1a64_file(path.string())) == json_field<std::string>(s, "fnv1a64", where);
+  try {
+    for (const auto& c : json_field<nlohmann::json>(earlier, "chunks", where)) {
+      bool intact = json_field<int64_t>(c, "index", where) == static_cast<int64_t>(progress_["chunks"].size());
+      for (const char* split : {"train", "eval"}) {
+        if (!c.contains(split)) continue;
+        const nlohmann::json& s = c[split];
+        const fs::path path = fs::path(dir_) / json_field<std::string>(s, "file", where);
+        std::error_code ec;
+        intact = intact && fs::is_regular_file(path, ec) &&
+                 static_cast<int64_t>(fs::file_size(path, ec)) == json_field<int64_t>(s, "bytes", where) &&
+                 launch::hex64(launch::fnv1a64_file(path.string())) == json_field<std::string>(s, "fnv1a64", where);
+      }
+      if (!intact) break;
+      progress_["chunks"].push_back(c);
     }
-    if (!intact) break;
-    progress_["chunks"].push_back(c);
+  } catch (const joule::Error&) {  // JsonFileError: a record without its keys; IoError: a shard that cannot be read
   }
   resumed_ = progress_["chunks"].size();
 }

@@ -232,3 +232,22 @@ TEST(CreateStream, BadInputStopsWithoutAnOutputAndTheFixedInputRunsWithoutReplac
   EXPECT_EQ(s.skipped, 1);
   EXPECT_NE(s.first_skip.find("corpus.txt:1: invalid UTF-8"), std::string::npos) << s.first_skip;
 }
+
+TEST(CreateStream, ADamagedProgressRecordIsMadeAgainNotAnError) {
+  TempDir dir;
+  write_corpus(dir, 20);
+  const auto o = options(dir, "out");
+  const auto whole = joule::data::create_pretraining_data(o);
+  const std::string first_shard = joule::test::read_file(whole.train_shards[0]);
+  std::filesystem::rename(dir.file("out"), dir.file("out.partial"));
+  auto meta = nlohmann::json::parse(joule::test::read_file(dir.file("out.partial/metadata.json")));
+  nlohmann::json first = meta["chunks"][0];
+  first["train"].erase("bytes");  // a record without one of its keys
+  joule::test::write_file(dir.file("out.partial/progress.json"),
+                          nlohmann::json({{"arguments", meta["arguments"]}, {"chunks", {first}}}).dump());
+  std::filesystem::remove(dir.file("out.partial/metadata.json"));
+  const auto again = joule::data::create_pretraining_data(o);
+  EXPECT_EQ(again.resumed_chunks, 0);
+  EXPECT_EQ(again.train_sequences, whole.train_sequences);
+  EXPECT_EQ(first_shard, joule::test::read_file(again.train_shards[0]));
+}
