@@ -2,7 +2,10 @@
 // values are closed forms in the rank and world size.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 
 #include "collectives/communicator.h"
@@ -35,6 +38,7 @@ float from_bf16(uint16_t h) {
 }  // namespace
 
 TEST(Collectives, ProcessGroupFactsOnOneHost) {
+  if (std::getenv("JOULE_EXPECT_NODES")) GTEST_SKIP() << "run across emulated nodes (tests/cluster)";
   const ProcessGroupInfo& i = comm().info();
   EXPECT_GE(i.world_size, 2);
   EXPECT_EQ(i.node_count, 1);
@@ -48,6 +52,34 @@ TEST(Collectives, ProcessGroupFactsOnOneHost) {
   EXPECT_EQ(p.world_size, i.world_size);
   EXPECT_EQ(p.local_rank, i.local_rank);
   EXPECT_EQ(p.local_size, i.local_size);
+}
+
+// Across the emulated nodes of tests/cluster (mpirun --map-by slot over a hostfile of N nodes, R slots each): rank r
+// is on node r / R with local rank r % R, on the host named node<r / R + 1>.
+TEST(Collectives, ProcessGroupFactsAcrossNodes) {
+  const char* nodes_env = std::getenv("JOULE_EXPECT_NODES");
+  const char* per_node_env = std::getenv("JOULE_EXPECT_RANKS_PER_NODE");
+  if (!nodes_env || !per_node_env) GTEST_SKIP() << "only under tests/cluster (JOULE_EXPECT_NODES, JOULE_EXPECT_RANKS_PER_NODE)";
+  const int nodes = std::atoi(nodes_env), per_node = std::atoi(per_node_env);
+  const ProcessGroupInfo& i = comm().info();
+  SCOPED_TRACE("rank " + std::to_string(i.rank));
+  EXPECT_EQ(i.world_size, nodes * per_node);
+  EXPECT_EQ(i.node_count, nodes);
+  EXPECT_EQ(i.node, i.rank / per_node);
+  EXPECT_EQ(i.local_size, per_node);
+  EXPECT_EQ(i.local_rank, i.rank % per_node);
+  char host[256] = {0};
+  ASSERT_EQ(gethostname(host, sizeof host - 1), 0);
+  EXPECT_EQ(std::string(host), "node" + std::to_string(i.rank / per_node + 1));
+  const joule::launch::Placement p = joule::launch::detect_placement();
+  EXPECT_EQ(p.launcher, "openmpi");
+  EXPECT_EQ(p.rank, i.rank);
+  EXPECT_EQ(p.local_rank, i.local_rank);
+  EXPECT_EQ(p.local_size, i.local_size);
+  // A sum over every rank crosses the nodes (TCP): each node's ranks add their node index.
+  std::vector<double> sums(1, static_cast<double>(i.node));
+  joule::collectives::sum_over_ranks(comm(), sums);
+  EXPECT_EQ(sums[0], static_cast<double>(per_node) * nodes * (nodes - 1) / 2);
 }
 
 TEST(Collectives, AllReduceSumAndAverageEveryDtype) {

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# An emulated cluster on one host: N nodes, each a network namespace and (for every process started on it) a UTS
+# namespace with its own hostname, joined by a bridge; each node's link rate-limited with tc tbf. Open MPI starts its
+# daemons on the nodes through a launch agent that enters the node's namespaces instead of ssh (plm_rsh_agent), and
+# talks TCP between nodes. Everything it makes is named after this shell's PID and removed on exit (trap), failure
+# included. Root only; nothing leaves the namespaces it creates (the bridge's address is inside them too).
+#
+# Source it, then:
+#   cluster_up N [RATE]      nodes node1..nodeN on 10.77.0.0/24 (RATE for tc tbf, default 500mbit); $CLUSTER_DIR holds
+#                            the agent and hostfiles
+#   cluster_mpirun RANKS_PER_NODE NODES ARGS...   mpirun over the first NODES nodes, RANKS_PER_NODE ranks each
+#   cluster_down             (also run on exit)
+#   cluster_unavailable      prints why namespaces cannot be made here (not root, no ip/unshare/tc), or nothing
+CLUSTER_PREFIX=jc$$
+CLUSTER_NODES=0
+
+cluster_unavailable() {
+  [[ $(id -u) -eq 0 ]] || { echo "not root (network namespaces need root)"; return; }
+  local tool
+  for tool in ip unshare tc; do command -v $tool > /dev/null || { echo "no '$tool' command"; return; }; done
+  ip netns add "${CLUSTER_PREFIX}_probe" 2> /dev/null || { echo "this kernel or container cannot make network namespaces"; return; }
+  ip netns del "${CLUSTER_PREFIX}_probe"
+}
+
+cluster_down() {
+  local i
+  for ((i = 1; i <= CLUSTER_NODES; i++)); do ip netns del "${CLUSTER_PREFIX}_node$i" 2> /dev/null; done
+  ip link del "${CLUSTER_PREFIX}br" 2> /dev/null
+  CLUSTER_NODES=0
+  return 0
+}
+
+cluster_up() {
+  local n=$1 rate=${2:-500mbit} i
+  CLUSTER_DIR=${CLUSTER_DIR:-$(mktemp -d)}
+  trap cluster_down EXIT
+  ip link add "${CLUSTER_PREFIX}br" type bridge || return 1
+  ip addr add 10.77.0.254/24 dev "${CLUSTER_PREFIX}br" && ip link set "${CLUSTER_PREFIX}br" up || return 1
+  for ((i = 1; i <= n; i++)); do
+    local ns=${CLUSTER_PREFIX}_node$i
+    ip netns add "$ns" || return 1
+    CLUSTER_NODES=$i
+    ip link add "${CLUSTER_PREFIX}v$i" type veth peer name eth0 netns "$ns" || return 1
+    ip link set "${CLUSTER_PREFIX}v$i" master "${CLUSTER_PREFIX}br" up
+    ip netns exec "$ns" ip addr add "10.77.0.$i/24" dev eth0
+    ip netns exec "$ns" ip link set eth0 up
+    ip netns exec "$ns" ip link set lo up
+    ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$rate" burst 256kb latency 100ms || return 1
+  done
+  # Open MPI's launch agent: like `ssh HOST COMMAND`, but into the node's namespaces, with the node's hostname.
+  cat > "$CLUSTER_DIR/agent.sh" <<AGENT
+#!/usr/bin/env bash
+host=\$1; shift
+exec ip netns exec "${CLUSTER_PREFIX}_\$host" unshare --uts bash -c "hostname \$host; exec \$*"
+AGENT
+  chmod +x "$CLUSTER_DIR/agent.sh"
+}
+
+cluster_mpirun() {
+  local per_node=$1 nodes=$2 i
+  shift 2
+  local hosts=$CLUSTER_DIR/hosts_${nodes}x$per_node
+  : > "$hosts"
+  for ((i = 1; i <= nodes; i++)); do echo "node$i slots=$per_node" >> "$hosts"; done
+  mpirun --allow-run-as-root --oversubscribe --bind-to none --hostfile "$hosts" -np $((nodes * per_node)) --map-by slot \
+    --mca plm_rsh_agent "$CLUSTER_DIR/agent.sh" --mca btl tcp,self,vader --mca btl_tcp_if_include 10.77.0.0/24 \
+    --mca oob_tcp_if_include 10.77.0.0/24 "$@"
+}
