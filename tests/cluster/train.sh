@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# joule train across emulated nodes: the same global batch on 1 node x 4 ranks and on 4 nodes x 1 rank. The summary
+# says how many nodes and bills that many instances; energy is counted once per node; the final weights are
+# bit-identical. joule does not fix the reduction order itself: Open MPI's tuned all-reduce picks its algorithm by
+# communicator and message size, not by where the ranks are, so 4 ranks sum in the same order on 1 node and on 4 (the
+# test would catch a launcher or MPI that does otherwise).
+# usage: train.sh JOULE WORKDIR     exits 77 (ctest: skipped) with the reason when namespaces are unavailable
+set -uo pipefail
+joule=$1 work=$2
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/cluster.sh"
+why=$(cluster_unavailable)
+if [[ -n "$why" ]]; then echo "SKIPPED: emulated cluster unavailable: $why"; exit 77; fi
+source "$here/../support/e2e_setup.sh"
+e2e_workdir "$work"
+e2e_make_data 200 5 400
+cat > run.toml <<'TOML'
+[model]
+config = "bert-tiny"
+[data]
+train = "shards/train"
+[train]
+steps = 6
+micro_batch = 4
+global_batch = 16
+threads = 1
+seed = 3
+log_every_steps = 2
+TOML
+cluster_up 4 || fail "could not make the emulated nodes"
+cluster_mpirun 4 1 -x OMP_NUM_THREADS=1 "$joule" train --config run.toml --run-dir one_node > one_node.log 2>&1 ||
+  { cat one_node.log; fail "training on 1 node x 4 ranks"; }
+cluster_mpirun 1 4 -x OMP_NUM_THREADS=1 "$joule" train --config run.toml --run-dir four_nodes > four_nodes.log 2>&1 ||
+  { cat four_nodes.log; fail "training on 4 nodes x 1 rank"; }
+grep -q "4 rank(s) on 4 node(s)" four_nodes.log || { cat four_nodes.log; fail "joule train did not see 4 nodes"; }
+python3 - <<'PY' || fail "the summaries do not account for the nodes"
+import json
+a, b = (json.load(open(f"{d}/summary.json")) for d in ("one_node", "four_nodes"))
+assert (a["nodes"], a["ranks"]) == (1, 4) and (b["nodes"], b["ranks"]) == (4, 4), (a["nodes"], b["nodes"])
+for s, n in ((a, 1), (b, 4)):
+    hours = s["instance_hours"]
+    assert abs(hours - n * s["billed_wall_s"] / 3600) <= 1e-6 * max(1, hours), (n, hours, s["billed_wall_s"])
+print("instance-hours: 1 node", round(a["instance_hours"], 6), "| 4 nodes", round(b["instance_hours"], 6))
+# Each node's meter (here the host model) counts once: energy per instance-hour is alike on 1 and on 4 nodes. Were the
+# 4 nodes counted as one, it would be a quarter.
+per_node_hour = [s["energy"]["it_kwh"] / s["instance_hours"] for s in (a, b)]
+print("IT energy (kWh): 1 node", a["energy"]["it_kwh"], "| 4 nodes", b["energy"]["it_kwh"], "| source", b["energy"]["source"],
+      "| per instance-hour", [round(x, 5) for x in per_node_hour])
+assert 0.5 < per_node_hour[1] / per_node_hour[0] < 2, per_node_hour
+PY
+if cmp -s one_node/final/model.safetensors four_nodes/final/model.safetensors; then
+  echo "final weights: bit-identical on 1 x 4 and 4 x 1"
+else
+  fail "final weights differ between 1 node x 4 ranks and 4 nodes x 1 rank"
+fi
+echo "training across emulated nodes: ok"
