@@ -9,6 +9,7 @@
 #   cluster_up N [RATE]      nodes node1..nodeN on 10.77.0.0/24 (RATE for tc tbf, default 500mbit); $CLUSTER_DIR holds
 #                            the agent and hostfiles
 #   cluster_mpirun RANKS_PER_NODE NODES ARGS...   mpirun over the first NODES nodes, RANKS_PER_NODE ranks each
+#   cluster_rate K RATE      node K's link to RATE from now on (a straggler)
 #   cluster_down             (also run on exit)
 #   cluster_unavailable      prints why namespaces cannot be made here (not root, no ip/unshare/tc), or nothing
 CLUSTER_PREFIX=jc$$
@@ -54,6 +55,10 @@ host=\$1; shift
 exec ip netns exec "${CLUSTER_PREFIX}_\$host" unshare --uts bash -c "hostname \$host; exec \$*"
 AGENT
   chmod +x "$CLUSTER_DIR/agent.sh"
+}
+
+cluster_rate() {
+  ip netns exec "${CLUSTER_PREFIX}_node$1" tc qdisc change dev eth0 root tbf rate "$2" burst 256kb latency 100ms
 }
 
 cluster_mpirun() {

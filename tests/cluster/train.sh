@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# joule train across emulated nodes: the same global batch on 1 node x 4 ranks and on 4 nodes x 1 rank. The summary
+# joule train across emulated nodes (links at 500 Mbit/s): the same global batch on 1 node x 4 ranks and on 4 nodes x
+# 1 rank, then on 4 nodes with one straggler. The summary
 # says how many nodes and bills that many instances; energy is counted once per node; the final weights are
 # bit-identical. joule does not fix the reduction order itself: Open MPI's tuned all-reduce picks its algorithm by
 # communicator and message size, not by where the ranks are, so 4 ranks sum in the same order on 1 node and on 4 (the
@@ -53,4 +54,17 @@ if cmp -s one_node/final/model.safetensors four_nodes/final/model.safetensors; t
 else
   fail "final weights differ between 1 node x 4 ranks and 4 nodes x 1 rank"
 fi
+# A straggler: node 2's link at a tenth of the others'. The run completes; the all-reduce waits on the slow link, so
+# the communication the step could not hide (metrics.jsonl exposed_comm_s) rises.
+cluster_rate 2 50mbit || fail "could not slow node 2's link"
+cluster_mpirun 1 4 -x OMP_NUM_THREADS=1 "$joule" train --config run.toml --run-dir straggler > straggler.log 2>&1 ||
+  { cat straggler.log; fail "training with a straggler"; }
+python3 - <<'PY' || fail "a straggler's slow link does not show in exposed communication"
+import json, statistics
+def exposed(run):
+    return statistics.median(json.loads(l)["exposed_comm_s"] for l in open(f"{run}/metrics.jsonl") if '"exposed_comm_s"' in l)
+normal, slow = exposed("four_nodes"), exposed("straggler")
+print(f"exposed communication per step (median): links at 500 Mbit/s {normal:.3f} s, node 2 at 50 Mbit/s {slow:.3f} s")
+assert slow > 3 * normal, (normal, slow)
+PY
 echo "training across emulated nodes: ok"
