@@ -108,35 +108,38 @@ torch::Tensor BertForPreTrainingImpl::encode(const PretrainingBatch& b) {
 
   // Additive mask over keys: 0 for real tokens, the dtype's lowest value for padding. [B, 1, 1, L]
   const double lowest = std::numeric_limits<float>::lowest();
-  torch::Tensor mask_bias = (1.0 - b.attention_mask.to(x.scalar_type())).mul(lowest).view({batch, 1, 1, len});
+  torch::Tensor mask_bias = (1.0 - b.attention_mask.to(torch::kFloat)).mul(lowest).view({batch, 1, 1, len});
   const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
 
   auto heads_first = [&](const torch::Tensor& t) { return t.view({batch, len, heads, dh}).transpose(1, 2); };
+  const bool scale_in_softmax = ops_.attention_scale_in_softmax();
   for (Layer& l : layers_) {
-    torch::Tensor q = heads_first(l.query(x).mul_(scale));
-    torch::Tensor k = heads_first(l.key(x));
-    torch::Tensor v = heads_first(l.value(x));
-    torch::Tensor probs = torch::softmax(torch::matmul(q, k.transpose(-1, -2)).add_(mask_bias), -1);
+    const torch::Tensor in = ops_.operand(x);  // one cast shared by the three projections
+    torch::Tensor query = ops_.linear(in, l.query);
+    torch::Tensor q = heads_first(scale_in_softmax ? query : query.mul_(scale));
+    torch::Tensor k = heads_first(ops_.linear(in, l.key));
+    torch::Tensor v = heads_first(ops_.linear(in, l.value));
+    torch::Tensor probs = ops_.attention_probs(torch::matmul(q, k.transpose(-1, -2)), mask_bias, scale);
     probs = maybe_dropout(probs, p_attn, is_training());
     torch::Tensor context = torch::matmul(probs, v).transpose(1, 2).reshape({batch, len, h});
-    x = l.attention_norm(maybe_dropout(l.attention_output(context), p_hidden, is_training()) + x);
-    torch::Tensor inner = torch::gelu(l.intermediate(x));
-    x = l.output_norm(maybe_dropout(l.output(inner), p_hidden, is_training()) + x);
+    x = ops_.layer_norm(maybe_dropout(ops_.linear(context, l.attention_output), p_hidden, is_training()) + x, l.attention_norm);
+    torch::Tensor inner = torch::gelu(ops_.linear(x, l.intermediate));
+    x = ops_.layer_norm(maybe_dropout(ops_.linear(inner, l.output), p_hidden, is_training()) + x, l.output_norm);
   }
   return x;
 }
 
 torch::Tensor BertForPreTrainingImpl::mlm_logits(const torch::Tensor& hidden) {
-  torch::Tensor t = mlm_norm_(torch::gelu(mlm_transform_(hidden)));
-  return torch::nn::functional::linear(t, word_embeddings_->weight, mlm_bias_);
+  torch::Tensor t = ops_.layer_norm(torch::gelu(ops_.linear(hidden, mlm_transform_)), mlm_norm_);
+  return ops_.for_loss(ops_.linear(t, word_embeddings_->weight, mlm_bias_));
 }
 
 PretrainingOutput BertForPreTrainingImpl::forward(const PretrainingBatch& b, const ForwardOptions& options) {
   const int64_t batch = b.input_ids.size(0), h = config_.hidden_size;
   torch::Tensor x = encode(b);
 
-  torch::Tensor pooled = torch::tanh(pooler_(x.select(1, 0)));
-  torch::Tensor nsp_logits = nsp_(pooled);
+  torch::Tensor pooled = torch::tanh(ops_.linear(x.select(1, 0), pooler_));
+  torch::Tensor nsp_logits = ops_.for_loss(ops_.linear(pooled, nsp_));
 
   // A row's predictions end at its first 0 position (NVIDIA's loader convention).
   torch::Tensor valid = (b.masked_positions != 0).to(torch::kInt64).cumprod(1).to(torch::kBool);  // [B, P]

@@ -11,6 +11,7 @@
 
 #include "data/batch.h"
 #include "models/bert_config.h"
+#include "models/precision_ops.h"
 
 namespace joule::models {
 
@@ -45,6 +46,10 @@ class BertForPreTrainingImpl : public torch::nn::Module {
 
   const BertConfig& config() const { return config_; }
 
+  // The arithmetic of forward and backward (models/precision_ops.h). Parameters stay fp32 either way.
+  void set_precision(Precision precision) { ops_ = PrecisionOps(precision); }
+  Precision precision() const { return ops_.precision(); }
+
   // Re-initializes every parameter from `seed` (deterministic, independent of torch's global RNG).
   void init_weights(uint64_t seed);
 
@@ -64,6 +69,7 @@ class BertForPreTrainingImpl : public torch::nn::Module {
   torch::Tensor mlm_logits(const torch::Tensor& hidden);  // transform + tied decoder + bias
 
   BertConfig config_;
+  PrecisionOps ops_;
   torch::nn::Embedding word_embeddings_{nullptr}, position_embeddings_{nullptr}, token_type_embeddings_{nullptr};
   torch::nn::LayerNorm embedding_norm_{nullptr};
   std::vector<Layer> layers_;

@@ -32,11 +32,20 @@ void draw_mask(uint64_t seed, int64_t offset, int64_t n, uint64_t keep_below, ui
   }
 }
 
-// out[i] = mask[i] ? in[i] * scale : 0, chunk by chunk over the intra-op threads.
-void masked_scale(const float* in, const uint8_t* mask, float scale, int64_t n, float* out) {
+// out[i] = mask[i] ? in[i] * scale : 0 (the product in fp32), chunk by chunk over the intra-op threads.
+template <typename T>
+void masked_scale(const T* in, const uint8_t* mask, float scale, int64_t n, T* out) {
   at::parallel_for(0, n, kChunk, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) out[i] = mask[i] ? in[i] * scale : 0.0f;
+    for (int64_t i = b; i < e; ++i) out[i] = static_cast<T>(mask[i] ? static_cast<float>(in[i]) * scale : 0.0f);
   });
+}
+
+void masked_scale(const torch::Tensor& in, const torch::Tensor& mask, float scale, torch::Tensor& out) {
+  const uint8_t* m = mask.data_ptr<uint8_t>();
+  if (in.scalar_type() == torch::kBFloat16)
+    masked_scale(in.data_ptr<c10::BFloat16>(), m, scale, in.numel(), out.data_ptr<c10::BFloat16>());
+  else
+    masked_scale(in.data_ptr<float>(), m, scale, in.numel(), out.data_ptr<float>());
 }
 
 uint64_t draw_seed() {
@@ -60,19 +69,19 @@ struct CpuDropout : torch::autograd::Function<CpuDropout> {
     at::parallel_for(0, (n + kChunk - 1) / kChunk, 1, [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) draw_mask(seed, c * kChunk, std::min(kChunk, n - c * kChunk), keep_below, m + c * kChunk);
     });
-    masked_scale(x.data_ptr<float>(), m, scale, n, out.data_ptr<float>());
+    masked_scale(x, mask, scale, out);
     ctx->save_for_backward({mask});
     ctx->saved_data["scale"] = static_cast<double>(scale);
+    ctx->saved_data["dtype"] = x.scalar_type();
     return out;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     RECORD_FUNCTION("joule::dropout_backward", std::vector<c10::IValue>());
     const torch::Tensor mask = ctx->get_saved_variables()[0];
-    const torch::Tensor g = grads[0].contiguous();
+    const torch::Tensor g = grads[0].to(ctx->saved_data["dtype"].toScalarType()).contiguous();
     torch::Tensor dx = torch::empty_like(g, torch::MemoryFormat::Contiguous);
-    masked_scale(g.data_ptr<float>(), mask.data_ptr<uint8_t>(), static_cast<float>(ctx->saved_data["scale"].toDouble()),
-                 g.numel(), dx.data_ptr<float>());
+    masked_scale(g, mask, static_cast<float>(ctx->saved_data["scale"].toDouble()), dx);
     return {dx, torch::Tensor()};
   }
 };
@@ -81,7 +90,8 @@ struct CpuDropout : torch::autograd::Function<CpuDropout> {
 
 torch::Tensor train_dropout(const torch::Tensor& x, double p) {
   if (p <= 0.0) return x;
-  if (p >= 1.0 || !x.device().is_cpu() || x.scalar_type() != torch::kFloat) return torch::dropout(x, p, /*train=*/true);
+  const bool cpu_dtype = x.scalar_type() == torch::kFloat || x.scalar_type() == torch::kBFloat16;
+  if (p >= 1.0 || !x.device().is_cpu() || !cpu_dtype) return torch::dropout(x, p, /*train=*/true);
   return CpuDropout::apply(x, p);
 }
 

@@ -24,7 +24,8 @@ using launch::seconds_since;
 
 }  // namespace
 
-double measure_sgemm_gflops(const std::vector<GemmShape>& gemms, double seconds_per_shape) {
+double measure_sgemm_gflops(const std::vector<GemmShape>& gemms, models::Precision precision, double seconds_per_shape) {
+  const auto dtype = torch::TensorOptions().dtype(precision == models::Precision::kBf16 ? torch::kBFloat16 : torch::kFloat);
   torch::NoGradGuard no_grad;
   // Time each distinct shape once, then weight by how many FLOPs the step spends in it.
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, double> seconds_per_call;
@@ -33,8 +34,8 @@ double measure_sgemm_gflops(const std::vector<GemmShape>& gemms, double seconds_
     auto key = std::make_tuple(s.batch, s.m, s.n, s.k);
     auto it = seconds_per_call.find(key);
     if (it == seconds_per_call.end()) {
-      torch::Tensor a = torch::randn({s.batch, s.m, s.k}), b = torch::randn({s.batch, s.k, s.n});
-      torch::Tensor c = torch::empty({s.batch, s.m, s.n});
+      torch::Tensor a = torch::randn({s.batch, s.m, s.k}, dtype), b = torch::randn({s.batch, s.k, s.n}, dtype);
+      torch::Tensor c = torch::empty({s.batch, s.m, s.n}, dtype);
       torch::Tensor a0 = a[0], b0 = b[0], c0 = c[0];
       auto run = [&] {
         if (s.batch == 1) torch::mm_out(c0, a0, b0);
@@ -67,8 +68,11 @@ ModelBenchResult bench_model(const ModelBenchOptions& o) {
   ModelBenchResult r;
   r.threads = o.threads > 0 ? o.threads : launch::physical_cores();
   launch::set_threads(r.threads);
+  const models::PrecisionChoice precision = models::choose_precision(o.precision, false, launch::CpuIsa::current());
+  r.precision = models::precision_name(precision.precision);
 
   models::BertForPreTraining model(o.config, o.seed);
+  model->set_precision(precision.precision);
   model->train();
   models::PretrainingBatch batch = models::synthetic_batch(o.config, o.batch, o.seq_len, o.max_predictions, o.seed);
   const int64_t predictions = (batch.masked_positions != 0).sum().item<int64_t>();
@@ -91,13 +95,13 @@ ModelBenchResult bench_model(const ModelBenchOptions& o) {
   r.seq_per_s = o.batch / r.step_s_median;
   r.gflop_per_step = total_flops(gemms) / 1e9;
   r.gflops = r.gflop_per_step / r.step_s_median;
-  r.sgemm_gflops = measure_sgemm_gflops(gemms);
+  r.sgemm_gflops = measure_sgemm_gflops(gemms, precision.precision);
   r.sgemm_fraction = r.gflops / r.sgemm_gflops;
   return r;
 }
 
 std::string ModelBenchResult::to_json() const {
-  nlohmann::json j = {{"threads", threads},         {"step_s", step_s_median},   {"seq_per_s", seq_per_s},
+  nlohmann::json j = {{"threads", threads}, {"precision", precision},         {"step_s", step_s_median},   {"seq_per_s", seq_per_s},
                       {"gflop_per_step", gflop_per_step}, {"gflops", gflops}, {"sgemm_gflops", sgemm_gflops},
                       {"sgemm_fraction", sgemm_fraction}, {"loss", loss}};
   return j.dump();
@@ -106,13 +110,13 @@ std::string ModelBenchResult::to_json() const {
 std::string ModelBenchResult::to_text(const ModelBenchOptions& o) const {
   char buf[1024];
   std::snprintf(buf, sizeof buf,
-                "model: %lld layers, hidden %lld, %lld heads, vocab %lld | batch %lld x seq %lld, %d thread(s)\n"
+                "model: %lld layers, hidden %lld, %lld heads, vocab %lld | batch %lld x seq %lld, %d thread(s), %s\n"
                 "forward+backward step (median of %d): %.3f s  ->  %.2f seq/s\n"
                 "GEMM work per step: %.1f GFLOP  ->  achieved %.1f GFLOP/s\n"
-                "sgemm on the same shapes (this process): %.1f GFLOP/s  ->  fraction of sgemm rate: %.2f\n",
+                "matmul in the same dtype on the same shapes (this process): %.1f GFLOP/s  ->  fraction of that rate: %.2f\n",
                 static_cast<long long>(o.config.num_hidden_layers), static_cast<long long>(o.config.hidden_size),
                 static_cast<long long>(o.config.num_attention_heads), static_cast<long long>(o.config.vocab_size),
-                static_cast<long long>(o.batch), static_cast<long long>(o.seq_len), threads, o.iterations,
+                static_cast<long long>(o.batch), static_cast<long long>(o.seq_len), threads, precision.c_str(), o.iterations,
                 step_s_median, seq_per_s, gflop_per_step, gflops, sgemm_gflops, sgemm_fraction);
   return buf;
 }

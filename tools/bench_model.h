@@ -8,6 +8,7 @@
 
 #include "models/bert_config.h"
 #include "models/flops.h"
+#include "models/precision.h"
 
 namespace joule::tools {
 
@@ -24,15 +25,17 @@ struct ModelBenchOptions {
   int warmup = 2;
   int iterations = 6;
   uint64_t seed = 1;
+  std::string precision = "auto";  // auto | fp32 | bf16 (models/precision.h)
 };
 
 struct ModelBenchResult {
   int threads = 0;
+  std::string precision;      // the one used
   double step_s_median = 0;
   double seq_per_s = 0;
   double gflop_per_step = 0;  // GEMM FLOPs of one forward+backward step
   double gflops = 0;          // achieved: GEMM FLOPs / step time
-  double sgemm_gflops = 0;    // measured sgemm rate on the same shapes, FLOP-weighted
+  double sgemm_gflops = 0;    // measured matmul rate on the same shapes in the compute dtype, FLOP-weighted
   double sgemm_fraction = 0;
   double loss = 0;            // last step's loss, to show the step computed something finite
   std::string to_json() const;
@@ -41,7 +44,8 @@ struct ModelBenchResult {
 
 // The sgemm roofline on the given shapes: each shape's fastest call (at least 3 calls, for at least
 // `seconds_per_shape`), weighted by the FLOPs the step spends in it.
-double measure_sgemm_gflops(const std::vector<GemmShape>& gemms, double seconds_per_shape = 0.15);
+double measure_sgemm_gflops(const std::vector<GemmShape>& gemms, models::Precision precision = models::Precision::kFp32,
+                            double seconds_per_shape = 0.15);
 
 ModelBenchResult bench_model(const ModelBenchOptions& options);
 

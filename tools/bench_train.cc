@@ -27,25 +27,32 @@
 namespace joule::tools {
 using Clock = std::chrono::steady_clock;
 
-// Per encoder layer, in fp32 (4 bytes) unless noted; b = micro-batch, s = sequence length, h = hidden, a = heads,
-// i = intermediate:
-//   the layer input (for Q, K, V)             b s h
-//   Q, K, V (for the two attention matmuls)   3 b s h
-//   softmax output + dropped probabilities    2 a s² b      and the dropout mask (1 byte) a s² b
-//   context (for the output projection)       b s h
-//   residual sum (LayerNorm input), LN output 2 b s h       and the dropout mask (1 byte) b s h
-//   intermediate pre-GELU and post-GELU       2 b s i
-//   residual sum (LayerNorm input)            b s h         and the dropout mask (1 byte) b s h
-// plus the embeddings' LayerNorm input/output and dropout (2 b s h, mask b s h) and the masked-only MLM head
-// (gathered rows, transform, GELU, LayerNorm: ~5 x predictions x h, logits predictions x vocab, twice).
-double activation_bytes(const models::BertConfig& c, int64_t b, int64_t s, int64_t predictions) {
+// Per encoder layer; b = micro-batch, s = sequence length, h = hidden, a = heads, i = intermediate. Bytes per
+// element: fp32 | bf16 mixed precision (models/precision_ops.h: matmul inputs and attention probabilities bf16, the
+// residual stream and LayerNorm inputs fp32):
+//   the layer input (for Q, K, V)             b s h       4 | 2 (its bf16 copy)
+//   Q, K, V (for the two attention matmuls)   3 b s h     4 | 2
+//   softmax output + dropped probabilities    2 a s² b    4 | 2      and the dropout mask a s² b, 1 byte
+//   context (for the output projection)       b s h       4 | 2
+//   residual sum (LayerNorm input)            b s h       4 | 4      and the dropout mask b s h, 1 byte
+//   LayerNorm output (for the intermediate)   b s h       4 | 2 (its bf16 copy)
+//   intermediate pre-GELU and post-GELU       2 b s i     4 | 2
+//   residual sum (LayerNorm input)            b s h       4 | 4      and the dropout mask b s h, 1 byte
+// plus the embeddings' LayerNorm input/output and dropout (2 b s h fp32, mask b s h) and the masked-only MLM head
+// (p = predictions): fp32 ~5 p h + 2 p v (logits, log-softmax); bf16 2 p h (gathered rows' copy), 2 p h (transform),
+// 4 p h (GELU output's fp32 copy for LayerNorm), 2 p h (LayerNorm output's copy), 4 p v (fp32 log-softmax; the bf16
+// logits are not kept).
+double activation_bytes(const models::BertConfig& c, int64_t b, int64_t s, int64_t predictions, models::Precision precision) {
   const double h = c.hidden_size, a = c.num_attention_heads, i = c.intermediate_size;
   const double bsh = static_cast<double>(b) * s * h, ass = a * s * s * b;
-  const double per_layer = 4 * (bsh * 8 + 2 * ass + 2 * b * s * i) + 1 * (ass + 2 * bsh);
-  const double embeddings = 4 * 2 * bsh + bsh;
   const double p = static_cast<double>(b) * predictions;
-  const double head = 4 * (5 * p * h + 2 * p * c.vocab_size);
-  return c.num_hidden_layers * per_layer + embeddings + head;
+  const double embeddings = 4 * 2 * bsh + bsh;
+  if (precision == models::Precision::kBf16) {
+    const double per_layer = 2 * (6 * bsh + 2 * ass + 2 * b * s * i) + 4 * 2 * bsh + 1 * (ass + 2 * bsh);
+    return c.num_hidden_layers * per_layer + embeddings + 10 * p * h + 4 * p * c.vocab_size;
+  }
+  const double per_layer = 4 * (bsh * 8 + 2 * ass + 2 * b * s * i) + 1 * (ass + 2 * bsh);
+  return c.num_hidden_layers * per_layer + embeddings + 4 * (5 * p * h + 2 * p * c.vocab_size);
 }
 
 // Resident bytes now (/proc/self/statm), for where the peak comes from.
@@ -62,10 +69,13 @@ std::string bench_train(const TrainBenchOptions& o) {
   std::string warning;
   const int threads = launch::threads_per_rank(collectives::node_core_view(*comm), info.local_size, o.threads, &warning);
   launch::set_threads(threads);
+  const models::PrecisionChoice precision = models::choose_precision(o.precision, false, launch::CpuIsa::current());
+  if (info.rank == 0) std::fprintf(stderr, "joule bench train: %s\n", precision.reason.c_str());
   torch::manual_seed(o.seed * 1000003ull + static_cast<uint64_t>(info.rank));
   nlohmann::json rss = {{"startup", rss_now()}};
 
   models::BertForPreTraining model(o.config, o.seed);
+  model->set_precision(precision.precision);
   model->train();  // dropout on, as in training
   collectives::GradientReducer reducer(model->hf_named_parameters(), *comm);
   reducer.broadcast_parameters(0);
@@ -106,7 +116,7 @@ std::string bench_train(const TrainBenchOptions& o) {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   comm->barrier();
-  const double sgemm = measure_sgemm_gflops(gemms);  // every rank at once, as during training
+  const double sgemm = measure_sgemm_gflops(gemms, precision.precision);  // every rank at once, as during training
 
   std::vector<double> per_rank(static_cast<size_t>(info.world_size) * 2, 0.0);
   per_rank[static_cast<size_t>(info.rank) * 2] = static_cast<double>(ru.ru_maxrss) * 1024.0;
@@ -120,9 +130,10 @@ std::string bench_train(const TrainBenchOptions& o) {
   }
   const double params = static_cast<double>(models::parameter_counts(o.config).total());
   const double state_bytes = 16 * params;  // fp32 weights, gradients (bucket buffers), LAMB's two moments
-  const double act = activation_bytes(o.config, o.micro_batch, o.seq_len, o.max_predictions);
+  const double act = activation_bytes(o.config, o.micro_batch, o.seq_len, o.max_predictions, precision.precision);
   nlohmann::json j = {{"impl", "joule"},
                       {"model", o.model_name},
+                      {"precision", models::precision_name(precision.precision)},
                       {"ranks", info.world_size},
                       {"threads", threads},
                       {"micro_batch", o.micro_batch},

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "models/bert_config.h"
+#include "models/precision.h"
 
 namespace joule::tools {
 
@@ -22,12 +23,14 @@ struct TrainBenchOptions {
   int warmup = 2;
   int steps = 5;
   uint64_t seed = 1;
+  std::string precision = "auto";  // auto | fp32 | bf16 (models/precision.h)
   std::string profile;      // "": none; else rank 0's timed steps as a Chrome trace (LibTorch's profiler)
 };
 
 // Activation bytes autograd keeps for one micro-batch of BertForPreTraining in fp32 (what backward needs),
 // counted tensor by tensor for this implementation: see the comment in bench_train.cc.
-double activation_bytes(const models::BertConfig& config, int64_t micro_batch, int64_t seq_len, int64_t max_predictions);
+double activation_bytes(const models::BertConfig& config, int64_t micro_batch, int64_t seq_len, int64_t max_predictions,
+                        models::Precision precision = models::Precision::kFp32);
 
 // Runs on every rank (collective); returns rank 0's JSON line (other ranks: "").
 std::string bench_train(const TrainBenchOptions& options);

@@ -122,6 +122,8 @@ int cmd_bench_model(int argc, char** argv) {
       "threads", "intra-op threads (0: all cores)", cxxopts::value<int>()->default_value("0"))(
       "iterations", "timed steps", cxxopts::value<int>()->default_value("6"))(
       "warmup", "untimed steps first", cxxopts::value<int>()->default_value("2"))(
+      "precision", "auto, fp32 or bf16 (auto: bf16 where the CPU has AVX512-BF16 or AMX-BF16)",
+      cxxopts::value<std::string>()->default_value("auto"))(
       "json", "print one JSON object");
   auto r = parse(o, argc, argv);
   joule::tools::ModelBenchOptions b;
@@ -132,6 +134,7 @@ int cmd_bench_model(int argc, char** argv) {
   b.threads = r["threads"].as<int>();
   b.iterations = r["iterations"].as<int>();
   b.warmup = r["warmup"].as<int>();
+  b.precision = r["precision"].as<std::string>();
   std::string warning;
   joule::tools::version_report(&warning);
   if (!warning.empty()) std::cerr << warning;
@@ -173,6 +176,7 @@ int cmd_train(int argc, char** argv) {
       "model", "preset, config.json or HF model directory (model.config)", cxxopts::value<std::string>())(
       "steps", "optimizer steps (train.steps)", cxxopts::value<std::string>())(
       "device", "cpu or trainium-sim (train.device)", cxxopts::value<std::string>())(
+      "precision", "auto, fp32 or bf16 (train.precision)", cxxopts::value<std::string>())(
       "sim-instance", "simulated cluster's instance profile (sim.instance)", cxxopts::value<std::string>())(
       "sim-nodes", "simulated cluster's instances (sim.nodes)", cxxopts::value<std::string>())(
       "instance", "instance profile billed per node (accounting.instance)", cxxopts::value<std::string>())(
@@ -186,7 +190,7 @@ int cmd_train(int argc, char** argv) {
   t.config = joule::trainer::RunConfig::from_toml_file(required(r, "config"));
   const std::pair<const char*, const char*> named[] = {{"run-dir", "run.dir"}, {"data", "data.train"}, {"eval-data", "data.eval"},
                                                        {"vocab", "data.vocab"}, {"model", "model.config"}, {"steps", "train.steps"},
-                                                       {"device", "train.device"}, {"sim-instance", "sim.instance"},
+                                                       {"device", "train.device"}, {"precision", "train.precision"}, {"sim-instance", "sim.instance"},
                                                        {"sim-nodes", "sim.nodes"}, {"instance", "accounting.instance"}, {"price-per-hour", "accounting.price_per_hour"},
                                                        {"pue", "accounting.pue"}, {"region", "accounting.region"},
                                                        {"grid-intensity", "accounting.grid_intensity"}};
@@ -278,10 +282,14 @@ int cmd_eval(int argc, char** argv) {
   cxxopts::Options o("joule eval", "masked-LM and NSP accuracy of a model directory on shards");
   o.add_options()("model", "HF model directory", cxxopts::value<std::string>())("data", "shards", cxxopts::value<std::string>())(
       "batch", "sequences per batch", cxxopts::value<int64_t>()->default_value("32"))(
-      "max-batches", "batches to evaluate (0: all)", cxxopts::value<int64_t>()->default_value("0"));
+      "max-batches", "batches to evaluate (0: all)", cxxopts::value<int64_t>()->default_value("0"))(
+      "precision", "auto, fp32 or bf16 (auto: bf16 where the CPU has AVX512-BF16 or AMX-BF16)",
+      cxxopts::value<std::string>()->default_value("auto"));
   auto r = parse(o, argc, argv);
+  const auto precision = joule::models::choose_precision(r["precision"].as<std::string>(), false, joule::launch::CpuIsa::current());
+  std::cerr << "joule eval: " << precision.reason << "\n";
   std::cout << joule::trainer::evaluate_model_dir(required(r, "model"), required(r, "data"), r["batch"].as<int64_t>(),
-                                                  r["max-batches"].as<int64_t>()).to_json()
+                                                  r["max-batches"].as<int64_t>(), precision.precision).to_json()
             << "\n";
   return 0;
 }
@@ -305,6 +313,8 @@ int cmd_bench_train(int argc, char** argv) {
       "threads", "intra-op threads per rank (0: cores / local ranks)", cxxopts::value<int>()->default_value("0"))(
       "warmup", "untimed steps", cxxopts::value<int>()->default_value("2"))(
       "steps", "timed steps", cxxopts::value<int>()->default_value("5"))(
+      "precision", "auto, fp32 or bf16 (auto: bf16 where the CPU has AVX512-BF16 or AMX-BF16)",
+      cxxopts::value<std::string>()->default_value("auto"))(
       "profile", "write rank 0's timed steps as a Chrome trace (tools/bench/op_profile.py sums it per op)",
       cxxopts::value<std::string>()->default_value(""));
   auto r = parse(o, argc, argv);
@@ -318,6 +328,7 @@ int cmd_bench_train(int argc, char** argv) {
   b.threads = r["threads"].as<int>();
   b.warmup = r["warmup"].as<int>();
   b.steps = r["steps"].as<int>();
+  b.precision = r["precision"].as<std::string>();
   if (b.steps < 1 || b.micro_batch < 1 || b.seq_len < 2) throw UsageError("--steps, --micro-batch and --seq-len must be positive");
   const std::string line = joule::tools::bench_train(b);
   if (!line.empty()) std::cout << line << std::endl;

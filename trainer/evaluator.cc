@@ -26,8 +26,10 @@ BatchSums evaluate_slice(models::BertForPreTraining& model, const data::Dataset&
   return sums;
 }
 
-EvalResult evaluate_model_dir(const std::string& model_dir, const std::string& data_spec, int64_t batch, int64_t max_batches) {
+EvalResult evaluate_model_dir(const std::string& model_dir, const std::string& data_spec, int64_t batch, int64_t max_batches,
+                              models::Precision precision) {
   models::BertForPreTraining model = models::load_model_dir(model_dir);
+  model->set_precision(precision);
   const data::Dataset dataset = data::Dataset::open(data_spec, {model->config().vocab_size, true});
   return finish_eval(evaluate_slice(model, dataset, batch, max_batches, 0, 1));
 }

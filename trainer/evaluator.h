@@ -17,7 +17,8 @@ namespace joule::trainer {
 BatchSums evaluate_slice(models::BertForPreTraining& model, const data::Dataset& dataset, int64_t batch, int64_t max_batches,
                          int rank, int world);
 
-// `joule eval`: dropout off, one process. `max_batches` 0: the whole dataset.
-EvalResult evaluate_model_dir(const std::string& model_dir, const std::string& data, int64_t batch, int64_t max_batches);
+// `joule eval`: dropout off, one process, in `precision`. `max_batches` 0: the whole dataset.
+EvalResult evaluate_model_dir(const std::string& model_dir, const std::string& data, int64_t batch, int64_t max_batches,
+                              models::Precision precision = models::Precision::kFp32);
 
 }  // namespace joule::trainer

@@ -67,6 +67,7 @@ void MetricsLogger::write_interval(const StepBoundary& reduced, RunAccounting& a
                         {"seq_per_s", rate},
                         {"seq_per_hour", rate * 3600},
                         {"tokens_per_s", rate * s_.seq_len},
+                        {"precision", s_.precision},
                         {"mfu", accounting.mfu_json(rate)},
                         {"data_wait_s", interval_wait_s_ / interval_steps_},
                         {"comm_s", interval_comm_s_ / interval_steps_},

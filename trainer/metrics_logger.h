@@ -35,6 +35,7 @@ struct MetricsSettings {
   int64_t target_sequences = 0;
   double project_after_fraction = 0.05;
   std::string prometheus_file;
+  std::string precision = "fp32";  // the compute precision, named in every line (MFU is against its peak)
   bool interactive = false;  // a live status line on a terminal
   bool resumed = false;      // every step of a resumed run counts towards throughput
   double wall_before = 0;    // training wall time of earlier segments

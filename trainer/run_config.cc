@@ -34,6 +34,7 @@ std::vector<Field> fields(RunConfig& c) {
           {"train.throughput_warmup_steps", &c.throughput_warmup_steps},
           {"train.max_nonfinite_steps", &c.max_nonfinite_steps},
           {"train.collective_timeout_seconds", &c.collective_timeout_seconds},
+          {"train.precision", &c.precision},
           {"train.device", &c.device},
           {"train.progress", &c.progress},
           {"optimizer.name", &c.optimizer},
@@ -313,6 +314,8 @@ void RunConfig::validate() const {
   if (optimizer != "lamb" && optimizer != "adamw") fail("optimizer.name is \"" + optimizer + "\"; valid values: lamb, adamw");
   if (progress != "auto" && progress != "bar" && progress != "lines")
     fail("train.progress is \"" + progress + "\"; valid values: auto, bar, lines");
+  if (precision != "auto" && precision != "fp32" && precision != "bf16")
+    fail("train.precision is \"" + precision + "\"; valid values: auto, fp32, bf16");
   if (device != "cpu" && device != "trainium-sim")
     fail("train.device is \"" + device + "\"; valid values: cpu, trainium-sim (cuda needs a CUDA build of LibTorch, not built yet)");
   if (!std::isfinite(pue) || (pue != 0 && pue < 1)) fail("accounting.pue must be >= 1 (or 0: the instance profile's)");

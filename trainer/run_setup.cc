@@ -89,7 +89,10 @@ ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_d
     throw RunConfigError("the shards' sequence length " + std::to_string(cfg.seq_len) + " exceeds the model's max_position_embeddings");
   resolve_batches(run);
   run.resolved_toml = cfg.to_toml();
-  run.config_hash = launch::fnv1a64_hex(run.resolved_toml);
+  run.precision = models::choose_precision(cfg.precision, /*cuda=*/false, launch::CpuIsa::current());
+  // auto may resolve differently on another machine: the arithmetic actually used is part of what ranks agree on
+  // and what a resume compares.
+  run.config_hash = launch::fnv1a64_hex(run.resolved_toml + "# compute precision: " + models::precision_name(run.precision.precision) + "\n");
   return run;
 }
 
@@ -98,6 +101,7 @@ TrainingObjects build_training(const ResolvedRun& run, collectives::Communicator
   TrainingObjects o;
   torch::manual_seed(static_cast<uint64_t>(cfg.seed) * 1000003ull + static_cast<uint64_t>(comm.info().rank));  // dropout streams
   o.model = models::BertForPreTraining(run.model_config, static_cast<uint64_t>(cfg.seed));
+  o.model->set_precision(run.precision.precision);
   // An HF model directory (e.g. phase 1's final/) gives the starting weights; the optimizer starts fresh.
   const fs::path initial = fs::path(cfg.model) / "model.safetensors";
   if (fs::exists(initial)) {

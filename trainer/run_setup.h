@@ -17,6 +17,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/fault.h"
 #include "trainer/optimizer.h"
+#include "models/precision.h"
 #include "trainer/run_config.h"
 
 namespace joule::trainer {
@@ -24,6 +25,7 @@ namespace joule::trainer {
 struct ResolvedRun {
   RunConfig cfg;  // seq_len and accumulation resolved
   models::BertConfig model_config;  // vocab_size from the shards' vocab.txt
+  models::PrecisionChoice precision;  // train.precision resolved on this machine (part of config_hash)
   std::optional<data::Dataset> train_set, eval_set;
   int world = 1;
   int64_t global_batch = 0, total_steps = 0;

@@ -32,9 +32,6 @@ using launch::seconds_since;
 
 namespace {
 
-// The compute dtype of `joule train` on the CPU (MFU is against the profile's peak for it).
-constexpr const char* kTrainingDtype = "fp32";
-
 void say(bool root, const std::string& text) {
   if (root) std::cout << text << std::flush;
 }
@@ -114,7 +111,7 @@ void write_run_directory(const ResolvedRun& run, const collectives::ProcessGroup
   std::cout << "joule train: " << run.world << " rank(s) on " << info.node_count << " node(s), " << threads
             << " thread(s) per rank; global batch " << run.global_batch << " = " << cfg.micro_batch << " x " << cfg.accumulation << " x "
             << run.world << "; " << run.total_steps << " steps; " << run.dataset().size() << " sequences of " << cfg.seq_len
-            << " tokens\nresolved config (" << (fs::path(cfg.run_dir) / "config.toml").string() << "):\n"
+            << " tokens\n" << run.precision.reason << "\nresolved config (" << (fs::path(cfg.run_dir) / "config.toml").string() << "):\n"
             << run.resolved_toml << std::flush;
 }
 
@@ -137,6 +134,7 @@ MetricsSettings metrics_settings(const ResolvedRun& run, bool resumed, double wa
   m.total_steps = run.total_steps;
   m.global_batch = run.global_batch;
   m.seq_len = cfg.seq_len;
+  m.precision = models::precision_name(run.precision.precision);
   m.target_sequences = run.target_sequences;
   m.project_after_fraction = cfg.project_after_fraction;
   m.prometheus_file = cfg.prometheus_file;
@@ -359,7 +357,7 @@ void finish_run(const ResolvedRun& run, const TrainingLoop& loop, int exit_code,
   o.global_batch = run.global_batch;
   o.target_sequences = run.target_sequences;
   o.flops_per_sequence = models::training_flops_per_sequence(run.model_config, cfg.seq_len, o.max_predictions);
-  o.dtype = kTrainingDtype;
+  o.dtype = models::precision_name(run.precision.precision);
   write_summary(cfg, o, comm.info(), accounting, sim);
 }
 
@@ -388,7 +386,7 @@ int train(const TrainOptions& opts) {
 
   accounting.begin_segment(state.ledger_json, state.step, state.sequences, run.cfg.project_name);
   accounting.set_mfu_basis(models::training_flops_per_sequence(run.model_config, run.cfg.seq_len, run.dataset().max_predictions()),
-                           kTrainingDtype);
+                           models::precision_name(run.precision.precision));
   std::optional<SimulatedClock> sim;
   if (run.cfg.device == "trainium-sim") {
     std::vector<double> buckets;

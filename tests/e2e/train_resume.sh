@@ -5,6 +5,8 @@
 #     --resume auto, with dropout on;
 #  3. a real SIGTERM to one rank: a checkpoint at the next step boundary and exit code 75 on every rank;
 #  4. a corrupt newest checkpoint: --resume auto warns and takes the previous one.
+# The runs use train.precision = auto: bf16 mixed precision where the CPU has AVX512-BF16 or AMX-BF16. Section 2a
+# repeats the bit-exact resume in fp32 and checks that auto picks fp32 on a CPU without them (JOULE_CPU_ISA).
 # usage: train_resume.sh JOULE MPIEXEC WORKDIR
 set -euo pipefail
 joule=$1 mpiexec=$2 work=$3
@@ -49,6 +51,16 @@ assert steps[-1]["loss"] < steps[0]["loss"] - 0.5
 assert evals[-1]["mlm_accuracy"] > 5.0 / vocab
 PY
 [[ -f a/final/model.safetensors && -f a/final/config.json && -f a/summary.json ]] || fail "no final model directory or summary"
+# auto: bf16 where the CPU multiplies bf16 in hardware; the log says which and why, summary and metrics name it.
+auto_precision=fp32
+grep -Eqw 'avx512_bf16|amx_bf16' /proc/cpuinfo && auto_precision=bf16
+grep -q "^precision auto -> $auto_precision" a.log || { cat a.log; fail "auto did not pick $auto_precision on this CPU"; }
+python3 - "$auto_precision" <<'PY' || fail "summary.json or metrics.jsonl do not name the precision"
+import json, sys
+s = json.load(open("a/summary.json"))
+assert s["workload"]["dtype"] == sys.argv[1], s["workload"]
+assert all(r["precision"] == sys.argv[1] for r in map(json.loads, open("a/metrics.jsonl")) if "loss" in r)
+PY
 grep -Eq '^joule_step\{run_id="[0-9a-f-]{36}"\} 40$' a.prom && grep -q '^joule_energy_kwh{' a.prom || { cat a.prom; fail "the Prometheus textfile lacks the last step or the energy"; }
 
 echo "== 2. preempted at step 23 (between checkpoints), then --resume auto"
@@ -62,6 +74,23 @@ mpi "$joule" train --config run.toml --run-dir b --resume auto > b2.log 2>&1 || 
 grep -q "resumed from .*step_00000023 at step 23" b2.log || fail "did not resume from step 23"
 cmp a/final/model.safetensors b/final/model.safetensors || fail "resumed weights differ from the uninterrupted run"
 python3 -c "import json; s=json.load(open('b/summary.json')); assert s['segments']==2 and s['sequences']==40*32, s" || fail "summary does not cover both segments"
+
+echo "== 2a. fp32: bit-exact resume too; auto on a CPU without bf16 instructions is fp32"
+mpi "$joule" train --config run.toml --run-dir f --precision fp32 > f.log 2>&1 || { cat f.log; fail "fp32 training failed"; }
+grep -q "^precision fp32 (as set)" f.log || fail "no precision line for --precision fp32"
+set +e
+JOULE_FAULT="preempt:rank=0,step=23" mpi -x JOULE_FAULT "$joule" train --config run.toml --run-dir g --precision fp32 > g1.log 2>&1
+rc=$?
+set -e
+[[ $rc -eq 75 ]] || { cat g1.log; fail "fp32 preemption exit code $rc, expected 75"; }
+mpi "$joule" train --config run.toml --run-dir g --precision fp32 --resume auto > g2.log 2>&1 || { cat g2.log; fail "fp32 resume failed"; }
+cmp f/final/model.safetensors g/final/model.safetensors || fail "fp32: resumed weights differ from the uninterrupted run"
+JOULE_CPU_ISA=avx2,fma,avx512f mpi -x JOULE_CPU_ISA "$joule" train --config run.toml --run-dir h > h.log 2>&1 || { cat h.log; fail "forced-ISA run failed"; }
+grep -q "^precision auto -> fp32: this CPU (avx2 fma avx512f) has neither AVX512-BF16 nor AMX-BF16" h.log || { cat h.log; fail "auto without bf16 instructions did not pick fp32"; }
+cmp f/final/model.safetensors h/final/model.safetensors || fail "auto on a CPU without bf16 did not compute what --precision fp32 does"
+if [[ $auto_precision == bf16 ]]; then
+  ! cmp -s f/final/model.safetensors a/final/model.safetensors || fail "bf16 and fp32 runs gave identical weights: was bf16 used at all?"
+fi
 
 echo "== 2b. accounting across the resume: two segments, totals = their sum, one emissions.csv row each"
 python3 - <<'PY2' || fail "the summary does not account for both segments"

@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
 # joule against PyTorch's own DistributedDataParallel (gloo), same machine, same LibTorch build (Debian's 1.13),
 # same architecture, parameter count, micro-batch, sequence length, dropout and LAMB, synthetic batches in memory.
-# Alternates the two implementations run by run, at 2 ranks x 1 thread and 1 rank x 2 threads, and prints seq/s
-# of each, the ratio, joule's fraction of the sgemm roofline measured in the same run and the peak RSS.
+# Alternates the two implementations run by run, at 2 ranks x 1 thread and 1 rank x 2 threads, in fp32 and in bf16
+# mixed precision (joule --precision bf16; PyTorch under torch.autocast("cpu", dtype=torch.bfloat16)), and prints
+# seq/s of each, the ratio, joule's fraction of the matmul roofline (in the same dtype) measured in the same run, the
+# peak RSS, and joule's bf16 / fp32 speed-up.
 #
-#   bash tools/bench/compare_pytorch.sh [--models "bert-base bert-large"] [--layouts "2x1 1x2"] [--repeats 3]
-#                                       [--steps 4] [--micro-batch 8] [--min-ratio R] [--out results.jsonl]
+#   bash tools/bench/compare_pytorch.sh [--models "bert-base bert-large"] [--layouts "2x1 1x2"] [--precisions "fp32 bf16"]
+#                                       [--repeats 3] [--steps 4] [--micro-batch 8] [--min-ratio R] [--out results.jsonl]
+# PYTHON=/path/to/python3 runs the PyTorch side on another PyTorch (default: Debian's /usr/bin/python3, 1.13).
 # tools/bench/compare_summary.py prints the same table again from one or more result files.
 # Exits non-zero when a ratio falls below --min-ratio (default 0: report only). Needs python3-torch
 # (bash tools/setup.sh --reference) and a built joule (bash tools/build.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-models="bert-base bert-large" layouts="2x1 1x2" repeats=3 steps=4 micro=8 min_ratio=0 out=""
+models="bert-base bert-large" layouts="2x1 1x2" precisions="fp32 bf16" repeats=3 steps=4 micro=8 min_ratio=0 out=""
 while (($#)); do
   case $1 in
     --models) models=$2; shift 2 ;;
     --layouts) layouts=$2; shift 2 ;;
+    --precisions) precisions=$2; shift 2 ;;
     --repeats) repeats=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --micro-batch) micro=$2; shift 2 ;;
@@ -26,7 +30,8 @@ while (($#)); do
 done
 joule=${JOULE:-build/${JOULE_PRESET:-ci}/tools/joule}
 [[ -x $joule ]] || { echo "no $joule: build first (bash tools/build.sh)" >&2; exit 1; }
-/usr/bin/python3 -c "import torch" 2>/dev/null || { echo "python3-torch missing: bash tools/setup.sh --reference" >&2; exit 1; }
+python=${PYTHON:-/usr/bin/python3}
+"$python" -c "import torch" 2>/dev/null || { echo "$python has no torch: bash tools/setup.sh --reference (or set PYTHON)" >&2; exit 1; }
 out=${out:-$(mktemp /tmp/joule-compare-XXXXXX.jsonl)}
 : > "$out"
 root=(); [[ $(id -u) -eq 0 ]] && root=(--allow-run-as-root)
@@ -40,18 +45,20 @@ for model in $models; do
     mpi=(mpirun -np "$ranks" --oversubscribe --bind-to none "${root[@]}" -x OMP_WAIT_POLICY -x OPENBLAS_THREAD_TIMEOUT
          -x OMP_NUM_THREADS="$threads" -x OPENBLAS_NUM_THREADS="$threads")
     for r in $(seq 1 "$repeats"); do
-      # Alternate which goes first, so neither always runs on a warmer or cooler machine.
-      order=(joule pytorch); (( r % 2 == 0 )) && order=(pytorch joule)
-      for impl in "${order[@]}"; do
-        if [[ $impl == joule ]]; then
-          "${mpi[@]}" "$joule" bench train --config "$model" --micro-batch "$micro" --threads "$threads" --steps "$steps" --warmup 2 \
-            | grep '^{' >> "$out"
-        else
-          port=$((port + 1))
-          "${mpi[@]}" /usr/bin/python3 tools/bench/ddp_bert.py --config "configs/models/$model.json" --micro-batch "$micro" \
-            --threads "$threads" --steps "$steps" --warmup 2 --port "$port" | grep '^{' >> "$out"
-        fi
-        echo "$model $layout run $r $impl: $(tail -1 "$out" | /usr/bin/python3 -c 'import json,sys; print(round(json.load(sys.stdin)["seq_per_s"], 3), "seq/s")')" >&2
+      for precision in $precisions; do
+        # Alternate which goes first, so neither always runs on a warmer or cooler machine.
+        order=(joule pytorch); (( r % 2 == 0 )) && order=(pytorch joule)
+        for impl in "${order[@]}"; do
+          if [[ $impl == joule ]]; then
+            "${mpi[@]}" "$joule" bench train --config "$model" --micro-batch "$micro" --threads "$threads" --steps "$steps" --warmup 2 \
+              --precision "$precision" | grep '^{' >> "$out"
+          else
+            port=$((port + 1))
+            "${mpi[@]}" "$python" tools/bench/ddp_bert.py --config "configs/models/$model.json" --micro-batch "$micro" \
+              --threads "$threads" --steps "$steps" --warmup 2 --port "$port" --precision "$precision" | grep '^{' >> "$out"
+          fi
+          echo "$model $layout $precision run $r $impl: $(tail -1 "$out" | /usr/bin/python3 -c 'import json,sys; print(round(json.load(sys.stdin)["seq_per_s"], 3), "seq/s")')" >&2
+        done
       done
     done
   done

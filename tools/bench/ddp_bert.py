@@ -8,6 +8,12 @@ sequence length, dropout (the config's, 0.1) and NVIDIA-style LAMB (global-norm 
 moments, decoupled weight decay 0.01 except biases and LayerNorm, trust ratio). DDP as users configure it:
 25 MB buckets, gradient_as_bucket_view=True. Synthetic batches held in memory, as on the joule side.
 
+--precision bf16 runs forward and loss under torch.autocast("cpu", dtype=torch.bfloat16), PyTorch's own CPU mixed
+precision (fp32 parameters, gradients and LAMB state; backward follows the forward's dtypes). One change a user must
+make for it: PyTorch 1.13's CPU autocast hands LayerNorm a bf16 input with fp32 weights and fails ("expected scalar
+type BFloat16 but found Float"), so every LayerNorm input is cast to fp32 (`ln` below), as the autocast recipe on
+GPUs does by listing layer_norm among the fp32 ops. The same script runs on PyTorch 2.x.
+
 Run under mpirun (ranks from OMPI_COMM_WORLD_*):
   mpirun -np 2 /usr/bin/python3 tools/bench/ddp_bert.py --config configs/models/bert-base.json --threads 1
 Prints one JSON line from rank 0.
@@ -24,6 +30,11 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
+
+
+def ln(norm, x):
+    """LayerNorm in fp32 (under CPU autocast, x arrives in bf16; a no-op cast in fp32)."""
+    return norm(x.float())
 
 
 class Layer(nn.Module):
@@ -50,9 +61,9 @@ class Layer(nn.Module):
         scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(d) + mask_bias
         probs = F.dropout(torch.softmax(scores, dim=-1), self.p_attn, self.training)
         context = torch.matmul(probs, v).transpose(1, 2).reshape(b, s, h)
-        x = self.attention_norm(x + F.dropout(self.attention_output(context), self.p_hidden, self.training))
+        x = ln(self.attention_norm, x + F.dropout(self.attention_output(context), self.p_hidden, self.training))
         y = self.output(F.gelu(self.intermediate(x)))
-        return self.output_norm(x + F.dropout(y, self.p_hidden, self.training))
+        return ln(self.output_norm, x + F.dropout(y, self.p_hidden, self.training))
 
 
 class BertForPreTraining(nn.Module):
@@ -79,7 +90,7 @@ class BertForPreTraining(nn.Module):
     def forward(self, ids, types, attention, positions, labels, nsp_labels):
         b, s = ids.shape
         x = self.word_embeddings(ids) + self.position_embeddings(torch.arange(s).expand(b, s)) + self.token_type_embeddings(types)
-        x = F.dropout(self.embedding_norm(x), self.p_hidden, self.training)
+        x = F.dropout(ln(self.embedding_norm, x), self.p_hidden, self.training)
         mask_bias = (1.0 - attention[:, None, None, :].float()) * -10000.0
         for layer in self.layers:
             x = layer(x, mask_bias)
@@ -87,10 +98,10 @@ class BertForPreTraining(nn.Module):
         # Masked-only MLM head: gather the masked positions first (NVIDIA's implementation does the same).
         sel = labels != 0
         rows = x.gather(1, positions.unsqueeze(-1).expand(-1, -1, x.shape[-1]))[sel]
-        t = self.mlm_norm(F.gelu(self.mlm_transform(rows)))
+        t = ln(self.mlm_norm, F.gelu(self.mlm_transform(rows)))
         logits = F.linear(t, self.word_embeddings.weight, self.mlm_bias)
-        mlm = F.cross_entropy(logits, labels[sel])
-        return mlm + F.cross_entropy(self.nsp(pooled), nsp_labels)
+        mlm = F.cross_entropy(logits.float(), labels[sel])
+        return mlm + F.cross_entropy(self.nsp(pooled).float(), nsp_labels)
 
 
 class Lamb(torch.optim.Optimizer):
@@ -139,6 +150,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--port", type=int, default=29517)
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     a = ap.parse_args()
     rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
     world = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
@@ -163,7 +175,8 @@ def main():
     for it in range(a.warmup + a.steps):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=False)
-        loss = ddp(ids, types, attention, positions, labels, nsp_labels)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            loss = ddp(ids, types, attention, positions, labels, nsp_labels)
         loss.backward()
         opt.step()
         dt = time.perf_counter() - t0
@@ -175,7 +188,7 @@ def main():
         step = statistics.median(times)
         params = sum(x.numel() for x in model.parameters())
         print(json.dumps({"impl": "pytorch-ddp-gloo", "model": os.path.basename(a.config).replace(".json", ""), "ranks": world,
-                          "threads": a.threads, "micro_batch": b, "seq_len": s, "step_s": step, "step_s_all": times,
+                          "threads": a.threads, "precision": a.precision, "micro_batch": b, "seq_len": s, "step_s": step, "step_s_all": times,
                           "seq_per_s": b * world / step, "peak_rss_bytes": float(rss[0]), "params": params,
                           "loss": float(loss), "torch": torch.__version__}), flush=True)
     dist.destroy_process_group()

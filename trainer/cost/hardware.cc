@@ -104,7 +104,25 @@ HostFacts HostFacts::detect() {
     }
     in.ignore(256, '\n');
   }
+  h.isa = launch::CpuIsa::current();
   return h;
+}
+
+double cpu_flops_per_cycle(const launch::CpuIsa& isa, const std::string& dtype) {
+  // fp32: two FMA pipes per core, each a multiply and an add per lane per cycle, 16 lanes (512-bit) or 8 (256-bit).
+  // Two 512-bit FMA pipes: Intel 64 and IA-32 Architectures Optimization Reference Manual (Skylake Server and later
+  // server cores); AMD, Software Optimization Guide for AMD Family 1Ah (Zen 5) Processors (four FP pipes, two with
+  // FMA, full 512-bit datapath on EPYC 9005).
+  const double fp32 = isa.avx512f ? 2 * 16 * 2 : (isa.avx2 && isa.fma) ? 2 * 8 * 2 : 2 * 4;
+  if (dtype == "fp32") return fp32;
+  if (dtype != "bf16") return 0;
+  // AMX-BF16: 1024 bf16 FLOP per cycle per core (Intel, "Accelerate AI Workloads with Intel AMX", 4th Gen Xeon
+  // Scalable processors: 2048 INT8 or 1024 BF16 operations per cycle per core).
+  if (isa.amx_bf16) return 1024;
+  // AVX512-BF16: VDPBF16PS multiplies 32 bf16 pairs and adds them into 16 fp32 lanes (Intel SDM Vol. 2A), 64 FLOP
+  // per instruction on each of the two FMA pipes.
+  if (isa.avx512_bf16) return 2 * 64;
+  return fp32;
 }
 
 double InstanceProfile::instance_peak_tflops(const std::string& dtype) const {
@@ -129,7 +147,7 @@ std::string profile_path(const std::string& name_or_path, const std::string& dir
 void read_host(const toml::value& root, const std::string& path, const HostFacts& facts, InstanceProfile& p) {
   const Table host(root, "host", path,
                    {"vcpus", "memory_gib", "cpu_idle_w", "cpu_max_w", "ram_w", "usd_per_hour", "pue", "cpu_idle_w_per_vcpu",
-                    "cpu_max_w_per_vcpu", "ram_w_per_gib", "usd_per_vcpu_hour", "peak_tflops_fp32_per_vcpu"});
+                    "cpu_max_w_per_vcpu", "ram_w_per_gib", "usd_per_vcpu_hour", "clock_ghz"});
   p.vcpus = static_cast<int>(host.number("vcpus", 0));
   p.memory_gib = host.number("memory_gib", 0);
   if (p.vcpus == 0) p.vcpus = facts.vcpus;
@@ -149,8 +167,12 @@ void read_host(const toml::value& root, const std::string& path, const HostFacts
   if (p.pue < 1) throw ProfileError(path + ": host.pue must be >= 1, found " + std::to_string(p.pue));
   if (p.cpu_max_w < p.cpu_idle_w) throw ProfileError(path + ": host cpu_max_w is below cpu_idle_w");
   if (p.usd_per_hour < 0) throw ProfileError(path + ": host usd_per_hour is negative");
-  if (p.device_kind == "cpu" && host.has("peak_tflops_fp32_per_vcpu"))  // read_device ran first
-    p.peak_tflops["fp32"] = host.number("peak_tflops_fp32_per_vcpu", 0) * p.vcpus;
+  if (p.device_kind == "cpu" && host.has("clock_ghz")) {  // read_device ran first
+    // A generic host's peaks come from the detected ISA: vCPUs x clock x FLOP per cycle.
+    const double ghz = host.number("clock_ghz", 0);
+    require_positive(ghz, path, "host.clock_ghz");
+    for (const char* dtype : {"fp32", "bf16"}) p.peak_tflops[dtype] = p.vcpus * ghz * cpu_flops_per_cycle(facts.isa, dtype) / 1e3;
+  }
 }
 
 // [device]: kind, count, power, memory and peak TFLOPS per dtype (a cpu host has no devices).

@@ -5,6 +5,8 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+
+#include "launch/cpu_isa.h"
 #include <utility>
 #include <vector>
 
@@ -22,8 +24,13 @@ class ProfileError : public joule::Error {
 struct HostFacts {
   int vcpus = 0;
   double memory_gib = 0;
-  static HostFacts detect();  // online CPUs (sched affinity ignored) and MemTotal
+  launch::CpuIsa isa;  // what the cpu-host profile derives its peak FLOP/s from
+  static HostFacts detect();  // online CPUs (sched affinity ignored), MemTotal and CpuIsa::current()
 };
+
+// Peak FLOP per cycle of one core for the ISA: fp32 from the FMA width, bf16 from AVX512-BF16 or AMX-BF16 (fp32's
+// figure without them: bf16 is then converted and computed in fp32). Sources beside the figures in hardware.cc.
+double cpu_flops_per_cycle(const launch::CpuIsa& isa, const std::string& dtype);
 
 struct InstanceProfile {
   std::string name, description, file;

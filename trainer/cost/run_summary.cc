@@ -312,7 +312,8 @@ std::string summary_table(const RunSummary& s) {
   row("steps", std::to_string(s.steps) + " on " + std::to_string(s.ranks) + " rank(s), " + std::to_string(s.nodes) + " node(s)");
   row("sequences processed", std::to_string(s.sequences));
   row("wall time", duration_text(s.wall_s) + (s.segments > 1 ? " over " + std::to_string(s.segments) + " segments" : ""));
-  row("throughput (after warm-up)", sig(s.seq_per_s) + " seq/s, " + sig(s.seq_per_s * 3600) + " seq/hour" + (s.mfu ? ", MFU " + fmt("%.3f", *s.mfu) : ""));
+  row("throughput (after warm-up)", sig(s.seq_per_s) + " seq/s, " + sig(s.seq_per_s * 3600) + " seq/hour" + (s.mfu ? ", MFU " + fmt("%.3f", *s.mfu) + " of the " + s.workload.dtype + " peak" : ""));
+  row("precision", s.workload.dtype == "bf16" ? "bf16 mixed precision (fp32 master weights and optimizer state)" : s.workload.dtype);
   row("instance", inst.instance + " x " + std::to_string(s.nodes) + " node(s), USD " + sig(inst.usd_per_hour) + "/h (" + inst.price_source + ")");
   row("energy (IT equipment)", sig(spent.it_kwh) + " kWh: " + energy_parts(energy));
   row("energy (facility, PUE " + fmt("%.2f", inst.pue) + ")", sig(spent.facility_kwh) + " kWh (" + energy_json(energy)["source"].get<std::string>() + ")");

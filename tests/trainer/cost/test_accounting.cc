@@ -25,8 +25,8 @@ using test::write_file;
 
 const std::string kConfigs = JOULE_CONFIG_DIR;
 
-InstanceProfile cpu_host(int vcpus = 4, double memory_gib = 16) {
-  return load_instance_profile("cpu-host", kConfigs + "/hardware", {vcpus, memory_gib});
+InstanceProfile cpu_host(int vcpus = 4, double memory_gib = 16, const std::string& isa = "avx2,fma,avx512f") {
+  return load_instance_profile("cpu-host", kConfigs + "/hardware", {vcpus, memory_gib, joule::launch::CpuIsa::parse(isa)});
 }
 
 // A powercap tree as the kernel lays it out: every zone at the top level.
@@ -303,7 +303,12 @@ TEST(Profiles, GenericHostScalesWithDetectedVcpusAndMemory) {
   EXPECT_DOUBLE_EQ(p.cpu_max_w, 8 * 3.5);
   EXPECT_DOUBLE_EQ(p.ram_w, 32 * 0.375);
   EXPECT_DOUBLE_EQ(p.usd_per_hour, 8 * 0.0425);
+  // AVX-512: 2 FMA pipes x 16 lanes x 2 FLOP at 2.0 GHz per vCPU; no bf16 instructions: bf16's peak is fp32's.
   EXPECT_DOUBLE_EQ(p.instance_peak_tflops("fp32"), 8 * 0.128);
+  EXPECT_DOUBLE_EQ(p.instance_peak_tflops("bf16"), 8 * 0.128);
+  EXPECT_DOUBLE_EQ(cpu_host(8, 32, "avx2,fma,avx512f,avx512_bf16").instance_peak_tflops("bf16"), 8 * 0.256);
+  EXPECT_DOUBLE_EQ(cpu_host(8, 32, "avx2,fma,avx512f,amx_bf16").instance_peak_tflops("bf16"), 8 * 2.048);
+  EXPECT_DOUBLE_EQ(cpu_host(8, 32, "avx2,fma").instance_peak_tflops("fp32"), 8 * 0.064);
 }
 
 TEST(Profiles, BadFilesNameTheFileAndTheKey) {

@@ -1,0 +1,27 @@
+// The vector and matrix instructions this processor and its operating system support, read once with CPUID and
+// XGETBV (x86-64; every flag false elsewhere). Mixed precision asks it whether bf16 matmuls run natively
+// (AVX512-BF16 or AMX-BF16) or would be emulated; the cpu-host instance profile derives its peak FLOP/s from it.
+//
+// JOULE_CPU_ISA=LIST replaces the detected set (a comma-separated subset of the names below, or "none"), so tests and
+// users can see what joule does on a processor without an extension.
+#pragma once
+
+#include <string>
+
+namespace joule::launch {
+
+struct CpuIsa {
+  bool avx2 = false, fma = false;  // 256-bit vectors with fused multiply-add
+  bool avx512f = false;            // 512-bit vectors (with the OS saving their state)
+  bool avx512_bf16 = false;        // VDPBF16PS: bf16 pair dot products into fp32
+  bool amx_bf16 = false;           // AMX tiles with TDPBF16PS (with the OS having granted tile state)
+
+  bool native_bf16() const { return avx512_bf16 || amx_bf16; }
+  std::string describe() const;  // "avx2 fma avx512f avx512_bf16", or "none"
+
+  static CpuIsa detect();             // the hardware's, ignoring JOULE_CPU_ISA
+  static CpuIsa parse(const std::string& list);  // "avx2,fma" (a joule::Error naming an unknown word)
+  static const CpuIsa& current();     // JOULE_CPU_ISA when set, else detect(); read once per process
+};
+
+}  // namespace joule::launch

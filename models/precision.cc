@@ -1,0 +1,26 @@
+#include "models/precision.h"
+
+#include "launch/error.h"
+
+namespace joule::models {
+
+const char* precision_name(Precision p) { return p == Precision::kBf16 ? "bf16" : "fp32"; }
+
+PrecisionChoice choose_precision(const std::string& setting, bool cuda, const launch::CpuIsa& isa) {
+  if (setting != "auto" && setting != "fp32" && setting != "bf16")
+    throw Error("precision '" + setting + "' is not one of " + precision_settings(),
+                "set train.precision (or --precision) to auto, fp32 or bf16", ErrorKind::usage);
+  const std::string where = cuda ? "CUDA" : "this CPU (" + isa.describe() + ")";
+  const bool native = cuda || isa.native_bf16();
+  if (setting == "fp32") return {Precision::kFp32, "precision fp32 (as set)"};
+  if (setting == "bf16")
+    return {Precision::kBf16, native ? "precision bf16 (as set)"
+                                     : "precision bf16 (as set), but " + where +
+                                           " has neither AVX512-BF16 nor AMX-BF16: bf16 matmuls are emulated and slower than fp32"};
+  if (native)
+    return {Precision::kBf16, "precision auto -> bf16 mixed precision: " + where +
+                                  (cuda ? " runs bf16 matmuls natively" : " has bf16 matmul instructions")};
+  return {Precision::kFp32, "precision auto -> fp32: " + where + " has neither AVX512-BF16 nor AMX-BF16"};
+}
+
+}  // namespace joule::models

@@ -1,0 +1,47 @@
+// The precision policy inside BertForPreTraining: every place the model's arithmetic depends on the precision goes
+// through one of these, so the model code reads the same in fp32 and bf16 and the recipe is written down once.
+//
+// bf16 mixed precision (as the anchors' recipes: NVIDIA's AMP, Megatron, llm.c):
+//   - parameters, their gradients and the optimizer state stay fp32 (master weights); each matmul casts its weight to
+//     bf16 on the way in, and autograd casts the weight's gradient back to fp32 on the way out;
+//   - Linear layers, the attention products and the MLM decoder run in bf16 (fp32 accumulation inside the GEMM);
+//   - the residual stream and LayerNorm stay fp32; softmax's max and sum, GELU's arithmetic and the losses run in
+//     fp32 while the tensors kept for backward (matmul inputs, attention probabilities, GELU's input) are bf16;
+//   - dropout draws the same keep masks whatever the dtype.
+// In fp32 every function is exactly the fp32 model's original operation.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "models/precision.h"
+
+namespace joule::models {
+
+class PrecisionOps {
+ public:
+  explicit PrecisionOps(Precision p = Precision::kFp32) : precision_(p) {}
+  Precision precision() const { return precision_; }
+  torch::Dtype compute_dtype() const { return precision_ == Precision::kBf16 ? torch::kBFloat16 : torch::kFloat; }
+
+  // x in the matmul dtype (a no-op in fp32).
+  torch::Tensor operand(const torch::Tensor& x) const;
+  // x W^T + b with x, W and b in the matmul dtype; the output is in that dtype.
+  torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) const;
+  torch::Tensor linear(const torch::Tensor& x, torch::nn::Linear& layer) const {
+    return linear(x, layer->weight, layer->bias);
+  }
+  // LayerNorm in fp32 whatever x's dtype; fp32 out.
+  torch::Tensor layer_norm(const torch::Tensor& x, torch::nn::LayerNorm& norm) const;
+  // softmax(scale * scores + mask_bias) over keys; in fp32 the original `softmax(scores * scale + mask)` order of
+  // operations (scale applied to the queries by the caller; see `attention_scale_in_softmax`).
+  torch::Tensor attention_probs(const torch::Tensor& scores, const torch::Tensor& mask_bias, double scale) const;
+  // Whether attention_probs applies the 1/sqrt(d) scale itself (bf16) or the caller scales the queries (fp32).
+  bool attention_scale_in_softmax() const { return precision_ == Precision::kBf16; }
+  // Logits for a loss or an argmax: fp32.
+  torch::Tensor for_loss(const torch::Tensor& logits) const;
+
+ private:
+  Precision precision_;
+};
+
+}  // namespace joule::models
