@@ -1,4 +1,5 @@
 #include "models/attention_softmax.h"
+#include "models/cpu_vector.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
@@ -18,29 +19,55 @@ using bf16 = c10::BFloat16;
 // Rows per parallel task: results do not depend on how rows are split, each row is computed alone.
 constexpr int64_t kRowGrain = 64;
 
-// p = softmax(scale * s + m) for one row of n, in fp32 on `buf`.
-void softmax_row(const bf16* s, const float* m, float scale, int64_t n, float* buf, bf16* p) {
+// Reductions over a row in 16 fixed lanes (then the lanes in order): the compiler vectorizes them without reordering
+// anything itself, so results are the same on every run.
+constexpr int kLanes = 16;
+
+inline float lanes_max(const float* x, int64_t n) {
+  float acc[kLanes];
+  for (int l = 0; l < kLanes; ++l) acc[l] = -std::numeric_limits<float>::infinity();
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] = acc[l] > x[j + l] ? acc[l] : x[j + l];
   float top = -std::numeric_limits<float>::infinity();
-  for (int64_t j = 0; j < n; ++j) {
-    buf[j] = static_cast<float>(s[j]) * scale + m[j];
-    top = std::max(top, buf[j]);
-  }
-  float sum = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    buf[j] = std::exp(buf[j] - top);
-    sum += buf[j];
-  }
-  const float inv = 1.0f / sum;
-  for (int64_t j = 0; j < n; ++j) p[j] = static_cast<bf16>(buf[j] * inv);
+  for (int l = 0; l < kLanes; ++l) top = std::max(top, acc[l]);
+  for (; j < n; ++j) top = std::max(top, x[j]);
+  return top;
 }
 
-// ds = scale * p * (g - <g, p>) for one row of n.
-void softmax_backward_row(const bf16* g, const bf16* p, float scale, int64_t n, bf16* ds) {
-  float dot = 0;
-  for (int64_t j = 0; j < n; ++j) dot += static_cast<float>(g[j]) * static_cast<float>(p[j]);
-  for (int64_t j = 0; j < n; ++j)
-    ds[j] = static_cast<bf16>(scale * static_cast<float>(p[j]) * (static_cast<float>(g[j]) - dot));
+inline float lanes_sum(const float* x, int64_t n) {
+  float acc[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] += x[j + l];
+  float sum = 0;
+  for (int l = 0; l < kLanes; ++l) sum += acc[l];
+  for (; j < n; ++j) sum += x[j];
+  return sum;
 }
+
+// p = softmax(scale * s + m) for one row of n (bf16 bit patterns in and out), in fp32 on `buf`.
+JOULE_VECTOR_CLONES
+void softmax_row(const uint16_t* s, const float* m, float scale, int64_t n, float* buf, uint16_t* p) {
+  for (int64_t j = 0; j < n; ++j) buf[j] = cpu::bf16_to_float(s[j]) * scale + m[j];
+  const float top = lanes_max(buf, n);
+  for (int64_t j = 0; j < n; ++j) buf[j] = cpu::exp_approx(buf[j] - top);
+  const float inv = 1.0f / lanes_sum(buf, n);
+  for (int64_t j = 0; j < n; ++j) p[j] = cpu::float_to_bf16(buf[j] * inv);
+}
+
+// ds = scale * p * (g - <g, p>) for one row of n; `buf` holds the products.
+JOULE_VECTOR_CLONES
+void softmax_backward_row(const uint16_t* g, const uint16_t* p, float scale, int64_t n, float* buf, uint16_t* ds) {
+  for (int64_t j = 0; j < n; ++j) buf[j] = cpu::bf16_to_float(g[j]) * cpu::bf16_to_float(p[j]);
+  const float dot = lanes_sum(buf, n);
+  for (int64_t j = 0; j < n; ++j)
+    ds[j] = cpu::float_to_bf16(scale * cpu::bf16_to_float(p[j]) * (cpu::bf16_to_float(g[j]) - dot));
+}
+
+// The bit patterns of a contiguous bf16 tensor.
+const uint16_t* bits(const torch::Tensor& t) { return reinterpret_cast<const uint16_t*>(t.data_ptr<bf16>()); }
+uint16_t* bits(torch::Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_ptr<bf16>()); }
 
 struct CpuScaledMaskedSoftmax : torch::autograd::Function<CpuScaledMaskedSoftmax> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& scores, const torch::Tensor& mask_bias, double scale) {
@@ -49,9 +76,9 @@ struct CpuScaledMaskedSoftmax : torch::autograd::Function<CpuScaledMaskedSoftmax
     const int64_t n = s.size(-1), rows = s.numel() / n, rows_per_batch = rows / s.size(0);
     const torch::Tensor m = mask_bias.to(torch::kFloat).contiguous().view({s.size(0), n});
     torch::Tensor p = torch::empty_like(s, torch::MemoryFormat::Contiguous);
-    const bf16* sp = s.data_ptr<bf16>();
+    const uint16_t* sp = bits(s);
     const float* mp = m.data_ptr<float>();
-    bf16* pp = p.data_ptr<bf16>();
+    uint16_t* pp = bits(p);
     const float sc = static_cast<float>(scale);
     at::parallel_for(0, rows, kRowGrain, [&](int64_t r0, int64_t r1) {
       std::vector<float> buf(n);
@@ -68,11 +95,12 @@ struct CpuScaledMaskedSoftmax : torch::autograd::Function<CpuScaledMaskedSoftmax
     const torch::Tensor g = grads[0].to(torch::kBFloat16).contiguous();
     const int64_t n = p.size(-1), rows = p.numel() / n;
     torch::Tensor ds = torch::empty_like(p, torch::MemoryFormat::Contiguous);
-    const bf16 *gp = g.data_ptr<bf16>(), *pp = p.data_ptr<bf16>();
-    bf16* dp = ds.data_ptr<bf16>();
+    const uint16_t *gp = bits(g), *pp = bits(p);
+    uint16_t* dp = bits(ds);
     const float sc = static_cast<float>(ctx->saved_data["scale"].toDouble());
     at::parallel_for(0, rows, kRowGrain, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) softmax_backward_row(gp + r * n, pp + r * n, sc, n, dp + r * n);
+      std::vector<float> buf(n);
+      for (int64_t r = r0; r < r1; ++r) softmax_backward_row(gp + r * n, pp + r * n, sc, n, buf.data(), dp + r * n);
     });
     return {ds, torch::Tensor(), torch::Tensor()};
   }

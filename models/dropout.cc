@@ -1,4 +1,5 @@
 #include "models/dropout.h"
+#include "models/cpu_vector.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/record_function.h>
@@ -24,28 +25,46 @@ inline uint64_t mix(uint64_t z) {
 }
 
 // mask[i] = 1 when element `offset + i` is kept: its 32-bit draw is below keep_below = (1 - p) 2^32.
+JOULE_VECTOR_CLONES
 void draw_mask(uint64_t seed, int64_t offset, int64_t n, uint64_t keep_below, uint8_t* mask) {
-  for (int64_t i = 0; i < n; i += 2) {
-    const uint64_t r = mix(seed + static_cast<uint64_t>((offset + i) / 2) * 0x9e3779b97f4a7c15ull);
-    mask[i] = (r & 0xffffffffull) < keep_below;
-    if (i + 1 < n) mask[i + 1] = (r >> 32) < keep_below;
+  const int64_t pairs = n / 2;
+  for (int64_t k = 0; k < pairs; ++k) {
+    const uint64_t r = mix(seed + static_cast<uint64_t>(offset / 2 + k) * 0x9e3779b97f4a7c15ull);
+    mask[2 * k] = (r & 0xffffffffull) < keep_below;
+    mask[2 * k + 1] = (r >> 32) < keep_below;
+  }
+  if (n % 2) mask[n - 1] = (mix(seed + static_cast<uint64_t>(offset / 2 + pairs) * 0x9e3779b97f4a7c15ull) & 0xffffffffull) < keep_below;
+}
+
+// out[i] = mask[i] ? in[i] * scale : 0 (the product in fp32).
+JOULE_VECTOR_CLONES
+void masked_scale_f32(const float* in, const uint8_t* mask, float scale, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {  // a bit mask instead of a branch: the loop vectorizes
+    const uint32_t keep = 0u - static_cast<uint32_t>(mask[i] != 0);
+    out[i] = cpu::bits_to_float(cpu::float_to_bits(in[i] * scale) & keep);
   }
 }
 
-// out[i] = mask[i] ? in[i] * scale : 0 (the product in fp32), chunk by chunk over the intra-op threads.
-template <typename T>
-void masked_scale(const T* in, const uint8_t* mask, float scale, int64_t n, T* out) {
-  at::parallel_for(0, n, kChunk, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) out[i] = static_cast<T>(mask[i] ? static_cast<float>(in[i]) * scale : 0.0f);
-  });
+JOULE_VECTOR_CLONES
+void masked_scale_bf16(const uint16_t* in, const uint8_t* mask, float scale, int64_t n, uint16_t* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint16_t keep = static_cast<uint16_t>(0u - static_cast<uint32_t>(mask[i] != 0));
+    out[i] = cpu::float_to_bf16(cpu::bf16_to_float(in[i]) * scale) & keep;
+  }
 }
 
+// The same, chunk by chunk over the intra-op threads, for fp32 or bf16 tensors.
 void masked_scale(const torch::Tensor& in, const torch::Tensor& mask, float scale, torch::Tensor& out) {
   const uint8_t* m = mask.data_ptr<uint8_t>();
-  if (in.scalar_type() == torch::kBFloat16)
-    masked_scale(in.data_ptr<c10::BFloat16>(), m, scale, in.numel(), out.data_ptr<c10::BFloat16>());
-  else
-    masked_scale(in.data_ptr<float>(), m, scale, in.numel(), out.data_ptr<float>());
+  const bool bf16 = in.scalar_type() == torch::kBFloat16;
+  const void* src = in.data_ptr();
+  void* dst = out.data_ptr();
+  at::parallel_for(0, in.numel(), kChunk, [&](int64_t b, int64_t e) {
+    if (bf16)
+      masked_scale_bf16(static_cast<const uint16_t*>(src) + b, m + b, scale, e - b, static_cast<uint16_t*>(dst) + b);
+    else
+      masked_scale_f32(static_cast<const float*>(src) + b, m + b, scale, e - b, static_cast<float*>(dst) + b);
+  });
 }
 
 uint64_t draw_seed() {
