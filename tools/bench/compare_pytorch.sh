@@ -8,7 +8,8 @@
 #
 #   bash tools/bench/compare_pytorch.sh [--models "bert-base bert-large"] [--layouts "2x1 1x2"] [--precisions "fp32 bf16"]
 #                                       [--repeats 3] [--steps 4] [--micro-batch 8] [--min-ratio R] [--out results.jsonl]
-# PYTHON=/path/to/python3 runs the PyTorch side on another PyTorch (default: Debian's /usr/bin/python3, 1.13).
+# PYTHONS="/usr/bin/python3 /path/to/python3" runs the PyTorch side on each of those interpreters' PyTorch in turn
+# (default: Debian's /usr/bin/python3, PyTorch 1.13); the table has a row per PyTorch version.
 # tools/bench/compare_summary.py prints the same table again from one or more result files.
 # Exits non-zero when a ratio falls below --min-ratio (default 0: report only). Needs python3-torch
 # (bash tools/setup.sh --reference) and a built joule (bash tools/build.sh).
@@ -30,8 +31,10 @@ while (($#)); do
 done
 joule=${JOULE:-build/${JOULE_PRESET:-ci}/tools/joule}
 [[ -x $joule ]] || { echo "no $joule: build first (bash tools/build.sh)" >&2; exit 1; }
-python=${PYTHON:-/usr/bin/python3}
-"$python" -c "import torch" 2>/dev/null || { echo "$python has no torch: bash tools/setup.sh --reference (or set PYTHON)" >&2; exit 1; }
+read -r -a pythons <<< "${PYTHONS:-/usr/bin/python3}"
+for python in "${pythons[@]}"; do
+  "$python" -c "import torch" 2>/dev/null || { echo "$python has no torch: bash tools/setup.sh --reference (or set PYTHONS)" >&2; exit 1; }
+done
 out=${out:-$(mktemp /tmp/joule-compare-XXXXXX.jsonl)}
 : > "$out"
 root=(); [[ $(id -u) -eq 0 ]] && root=(--allow-run-as-root)
@@ -47,14 +50,14 @@ for model in $models; do
     for r in $(seq 1 "$repeats"); do
       for precision in $precisions; do
         # Alternate which goes first, so neither always runs on a warmer or cooler machine.
-        order=(joule pytorch); (( r % 2 == 0 )) && order=(pytorch joule)
+        order=(joule "${pythons[@]}"); (( r % 2 == 0 )) && order=("${pythons[@]}" joule)
         for impl in "${order[@]}"; do
           if [[ $impl == joule ]]; then
             "${mpi[@]}" "$joule" bench train --config "$model" --micro-batch "$micro" --threads "$threads" --steps "$steps" --warmup 2 \
               --precision "$precision" | grep '^{' >> "$out"
           else
             port=$((port + 1))
-            "${mpi[@]}" "$python" tools/bench/ddp_bert.py --config "configs/models/$model.json" --micro-batch "$micro" \
+            "${mpi[@]}" "$impl" tools/bench/ddp_bert.py --config "configs/models/$model.json" --micro-batch "$micro" \
               --threads "$threads" --steps "$steps" --warmup 2 --port "$port" --precision "$precision" | grep '^{' >> "$out"
           fi
           echo "$model $layout $precision run $r $impl: $(tail -1 "$out" | /usr/bin/python3 -c 'import json,sys; print(round(json.load(sys.stdin)["seq_per_s"], 3), "seq/s")')" >&2

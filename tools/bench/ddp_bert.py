@@ -190,7 +190,7 @@ def main():
         print(json.dumps({"impl": "pytorch-ddp-gloo", "model": os.path.basename(a.config).replace(".json", ""), "ranks": world,
                           "threads": a.threads, "precision": a.precision, "micro_batch": b, "seq_len": s, "step_s": step, "step_s_all": times,
                           "seq_per_s": b * world / step, "peak_rss_bytes": float(rss[0]), "params": params,
-                          "loss": float(loss), "torch": torch.__version__}), flush=True)
+                          "loss": float(loss.detach()), "torch": torch.__version__}), flush=True)
     dist.destroy_process_group()
 
 
