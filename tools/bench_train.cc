@@ -77,7 +77,10 @@ std::string bench_train(const TrainBenchOptions& o) {
   models::BertForPreTraining model(o.config, o.seed);
   model->set_precision(precision.precision);
   model->train();  // dropout on, as in training
-  collectives::GradientReducer reducer(model->hf_named_parameters(), *comm);
+  collectives::ReducerOptions reducer_options;
+  if (o.wire == "bf16") reducer_options.compression = collectives::Compression::kBFloat16;
+  else if (o.wire != "fp32") throw UsageError("--wire is '" + o.wire + "'; valid: fp32, bf16");
+  collectives::GradientReducer reducer(model->hf_named_parameters(), *comm, reducer_options);
   reducer.broadcast_parameters(0);
   trainer::OptimizerOptions oo;  // LAMB as NVIDIA's recipe
   auto optimizer = trainer::create_optimizer(oo, model->hf_named_parameters());
@@ -136,6 +139,7 @@ std::string bench_train(const TrainBenchOptions& o) {
   nlohmann::json j = {{"impl", "joule"},
                       {"model", o.model_name},
                       {"precision", models::precision_name(precision.precision)},
+                      {"wire", o.wire},
                       {"ranks", info.world_size},
                       {"threads", threads},
                       {"micro_batch", o.micro_batch},

@@ -24,6 +24,7 @@ struct TrainBenchOptions {
   int steps = 5;
   uint64_t seed = 1;
   std::string precision = "auto";  // auto | fp32 | bf16 (models/precision.h)
+  std::string wire = "fp32";       // the all-reduce's buffer dtype: fp32 | bf16 (gradients stay fp32 either side of it)
   std::string profile;      // "": none; else rank 0's timed steps as a Chrome trace (LibTorch's profiler)
 };
 

@@ -315,6 +315,8 @@ int cmd_bench_train(int argc, char** argv) {
       "steps", "timed steps", cxxopts::value<int>()->default_value("5"))(
       "precision", "auto, fp32 or bf16 (auto: bf16 where the CPU has AVX512-BF16 or AMX-BF16)",
       cxxopts::value<std::string>()->default_value("auto"))(
+      "wire", "all-reduce buffer dtype: fp32 or bf16 (gradients stay fp32; bf16 halves the bytes sent)",
+      cxxopts::value<std::string>()->default_value("fp32"))(
       "profile", "write rank 0's timed steps as a Chrome trace (tools/bench/op_profile.py sums it per op)",
       cxxopts::value<std::string>()->default_value(""));
   auto r = parse(o, argc, argv);
@@ -329,6 +331,7 @@ int cmd_bench_train(int argc, char** argv) {
   b.warmup = r["warmup"].as<int>();
   b.steps = r["steps"].as<int>();
   b.precision = r["precision"].as<std::string>();
+  b.wire = r["wire"].as<std::string>();
   if (b.steps < 1 || b.micro_batch < 1 || b.seq_len < 2) throw UsageError("--steps, --micro-batch and --seq-len must be positive");
   const std::string line = joule::tools::bench_train(b);
   if (!line.empty()) std::cout << line << std::endl;
