@@ -1,4 +1,5 @@
 #include "tools/bench_comm.h"
+#include "trainer/sim/alpha_beta.h"
 
 #include <mpi.h>
 
@@ -8,6 +9,8 @@
 #include <iostream>
 
 #include <nlohmann/json.hpp>
+
+#include <functional>
 
 #include "collectives/communicator.h"
 #include "collectives/reducer.h"
@@ -34,6 +37,45 @@ double max_over_ranks(double x) {
 
 double bus_factor(int n) { return n > 1 ? 2.0 * (n - 1) / n : 1.0; }
 
+struct PingPongFit {
+  double alpha_s = 0, beta_s_per_byte = 0;
+  std::vector<std::pair<int64_t, double>> one_way;  // bytes, seconds (median)
+};
+
+// Rank 0 and rank 1 bounce a message back and forth; half the round trip is one hop's time t(n) = α + β n. β is the
+// slope between the two largest sizes (4 and 16 MiB), α the smallest's (1 KiB) time: a least-squares
+// fit over all sizes would let a shaper's burst allowance (tc tbf lets its first bytes through at line rate) pull α
+// below zero. Other ranks wait. Rank 0's figures.
+PingPongFit ping_pong(int rank, int iterations) {
+  PingPongFit fit;
+  std::vector<char> buf(size_t{16} << 20);
+  for (int64_t bytes = 1024; bytes <= (int64_t{16} << 20); bytes *= 4) {
+    std::vector<double> times;
+    for (int i = 0; i < iterations + 2; ++i) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      const auto t0 = Clock::now();
+      if (rank == 0) {
+        MPI_Send(buf.data(), static_cast<int>(bytes), MPI_BYTE, 1, 7, MPI_COMM_WORLD);
+        MPI_Recv(buf.data(), static_cast<int>(bytes), MPI_BYTE, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      } else if (rank == 1) {
+        MPI_Recv(buf.data(), static_cast<int>(bytes), MPI_BYTE, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(buf.data(), static_cast<int>(bytes), MPI_BYTE, 0, 7, MPI_COMM_WORLD);
+      }
+      if (i >= 2) times.push_back(seconds_since(t0) / 2);
+    }
+    fit.one_way.emplace_back(bytes, median(times));
+  }
+  const auto& small = fit.one_way.front();
+  const auto& big = fit.one_way.back();
+  const auto& below = fit.one_way[fit.one_way.size() - 2];
+  fit.beta_s_per_byte = (big.second - below.second) / static_cast<double>(big.first - below.first);
+  fit.alpha_s = small.second;  // 1 KiB passes within a shaper's burst: its time is the latency
+  return fit;
+}
+
+void reducer_versus_one_shot(const CommBenchOptions& o, collectives::Communicator& comm, nlohmann::json& summary,
+                             const std::function<void(const std::string&)>& say);
+
 }  // namespace
 
 int bench_comm(const CommBenchOptions& o) {
@@ -45,6 +87,19 @@ int bench_comm(const CommBenchOptions& o) {
     if (root) std::cout << s << std::flush;
   };
   char line[512];
+  if (o.pingpong) {
+    if (n < 2) throw UsageError("bench comm --pingpong needs 2 or more ranks");
+    const PingPongFit fit = ping_pong(rank, o.iterations);
+    for (const auto& [bytes, t] : fit.one_way) {
+      if (o.json) say(nlohmann::json({{"pingpong_bytes", bytes}, {"one_way_us", t * 1e6}}).dump() + "\n");
+      else std::snprintf(line, sizeof line, "ping-pong %10lld bytes: one way %10.1f us\n", static_cast<long long>(bytes), t * 1e6), say(line);
+    }
+    const nlohmann::json j = {{"alpha_s", fit.alpha_s}, {"beta_s_per_byte", fit.beta_s_per_byte}, {"bytes_per_s", 1.0 / fit.beta_s_per_byte}};
+    if (o.json) say(j.dump() + "\n");
+    else std::snprintf(line, sizeof line, "fit t = alpha + beta n: alpha %.1f us, 1/beta %.2f MB/s\n", fit.alpha_s * 1e6, 1e-6 / fit.beta_s_per_byte), say(line);
+  }
+  const bool predict = o.predict_bytes_per_s > 0;
+  const trainer::Link link{o.predict_alpha_s, o.predict_bytes_per_s};
 
   // ---- the table --------------------------------------------------------------------------------
   if (!o.json) {
@@ -75,8 +130,15 @@ int bench_comm(const CommBenchOptions& o) {
     }
     const double t = median(times), algbw = bytes / t / 1e9, busbw = algbw * bus_factor(n);
     last_busbw = busbw;
+    const double predicted = predict ? trainer::ring_all_reduce_seconds(n, static_cast<double>(bytes), link) : 0;
     if (o.json) {
-      say(nlohmann::json({{"bytes", bytes}, {"time_us", t * 1e6}, {"algbw", algbw}, {"busbw", busbw}, {"ok", !any_bad}}).dump() + "\n");
+      nlohmann::json row = {{"bytes", bytes}, {"time_us", t * 1e6}, {"algbw", algbw}, {"busbw", busbw}, {"ok", !any_bad}};
+      if (predict) {
+        row["predicted_us"] = predicted * 1e6;
+        row["predicted_busbw"] = trainer::all_reduce_bus_bandwidth(static_cast<double>(bytes), predicted, n) / 1e9;
+        row["error"] = predicted / t - 1;  // predicted time against measured
+      }
+      say(row.dump() + "\n");
     } else {
       std::snprintf(line, sizeof line, "%14lld %12.1f %12.3f %12.3f %8s\n", static_cast<long long>(bytes), t * 1e6, algbw, busbw,
                     any_bad ? "WRONG" : "ok");
@@ -84,7 +146,32 @@ int bench_comm(const CommBenchOptions& o) {
     }
   }
 
-  // ---- the reducer on a model's gradient vs one MPI_Allreduce of the same bytes ------------------
+  nlohmann::json summary = {{"ranks", n}};
+  if (o.gradient_model != "none") reducer_versus_one_shot(o, *comm, summary, say);
+  if (o.json) say(summary.dump() + "\n");
+
+  int code = 0;
+  if (errors) {
+    say("bench comm: WRONG all-reduce results\n");
+    code = 1;
+  }
+  if (o.min_busbw > 0 && last_busbw < o.min_busbw) {
+    std::snprintf(line, sizeof line, "bench comm: busbw %.3f GB/s at the largest size is below --min-busbw %.3f\n", last_busbw, o.min_busbw);
+    say(line);
+    code = 2;
+  }
+  return code;
+}
+
+namespace {
+
+// The reducer on a model's gradient against one MPI_Allreduce of the same bytes, then (with --overlap-model) the
+// exposed communication of real training steps; figures added to `summary`.
+void reducer_versus_one_shot(const CommBenchOptions& o, collectives::Communicator& comm_ref, nlohmann::json& summary,
+                             const std::function<void(const std::string&)>& say) {
+  collectives::Communicator* comm = &comm_ref;
+  const int n = comm->info().world_size, rank = comm->info().rank;
+  char line[512];
   const models::BertConfig config = resolve_model_config(o.gradient_model);
   std::vector<std::pair<std::string, torch::Tensor>> params;
   {
@@ -111,15 +198,14 @@ int bench_comm(const CommBenchOptions& o) {
   }
   const double reducer_busbw = grad_bytes / median(reducer_times) / 1e9 * bus_factor(n);
   const double oneshot_busbw = grad_bytes / median(oneshot_times) / 1e9 * bus_factor(n);
-  nlohmann::json summary = {{"ranks", n},
-                            {"gradient_model", o.gradient_model},
+  summary.update({{"gradient_model", o.gradient_model},
                             {"gradient_bytes", grad_bytes},
                             {"buckets", reducer.buckets().size()},
                             {"reducer_s", median(reducer_times)},
                             {"oneshot_s", median(oneshot_times)},
                             {"reducer_busbw", reducer_busbw},
                             {"oneshot_busbw", oneshot_busbw},
-                            {"reducer_vs_oneshot", reducer_busbw / oneshot_busbw}};
+                            {"reducer_vs_oneshot", reducer_busbw / oneshot_busbw}});
   if (!o.json) {
     std::snprintf(line, sizeof line,
                   "\n%s gradient, %.2f GB in %zu buckets (25 MB, first 1 MB):\n"
@@ -165,19 +251,8 @@ int bench_comm(const CommBenchOptions& o) {
       say(line);
     }
   }
-  if (o.json) say(summary.dump() + "\n");
-
-  int code = 0;
-  if (errors) {
-    say("bench comm: WRONG all-reduce results\n");
-    code = 1;
-  }
-  if (o.min_busbw > 0 && last_busbw < o.min_busbw) {
-    std::snprintf(line, sizeof line, "bench comm: busbw %.3f GB/s at the largest size is below --min-busbw %.3f\n", last_busbw, o.min_busbw);
-    say(line);
-    code = 2;
-  }
-  return code;
 }
+
+}  // namespace
 
 }  // namespace joule::tools

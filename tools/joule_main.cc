@@ -343,7 +343,10 @@ int cmd_bench_comm(int argc, char** argv) {
   o.add_options()("min-bytes", "smallest message", cxxopts::value<int64_t>()->default_value("1024"))(
       "max-bytes", "largest message", cxxopts::value<int64_t>()->default_value("268435456"))(
       "iterations", "timed repetitions per size", cxxopts::value<int>()->default_value("5"))(
-      "gradient-model", "model whose gradient the reducer moves", cxxopts::value<std::string>()->default_value("bert-large"))(
+      "gradient-model", "model whose gradient the reducer moves (none: skip that part)", cxxopts::value<std::string>()->default_value("bert-large"))(
+      "pingpong", "first a rank 0 <-> rank 1 ping-pong: one-way times, and the alpha and beta they fit")(
+      "predict-alpha-us", "with --predict-mbps: each row's ring all-reduce time from the alpha-beta model", cxxopts::value<double>()->default_value("0"))(
+      "predict-mbps", "link bandwidth for the prediction, MB/s", cxxopts::value<double>()->default_value("0"))(
       "overlap-model", "measure exposed communication in training steps of this model", cxxopts::value<std::string>()->default_value(""))(
       "overlap-batch", "sequences per rank in those steps", cxxopts::value<int>()->default_value("8"))(
       "min-busbw", "fail below this busbw (GB/s) at the largest size", cxxopts::value<double>()->default_value("0"))(
@@ -358,6 +361,9 @@ int cmd_bench_comm(int argc, char** argv) {
   b.overlap_batch = r["overlap-batch"].as<int>();
   b.min_busbw = r["min-busbw"].as<double>();
   b.json = r.count("json") > 0;
+  b.pingpong = r.count("pingpong") > 0;
+  b.predict_alpha_s = r["predict-alpha-us"].as<double>() * 1e-6;
+  b.predict_bytes_per_s = r["predict-mbps"].as<double>() * 1e6;
   return joule::tools::bench_comm(b);
 }
 

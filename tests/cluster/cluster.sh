@@ -12,6 +12,8 @@
 #   cluster_rate K RATE      node K's link to RATE from now on (a straggler)
 #   cluster_down             (also run on exit)
 #   cluster_unavailable      prints why namespaces cannot be made here (not root, no ip/unshare/tc), or nothing
+#   cluster_test_begin DIR   a test's start: exits 77 (ctest: skipped) with the reason when namespaces are unavailable,
+#                            else sources tests/support/e2e_setup.sh (set `joule` first) and works in a fresh DIR
 CLUSTER_PREFIX=jc$$
 CLUSTER_NODES=0
 
@@ -21,6 +23,14 @@ cluster_unavailable() {
   for tool in ip unshare tc; do command -v $tool > /dev/null || { echo "no '$tool' command"; return; }; done
   ip netns add "${CLUSTER_PREFIX}_probe" 2> /dev/null || { echo "this kernel or container cannot make network namespaces"; return; }
   ip netns del "${CLUSTER_PREFIX}_probe"
+}
+
+cluster_test_begin() {
+  local why
+  why=$(cluster_unavailable)
+  if [[ -n "$why" ]]; then echo "SKIPPED: emulated cluster unavailable: $why"; exit 77; fi
+  source "$(dirname "${BASH_SOURCE[0]}")/../support/e2e_setup.sh"
+  e2e_workdir "$1"
 }
 
 cluster_down() {
@@ -46,7 +56,7 @@ cluster_up() {
     ip netns exec "$ns" ip addr add "10.77.0.$i/24" dev eth0
     ip netns exec "$ns" ip link set eth0 up
     ip netns exec "$ns" ip link set lo up
-    ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$rate" burst 256kb latency 100ms || return 1
+    ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$rate" burst 64kb latency 5ms || return 1
   done
   # Open MPI's launch agent: like `ssh HOST COMMAND`, but into the node's namespaces, with the node's hostname.
   cat > "$CLUSTER_DIR/agent.sh" <<AGENT
@@ -58,7 +68,7 @@ AGENT
 }
 
 cluster_rate() {
-  ip netns exec "${CLUSTER_PREFIX}_node$1" tc qdisc change dev eth0 root tbf rate "$2" burst 256kb latency 100ms
+  ip netns exec "${CLUSTER_PREFIX}_node$1" tc qdisc change dev eth0 root tbf rate "$2" burst 64kb latency 5ms
 }
 
 cluster_mpirun() {

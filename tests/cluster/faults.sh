@@ -10,10 +10,7 @@ set -uo pipefail
 joule=$1 work=$2
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/cluster.sh"
-why=$(cluster_unavailable)
-if [[ -n "$why" ]]; then echo "SKIPPED: emulated cluster unavailable: $why"; exit 77; fi
-source "$here/../support/e2e_setup.sh"
-e2e_workdir "$work"
+cluster_test_begin "$work"
 e2e_make_data 200 7 400
 cat > run.toml <<'TOML'
 [model]

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The α-β model (trainer/sim/alpha_beta.h) against measured links: emulated nodes whose links are shaped to RATE
+# (tc tbf), one rank per node, Open MPI over TCP with its ring all-reduce forced (the algorithm the model describes).
+#  1. α and β of one link from a ping-pong between node 1 and node 2 (`joule bench comm --pingpong`: one-way times
+#     of 1 KiB - 16 MiB; β from the slope between 4 and 16 MiB, α from 1 KiB);
+#  2. the all-reduce's bus bandwidth at each node count for 4 MiB to MAX_BYTES (x4), measured, and predicted by the
+#     ring all-reduce's α-β time from that α and β (`--predict-alpha-us`, `--predict-mbps`);
+#  3. a table row per size (VALIDATION.md's "emulated links, one host"), and a failure when a prediction is more than
+#     15 % off.
+# usage: alpha_beta.sh JOULE WORKDIR [NODE_COUNTS="2 4"] [MAX_BYTES=16777216] [RATE=200mbit]
+#        exits 77 (ctest: skipped) with the reason when namespaces are unavailable
+set -uo pipefail
+joule=$1 work=$2 counts=${3:-"2 4"} max_bytes=${4:-16777216} rate=${5:-200mbit}
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/cluster.sh"
+cluster_test_begin "$work"
+largest=0
+for n in $counts; do (( n > largest )) && largest=$n; done
+(( largest >= 2 )) || fail "node counts '$counts': at least one must be 2 or more"
+cluster_up "$largest" "$rate" || fail "could not make $largest emulated nodes"
+# Open MPI's ring all-reduce whatever the message size and rank count. joule's collectives are nonblocking
+# (MPI_Iallreduce), which Open MPI runs in coll/libnbc: left to itself, libnbc takes a binomial reduce + broadcast
+# below 4 ranks, which moves twice the ring's bytes over each link.
+ring=(--mca coll_libnbc_iallreduce_algorithm 1 --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4
+      -x OMP_NUM_THREADS=1)
+
+cluster_mpirun 1 2 "${ring[@]}" "$joule" bench comm --pingpong --min-bytes 1024 --max-bytes 1024 --gradient-model none \
+  --iterations 5 --json > pingpong.jsonl 2> pingpong.err || { cat pingpong.err; fail "ping-pong"; }
+read -r alpha_us mbps < <(python3 -c '
+import json
+fit = [json.loads(l) for l in open("pingpong.jsonl") if "alpha_s" in l][0]
+print(fit["alpha_s"] * 1e6, fit["bytes_per_s"] / 1e6)')
+echo "one link at $rate: alpha ${alpha_us} us, bandwidth ${mbps} MB/s (ping-pong fit)"
+for n in $counts; do
+  cluster_mpirun 1 "$n" "${ring[@]}" "$joule" bench comm --min-bytes 4194304 --max-bytes "$max_bytes" --iterations 3 \
+    --gradient-model none --predict-alpha-us "$alpha_us" --predict-mbps "$mbps" --json > "busbw_$n.jsonl" 2> "busbw_$n.err" ||
+    { cat "busbw_$n.err"; fail "bench comm on $n nodes"; }
+done
+python3 - "$rate" "$alpha_us" "$mbps" $counts <<'PY' || fail "the alpha-beta model is more than 15 % off (above)"
+import json, sys
+rate, alpha_us, mbps, counts = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4:]
+worst = 0.0
+print(f"| case | unit | measured | predicted | error | basis |")
+print(f"|---|---|---|---|---|---|")
+for n in counts:
+    for row in (json.loads(l) for l in open(f"busbw_{n}.jsonl")):
+        if "bytes" not in row:
+            continue
+        assert row["ok"], row
+        mib = row["bytes"] / 2**20
+        measured, predicted = row["busbw"] * 1e3, row["predicted_busbw"] * 1e3  # MB/s
+        error = predicted / measured - 1
+        worst = max(worst, abs(error))
+        print(f"| all-reduce busbw, ring, {n} emulated nodes, {mib:g} MiB | MB/s | {measured:.2f} | {predicted:.2f} | {100 * error:+.1f} % | "
+              f"emulated links, one host: tc tbf {rate}, α {alpha_us:.0f} us and 1/β {mbps:.2f} MB/s from a ping-pong |")
+print(f"largest error {100 * worst:.1f} %")
+sys.exit(0 if worst <= 0.15 else 1)
+PY
