@@ -16,7 +16,6 @@
 #include "data/create_output.h"
 #include "data/shard.h"
 #include "data/text_input.h"
-#include "launch/file_io.h"
 #include "launch/fnv1a.h"
 #include "launch/parallel.h"
 

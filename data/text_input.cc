@@ -18,11 +18,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string trimmed(const std::string& s) {
-  const size_t b = s.find_first_not_of(" \t\r\n\v\f"), e = s.find_last_not_of(" \t\r\n\v\f");
-  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
-}
-
 std::string_view trimmed(std::string_view s) {
   const size_t b = s.find_first_not_of(" \t\r\n\v\f");
   if (b == std::string_view::npos) return {};
@@ -40,7 +35,7 @@ void expand_one(const std::string& spec, std::vector<std::string>& out, int dept
     if (depth > 4) throw joule::UsageError("data create: --input " + spec + ": list files nest more than 4 deep");
     std::string line;
     while (std::getline(in, line)) {
-      const std::string entry = trimmed(line);
+      const std::string entry(trimmed(std::string_view(line)));
       if (!entry.empty() && entry[0] != '#') expand_one(entry, out, depth + 1);
     }
     return;

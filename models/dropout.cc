@@ -27,13 +27,15 @@ inline uint64_t mix(uint64_t z) {
 // mask[i] = 1 when element `offset + i` is kept: its 32-bit draw is below keep_below = (1 - p) 2^32.
 JOULE_VECTOR_CLONES
 void draw_mask(uint64_t seed, int64_t offset, int64_t n, uint64_t keep_below, uint8_t* mask) {
+  // Draw k of the whole tensor: one hash, two 32-bit halves (elements 2k and 2k + 1).
+  auto draw = [&](int64_t k) { return mix(seed + static_cast<uint64_t>(offset / 2 + k) * 0x9e3779b97f4a7c15ull); };
   const int64_t pairs = n / 2;
   for (int64_t k = 0; k < pairs; ++k) {
-    const uint64_t r = mix(seed + static_cast<uint64_t>(offset / 2 + k) * 0x9e3779b97f4a7c15ull);
+    const uint64_t r = draw(k);
     mask[2 * k] = (r & 0xffffffffull) < keep_below;
     mask[2 * k + 1] = (r >> 32) < keep_below;
   }
-  if (n % 2) mask[n - 1] = (mix(seed + static_cast<uint64_t>(offset / 2 + pairs) * 0x9e3779b97f4a7c15ull) & 0xffffffffull) < keep_below;
+  if (n % 2) mask[n - 1] = (draw(pairs) & 0xffffffffull) < keep_below;
 }
 
 // out[i] = mask[i] ? in[i] * scale : 0 (the product in fp32).
