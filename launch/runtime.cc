@@ -84,10 +84,15 @@ struct MpiFinalizer {
 MpiFinalizer mpi_finalizer;
 }  // namespace
 
+void prefer_ring_allreduce() {
+  setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", /*overwrite=*/0);
+}
+
 int ensure_mpi_initialized() {
   int initialized = 0, provided = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
+    prefer_ring_allreduce();
     MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
     mpi_finalizer.owns = true;
   } else {

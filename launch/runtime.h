@@ -33,6 +33,13 @@ void tune_allocator();
 // true when a variable was missing and has been set; main() then re-executes itself once.
 bool set_runtime_environment();
 
+// Open MPI runs joule's nonblocking all-reduce (MPI_Iallreduce) in coll/libnbc, which left to itself takes a
+// binomial reduce + broadcast below 4 ranks and for in-place buffers: twice the ring's bytes over every link
+// (measured on emulated links: half the bus bandwidth; VALIDATION.md). Selects libnbc's ring unless the job's
+// environment already chose (OMPI_MCA_coll_libnbc_iallreduce_algorithm). Must run before MPI_Init; other MPIs
+// ignore the variable.
+void prefer_ring_allreduce();
+
 // Initializes MPI once with MPI_THREAD_MULTIPLE (required: the communicator's progress thread issues and tests
 // every collective while the main thread may call MPI_Abort on an error, or MPI_Comm_rank for a message prefix,
 // at the same time) and finalizes it at normal process exit. Error paths abort instead

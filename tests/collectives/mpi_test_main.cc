@@ -1,11 +1,12 @@
 // main() for multi-rank GoogleTest binaries: every rank runs every test; failures print on every
 // rank with a [rank N] prefix (rank 0 also prints the usual report); the exit code is the worst
 // over all ranks, so one failing rank fails the whole run.
+#include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <cstdio>
 
-#include <gtest/gtest.h>
+#include "launch/runtime.h"
 
 namespace {
 
@@ -28,6 +29,7 @@ class RankFailurePrinter : public ::testing::EmptyTestEventListener {
 
 int main(int argc, char** argv) {
   int provided = 0, rank = 0;
+  joule::launch::prefer_ring_allreduce();  // the all-reduce algorithm joule itself runs
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   ::testing::InitGoogleTest(&argc, argv);
