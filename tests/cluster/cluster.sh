@@ -9,6 +9,7 @@
 #   cluster_up N [RATE]      nodes node1..nodeN on 10.77.0.0/24 (RATE for tc tbf, default 500mbit); $CLUSTER_DIR holds
 #                            the agent and hostfiles
 #   cluster_mpirun RANKS_PER_NODE NODES ARGS...   mpirun over the first NODES nodes, RANKS_PER_NODE ranks each
+#   cluster_exec K CMD...    runs CMD on node K (its namespaces, hostname nodeK); daemons it starts stay there
 #   cluster_rate K RATE      node K's link to RATE from now on (a straggler)
 #   cluster_down             (also run on exit)
 #   cluster_unavailable      prints why namespaces cannot be made here (not root, no ip/unshare/tc), or nothing
@@ -65,6 +66,12 @@ host=\$1; shift
 exec ip netns exec "${CLUSTER_PREFIX}_\$host" unshare --uts bash -c "hostname \$host; exec \$*"
 AGENT
   chmod +x "$CLUSTER_DIR/agent.sh"
+}
+
+# nsenter, not `ip netns exec`: the latter also remounts /sys, which hides the host's cgroups from slurmd.
+cluster_exec() {
+  local k=$1; shift
+  nsenter --net="/run/netns/${CLUSTER_PREFIX}_node$k" unshare --uts bash -c 'hostname "$0"; exec "$@"' "node$k" "$@"
 }
 
 cluster_rate() {

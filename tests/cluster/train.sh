@@ -2,9 +2,9 @@
 # joule train across emulated nodes (links at 500 Mbit/s): the same global batch on 1 node x 4 ranks and on 4 nodes x
 # 1 rank, then on 4 nodes with one straggler. The summary
 # says how many nodes and bills that many instances; energy is counted once per node; the final weights are
-# bit-identical. joule does not fix the reduction order itself: Open MPI's tuned all-reduce picks its algorithm by
-# communicator and message size, not by where the ranks are, so 4 ranks sum in the same order on 1 node and on 4 (the
-# test would catch a launcher or MPI that does otherwise).
+# bit-identical. joule does not fix the reduction order itself: it selects Open MPI's ring (libnbc, launch/runtime.h),
+# whose order follows the ranks, not where they are, so 4 ranks sum in the same order on 1 node and on 4 (the test
+# would catch a launcher or MPI that does otherwise).
 # usage: train.sh JOULE WORKDIR     exits 77 (ctest: skipped) with the reason when namespaces are unavailable
 set -uo pipefail
 joule=$1 work=$2

@@ -14,11 +14,11 @@ for tool in munged slurmctld slurmd sbatch srun; do
 done
 rm -rf "$work" && mkdir -p "$work" && work=$(readlink -f "$work") && cd "$work"
 source "$src/tests/support/e2e_setup.sh"  # e2e_make_data; this test's own fail() below also shows the Slurm logs
-fail() { echo "FAIL: $*"; for f in "$work"/slurm-*.out; do [[ -f $f ]] && { echo "----- $f"; tail -n 40 "$f"; }; done; cluster_dump_logs; exit 1; }
+fail() { echo "FAIL: $*"; for f in "$work"/slurm-*.out; do [[ -f $f ]] && { echo "----- $f"; tail -n 40 "$f"; }; done; slurm_dump_logs; exit 1; }
 
 source "$src/tests/slurm/cluster.sh"
-trap cluster_stop EXIT
-cluster_start "$work/cluster"
+trap slurm_stop EXIT
+slurm_start "$work/cluster"
 srun --mpi=list 2>&1 | grep -q pmix || fail "this Slurm has no PMIx plugin (srun --mpi=list)"
 
 e2e_make_data 400 3 600 --dupe-factor 3 --eval-documents 40
