@@ -43,6 +43,9 @@ struct Buffer {
   size_t count = 0;  // elements
   DType dtype = DType::kFloat32;
   int device = -1;
+  // CUDA: the stream (a cudaStream_t) on which the buffer's contents were produced; the collective starts after the
+  // work queued there so far. nullptr: the legacy default stream.
+  void* stream = nullptr;
   size_t bytes() const { return count * dtype_bytes(dtype); }
 };
 

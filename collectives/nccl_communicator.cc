@@ -96,18 +96,26 @@ class NcclCommunicator : public Communicator {
   std::string backend() const override { return "nccl"; }
   const ProcessGroupInfo& info() const override { return bootstrap_->info(); }
 
+  // Host buffers (the trainer's small reductions: step boundaries, energy, strings) go over the bootstrap MPI
+  // communicator; CUDA buffers over NCCL.
   WorkHandle all_reduce(Buffer b, const CollectiveOptions& o) override {
+    if (b.device < 0) return bootstrap_->all_reduce(b, o);
     return launch("all_reduce", b, o, [&] {
       return ncclAllReduce(b.data, b.data, b.count, nccl_type(b.dtype), o.op == ReduceOp::kAverage ? ncclAvg : ncclSum, comm_->get(), stream_->get());
     });
   }
   WorkHandle broadcast(Buffer b, int root, const CollectiveOptions& o) override {
+    if (b.device < 0) return bootstrap_->broadcast(b, root, o);
     return launch("broadcast", b, o, [&] { return ncclBroadcast(b.data, b.data, b.count, nccl_type(b.dtype), root, comm_->get(), stream_->get()); });
   }
   WorkHandle all_gather(Buffer out, Buffer in, const CollectiveOptions& o) override {
+    if (out.device < 0 && in.device < 0) return bootstrap_->all_gather(out, in, o);
+    check_same_side("all_gather", out, in);
     return launch("all_gather", out, o, [&] { return ncclAllGather(in.data, out.data, in.count, nccl_type(in.dtype), comm_->get(), stream_->get()); });
   }
   WorkHandle reduce_scatter(Buffer out, Buffer in, const CollectiveOptions& o) override {
+    if (out.device < 0 && in.device < 0) return bootstrap_->reduce_scatter(out, in, o);
+    check_same_side("reduce_scatter", out, in);
     return launch("reduce_scatter", out, o, [&] {
       return ncclReduceScatter(in.data, out.data, out.count, nccl_type(in.dtype), o.op == ReduceOp::kAverage ? ncclAvg : ncclSum, comm_->get(), stream_->get());
     });
@@ -121,11 +129,16 @@ class NcclCommunicator : public Communicator {
   }
 
  private:
+  static void check_same_side(const char* name, const Buffer& out, const Buffer& in) {
+    if (out.device < 0 || in.device < 0)
+      throw CollectiveError(std::string("nccl ") + name + ": one buffer on the host and one on a GPU; give both on the same side");
+  }
+
   template <typename Fn>
   WorkHandle launch(const char* name, const Buffer& b, const CollectiveOptions& o, Fn call) {
-    if (b.device < 0) throw CollectiveError(std::string("nccl ") + name + ": the nccl backend takes CUDA device buffers");
     CudaEvent ready, done;
-    CUDA_CHECK(cudaEventRecord(ready.get(), nullptr));  // after everything on the legacy default stream
+    // After everything queued so far on the stream that produced the buffer (the legacy default stream if unnamed).
+    CUDA_CHECK(cudaEventRecord(ready.get(), static_cast<cudaStream_t>(b.stream)));
     CUDA_CHECK(cudaStreamWaitEvent(stream_->get(), ready.get(), 0));
     NCCL_CHECK(call());
     CUDA_CHECK(cudaEventRecord(done.get(), stream_->get()));

@@ -1,6 +1,7 @@
 #include "collectives/reducer.h"
 
 #include "collectives/buckets.h"
+#include "launch/torch_compat.h"
 
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 
@@ -23,7 +24,10 @@ Buffer buffer_of(const torch::Tensor& t) {
   if (t.scalar_type() == torch::kBFloat16) d = DType::kBFloat16;
   else if (t.scalar_type() == torch::kFloat16) d = DType::kFloat16;
   else if (t.scalar_type() == torch::kFloat64) d = DType::kFloat64;
-  return {t.data_ptr(), static_cast<size_t>(t.numel()), d, t.is_cuda() ? static_cast<int>(t.get_device()) : -1};
+  // On CUDA, the stream backward (or the copy into the wire buffer) queued the gradients on: the nccl backend waits
+  // for it on its own stream.
+  return {t.data_ptr(), static_cast<size_t>(t.numel()), d, t.is_cuda() ? static_cast<int>(t.get_device()) : -1,
+          launch::compat::current_stream(t.device())};
 }
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }

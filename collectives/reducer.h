@@ -18,6 +18,7 @@
 #include <torch/torch.h>
 
 #include "collectives/communicator.h"
+#include "launch/torch_compat.h"
 
 namespace joule::collectives {
 
@@ -77,7 +78,7 @@ class GradientReducer {
   std::vector<std::unique_ptr<Bucket>> buckets_;
   std::vector<BucketInfo> info_;
   std::vector<size_t> bucket_of_;  // parameter index -> bucket
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  std::vector<launch::compat::GradAccumulatorPtr> accumulators_;
   std::vector<uintptr_t> hook_keys_;
   // Autograd may run the hooks (mark_ready) on a device thread while the main thread is in begin/finish: the
   // readiness counters and the launch order are guarded by one mutex.

@@ -12,6 +12,12 @@ struct PretrainingBatch {
   torch::Tensor masked_positions;      // [B, P]; the first 0 ends a row's predictions (position 0 is [CLS])
   torch::Tensor masked_ids;            // [B, P], the original token at each masked position
   torch::Tensor next_sentence_labels;  // [B], 0 = is next, 1 = random
+
+  // The same batch on `device`: one host-to-device copy per tensor.
+  PretrainingBatch to(const torch::Device& device) const {
+    return {input_ids.to(device), token_type_ids.to(device), attention_mask.to(device), masked_positions.to(device),
+            masked_ids.to(device), next_sentence_labels.to(device)};
+  }
 };
 
 }  // namespace joule::data

@@ -135,6 +135,7 @@ torch::Tensor BertForPreTrainingImpl::mlm_logits(const torch::Tensor& hidden) {
 }
 
 PretrainingOutput BertForPreTrainingImpl::forward(const PretrainingBatch& b, const ForwardOptions& options) {
+  if (b.input_ids.device() != device()) return forward(b.to(device()), options);
   const int64_t batch = b.input_ids.size(0), h = config_.hidden_size;
   torch::Tensor x = encode(b);
 
@@ -161,6 +162,10 @@ PretrainingOutput BertForPreTrainingImpl::forward(const PretrainingBatch& b, con
   out.nsp_loss = torch::nn::functional::cross_entropy(nsp_logits, b.next_sentence_labels);
   out.loss = out.mlm_loss + out.nsp_loss;
   out.mlm_predictions = labels.size(0);
+  if (options.keep_logits) {
+    out.mlm_logits = logits;
+    out.nsp_logits = nsp_logits;
+  }
   if (options.compute_accuracy) {
     torch::NoGradGuard no_grad;
     out.mlm_correct = logits.argmax(-1).eq(labels).sum().item<int64_t>();

@@ -24,6 +24,8 @@ struct PretrainingOutput {
   int64_t mlm_predictions = 0;  // number of masked predictions the MLM loss averaged over
   int64_t mlm_correct = 0;
   int64_t nsp_correct = 0;
+  torch::Tensor mlm_logits;  // [M, V] at the masked positions, row by row; only with ForwardOptions::keep_logits
+  torch::Tensor nsp_logits;  // [B, 2]; only with ForwardOptions::keep_logits
 };
 
 enum class MlmHeadMode {
@@ -34,6 +36,7 @@ enum class MlmHeadMode {
 struct ForwardOptions {
   MlmHeadMode mlm_head = MlmHeadMode::kMaskedOnly;
   bool compute_accuracy = true;  // argmax counts; costs one pass over the logits
+  bool keep_logits = false;      // return the logits (fp32) in the output, e.g. to compare with another implementation
 };
 
 class BertForPreTrainingImpl : public torch::nn::Module {
@@ -42,7 +45,10 @@ class BertForPreTrainingImpl : public torch::nn::Module {
   // weights and embeddings, zero biases, LayerNorm 1/0, the [PAD] embedding row zero), from `seed`.
   explicit BertForPreTrainingImpl(const BertConfig& config, uint64_t seed = 0);
 
+  // A batch on another device (the loader's, on the host) is first copied to the model's.
   PretrainingOutput forward(const PretrainingBatch& batch, const ForwardOptions& options = {});
+  // Where the parameters live (BertForPreTraining->to(device) moves them).
+  torch::Device device() const { return mlm_bias_.device(); }
 
   const BertConfig& config() const { return config_; }
 

@@ -1,5 +1,6 @@
 #include "models/dropout.h"
 #include "models/cpu_vector.h"
+#include "launch/torch_compat.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/record_function.h>
@@ -112,7 +113,13 @@ struct CpuDropout : torch::autograd::Function<CpuDropout> {
 torch::Tensor train_dropout(const torch::Tensor& x, double p) {
   if (p <= 0.0) return x;
   const bool cpu_dtype = x.scalar_type() == torch::kFloat || x.scalar_type() == torch::kBFloat16;
-  if (p >= 1.0 || !x.device().is_cpu() || !cpu_dtype) return torch::dropout(x, p, /*train=*/true);
+  if (!x.device().is_cpu()) {
+    // The device's own dropout kernel, its generator reseeded from the CPU generator: the masks follow
+    // torch::manual_seed and resume from the state checkpoints save, as on the CPU (other masks than the CPU's).
+    launch::compat::reseed_default_generator(x.device(), draw_seed());
+    return torch::dropout(x, p, /*train=*/true);
+  }
+  if (p >= 1.0 || !cpu_dtype) return torch::dropout(x, p, /*train=*/true);
   return CpuDropout::apply(x, p);
 }
 

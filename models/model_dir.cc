@@ -97,7 +97,7 @@ void load_weights(BertForPreTraining& model, const std::string& path) {
   for (const auto& [copy, source] : tied) {
     const st::TensorInfo* t = file.find(copy);
     if (!t) continue;
-    if (t->shape != params[source].sizes().vec() || !view_of(file, *t).to(params[source].dtype()).equal(params[source]))
+    if (t->shape != params[source].sizes().vec() || !view_of(file, *t).to(params[source].device(), params[source].dtype()).equal(params[source]))
       fail(std::string("tensor '") + copy + "' differs from '" + source + "', to which BertForPreTraining ties it");
   }
 }

@@ -21,7 +21,8 @@ namespace joule::trainer {
 class RunAccounting {
  public:
   // Resolves the cost settings and starts the meters (host meters on local rank 0 of each node).
-  RunAccounting(const RunConfig& cfg, const std::string& config_dir, const collectives::ProcessGroupInfo& info);
+  // `cuda_device`: the GPU this rank trains on (NVML meters it), -1 for none.
+  RunAccounting(const RunConfig& cfg, const std::string& config_dir, const collectives::ProcessGroupInfo& info, int cuda_device = -1);
 
   const CostSettings& cost() const { return cost_; }
   const InstanceProfile& profile() const { return profile_; }

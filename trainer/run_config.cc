@@ -316,8 +316,8 @@ void RunConfig::validate() const {
     fail("train.progress is \"" + progress + "\"; valid values: auto, bar, lines");
   if (precision != "auto" && precision != "fp32" && precision != "bf16")
     fail("train.precision is \"" + precision + "\"; valid values: auto, fp32, bf16");
-  if (device != "cpu" && device != "trainium-sim")
-    fail("train.device is \"" + device + "\"; valid values: cpu, trainium-sim (cuda needs a CUDA build of LibTorch, not built yet)");
+  if (device != "cpu" && device != "cuda" && device != "trainium-sim")
+    fail("train.device is \"" + device + "\"; valid values: cpu, cuda, trainium-sim");
   if (!std::isfinite(pue) || (pue != 0 && pue < 1)) fail("accounting.pue must be >= 1 (or 0: the instance profile's)");
 }
 

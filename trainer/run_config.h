@@ -39,7 +39,7 @@ struct RunConfig {
   int64_t max_nonfinite_steps = 10;      // consecutive steps with NaN/Inf gradients (each skipped) before the run stops
   double collective_timeout_seconds = 600;  // a collective not done by then fails and aborts the job (a dead or stalled rank)
   std::string precision = "auto";  // auto | fp32 | bf16: bf16 mixed precision where matmuls run it natively (models/precision.h)
-  std::string device = "cpu";     // cpu | trainium-sim (CPU numerics + the simulated clock of [sim]'s cluster)
+  std::string device = "cpu";     // cpu | cuda (one GPU per rank) | trainium-sim (CPU numerics + [sim]'s cluster's clock)
   // "auto": a live status line when a single process writes to a terminal, else a plain line per
   // interval (under mpirun every rank gets a pseudo-terminal, so it cannot tell); "bar"; "lines".
   std::string progress = "auto";

@@ -50,9 +50,11 @@ void resolve_data_create_output(RunConfig& cfg) {
 
 }  // namespace
 
-ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_dir, collectives::Communicator& comm) {
+ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_dir, collectives::Communicator& comm,
+                        const launch::DeviceChoice& device) {
   ResolvedRun run;
   run.cfg = validated;
+  run.device = device;
   RunConfig& cfg = run.cfg;
   run.world = comm.info().world_size;
   if (cfg.train_data.empty()) throw RunConfigError("run config: data.train is not set (--data SHARDS)");
@@ -89,7 +91,7 @@ ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_d
     throw RunConfigError("the shards' sequence length " + std::to_string(cfg.seq_len) + " exceeds the model's max_position_embeddings");
   resolve_batches(run);
   run.resolved_toml = cfg.to_toml();
-  run.precision = models::choose_precision(cfg.precision, /*cuda=*/false, launch::CpuIsa::current());
+  run.precision = models::choose_precision(cfg.precision, /*cuda=*/cfg.device == "cuda", launch::CpuIsa::current());
   // auto may resolve differently on another machine: the arithmetic actually used is part of what ranks agree on
   // and what a resume compares.
   run.config_hash = launch::fnv1a64_hex(run.resolved_toml + "# compute precision: " + models::precision_name(run.precision.precision) + "\n");
@@ -108,6 +110,7 @@ TrainingObjects build_training(const ResolvedRun& run, collectives::Communicator
     models::load_weights(o.model, initial.string());
     if (comm.info().rank == 0) std::cout << "initial weights from " << initial.string() << "\n" << std::flush;
   }
+  o.model->to(run.device.device);
   o.model->train();
   collectives::ReducerOptions reducer_options;
   reducer_options.timeout_seconds = cfg.collective_timeout_seconds;

@@ -17,6 +17,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/fault.h"
 #include "trainer/optimizer.h"
+#include "launch/device.h"
 #include "models/precision.h"
 #include "trainer/run_config.h"
 
@@ -26,6 +27,7 @@ struct ResolvedRun {
   RunConfig cfg;  // seq_len and accumulation resolved
   models::BertConfig model_config;  // vocab_size from the shards' vocab.txt
   models::PrecisionChoice precision;  // train.precision resolved on this machine (part of config_hash)
+  launch::DeviceChoice device;        // this rank's device (train.device)
   std::optional<data::Dataset> train_set, eval_set;
   int world = 1;
   int64_t global_batch = 0, total_steps = 0;
@@ -36,10 +38,12 @@ struct ResolvedRun {
 
 // Opens and validates the data (rank 0 first, so the others read its index cache), checks the config against
 // the data and the world size. Collective. Throws RunConfigError naming the key.
-ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_dir, collectives::Communicator& comm);
+ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_dir, collectives::Communicator& comm,
+                        const launch::DeviceChoice& device);
 
-// The model (its initial weights from model.config's directory when it is one), the gradient reducer and the
-// optimizer, with dropout streams seeded per rank.
+// The model (its initial weights from model.config's directory when it is one) on the run's device, the gradient
+// reducer (its buckets there too) and the optimizer (its moments beside the parameters), with dropout streams
+// seeded per rank.
 struct TrainingObjects {
   models::BertForPreTraining model{nullptr};
   std::unique_ptr<collectives::GradientReducer> reducer;

@@ -109,7 +109,7 @@ void write_run_directory(const ResolvedRun& run, const collectives::ProcessGroup
   write_file_atomic((fs::path(cfg.run_dir) / "config.toml").string(), run.resolved_toml);
   write_file_atomic((fs::path(cfg.run_dir) / "model_config.json").string(), run.model_config.to_json_text());
   std::cout << "joule train: " << run.world << " rank(s) on " << info.node_count << " node(s), " << threads
-            << " thread(s) per rank; global batch " << run.global_batch << " = " << cfg.micro_batch << " x " << cfg.accumulation << " x "
+            << " thread(s) per rank, device " << run.device.description << "; global batch " << run.global_batch << " = " << cfg.micro_batch << " x " << cfg.accumulation << " x "
             << run.world << "; " << run.total_steps << " steps; " << run.dataset().size() << " sequences of " << cfg.seq_len
             << " tokens\n" << run.precision.reason << "\nresolved config (" << (fs::path(cfg.run_dir) / "config.toml").string() << "):\n"
             << run.resolved_toml << std::flush;
@@ -368,15 +368,17 @@ int train(const TrainOptions& opts) {
   cfg.validate();
   FaultPlan fault_plan = FaultPlan::from_environment();  // developers' fault injection (trainer/fault.h)
   CheckpointPolicy::install_signal_handlers();
-  auto comm = collectives::create_communicator("mpi");
+  launch::require_device(cfg.device);  // --device cuda on a build or node without CUDA stops here, before MPI starts
+  auto comm = collectives::create_communicator(launch::communicator_backend(cfg.device));
   const auto& info = comm->info();
+  const launch::DeviceChoice device = launch::choose_device(cfg.device, info.local_rank);
   const FaultPoints faults(std::move(fault_plan), info.rank);
   faults.announce();
   const int threads = configure_threads(cfg, *comm);
   const std::string config_dir = opts.config_dir.empty() ? fs::path(opts.presets_dir).parent_path().string() : opts.config_dir;
-  RunAccounting accounting(cfg, config_dir, info);  // the meters run from here: start-up is billed
+  RunAccounting accounting(cfg, config_dir, info, device.cuda_index());  // the meters run from here: start-up is billed
 
-  const ResolvedRun run = resolve_run(cfg, opts.presets_dir, *comm);
+  const ResolvedRun run = resolve_run(cfg, opts.presets_dir, *comm, device);
   check_ranks_agree_on_the_run(run, *comm);
   const RunLock lock = lock_run_directory(run, *comm);  // held to the end: one job per run directory
   TrainingObjects objects = build_training(run, *comm);

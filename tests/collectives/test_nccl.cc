@@ -1,5 +1,5 @@
 // The nccl backend on one process: skipped where no GPU is visible (as on CI machines); where one is,
-// all_reduce, broadcast and a host-buffer refusal on device memory.
+// all_reduce and broadcast on device memory; host buffers over the MPI bootstrap; a host/device mix refused.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -27,7 +27,9 @@ TEST(Nccl, SingleRankCollectivesOnTheGpu) {
   std::vector<float> back(host.size());
   ASSERT_EQ(cudaMemcpy(back.data(), dev, back.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
   for (float x : back) ASSERT_EQ(x, 2.5f);  // one rank: sum and average leave the values
-  EXPECT_THROW(comm->all_reduce({host.data(), host.size(), DType::kFloat32, -1}), CollectiveError);
+  comm->all_reduce({host.data(), host.size(), DType::kFloat32, -1})->wait();  // over MPI
+  EXPECT_EQ(host[0], 2.5f);
+  EXPECT_THROW(comm->all_gather({dev, host.size(), DType::kFloat32, 0}, {host.data(), 1, DType::kFloat32, -1}), CollectiveError);
   cudaFree(dev);
 }
 

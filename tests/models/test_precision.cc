@@ -60,7 +60,9 @@ TEST(Precision, IsaListsParseAndNameUnknownWords) {
   }
   // Detection never claims bf16 matmuls without 512-bit vectors or tiles.
   const CpuIsa here = CpuIsa::detect();
-  if (here.avx512_bf16) EXPECT_TRUE(here.avx512f);
+  if (here.avx512_bf16) {
+    EXPECT_TRUE(here.avx512f);
+  }
 }
 
 TEST(Precision, FusedSoftmaxMatchesFp32SoftmaxForwardAndBackward) {

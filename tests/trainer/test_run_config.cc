@@ -43,8 +43,8 @@ TEST(RunConfig, ErrorsNameTheKeyAndListValidOnes) {
   e = error_of("[nonsense]\nx = 1\n");
   EXPECT_NE(e.find("unknown key 'nonsense.x'"), std::string::npos) << e;
   EXPECT_NE(error_of("[train\n").find("run.toml"), std::string::npos);
-  e = error_of("[train]\ndevice = \"cuda\"\n");
-  EXPECT_NE(e.find("valid values: cpu, trainium-sim"), std::string::npos) << e;
+  e = error_of("[train]\ndevice = \"gpu\"\n");
+  EXPECT_NE(e.find("train.device is \"gpu\"; valid values: cpu, cuda, trainium-sim"), std::string::npos) << e;
   e = error_of("[sim]\nnodes = 0\n");
   EXPECT_NE(e.find("sim.nodes = 0 is outside [1, inf)"), std::string::npos) << e;
   e = error_of("[accounting]\npue = 0.5\n");

@@ -1,0 +1,28 @@
+// The device a rank computes on (train.device, --device): "cpu"; "trainium-sim", whose numerics also run on this
+// CPU (its cluster's clock is simulated); or "cuda", one GPU per rank: the rank's local rank modulo the GPUs its
+// node shows it, as the nccl communicator picks. Model, batches, gradient buckets and optimizer state live there.
+#pragma once
+
+#include <string>
+
+#include <torch/torch.h>
+
+namespace joule::launch {
+
+struct DeviceChoice {
+  torch::Device device{torch::kCPU};
+  std::string description;  // "cpu", "cuda:1 (NVIDIA H200; 8 GPUs visible)"
+  int cuda_index() const { return device.is_cuda() ? device.index() : -1; }
+};
+
+// The communicator backend of a device setting: "nccl" for cuda, "mpi" otherwise.
+std::string communicator_backend(const std::string& setting);
+
+// Checks, before anything else starts, that this build and machine can run `setting`: cuda needs a LibTorch with
+// CUDA and at least one visible GPU. Throws DeviceError naming what is missing and what to do.
+void require_device(const std::string& setting);
+
+// The device of the rank with `local_rank` on its node; a CUDA device is made the current one.
+DeviceChoice choose_device(const std::string& setting, int local_rank);
+
+}  // namespace joule::launch

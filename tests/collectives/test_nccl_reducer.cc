@@ -1,0 +1,85 @@
+// The trainer's use of the nccl backend, on GPUs (built with JOULE_WITH_NCCL; skipped where no GPU is visible, as on
+// the build machines): buffers written on the current stream just before the collective (which must wait for them
+// through its event), host buffers over the MPI bootstrap, and the gradient reducer with its buckets on the GPU
+// giving the gradients of one process on the same batch. At one rank NCCL's collectives are copies; at 2 and 4
+// ranks (one GPU each) they are the same closed forms.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "collectives/reducer.h"
+#include "launch/torch_compat.h"
+#include "models/bert.h"
+#include "tests/support/test_util.h"
+
+using namespace joule::collectives;
+
+namespace {
+
+// One GPU per rank on this node (NCCL cannot put two ranks of one communicator on one GPU).
+bool have_gpu() {
+  const char* local_size = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  return joule::launch::compat::cuda_device_count() >= (local_size ? std::atoi(local_size) : 1);
+}
+
+Communicator& nccl() {
+  static std::unique_ptr<Communicator> c = create_communicator("nccl");
+  return *c;
+}
+
+Buffer device_buffer(const torch::Tensor& t, DType d) {
+  return {t.data_ptr(), static_cast<size_t>(t.numel()), d, static_cast<int>(t.get_device()),
+          joule::launch::compat::current_stream(t.device())};
+}
+
+}  // namespace
+
+TEST(NcclTrainer, StreamOrderedDeviceBuffersAndHostBuffers) {
+  if (!have_gpu()) GTEST_SKIP() << "no GPU visible";
+  const int n = nccl().info().world_size, r = nccl().info().rank;
+  const torch::Device gpu(torch::kCUDA, static_cast<c10::DeviceIndex>(nccl().info().local_rank % joule::launch::compat::cuda_device_count()));
+  // Written on the current stream just before: the all-reduce must wait for it.
+  torch::Tensor v = torch::full({1 << 20}, static_cast<float>(r + 1), torch::TensorOptions().device(gpu));
+  nccl().all_reduce(device_buffer(v, DType::kFloat32))->wait();
+  EXPECT_EQ(v.min().item<float>(), n * (n + 1) / 2.0f);
+  EXPECT_EQ(v.max().item<float>(), n * (n + 1) / 2.0f);
+  torch::Tensor b = torch::full({33}, r == 0 ? 7.0 : -1.0, torch::TensorOptions().dtype(torch::kFloat64).device(gpu));
+  nccl().broadcast(device_buffer(b, DType::kFloat64), 0)->wait();
+  EXPECT_EQ(b.min().item<double>(), 7.0);
+  // Host buffers (the trainer's step boundaries) go over MPI.
+  std::vector<double> host(3, 1.0);
+  sum_over_ranks(nccl(), host);
+  EXPECT_EQ(host[2], n);
+}
+
+TEST(NcclTrainer, ReducerOnTheGpuGivesOneProcesssGradients) {
+  if (!have_gpu()) GTEST_SKIP() << "no GPU visible";
+  const auto config = joule::test::small_bert(300, 32, 2, 64, 32, /*dropout=*/0.0);
+  const auto batch = joule::models::synthetic_batch(config, 4, 16, 3, 77);
+  joule::models::BertForPreTraining reference(config, 5);
+  reference->forward(batch).loss.backward();
+
+  const torch::Device gpu(torch::kCUDA, static_cast<c10::DeviceIndex>(nccl().info().local_rank % joule::launch::compat::cuda_device_count()));
+  joule::models::BertForPreTraining model(config, 5);
+  model->to(gpu);
+  ReducerOptions o;
+  o.bucket_bytes = 20000;
+  o.first_bucket_bytes = 4000;
+  GradientReducer reducer(model->hf_named_parameters(), nccl(), o);
+  reducer.broadcast_parameters(0);
+  reducer.zero_grad();
+  reducer.begin_micro_batch(true);
+  model->forward(batch).loss.backward();  // the batch is on the host: forward copies it over
+  reducer.finish();
+  const auto want = reference->hf_named_parameters();
+  const auto got = model->hf_named_parameters();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_TRUE(got[i].second.grad().is_cuda()) << got[i].first;
+    // Every rank computed the same batch: the average is one process's gradient (GPU vs CPU arithmetic).
+    EXPECT_TRUE(torch::allclose(got[i].second.grad().cpu(), want[i].second.grad(), 1e-3, 1e-5)) << got[i].first;
+  }
+}
