@@ -1,4 +1,6 @@
 #include "launch/runtime.h"
+
+#include <ATen/Version.h>
 #include "launch/error.h"
 
 #include <dlfcn.h>
@@ -37,6 +39,9 @@ BlasInfo detect_blas() {
   } else if (info.library.find("/blas/") != std::string::npos || info.library.find("libblas.so") != std::string::npos) {
     info.description = "reference BLAS (netlib)";
     info.is_reference = true;
+  } else if (at::show_config().find("BLAS_INFO=mkl") != std::string::npos) {
+    // PyPI's wheels (and GPU images built from them) link Intel MKL into libtorch_cpu, with its symbols hidden.
+    info.description = "Intel MKL, built into LibTorch";
   } else {
     info.description = "unrecognized BLAS";
   }

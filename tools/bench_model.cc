@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "launch/torch_compat.h"
 #include "launch/runtime.h"
 #include "tools/stats.h"
 #include "models/bert.h"
@@ -24,8 +25,9 @@ using launch::seconds_since;
 
 }  // namespace
 
-double measure_sgemm_gflops(const std::vector<GemmShape>& gemms, models::Precision precision, double seconds_per_shape) {
-  const auto dtype = torch::TensorOptions().dtype(precision == models::Precision::kBf16 ? torch::kBFloat16 : torch::kFloat);
+double measure_matmul_gflops(const std::vector<GemmShape>& gemms, models::Precision precision, const torch::Device& device,
+                             double seconds_per_shape) {
+  const auto dtype = torch::TensorOptions().dtype(precision == models::Precision::kBf16 ? torch::kBFloat16 : torch::kFloat).device(device);
   torch::NoGradGuard no_grad;
   // Time each distinct shape once, then weight by how many FLOPs the step spends in it.
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, double> seconds_per_call;
@@ -40,6 +42,7 @@ double measure_sgemm_gflops(const std::vector<GemmShape>& gemms, models::Precisi
       auto run = [&] {
         if (s.batch == 1) torch::mm_out(c0, a0, b0);
         else torch::bmm_out(c, a, b);
+        launch::compat::synchronize(device);  // a GPU's call has finished when the clock stops
       };
       run();  // warm-up
       // The roofline is the best this process achieves: keep each shape's fastest call.
@@ -95,7 +98,7 @@ ModelBenchResult bench_model(const ModelBenchOptions& o) {
   r.seq_per_s = o.batch / r.step_s_median;
   r.gflop_per_step = total_flops(gemms) / 1e9;
   r.gflops = r.gflop_per_step / r.step_s_median;
-  r.sgemm_gflops = measure_sgemm_gflops(gemms, precision.precision);
+  r.sgemm_gflops = measure_matmul_gflops(gemms, precision.precision);
   r.sgemm_fraction = r.gflops / r.sgemm_gflops;
   return r;
 }

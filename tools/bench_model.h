@@ -42,10 +42,10 @@ struct ModelBenchResult {
   std::string to_text(const ModelBenchOptions& options) const;
 };
 
-// The sgemm roofline on the given shapes: each shape's fastest call (at least 3 calls, for at least
-// `seconds_per_shape`), weighted by the FLOPs the step spends in it.
-double measure_sgemm_gflops(const std::vector<GemmShape>& gemms, models::Precision precision = models::Precision::kFp32,
-                            double seconds_per_shape = 0.15);
+// The matmul roofline (fp32 or bf16 GEMMs) on the given shapes and device: each shape's fastest call (at least 3
+// calls, for at least `seconds_per_shape`), weighted by the FLOPs the step spends in it.
+double measure_matmul_gflops(const std::vector<GemmShape>& gemms, models::Precision precision = models::Precision::kFp32,
+                             const torch::Device& device = torch::kCPU, double seconds_per_shape = 0.15);
 
 ModelBenchResult bench_model(const ModelBenchOptions& options);
 

@@ -15,6 +15,8 @@
 #include "collectives/communicator.h"
 #include "collectives/reducer.h"
 #include "launch/cpu_allocator.h"
+#include "launch/device.h"
+#include "launch/torch_compat.h"
 #include "launch/placement.h"
 #include "launch/runtime.h"
 #include "models/bert.h"
@@ -64,18 +66,22 @@ double rss_now() {
 }
 
 std::string bench_train(const TrainBenchOptions& o) {
-  auto comm = collectives::create_communicator("mpi");
+  launch::require_device(o.device);
+  auto comm = collectives::create_communicator(launch::communicator_backend(o.device));
   const auto& info = comm->info();
+  const launch::DeviceChoice device = launch::choose_device(o.device, info.local_rank);
+  const bool cuda = device.device.is_cuda();
   std::string warning;
   const int threads = launch::threads_per_rank(collectives::node_core_view(*comm), info.local_size, o.threads, &warning);
   launch::set_threads(threads);
-  const models::PrecisionChoice precision = models::choose_precision(o.precision, false, launch::CpuIsa::current());
-  if (info.rank == 0) std::fprintf(stderr, "joule bench train: %s\n", precision.reason.c_str());
+  const models::PrecisionChoice precision = models::choose_precision(o.precision, cuda, launch::CpuIsa::current());
+  if (info.rank == 0) std::fprintf(stderr, "joule bench train: device %s; %s\n", device.description.c_str(), precision.reason.c_str());
   torch::manual_seed(o.seed * 1000003ull + static_cast<uint64_t>(info.rank));
   nlohmann::json rss = {{"startup", rss_now()}};
 
   models::BertForPreTraining model(o.config, o.seed);
   model->set_precision(precision.precision);
+  model->to(device.device);
   model->train();  // dropout on, as in training
   collectives::ReducerOptions reducer_options;
   if (o.wire == "bf16") reducer_options.compression = collectives::Compression::kBFloat16;
@@ -85,7 +91,8 @@ std::string bench_train(const TrainBenchOptions& o) {
   trainer::OptimizerOptions oo;  // LAMB as NVIDIA's recipe
   auto optimizer = trainer::create_optimizer(oo, model->hf_named_parameters());
   const models::PretrainingBatch batch =
-      models::synthetic_batch(o.config, o.micro_batch, o.seq_len, o.max_predictions, o.seed + static_cast<uint64_t>(info.rank));
+      models::synthetic_batch(o.config, o.micro_batch, o.seq_len, o.max_predictions, o.seed + static_cast<uint64_t>(info.rank))
+          .to(device.device);  // once: the loader's host-to-device copy is not what this measures
 
   rss["state"] = rss_now();
   // The step that trains (trainer/train_step.h), one micro-batch per step, with memory probes between its stages.
@@ -100,7 +107,9 @@ std::string bench_train(const TrainBenchOptions& o) {
     if (it == o.warmup && !o.profile.empty() && info.rank == 0)
       profiler = std::make_unique<torch::autograd::profiler::RecordProfile>(o.profile);
     const auto t0 = Clock::now();
+    if (it == o.warmup && cuda) launch::compat::reset_cuda_peak(device.cuda_index());
     const trainer::StepResult r = train_step.run([&] { return batch; }, 1e-4, probes);
+    launch::compat::synchronize(device.device);  // the step's queued GPU work is part of the step
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     rss["step"] = rss_now();
     loss = (r.sums.mlm_loss + r.sums.nsp_loss) / r.sums.batches;
@@ -119,7 +128,8 @@ std::string bench_train(const TrainBenchOptions& o) {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   comm->barrier();
-  const double sgemm = measure_sgemm_gflops(gemms, precision.precision);  // every rank at once, as during training
+  const double device_peak_bytes = cuda ? static_cast<double>(launch::compat::cuda_peak_allocated_bytes(device.cuda_index())) : 0;
+  const double sgemm = measure_matmul_gflops(gemms, precision.precision, device.device);  // every rank at once, as in training
 
   std::vector<double> per_rank(static_cast<size_t>(info.world_size) * 2, 0.0);
   per_rank[static_cast<size_t>(info.rank) * 2] = static_cast<double>(ru.ru_maxrss) * 1024.0;
@@ -161,7 +171,15 @@ std::string bench_train(const TrainBenchOptions& o) {
                       {"weight_copy_bytes", weight_copies},
                       {"activation_bytes", act},
                       {"rss_over_expected", peak_rss / (state_bytes + weight_copies + act)},
+                      {"device", device.description},
                       {"loss", loss}};
+  if (cuda) {
+    // On a GPU the state and activations live in device memory: the caching allocator's peak, not the RSS.
+    j["peak_device_memory_bytes"] = device_peak_bytes;
+    j["device_memory_over_expected"] = device_peak_bytes / (state_bytes + weight_copies + act);
+  }
+  // MFU: the step's GEMM FLOPs (models/flops.h) per second over the device's dense peak at this precision.
+  if (o.peak_tflops > 0) j["mfu"] = gflop / step_s / (o.peak_tflops * 1e3);
   return j.dump();
 }
 

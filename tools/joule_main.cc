@@ -175,7 +175,7 @@ int cmd_train(int argc, char** argv) {
       "vocab", "vocab.txt (data.vocab)", cxxopts::value<std::string>())(
       "model", "preset, config.json or HF model directory (model.config)", cxxopts::value<std::string>())(
       "steps", "optimizer steps (train.steps)", cxxopts::value<std::string>())(
-      "device", "cpu or trainium-sim (train.device)", cxxopts::value<std::string>())(
+      "device", "cpu, cuda (one GPU per rank) or trainium-sim (train.device)", cxxopts::value<std::string>())(
       "precision", "auto, fp32 or bf16 (train.precision)", cxxopts::value<std::string>())(
       "sim-instance", "simulated cluster's instance profile (sim.instance)", cxxopts::value<std::string>())(
       "sim-nodes", "simulated cluster's instances (sim.nodes)", cxxopts::value<std::string>())(
@@ -284,12 +284,15 @@ int cmd_eval(int argc, char** argv) {
       "batch", "sequences per batch", cxxopts::value<int64_t>()->default_value("32"))(
       "max-batches", "batches to evaluate (0: all)", cxxopts::value<int64_t>()->default_value("0"))(
       "precision", "auto, fp32 or bf16 (auto: bf16 where the CPU has AVX512-BF16 or AMX-BF16)",
-      cxxopts::value<std::string>()->default_value("auto"));
+      cxxopts::value<std::string>()->default_value("auto"))(
+      "dump", "also write the first batch, joule's logits on it and its losses to this safetensors file",
+      cxxopts::value<std::string>()->default_value(""));
   auto r = parse(o, argc, argv);
   const auto precision = joule::models::choose_precision(r["precision"].as<std::string>(), false, joule::launch::CpuIsa::current());
   std::cerr << "joule eval: " << precision.reason << "\n";
   std::cout << joule::trainer::evaluate_model_dir(required(r, "model"), required(r, "data"), r["batch"].as<int64_t>(),
-                                                  r["max-batches"].as<int64_t>(), precision.precision).to_json()
+                                                  r["max-batches"].as<int64_t>(), precision.precision, r["dump"].as<std::string>())
+                   .to_json()
             << "\n";
   return 0;
 }
@@ -318,9 +321,15 @@ int cmd_bench_train(int argc, char** argv) {
       "wire", "all-reduce buffer dtype: fp32 or bf16 (gradients stay fp32; bf16 halves the bytes sent)",
       cxxopts::value<std::string>()->default_value("fp32"))(
       "profile", "write rank 0's timed steps as a Chrome trace (tools/bench/op_profile.py sums it per op)",
-      cxxopts::value<std::string>()->default_value(""));
+      cxxopts::value<std::string>()->default_value(""))(
+      "device", "cpu or cuda (one GPU per rank)", cxxopts::value<std::string>()->default_value("cpu"))(
+      "peak-tflops", "the device's dense peak TFLOP/s at --precision: adds \"mfu\" (H100/H200 SXM bf16: 989)",
+      cxxopts::value<double>()->default_value("0"));
   auto r = parse(o, argc, argv);
   joule::tools::TrainBenchOptions b;
+  b.device = r["device"].as<std::string>();
+  b.peak_tflops = r["peak-tflops"].as<double>();
+  if (b.device != "cpu" && b.device != "cuda") throw UsageError("--device is '" + b.device + "'; valid: cpu, cuda");
   b.profile = r["profile"].as<std::string>();
   b.model_name = r["config"].as<std::string>();
   b.config = joule::tools::resolve_model_config(b.model_name);

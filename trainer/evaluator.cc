@@ -6,6 +6,7 @@
 
 #include "data/loader.h"
 #include "models/model_dir.h"
+#include "models/safetensors.h"
 
 namespace joule::trainer {
 
@@ -26,11 +27,46 @@ BatchSums evaluate_slice(models::BertForPreTraining& model, const data::Dataset&
   return sums;
 }
 
+namespace {
+
+void dump_first_batch(models::BertForPreTraining& model, const data::Dataset& dataset, int64_t batch, const std::string& path) {
+  torch::NoGradGuard no_grad;
+  model->eval();
+  std::vector<uint64_t> ids;
+  for (int64_t i = 0; i < std::min<int64_t>(dataset.size(), batch); ++i) ids.push_back(static_cast<uint64_t>(i));
+  const models::PretrainingBatch b = data::Loader::to_tensors(data::Loader::read_sequences(dataset, ids));
+  models::ForwardOptions options;
+  options.keep_logits = true;
+  const models::PretrainingOutput out = model->forward(b, options);
+  namespace st = models::safetensors;
+  std::vector<torch::Tensor> keep;
+  std::vector<st::TensorToWrite> tensors;
+  auto add = [&](const std::string& name, const torch::Tensor& t) {
+    const bool integer = t.scalar_type() == torch::kInt64;
+    keep.push_back(t.detach().to(torch::kCPU, integer ? torch::kInt64 : torch::kFloat).contiguous());
+    tensors.push_back({name, integer ? st::DType::I64 : st::DType::F32, keep.back().sizes().vec(), keep.back().data_ptr()});
+  };
+  add("input_ids", b.input_ids);
+  add("token_type_ids", b.token_type_ids);
+  add("attention_mask", b.attention_mask);
+  add("masked_positions", b.masked_positions);
+  add("masked_ids", b.masked_ids);
+  add("next_sentence_labels", b.next_sentence_labels);
+  add("mlm_logits", out.mlm_logits);
+  add("nsp_logits", out.nsp_logits);
+  add("mlm_loss", out.mlm_loss.reshape({1}));
+  add("nsp_loss", out.nsp_loss.reshape({1}));
+  st::write(path, tensors);
+}
+
+}  // namespace
+
 EvalResult evaluate_model_dir(const std::string& model_dir, const std::string& data_spec, int64_t batch, int64_t max_batches,
-                              models::Precision precision) {
+                              models::Precision precision, const std::string& dump) {
   models::BertForPreTraining model = models::load_model_dir(model_dir);
   model->set_precision(precision);
   const data::Dataset dataset = data::Dataset::open(data_spec, {model->config().vocab_size, true});
+  if (!dump.empty()) dump_first_batch(model, dataset, batch, dump);
   return finish_eval(evaluate_slice(model, dataset, batch, max_batches, 0, 1));
 }
 

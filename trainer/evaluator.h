@@ -17,8 +17,11 @@ namespace joule::trainer {
 BatchSums evaluate_slice(models::BertForPreTraining& model, const data::Dataset& dataset, int64_t batch, int64_t max_batches,
                          int rank, int world);
 
-// `joule eval`: dropout off, one process, in `precision`. `max_batches` 0: the whole dataset.
+// `joule eval`: dropout off, one process, in `precision`. `max_batches` 0: the whole dataset. `dump` (when not
+// empty): a safetensors file with the first batch (its six tensors under their batch names, int64), joule's logits
+// on it (mlm_logits [M, V] at the masked positions row by row, nsp_logits [B, 2]) and its two losses, for comparing
+// with another implementation (tools/device/hf_roundtrip.py).
 EvalResult evaluate_model_dir(const std::string& model_dir, const std::string& data, int64_t batch, int64_t max_batches,
-                              models::Precision precision = models::Precision::kFp32);
+                              models::Precision precision = models::Precision::kFp32, const std::string& dump = "");
 
 }  // namespace joule::trainer

@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "models/safetensors.h"
 
 #include "test_util.h"
 
@@ -116,6 +119,31 @@ TEST(Cli, DataPipelineAsAUserRunsIt) {
   EXPECT_NE(config.find("train = \"" + d + "/shards/train\""), std::string::npos) << config;
   EXPECT_NE(config.find("eval = \"" + d + "/shards/eval\""), std::string::npos) << config;
   EXPECT_NE(train.output.find("eval at step 2"), std::string::npos) << train.output;
+
+  // joule eval --dump: the first batch, the logits at its masked positions and the losses they give (what
+  // tools/device/hf_roundtrip.py compares with HuggingFace's).
+  auto dumped = run_command(kJoule + " eval --model " + d + "/run/final --data " + d + "/shards/eval --batch 4 --max-batches 1 "
+                            "--precision fp32 --dump " + d + "/dump.safetensors");
+  ASSERT_EQ(dumped.exit_code, 0) << dumped.output;
+  {
+    namespace st = joule::models::safetensors;
+    const st::File dump = st::File::open(d + "/dump.safetensors");
+    auto tensor = [&](const std::string& name) {
+      const st::TensorInfo* t = dump.find(name);
+      if (!t) throw std::runtime_error("no tensor '" + name + "' in the dump");
+      const auto type = t->dtype == st::DType::I64 ? torch::kInt64 : torch::kFloat;
+      return torch::from_blob(const_cast<uint8_t*>(dump.data(*t)), t->shape, type).clone();
+    };
+    const torch::Tensor positions = tensor("masked_positions"), ids = tensor("masked_ids"), logits = tensor("mlm_logits");
+    const torch::Tensor valid = (positions != 0).to(torch::kInt64).cumprod(1).to(torch::kBool);
+    ASSERT_EQ(logits.size(0), valid.sum().item<int64_t>());
+    EXPECT_EQ(tensor("input_ids").size(0), 4);
+    EXPECT_EQ(tensor("nsp_logits").sizes(), (std::vector<int64_t>{4, 2}));
+    const double mlm = torch::nn::functional::cross_entropy(logits, ids.masked_select(valid)).item<double>();
+    EXPECT_NEAR(mlm, tensor("mlm_loss").item<double>(), 1e-5);
+    const double nsp = torch::nn::functional::cross_entropy(tensor("nsp_logits"), tensor("next_sentence_labels")).item<double>();
+    EXPECT_NEAR(nsp, tensor("nsp_loss").item<double>(), 1e-5);
+  }
 
   // A wrong eval path: the error names it, and the advice names data.eval (not data.train).
   auto no_eval = run_command(train_cmd + " --run-dir " + d + "/run2 --set data.eval=" + d + "/nowhere");

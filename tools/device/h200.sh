@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# joule on the GPU machine, in one run (tools/device/README.md says how it is launched and what each step proves):
+#   0. inventory: OS, GPU, compilers, PyTorch, which of joule's libraries the image has;
+#   1. the Debian packages of tools/device/debs (fetch_debs.sh) unpacked into a prefix, with `dpkg -x`;
+#   2. joule configured against the image's PyTorch (a CUDA LibTorch) and NCCL, and built with every core;
+#   3. the unit tests, and the nccl backend's and the reducer's GPU tests at one rank on one GPU (Nccl*);
+#   4. joule bench train --device cuda --precision bf16 --config bert-large, seq 128: seq/s, MFU against the
+#      H200's dense bf16 peak (989 TFLOP/s, NVIDIA H200 Tensor Core GPU datasheet, nvidia.com/en-us/data-center/h200);
+#   5. a short joule train --device cuda ending in the training-cost summary, energy from NVML;
+#   6. the HuggingFace round trip of that run's final weights (tools/device/hf_roundtrip.py).
+# Without a GPU (the build machines' rehearsal) the same steps run on the CPU with a small model.
+# Every step's output lands in OUT (log.txt, inventory.txt, bench.json, summary.json, hf_roundtrip.json); a failing
+# step is reported and the next ones still run. Exit code: the number of failed steps.
+#   bash tools/device/h200.sh OUT
+set -uo pipefail
+out=$(mkdir -p "$1" && cd "$1" && pwd)
+src=$(cd "$(dirname "$0")/../.." && pwd)
+prefix=${JOULE_DEVICE_PREFIX:-/tmp/joule-prefix}
+build=${JOULE_DEVICE_BUILD:-/tmp/joule-build}
+work=${JOULE_DEVICE_WORK:-/tmp/joule-work}
+exec > >(tee "$out/log.txt") 2>&1
+failed=0
+step() { echo; echo "== $(date +%T) $*"; }
+bad() { echo "FAILED: $*"; failed=$((failed + 1)); }
+python=${PYTHON:-python3}
+
+step "0. inventory"
+{
+  grep PRETTY_NAME /etc/os-release
+  nvidia-smi --query-gpu=name,memory.total,driver_version,power.limit --format=csv 2> /dev/null || echo "no nvidia-smi"
+  for tool in g++ cmake ninja nvcc; do echo "$tool: $(command -v $tool) $($tool --version 2> /dev/null | head -1)"; done
+  $python -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count())'
+  $python -c 'import transformers, safetensors; print("transformers", transformers.__version__)' 2>&1 | tail -1
+  for lib in libhdf5_serial.so.103 libmpi.so.40 libicuuc.so.72 libdeflate.so.0 libgtest.so libnccl.so.2; do
+    echo "$lib: $(ldconfig -p | grep -m1 " $lib " | sed 's/.*=> //' || true)"
+  done
+  nproc
+} | tee "$out/inventory.txt"
+gpu=0
+$python -c 'import torch, sys; sys.exit(0 if torch.cuda.device_count() > 0 else 1)' 2> /dev/null && gpu=1
+
+step "1. Debian packages into $prefix"
+if ls "$src"/tools/device/debs/*.deb > /dev/null 2>&1; then
+  rm -rf "$prefix" && mkdir -p "$prefix"
+  for deb in "$src"/tools/device/debs/*.deb; do dpkg -x "$deb" "$prefix" || bad "dpkg -x $deb"; done
+  echo "$(ls "$src"/tools/device/debs/*.deb | wc -l) packages unpacked"
+  usr=$prefix/usr lib=$prefix/usr/lib/x86_64-linux-gnu
+  # Open MPI and pkgconf find their files relative to the prefix they were built for (/usr): relocate them.
+  export OPAL_PREFIX=$usr PKG_CONFIG_SYSROOT_DIR=$prefix PKG_CONFIG_LIBDIR=$lib/pkgconfig:$usr/share/pkgconfig
+  export PATH=$usr/bin:$PATH
+  export LD_LIBRARY_PATH=$lib:$lib/openmpi/lib:$lib/hdf5/serial${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+else
+  echo "no tools/device/debs: using the system's packages (a Debian build machine)"
+  usr=/usr lib=/usr/lib/x86_64-linux-gnu
+fi
+
+step "2. configure and build against the image's PyTorch"
+torch_dir=$($python -c 'import torch, os; print(os.path.dirname(torch.__file__))')
+site=$(dirname "$torch_dir")
+nccl=(); [[ -f $site/nvidia/nccl/lib/libnccl.so.2 ]] && nccl=(-DNCCL_INCLUDE_DIR="$site/nvidia/nccl/include" -DNCCL_LIBRARY="$site/nvidia/nccl/lib/libnccl.so.2")
+rpath_link=$(ls -d "$site"/nvidia/*/lib 2> /dev/null | paste -sd:)
+mpicc=$usr/bin/mpicc.openmpi; [[ -x $mpicc ]] || mpicc=$(command -v mpicc)
+hdf5_hints=(); [[ -d $usr/include/hdf5/serial ]] && hdf5_hints=(-DHDF5_C_INCLUDE_DIR="$usr/include/hdf5/serial"
+  -DHDF5_C_LIBRARY_hdf5="$lib/hdf5/serial/libhdf5.so" -DHDF5_C_COMPILER_EXECUTABLE=/bin/false)  # its h5cc would name /usr
+t0=$SECONDS
+cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$torch_dir/share/cmake;$torch_dir;$usr" \
+  -DMPI_C_COMPILER="$mpicc" -DICU_ROOT="$usr" -DZLIB_ROOT="$usr" "${hdf5_hints[@]}" "${nccl[@]}" \
+  ${rpath_link:+"-DCMAKE_EXE_LINKER_FLAGS=-Wl,-rpath-link,$rpath_link"} > "$out/configure.txt" 2>&1 ||
+  { tail -40 "$out/configure.txt"; bad "cmake configure"; }
+grep -E "joule:|Found (Torch|MPI_C|HDF5|ICU)" "$out/configure.txt"
+cmake --build "$build" -j "$(nproc)" > "$out/build.txt" 2>&1 || { grep -E "error|FAILED" "$out/build.txt" | head -30; bad "build"; }
+echo "configured and built in $((SECONDS - t0)) s"
+joule=$build/tools/joule
+"$joule" version
+
+step "3. unit tests; the nccl backend at one rank"
+(cd "$build" && ctest -j "$(nproc)" -LE "mpi|e2e|cluster|slurm|fuzz" --timeout 600 > "$out/unit_tests.txt" 2>&1) || bad "unit tests"
+tail -3 "$out/unit_tests.txt"
+if (( gpu )); then
+  { "$build/tests/joule_nccl_tests" && "$build/tests/joule_mpi_tests" --gtest_filter='Nccl*'; } > "$out/nccl_tests.txt" 2>&1 ||
+    bad "nccl tests"
+  tail -3 "$out/nccl_tests.txt"
+else
+  echo "no GPU: the nccl tests are skipped"
+fi
+
+step "4. bench train"
+if (( gpu )); then
+  bench=(--device cuda --precision bf16 --config bert-large --seq-len 128 --micro-batch "${BENCH_MICRO_BATCH:-96}" --steps 10
+         --warmup 3 --peak-tflops 989)
+else
+  bench=(--device cpu --precision auto --config bert-tiny --seq-len 128 --micro-batch 8 --steps 3 --warmup 1)
+fi
+"$joule" bench train "${bench[@]}" > "$out/bench.json" || bad "bench train"
+cat "$out/bench.json"
+
+step "5. joule train, ending in the training-cost summary"
+rm -rf "$work" && mkdir -p "$work" && cd "$work"
+"$joule" data synth --out corpus.txt --documents 2000 --seed 7 > /dev/null &&
+  "$joule" data vocab --input corpus.txt --out vocab.txt --size 2000 > /dev/null &&
+  "$joule" data create --input corpus.txt --vocab vocab.txt --out shards --seq-len 128 --max-pred 20 --shards 2 \
+    --eval-documents 100 > /dev/null || bad "data create"
+if (( gpu )); then
+  train=(--device cuda --set model.config=bert-base --set train.micro_batch=64 --set train.global_batch=64 --steps 60
+         --instance p5en.48xlarge)
+else
+  train=(--device cpu --set model.config=bert-tiny --set train.micro_batch=8 --set train.global_batch=8 --steps 20)
+fi
+"$joule" train --config "$src/configs/bert-large-phase1.toml" --data shards/train --eval-data shards/eval --run-dir run \
+  "${train[@]}" --set train.log_every_steps=10 --set eval.every_steps=1000000 --set eval.batch=32 --set eval.max_batches=4 \
+  --set checkpoint.every_steps=1000000 > "$out/train.txt" 2>&1 || bad "joule train"
+grep -A60 "training-cost summary" "$out/train.txt" | head -60
+cp run/summary.json "$out/summary.json" 2> /dev/null || bad "no summary.json"
+grep -q '"gpu"' run/summary.json 2> /dev/null && grep -o '"source[^,]*nvml[^,]*' run/summary.json | head -2
+
+step "6. HuggingFace round trip"
+$python "$src/tools/device/hf_roundtrip.py" --joule "$joule" --model run/final --data shards/eval --out "$work/hf" > /dev/null ||
+  bad "hf round trip"
+cp "$work/hf/hf_roundtrip.json" "$out/" 2> /dev/null && $python -c "
+import json; r = json.load(open('$out/hf_roundtrip.json'))
+print('round trip ok:', r['ok'], {k: max(f['max_abs_diff'] or 0 for f in r[k].values()) for k in ('joule_to_hf', 'hf_to_joule')})"
+
+step "done: $failed step(s) failed"
+exit "$failed"
