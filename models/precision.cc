@@ -7,7 +7,7 @@ namespace joule::models {
 const char* precision_name(Precision p) { return p == Precision::kBf16 ? "bf16" : "fp32"; }
 
 PrecisionChoice choose_precision(const std::string& setting, bool cuda, const launch::CpuIsa& isa) {
-  if (setting != "auto" && setting != "fp32" && setting != "bf16")
+  if (!is_precision_setting(setting))
     throw Error("precision '" + setting + "' is not one of " + precision_settings(),
                 "set train.precision (or --precision) to auto, fp32 or bf16", ErrorKind::usage);
   const std::string where = cuda ? "CUDA" : "this CPU (" + isa.describe() + ")";

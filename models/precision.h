@@ -24,7 +24,8 @@ struct PrecisionChoice {
 // such a CPU is honoured and the reason says it is emulated. Unknown settings are a usage error naming the value.
 PrecisionChoice choose_precision(const std::string& setting, bool cuda, const launch::CpuIsa& isa);
 
-// The valid settings, for option help and errors.
+// The valid settings, for option help and errors, and the check RunConfig and choose_precision share.
 inline const char* precision_settings() { return "auto, fp32, bf16"; }
+inline bool is_precision_setting(const std::string& s) { return s == "auto" || s == "fp32" || s == "bf16"; }
 
 }  // namespace joule::models

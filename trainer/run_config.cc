@@ -12,6 +12,8 @@
 
 #include <toml.hpp>
 
+#include "models/precision.h"
+
 namespace joule::trainer {
 namespace {
 
@@ -314,8 +316,8 @@ void RunConfig::validate() const {
   if (optimizer != "lamb" && optimizer != "adamw") fail("optimizer.name is \"" + optimizer + "\"; valid values: lamb, adamw");
   if (progress != "auto" && progress != "bar" && progress != "lines")
     fail("train.progress is \"" + progress + "\"; valid values: auto, bar, lines");
-  if (precision != "auto" && precision != "fp32" && precision != "bf16")
-    fail("train.precision is \"" + precision + "\"; valid values: auto, fp32, bf16");
+  if (!models::is_precision_setting(precision))
+    fail("train.precision is \"" + precision + "\"; valid values: " + models::precision_settings());
   if (device != "cpu" && device != "cuda" && device != "trainium-sim")
     fail("train.device is \"" + device + "\"; valid values: cpu, cuda, trainium-sim");
   if (!std::isfinite(pue) || (pue != 0 && pue < 1)) fail("accounting.pue must be >= 1 (or 0: the instance profile's)");

@@ -56,17 +56,17 @@ void check_ranks_agree_on_the_run(const ResolvedRun& run, collectives::Communica
   std::string data_index;
   for (const data::ShardEntry& e : run.dataset().shards())
     data_index += e.path + " " + std::to_string(e.bytes) + " " + std::to_string(e.stats.sequences) + "\n";
-  const std::string mine = run.config_hash + " " + launch::fnv1a64_hex(data_index);
-  std::string root = mine;
-  collectives::broadcast_string(comm, root, 0, run.cfg.collective_timeout_seconds, "the run's hashes");
-  std::vector<double> differs(2, 0.0);
-  if (mine.substr(0, mine.find(' ')) != root.substr(0, root.find(' '))) differs[0] = 1;
-  if (mine.substr(mine.find(' ')) != root.substr(root.find(' '))) differs[1] = 1;
+  const std::string config = run.config_hash, data = launch::fnv1a64_hex(data_index);
+  std::string root_config = config, root_data = data;
+  collectives::broadcast_string(comm, root_config, 0, run.cfg.collective_timeout_seconds, "the run's config hash");
+  collectives::broadcast_string(comm, root_data, 0, run.cfg.collective_timeout_seconds, "the run's data hash");
+  std::vector<double> differs = {config != root_config ? 1.0 : 0.0, data != root_data ? 1.0 : 0.0};
   collectives::sum_over_ranks(comm, differs, run.cfg.collective_timeout_seconds, "run agreement");
   if (differs[0] + differs[1] == 0) return;
   throw RunConfigError(std::to_string(static_cast<int>(differs[0])) + " rank(s) resolved another config than rank 0 and " +
                            std::to_string(static_cast<int>(differs[1])) + " rank(s) indexed another data set (this rank: config " +
-                           mine + ", rank 0: " + root + "); replicas of one run must agree",
+                           config + ", data " + data + "; rank 0: config " + root_config + ", data " + root_data +
+                           "); replicas of one run must agree",
                        "give every rank the same command line, config file and data (one mpirun command, not MPMD; the same files "
                        "on every node)");
 }

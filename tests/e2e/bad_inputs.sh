@@ -118,6 +118,15 @@ for c in "${cases[@]}"; do
 done
 (( n >= 30 )) || fail "only $n cases"
 
+echo "-- ranks that disagree (an MPMD launch with another seed on rank 1): every rank stops naming both hashes, nothing written"
+rm -rf mpmd
+timeout 120 "$mpiexec" --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1 \
+  -n 1 "$joule" train --config run.toml --run-dir mpmd : -n 1 "$joule" train --config run.toml --run-dir mpmd --set train.seed=99 \
+  > ../logs/mpmd.log 2>&1 && { cat ../logs/mpmd.log; fail "ranks with different configs trained"; }
+grep -q "1 rank(s) resolved another config than rank 0 and 0 rank(s) indexed another data set (this rank: config .*, data .*; rank 0: config .*, data .*)" ../logs/mpmd.log ||
+  { cat ../logs/mpmd.log; fail "no error naming the config disagreement and both ranks' hashes"; }
+[[ ! -e mpmd/config.toml ]] || fail "the disagreeing run wrote mpmd/config.toml"
+
 echo "-- a run directory in use: the second job fails at once naming the holder; the first is untouched"
 rm -rf busy
 mpi "$joule" train --config run.toml --run-dir busy --set train.steps=4000 > ../logs/busy1.log 2>&1 &
