@@ -29,6 +29,7 @@ DeviceChoice choose_device(const std::string& setting, int local_rank) {
   const int index = local_rank % visible;
   compat::set_cuda_device(index);
   c.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+  c.pci_bus_id = compat::cuda_pci_bus_id(index);
   c.description = "cuda:" + std::to_string(index) + " (" + compat::cuda_device_name(index) + "; " + std::to_string(visible) +
                   " GPU(s) visible)";
   return c;

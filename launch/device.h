@@ -12,6 +12,7 @@ namespace joule::launch {
 struct DeviceChoice {
   torch::Device device{torch::kCPU};
   std::string description;  // "cpu", "cuda:1 (NVIDIA H200; 8 GPUs visible)"
+  std::string pci_bus_id;   // a GPU's, for NVML (launch/torch_compat.h); empty on the CPU
   int cuda_index() const { return device.is_cuda() ? device.index() : -1; }
 };
 

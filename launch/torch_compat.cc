@@ -34,6 +34,12 @@ void set_cuda_device(int index) { c10::cuda::set_device(static_cast<c10::DeviceI
 
 std::string cuda_device_name(int index) { return at::cuda::getDeviceProperties(index)->name; }
 
+std::string cuda_pci_bus_id(int index) {
+  char id[32] = {};
+  C10_CUDA_CHECK(cudaDeviceGetPCIBusId(id, sizeof id, index));
+  return id;
+}
+
 void* current_stream(const torch::Device& device) {
   if (!device.is_cuda()) return nullptr;
   return c10::cuda::getCurrentCUDAStream(device.index()).stream();
@@ -55,6 +61,7 @@ void reset_cuda_peak(int index) { c10::cuda::CUDACachingAllocator::resetPeakStat
 int cuda_device_count() { return 0; }
 void set_cuda_device(int) { no_cuda("set_cuda_device"); }
 std::string cuda_device_name(int) { no_cuda("cuda_device_name"); }
+std::string cuda_pci_bus_id(int) { no_cuda("cuda_pci_bus_id"); }
 void* current_stream(const torch::Device& device) {
   if (device.is_cuda()) no_cuda("current_stream");
   return nullptr;

@@ -38,6 +38,8 @@ int cuda_device_count();
 void set_cuda_device(int index);
 // "NVIDIA H200" (CUDA device properties).
 std::string cuda_device_name(int index);
+// The device's PCI bus id, "00000000:3B:00.0" (cudaDeviceGetPCIBusId): how NVML finds the same GPU.
+std::string cuda_pci_bus_id(int index);
 // The CUDA stream work on `device` is queued on now, as an opaque cudaStream_t; nullptr for the CPU.
 void* current_stream(const torch::Device& device);
 // Waits until the device has finished its queued work (no-op on the CPU).

@@ -7,11 +7,13 @@
 namespace joule::trainer {
 namespace {
 
-MeterContext meter_context(const InstanceProfile& profile, const collectives::ProcessGroupInfo& info, int cuda_device) {
+MeterContext meter_context(const InstanceProfile& profile, const collectives::ProcessGroupInfo& info, int cuda_device,
+                           const std::string& cuda_pci_bus_id) {
   MeterContext c;
   c.apply_environment();
   c.host = info.local_rank == 0;  // one reader of the host meters per node
   c.device = cuda_device;         // each rank meters its own GPU; -1 (--device cpu): the CPU is the host's
+  c.device_pci_bus_id = cuda_pci_bus_id;
   c.profile = profile;
   return c;
 }
@@ -24,9 +26,9 @@ CostSettings resolve_cost(const RunConfig& cfg, const std::string& config_dir, I
 }  // namespace
 
 RunAccounting::RunAccounting(const RunConfig& cfg, const std::string& config_dir, const collectives::ProcessGroupInfo& info,
-                             int cuda_device)
+                             int cuda_device, const std::string& cuda_pci_bus_id)
     : cost_(resolve_cost(cfg, config_dir, &profile_)),
-      monitor_(cfg.meters, meter_context(profile_, info, cuda_device), cfg.meter_sample_seconds),
+      monitor_(cfg.meters, meter_context(profile_, info, cuda_device, cuda_pci_bus_id), cfg.meter_sample_seconds),
       ranks_(info.world_size),
       nodes_(info.node_count),
       segment_start_(std::chrono::steady_clock::now()),

@@ -376,7 +376,7 @@ int train(const TrainOptions& opts) {
   faults.announce();
   const int threads = configure_threads(cfg, *comm);
   const std::string config_dir = opts.config_dir.empty() ? fs::path(opts.presets_dir).parent_path().string() : opts.config_dir;
-  RunAccounting accounting(cfg, config_dir, info, device.cuda_index());  // the meters run from here: start-up is billed
+  RunAccounting accounting(cfg, config_dir, info, device.cuda_index(), device.pci_bus_id);  // the meters run from here: start-up is billed
 
   const ResolvedRun run = resolve_run(cfg, opts.presets_dir, *comm, device);
   check_ranks_agree_on_the_run(run, *comm);

@@ -94,6 +94,7 @@ class NvmlMeter final : public EnergyMeter {
   using Device = void*;
   using InitFn = int (*)();
   using HandleFn = int (*)(unsigned, Device*);
+  using HandleByPciFn = int (*)(const char*, Device*);
   using EnergyFn = int (*)(Device, unsigned long long*);
   using PowerFn = int (*)(Device, unsigned*);
   static constexpr int kNotSupported = 3;  // NVML_ERROR_NOT_SUPPORTED
@@ -112,12 +113,17 @@ class NvmlMeter final : public EnergyMeter {
       auto init = reinterpret_cast<InitFn>(sym("nvmlInit_v2"));
       shutdown_ = reinterpret_cast<InitFn>(sym("nvmlShutdown"));
       auto handle = reinterpret_cast<HandleFn>(sym("nvmlDeviceGetHandleByIndex_v2"));
+      auto handle_by_pci = reinterpret_cast<HandleByPciFn>(sym("nvmlDeviceGetHandleByPciBusId_v2"));
       energy_ = reinterpret_cast<EnergyFn>(sym("nvmlDeviceGetTotalEnergyConsumption"));
       power_ = reinterpret_cast<PowerFn>(sym("nvmlDeviceGetPowerUsage"));
       if (int rc = init(); rc != 0) throw MeterUnavailable("nvml: nvmlInit_v2 failed with code " + std::to_string(rc));
       initialized_ = true;
-      if (int rc = handle(static_cast<unsigned>(ctx.device), &device_); rc != 0)
+      if (!ctx.device_pci_bus_id.empty()) {
+        if (int rc = handle_by_pci(ctx.device_pci_bus_id.c_str(), &device_); rc != 0)
+          throw MeterUnavailable("nvml: no device at PCI bus id " + ctx.device_pci_bus_id + " (code " + std::to_string(rc) + ")");
+      } else if (int rc = handle(static_cast<unsigned>(ctx.device), &device_); rc != 0) {
         throw MeterUnavailable("nvml: no device " + std::to_string(ctx.device) + " (code " + std::to_string(rc) + ")");
+      }
       unsigned long long mj = 0;
       const int rc = energy_(device_, &mj);
       if (rc == kNotSupported) power_only_ = true;  // pre-Volta: integrate power samples

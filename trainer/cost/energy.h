@@ -47,6 +47,9 @@ struct MeterContext {
   std::string nvml_library = "libnvidia-ml.so.1";
   bool host = true;  // reads this node's host meters (cpu, ram)
   int device = -1;   // index of this process's own device (gpu or neuron), -1: none
+  // The GPU's PCI bus id as CUDA names it ("00000000:3B:00.0"): NVML finds the device by it, since CUDA's index and
+  // NVML's differ when CUDA_VISIBLE_DEVICES renumbers the GPUs (Slurm's per-task binding). Empty: by `device`.
+  std::string device_pci_bus_id;
   InstanceProfile profile;  // watts for the model and for Neuron's percent-of-maximum readings
   void apply_environment();
 };

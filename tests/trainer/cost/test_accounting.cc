@@ -179,6 +179,26 @@ TEST(Nvml, EnergyCounterDeltasFromTheLibraryLoadedAtRunTime) {
   EXPECT_EQ(monitor.sources(), "gpu: nvml");
 }
 
+// Under CUDA_VISIBLE_DEVICES=5 a rank's CUDA device 0 is NVML's device 5: the meter finds its GPU by PCI bus id.
+TEST(Nvml, FindsTheGpuByItsPciBusIdNotByCudasIndex) {
+  MeterContext c = gpu_context();
+  c.device = 0;
+  c.device_pci_bus_id = "00000000:5C:00.0";
+  setenv("FAKE_NVML_NO_INDEX", "1", 1);
+  auto meter = create_energy_meter("nvml", c);
+  EnergyTotals e;
+  meter->sample(1, e);
+  EXPECT_DOUBLE_EQ(e.at(Component::gpu, Source::nvml), 2.5);
+  c.device_pci_bus_id = "00000000:99:00.0";
+  try {
+    create_energy_meter("nvml", c);
+    ADD_FAILURE() << "an unknown PCI bus id was accepted";
+  } catch (const MeterUnavailable& err) {
+    EXPECT_NE(std::string(err.what()).find("nvml: no device at PCI bus id 00000000:99:00.0"), std::string::npos) << err.what();
+  }
+  unsetenv("FAKE_NVML_NO_INDEX");
+}
+
 TEST(Nvml, IntegratesPowerWhenTheEnergyCounterIsUnsupported) {
   setenv("FAKE_NVML_NO_ENERGY", "1", 1);
   auto meter = create_energy_meter("nvml", gpu_context());
