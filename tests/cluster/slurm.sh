@@ -41,25 +41,11 @@ small=(--set model.config=bert-tiny --data "$work/shards/train" --eval-data "$wo
        --set train.micro_batch=2 --set train.global_batch=32 --set train.threads=1 --set train.log_every_steps=1
        --set checkpoint.every_steps=4 --set eval.every_steps=$steps --set eval.batch=8 --set eval.max_batches=2)
 
-# Job states until the job has left the queue (a requeued job comes back PENDING: keep waiting); fails after 600 s.
-wait_job() {
-  local id=$1 state= i
-  for ((i = 0; i < 300; i++)); do
-    state=$(scontrol show job "$id" 2> /dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
-    case "$state" in
-      COMPLETED) return 0 ;;
-      FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE) fail "job $id ended $state" ;;
-    esac
-    sleep 2
-  done
-  fail "job $id still $state after 600 s"
-}
-
 echo "== the job uninterrupted (run directory runs/straight), for the final weights"
 t0=$SECONDS
 straight=$(sbatch --parsable "${fit[@]}" "$src/launch/slurm/bert-large-16node.sbatch" "${small[@]}" --run-dir runs/straight) ||
   fail "sbatch refused bert-large-16node.sbatch"
-wait_job "$straight"
+slurm_wait_job "$straight" 600 || fail "job $straight did not complete"
 echo "   job $straight completed in $((SECONDS - t0)) s"
 
 t0=$SECONDS
@@ -73,7 +59,7 @@ grep -q "^step $signal_at/" "$out" || fail "job $job did not reach step $signal_
 scancel --signal=USR1 "$job" || fail "scancel --signal=USR1 $job"
 echo "   signalled (USR1) at step $signal_at after $((SECONDS - t0)) s"
 
-wait_job "$job"
+slurm_wait_job "$job" 600 || fail "job $job did not complete after its requeue"
 restarts=$(scontrol show job "$job" | grep -o 'Restarts=[0-9]*' | cut -d= -f2)
 echo "   completed $((SECONDS - t0)) s after submission, $restarts requeue(s)"
 

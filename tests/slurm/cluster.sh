@@ -114,6 +114,21 @@ CONF
   return 1
 }
 
+# Waits for job ID to complete (a requeued job comes back PENDING: keeps waiting), at most LIMIT seconds; returns 1,
+# saying how the job ended or that it is still in the queue, otherwise.
+slurm_wait_job() {
+  local id=$1 limit=$2 t=0 state=
+  while (( t < limit )); do
+    state=$(scontrol show job "$id" 2> /dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2 || true)
+    case "$state" in
+      COMPLETED) return 0 ;;
+      FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE) echo "job $id ended $state"; return 1 ;;
+    esac
+    sleep 2; t=$((t + 2))
+  done
+  echo "job $id still $state after $limit s"; return 1
+}
+
 slurm_dump_logs() {
   local f
   for f in "$SLURM_TEST_DIR"/log/*.log; do

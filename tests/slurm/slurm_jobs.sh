@@ -30,26 +30,13 @@ steps=${JOULE_SLURM_TEST_STEPS:-300}
 args=(--data "$work/shards/train" --set data.eval="$work/shards/eval" --set train.micro_batch=16 --set train.seed=5
       --steps "$steps" --set checkpoint.every_steps=1000000 --set eval.every_steps=$steps --set eval.max_batches=4)
 
-# Wait for a job to leave the queue (requeued jobs come back as PENDING; keep waiting), max $2 seconds.
-wait_job() {
-  local id=$1 limit=$2 t=0 state
-  while (( t < limit )); do
-    state=$(scontrol show job "$id" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2 || true)
-    case "$state" in
-      COMPLETED) return 0 ;;
-      FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE) echo "job $id ended $state"; return 1 ;;
-    esac
-    sleep 2; t=$((t + 2))
-  done
-  echo "job $id still $state after $limit s"; return 1
-}
 restarts() { scontrol show job "$1" | grep -o 'Restarts=[0-9]*' | cut -d= -f2; }
 
 echo "== 1. demo.sbatch, 2 tasks, uninterrupted"
 t0=$(date +%s)
 a=$(sbatch --parsable --chdir="$src" --output="$work/slurm-%j.out" "$src/launch/slurm/demo.sbatch" \
       "${args[@]}" --run-dir "$work/a") || fail "sbatch refused the demo job"
-wait_job "$a" 600 || fail "demo job $a did not complete"
+slurm_wait_job "$a" 600 || fail "demo job $a did not complete"
 echo "job $a completed in $(( $(date +%s) - t0 )) s"
 out=slurm-$a.out
 grep -q "training-cost summary" "$out" || fail "no training-cost summary in $out"
@@ -73,7 +60,7 @@ for _ in $(seq 1 1200); do grep -q "^step $signal_at/" "slurm-$b.out" 2>/dev/nul
 grep -q "^step $signal_at/" "slurm-$b.out" || fail "job $b did not reach step $signal_at within 120 s"
 scancel --signal=USR1 "$b" || fail "scancel --signal=USR1 $b"
 echo "job $b signalled at step $signal_at"
-wait_job "$b" 900 || fail "job $b did not complete after its requeue"
+slurm_wait_job "$b" 900 || fail "job $b did not complete after its requeue"
 n=$(restarts "$b")
 echo "job $b completed in $(( $(date +%s) - t0 )) s after $n requeue(s)"
 out=slurm-$b.out
