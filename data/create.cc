@@ -40,6 +40,16 @@ int64_t Rng::randint(int64_t low, int64_t high) {
   return low + static_cast<int64_t>(x % range);
 }
 
+uint64_t Rng::below(uint64_t n) {
+  // D. Lemire, "Fast Random Integer Generation in an Interval", ACM TOMACS 29(1), 2019 (arXiv:1805.10941).
+  unsigned __int128 m = static_cast<unsigned __int128>(next_u64()) * n;
+  if (static_cast<uint64_t>(m) < n) {
+    const uint64_t threshold = (0 - n) % n;
+    while (static_cast<uint64_t>(m) < threshold) m = static_cast<unsigned __int128>(next_u64()) * n;
+  }
+  return static_cast<uint64_t>(m >> 64);
+}
+
 uint64_t mix_seed(uint64_t a, uint64_t b, uint64_t c) {
   Rng r(a * 0x100000001b3ull ^ (b + 0x51ed27)), s(r.next_u64() ^ (c * 0x9e3779b97f4a7c15ull));
   return s.next_u64();
@@ -62,13 +72,33 @@ void truncate_pair(Span& a, Span& b, size_t max_tokens, Rng& rng) {
   }
 }
 
+using Sentences = std::vector<const std::vector<int32_t>*>;
+
+size_t tokens_in(const Sentences& sentences) {
+  size_t n = 0;
+  for (const auto* s : sentences) n += s->size();
+  return n;
+}
+
+// Appends the tokens [span.begin, span.end) of the sentences laid end to end.
+void append_span(const Sentences& sentences, Span span, std::vector<int32_t>& out) {
+  size_t offset = 0;
+  for (const auto* s : sentences) {
+    const size_t begin = std::max(span.begin, offset), end = std::min(span.end, offset + s->size());
+    if (begin < end) out.insert(out.end(), s->begin() + static_cast<std::ptrdiff_t>(begin - offset), s->begin() + static_cast<std::ptrdiff_t>(end - offset));
+    offset += s->size();
+    if (offset >= span.end) break;
+  }
+}
+
 }  // namespace
 
 void mask_instance(Instance& inst, const CreateOptions& o, const Vocab& vocab, const std::vector<bool>& is_continuation,
                    Rng& rng) {
-  // Candidate groups (a token, or a whole word's pieces) as [begin, end) ranges into `members`, shuffled as groups:
-  // the same draws as shuffling a list of lists, without a list per token.
-  thread_local std::vector<int32_t> members, original;  // scratch, reused: no allocation per sequence
+  // Candidate groups (a token, or a whole word's pieces) as [begin, end) ranges into `members`, drawn in a random
+  // order as they are needed (a Fisher-Yates shuffle stopped once enough are masked: the same distribution as the
+  // reference's shuffle of the whole candidate list).
+  thread_local std::vector<int32_t> members;  // scratch, reused: no allocation per sequence
   thread_local std::vector<std::pair<int32_t, int32_t>> candidates, masked;
   thread_local std::vector<bool> covered;
   members.clear();
@@ -81,33 +111,33 @@ void mask_instance(Instance& inst, const CreateOptions& o, const Vocab& vocab, c
     members.push_back(static_cast<int32_t>(i));
     candidates.back().second = static_cast<int32_t>(members.size());
   }
-  rng.shuffle(candidates);
   const int64_t to_predict = std::min<int64_t>(
       o.max_predictions, std::max<int64_t>(1, std::llround(static_cast<double>(inst.tokens.size()) * o.masked_lm_prob)));
-  original.assign(inst.tokens.begin(), inst.tokens.end());
   masked.clear();  // (position, original id)
   covered.assign(inst.tokens.size(), false);
-  for (const auto& [begin, end] : candidates) {
+  for (size_t k = 0; k < candidates.size() && static_cast<int64_t>(masked.size()) < to_predict; ++k) {
+    std::swap(candidates[k], candidates[k + rng.below(candidates.size() - k)]);
+    const auto [begin, end] = candidates[k];
     const int64_t size = end - begin;
-    if (static_cast<int64_t>(masked.size()) >= to_predict) break;
     if (static_cast<int64_t>(masked.size()) + size > to_predict) continue;
     if (std::any_of(members.begin() + begin, members.begin() + end, [&](int32_t i) { return covered[static_cast<size_t>(i)]; })) continue;
-    for (int32_t k = begin; k < end; ++k) {
-      const int32_t index = members[static_cast<size_t>(k)];
-      covered[static_cast<size_t>(index)] = true;
+    for (int32_t m = begin; m < end; ++m) {
+      const size_t index = static_cast<size_t>(members[static_cast<size_t>(m)]);
+      const int32_t original = inst.tokens[index];  // not masked yet: every position is covered once
+      covered[index] = true;
       int32_t replacement;
       if (rng.uniform() < 0.8) replacement = vocab.mask_id();
-      else if (rng.uniform() < 0.5) replacement = original[static_cast<size_t>(index)];
-      else replacement = static_cast<int32_t>(rng.randint(0, vocab.size() - 1));
-      inst.tokens[static_cast<size_t>(index)] = replacement;
-      masked.emplace_back(index, original[static_cast<size_t>(index)]);
+      else if (rng.uniform() < 0.5) replacement = original;
+      else replacement = static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab.size())));
+      inst.tokens[index] = replacement;
+      masked.emplace_back(static_cast<int32_t>(index), original);
     }
   }
   // Whole-word masking can find every word longer than the budget: mask one piece rather than leave a row with no
   // prediction (its masked-LM loss would be undefined, and shard validation refuses such rows).
   if (masked.empty() && !candidates.empty()) {
     const int32_t index = members[static_cast<size_t>(candidates.front().first)];
-    masked.emplace_back(index, original[static_cast<size_t>(index)]);
+    masked.emplace_back(index, inst.tokens[static_cast<size_t>(index)]);
     inst.tokens[static_cast<size_t>(index)] = vocab.mask_id();
   }
   std::sort(masked.begin(), masked.end());
@@ -134,7 +164,8 @@ void each_instance(const std::vector<Document>& documents, size_t index, const C
   if (rng.uniform() < o.short_seq_prob) target = rng.randint(2, max_tokens);
 
   thread_local Instance inst;
-  std::vector<const std::vector<int32_t>*> chunk;
+  thread_local Sentences chunk;
+  chunk.clear();
   int64_t chunk_length = 0;
   for (int64_t i = 0; i < static_cast<int64_t>(document.size()); ++i) {
     chunk.push_back(&document[static_cast<size_t>(i)]);
@@ -142,35 +173,39 @@ void each_instance(const std::vector<Document>& documents, size_t index, const C
     if (i != static_cast<int64_t>(document.size()) - 1 && chunk_length < target) continue;
     if (!chunk.empty()) {
       const int64_t a_end = chunk.size() >= 2 ? rng.randint(1, static_cast<int64_t>(chunk.size()) - 1) : 1;
-      thread_local std::vector<int32_t> a, b;  // scratch, reused: no allocation per sequence
-      a.clear();
+      // Segments as lists of sentences: only the tokens that survive truncation are copied, once, into the sequence.
+      thread_local Sentences a, b;
+      a.assign(chunk.begin(), chunk.begin() + a_end);
       b.clear();
-      for (int64_t j = 0; j < a_end; ++j) a.insert(a.end(), chunk[static_cast<size_t>(j)]->begin(), chunk[static_cast<size_t>(j)]->end());
+      const size_t a_size = tokens_in(a);
+      size_t b_size = 0;
       bool random_next = false;
       if (chunk.size() == 1 || rng.uniform() < 0.5) {
         random_next = true;
-        const int64_t target_b = target - static_cast<int64_t>(a.size());
+        const int64_t target_b = target - static_cast<int64_t>(a_size);
         // Another document, never this one (Google's script retries 10 times and then keeps whatever it drew).
         size_t other = static_cast<size_t>(rng.randint(0, static_cast<int64_t>(documents.size()) - 2));
         if (other >= index) ++other;
         const Document& random_doc = documents[other];
         for (int64_t j = rng.randint(0, static_cast<int64_t>(random_doc.size()) - 1); j < static_cast<int64_t>(random_doc.size()); ++j) {
-          b.insert(b.end(), random_doc[static_cast<size_t>(j)].begin(), random_doc[static_cast<size_t>(j)].end());
-          if (static_cast<int64_t>(b.size()) >= target_b) break;
+          b.push_back(&random_doc[static_cast<size_t>(j)]);
+          b_size += random_doc[static_cast<size_t>(j)].size();
+          if (static_cast<int64_t>(b_size) >= target_b) break;
         }
         i -= static_cast<int64_t>(chunk.size()) - a_end;  // the unused segments are used again
       } else {
-        for (size_t j = static_cast<size_t>(a_end); j < chunk.size(); ++j) b.insert(b.end(), chunk[j]->begin(), chunk[j]->end());
+        b.assign(chunk.begin() + a_end, chunk.end());
+        b_size = tokens_in(b);
       }
-      Span span_a{0, a.size()}, span_b{0, b.size()};
+      Span span_a{0, a_size}, span_b{0, b_size};
       truncate_pair(span_a, span_b, static_cast<size_t>(max_tokens), rng);
       if (span_a.size() > 0 && span_b.size() > 0) {
         inst.tokens.clear();
         inst.tokens.push_back(vocab.cls_id());
-        inst.tokens.insert(inst.tokens.end(), a.begin() + span_a.begin, a.begin() + span_a.end);
+        append_span(a, span_a, inst.tokens);
         inst.tokens.push_back(vocab.sep_id());
         inst.segment_b = static_cast<int32_t>(inst.tokens.size());
-        inst.tokens.insert(inst.tokens.end(), b.begin() + span_b.begin, b.begin() + span_b.end);
+        append_span(b, span_b, inst.tokens);
         inst.tokens.push_back(vocab.sep_id());
         inst.is_random_next = random_next;
         mask_instance(inst, o, vocab, is_continuation, rng);
@@ -329,6 +364,9 @@ Dupe make_dupe(const std::vector<Document>& documents, int64_t chunk, uint64_t s
     each_instance(documents, d, c.options, c.vocab, c.is_continuation, rng, [&](const Instance& inst) { packed.add(inst); });
     packed.data.shrink_to_fit();
   });
+  size_t sequences = 0;
+  for (const PackedInstances& packed : dupe.per_document) sequences += packed.refs.size();
+  dupe.order.reserve(sequences);
   for (size_t d = 0; d < documents.size(); ++d)
     for (size_t i = 0; i < dupe.per_document[d].refs.size(); ++i) dupe.order.emplace_back(static_cast<uint32_t>(d), static_cast<uint32_t>(i));
   Rng(chunk_seed(c.options, chunk, kInstanceShuffle, stream)).shuffle(dupe.order);

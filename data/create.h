@@ -27,6 +27,7 @@ class Rng {
   uint64_t next_u64();
   double uniform();                          // [0, 1)
   int64_t randint(int64_t low, int64_t high);  // inclusive, unbiased
+  uint64_t below(uint64_t n);                  // [0, n), unbiased, n > 0: Lemire's multiply-shift, no division
   template <typename T>
   void shuffle(std::vector<T>& v) {
     for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[static_cast<size_t>(randint(0, static_cast<int64_t>(i) - 1))]);

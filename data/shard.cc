@@ -1,7 +1,5 @@
 #include "data/shard.h"
 
-#include <libdeflate.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -9,6 +7,7 @@
 #include <memory>
 #include <numeric>
 
+#include "data/run_deflate.h"
 #include "launch/parallel.h"
 
 namespace joule::data {
@@ -245,7 +244,7 @@ void check_vocab(const std::string& path, const ShardStats& s, int64_t vocab_siz
 }
 
 namespace {
-constexpr int kDeflateLevel = 4;  // h5py's compression="gzip" default, as NVIDIA's shards
+constexpr int kDeflateLevel = 4;  // the filter's parameter: h5py's compression="gzip" default, as NVIDIA's shards
 bool one_byte_column(int c) { return c == kInputMask || c == kSegmentIds || c == kNsp; }
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the shard writer stores int32 values as their bytes in memory");
 }  // namespace
@@ -289,23 +288,35 @@ void ShardWriter::append(const HostBatch& b) {
   for (int c = 0; c < 6; ++c)
     if (width_of(b, c) != widths_[c]) throw joule::InternalError(tmp_ + ": rows of another width appended");
   appended_ += b.rows;
+  // Rows pending from an earlier append are topped up to a whole chunk and written first; then the whole chunks go
+  // straight from `b`, and only the rest is copied to wait for the next append.
   int64_t from_row = 0;
-  if (written_ == appended_ - b.rows) {  // nothing pending: the whole chunks go straight from `b`
-    const int32_t* columns[6];
-    for (int c = 0; c < 6; ++c) columns[c] = column(b, c)->data();
-    from_row = write_chunks(columns, b.rows, false);
+  if (pending_rows() > 0) {
+    from_row = std::min(b.rows, chunk_rows_ - pending_rows());
+    add_pending(b, 0, from_row);
+    if (pending_rows() == chunk_rows_) write_pending(false);
   }
+  if (pending_rows() == 0) {
+    const int32_t* columns[6];
+    for (int c = 0; c < 6; ++c) columns[c] = column(b, c)->data() + from_row * widths_[c];
+    from_row += write_chunks(columns, b.rows - from_row, false);
+  }
+  add_pending(b, from_row, b.rows);
+}
+
+void ShardWriter::add_pending(const HostBatch& b, int64_t begin, int64_t end) {
   for (int c = 0; c < 6; ++c) {
     const std::vector<int32_t>& from = *column(b, c);
-    pending_[c].insert(pending_[c].end(), from.begin() + from_row * widths_[c], from.begin() + b.rows * widths_[c]);
+    pending_[c].insert(pending_[c].end(), from.begin() + begin * widths_[c], from.begin() + end * widths_[c]);
   }
-  write_pending(false);
 }
+
+int64_t ShardWriter::pending_rows() const { return static_cast<int64_t>(pending_[kNsp].size()); }  // one label a row
 
 void ShardWriter::write_pending(bool last) {
   const int32_t* columns[6];
   for (int c = 0; c < 6; ++c) columns[c] = pending_[c].data();
-  const int64_t done = write_chunks(columns, appended_ - written_, last);
+  const int64_t done = write_chunks(columns, pending_rows(), last);
   for (int c = 0; c < 6; ++c) pending_[c].erase(pending_[c].begin(), pending_[c].begin() + done * widths_[c]);
 }
 
@@ -337,15 +348,7 @@ int64_t ShardWriter::write_chunks(const int32_t* const columns[6], int64_t rows,
       char* to = raw.data() + j * elements;
       for (size_t i = 0; i < count; ++i) to[i] = static_cast<char>(static_cast<uint32_t>(from[i]) >> (8 * j));
     }
-    // libdeflate writes the zlib format HDF5's deflate filter reads, 2-3x faster than zlib itself.
-    thread_local std::unique_ptr<libdeflate_compressor, void (*)(libdeflate_compressor*)> compressor(
-        libdeflate_alloc_compressor(kDeflateLevel), libdeflate_free_compressor);
-    if (!compressor) throw std::bad_alloc();
-    std::string& out = compressed[k];
-    out.resize(libdeflate_zlib_compress_bound(compressor.get(), raw.size()));
-    const size_t size = libdeflate_zlib_compress(compressor.get(), raw.data(), raw.size(), out.data(), out.size());
-    if (size == 0) throw joule::InternalError(tmp_ + ": a chunk did not compress into its bound");
-    out.resize(size);
+    zlib_compress_runs(reinterpret_cast<const uint8_t*>(raw.data()), raw.size(), compressed[k]);
   });
   for (size_t k = 0; k < compressed.size(); ++k) {
     const int c = static_cast<int>(k / static_cast<size_t>(chunks));

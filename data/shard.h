@@ -74,9 +74,9 @@ class ShardReader {
 };
 
 // Writes a shard in slices, in the int32/int8 layout, chunked by `chunk_rows` rows (so that random row reads
-// decompress little), through HDF5's shuffle and deflate filters (level 4, h5py's "gzip" default; any HDF5 reader,
-// h5py included, reads it). The writer shuffles and compresses whole chunks itself (libdeflate), on `threads`
-// threads, and hands them to HDF5 as they are. `rows`:
+// decompress little), through HDF5's shuffle and deflate filters (h5py's "gzip"; any HDF5 reader, h5py included,
+// reads it). The writer shuffles and compresses whole chunks itself (zlib_compress_runs, data/run_deflate.h), on
+// `threads` threads, and hands them to HDF5 as they are. `rows`:
 // the shard's row count, or kGrowing for a shard that grows with each append(). The rows go to PATH.tmp, renamed to
 // PATH by commit() once written and flushed; a writer destroyed before commit() removes PATH.tmp, so a half-written
 // shard never appears under its name.
@@ -97,6 +97,8 @@ class ShardWriter {
   // one, padded); returns the rows written.
   int64_t write_chunks(const int32_t* const columns[6], int64_t rows, bool last);
   void write_pending(bool last);
+  void add_pending(const HostBatch& rows, int64_t begin, int64_t end);  // rows [begin, end) to wait in pending_
+  int64_t pending_rows() const;
 
   std::string path_, tmp_;
   int64_t rows_, appended_ = 0, written_ = 0;  // rows appended; rows in chunks handed to HDF5

@@ -93,6 +93,36 @@ TEST(Shard, WriteReadRoundTripAndRowSelection) {
   EXPECT_EQ(stats.real_tokens, 70 * 7);
 }
 
+TEST(Shard, AppendsOfAnySizeReadBackAsOneShard) {
+  // Slices that cut the 64-row chunks anywhere: the writer's pending rows, topped up and written in order.
+  TempDir dir;
+  const HostBatch all = small_batch(400, 8, 3);
+  const int64_t slices[] = {1, 63, 64, 65, 2, 130, 7, 68};  // 400 rows
+  for (const bool growing : {true, false}) {
+    const std::string path = dir.file(growing ? "growing.hdf5" : "fixed.hdf5");
+    joule::data::ShardWriter writer(path, growing ? joule::data::ShardWriter::kGrowing : 400, 8, 3, 64, 2);
+    int64_t row = 0;
+    for (const int64_t rows : slices) {
+      HostBatch slice;
+      slice.resize(rows, 8, 3);
+      for (int64_t r = 0; r < rows; ++r) joule::data::copy_row(all, row + r, slice, r);
+      writer.append(slice);
+      row += rows;
+    }
+    ASSERT_EQ(row, 400);
+    writer.commit();
+    joule::data::ShardReader reader(path);
+    HostBatch back;
+    reader.read_range(0, 400, back);
+    EXPECT_EQ(back.input_ids, all.input_ids) << path;
+    EXPECT_EQ(back.input_mask, all.input_mask) << path;
+    EXPECT_EQ(back.segment_ids, all.segment_ids) << path;
+    EXPECT_EQ(back.masked_positions, all.masked_positions) << path;
+    EXPECT_EQ(back.masked_ids, all.masked_ids) << path;
+    EXPECT_EQ(back.next_sentence_labels, all.next_sentence_labels) << path;
+  }
+}
+
 TEST(Shard, AcceptsTheOlderInt64Layout) {
   TempDir dir;
   HostBatch b = small_batch();
