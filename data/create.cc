@@ -72,21 +72,38 @@ void truncate_pair(Span& a, Span& b, size_t max_tokens, Rng& rng) {
   }
 }
 
-using Sentences = std::vector<const std::vector<int32_t>*>;
+// A sentence's token ids, inside its document's buffer.
+struct Sentence {
+  const int32_t* tokens;
+  size_t size;
+};
+using Sentences = std::vector<Sentence>;
+
+// A document's sentences as token ids, end to end in one buffer: one allocation per document, not per sentence, and
+// one pointer from the document to any of its tokens.
+struct Document {
+  std::vector<int32_t> tokens;
+  std::vector<uint32_t> ends;  // one past each sentence's last token
+  size_t sentences() const { return ends.size(); }
+  Sentence sentence(size_t i) const {
+    const uint32_t begin = i == 0 ? 0 : ends[i - 1];
+    return {tokens.data() + begin, ends[i] - begin};
+  }
+};
 
 size_t tokens_in(const Sentences& sentences) {
   size_t n = 0;
-  for (const auto* s : sentences) n += s->size();
+  for (const Sentence& s : sentences) n += s.size;
   return n;
 }
 
 // Appends the tokens [span.begin, span.end) of the sentences laid end to end.
 void append_span(const Sentences& sentences, Span span, std::vector<int32_t>& out) {
   size_t offset = 0;
-  for (const auto* s : sentences) {
-    const size_t begin = std::max(span.begin, offset), end = std::min(span.end, offset + s->size());
-    if (begin < end) out.insert(out.end(), s->begin() + static_cast<std::ptrdiff_t>(begin - offset), s->begin() + static_cast<std::ptrdiff_t>(end - offset));
-    offset += s->size();
+  for (const Sentence& s : sentences) {
+    const size_t begin = std::max(span.begin, offset), end = std::min(span.end, offset + s.size);
+    if (begin < end) out.insert(out.end(), s.tokens + (begin - offset), s.tokens + (end - offset));
+    offset += s.size;
     if (offset >= span.end) break;
   }
 }
@@ -167,10 +184,10 @@ void each_instance(const std::vector<Document>& documents, size_t index, const C
   thread_local Sentences chunk;
   chunk.clear();
   int64_t chunk_length = 0;
-  for (int64_t i = 0; i < static_cast<int64_t>(document.size()); ++i) {
-    chunk.push_back(&document[static_cast<size_t>(i)]);
-    chunk_length += static_cast<int64_t>(document[static_cast<size_t>(i)].size());
-    if (i != static_cast<int64_t>(document.size()) - 1 && chunk_length < target) continue;
+  for (int64_t i = 0; i < static_cast<int64_t>(document.sentences()); ++i) {
+    chunk.push_back(document.sentence(static_cast<size_t>(i)));
+    chunk_length += static_cast<int64_t>(chunk.back().size);
+    if (i != static_cast<int64_t>(document.sentences()) - 1 && chunk_length < target) continue;
     if (!chunk.empty()) {
       const int64_t a_end = chunk.size() >= 2 ? rng.randint(1, static_cast<int64_t>(chunk.size()) - 1) : 1;
       // Segments as lists of sentences: only the tokens that survive truncation are copied, once, into the sequence.
@@ -187,9 +204,10 @@ void each_instance(const std::vector<Document>& documents, size_t index, const C
         size_t other = static_cast<size_t>(rng.randint(0, static_cast<int64_t>(documents.size()) - 2));
         if (other >= index) ++other;
         const Document& random_doc = documents[other];
-        for (int64_t j = rng.randint(0, static_cast<int64_t>(random_doc.size()) - 1); j < static_cast<int64_t>(random_doc.size()); ++j) {
-          b.push_back(&random_doc[static_cast<size_t>(j)]);
-          b_size += random_doc[static_cast<size_t>(j)].size();
+        const int64_t sentences = static_cast<int64_t>(random_doc.sentences());
+        for (int64_t j = rng.randint(0, sentences - 1); j < sentences; ++j) {
+          b.push_back(random_doc.sentence(static_cast<size_t>(j)));
+          b_size += b.back().size;
           if (static_cast<int64_t>(b_size) >= target_b) break;
         }
         i -= static_cast<int64_t>(chunk.size()) - a_end;  // the unused segments are used again
@@ -218,14 +236,6 @@ void each_instance(const std::vector<Document>& documents, size_t index, const C
 }
 
 }  // namespace
-
-std::vector<Instance> instances_from_document(const std::vector<Document>& documents, size_t index,
-                                              const CreateOptions& o, const Vocab& vocab,
-                                              const std::vector<bool>& is_continuation, Rng& rng) {
-  std::vector<Instance> out;
-  each_instance(documents, index, o, vocab, is_continuation, rng, [&](const Instance& inst) { out.push_back(inst); });
-  return out;
-}
 
 namespace {
 
@@ -318,14 +328,15 @@ uint64_t chunk_seed(const CreateOptions& o, int64_t chunk, uint64_t stream, uint
 std::vector<Document> tokenize_chunk(const TextChunk& chunk, const ChunkContext& c) {
   std::vector<Document> documents(chunk.documents());
   launch::parallel_for(documents.size(), c.threads, [&](size_t d, int) {
-    std::vector<int32_t> ids;
+    Document& document = documents[d];
     for (size_t s = chunk.first_sentence(d); s < chunk.document_ends[d]; ++s) {
-      ids.clear();
-      c.tokenizer.encode(chunk.sentence(s), ids);
-      if (!ids.empty()) documents[d].push_back(ids);
+      const size_t before = document.tokens.size();
+      c.tokenizer.encode(chunk.sentence(s), document.tokens);
+      if (document.tokens.size() > before) document.ends.push_back(static_cast<uint32_t>(document.tokens.size()));
     }
+    document.tokens.shrink_to_fit();
   });
-  documents.erase(std::remove_if(documents.begin(), documents.end(), [](const Document& d) { return d.empty(); }), documents.end());
+  documents.erase(std::remove_if(documents.begin(), documents.end(), [](const Document& d) { return d.ends.empty(); }), documents.end());
   return documents;
 }
 
@@ -382,6 +393,13 @@ void to_host(const Dupe& dupe, size_t begin, size_t end, const ChunkContext& c, 
   launch::parallel_for((end - begin + kBlock - 1) / kBlock, c.threads, [&](size_t block, int) {
     const size_t first = block * kBlock, last = std::min(end - begin, (block + 1) * kBlock);
     for (size_t r = first; r < last; ++r) {
+      // The rows are in shuffled order, each in another document's buffer: fetch the next rows' buffers ahead.
+      if (r + 8 < last) __builtin_prefetch(&dupe.per_document[dupe.order[begin + r + 8].first]);
+      if (r + 4 < last) {
+        const auto [d4, i4] = dupe.order[begin + r + 4];
+        const PackedInstances& ahead = dupe.per_document[d4];
+        __builtin_prefetch(ahead.data.data() + ahead.refs[i4].offset);
+      }
       const auto [d, i] = dupe.order[begin + r];
       const PackedInstances& packed = dupe.per_document[d];
       const PackedInstances::Ref& ref = packed.refs[i];

@@ -87,11 +87,7 @@ struct CreateSummary {
 // complete shards there and continues. Peak memory stays near options.memory_budget whatever the input size.
 CreateSummary create_pretraining_data(const CreateOptions& options);
 
-// The pieces, exposed for tests.
-using Document = std::vector<std::vector<int32_t>>;  // sentences of token ids
-std::vector<Instance> instances_from_document(const std::vector<Document>& documents, size_t index,
-                                              const CreateOptions& options, const Vocab& vocab,
-                                              const std::vector<bool>& is_continuation, Rng& rng);
+// The masking step, exposed for tests.
 void mask_instance(Instance& instance, const CreateOptions& options, const Vocab& vocab,
                    const std::vector<bool>& is_continuation, Rng& rng);
 

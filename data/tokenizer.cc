@@ -354,8 +354,7 @@ void FullTokenizer::encode_ascii_run(std::string_view run, std::string& word, st
 // The reference's steps are per character (cleaning) or per whitespace-separated word (lower-casing, accents,
 // punctuation), and ASCII whitespace always separates words: each run between ASCII whitespace is tokenized alone.
 void FullTokenizer::encode(std::string_view text, std::vector<int32_t>& out) const {
-  std::string word;
-  word.reserve(64);
+  thread_local std::string word;  // scratch, reused: no allocation per call
   size_t i = 0;
   while (i < text.size()) {
     while (i < text.size() && is_ascii_separator(static_cast<unsigned char>(text[i]))) ++i;

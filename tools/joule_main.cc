@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <iostream>
 #include <sstream>
@@ -546,8 +547,10 @@ int report_error(const std::string& cmd, const std::string& what, const std::str
 }
 
 int main(int argc, char** argv) {
-  // OpenMP and OpenBLAS read their wait policies only when they load: set them and start over once.
-  if (joule::launch::set_runtime_environment()) execv("/proc/self/exe", argv);
+  // OpenMP and OpenBLAS read their wait policies only when they load: set them and start over once. The `data`
+  // commands run no LibTorch or BLAS work, and a second start (loading LibTorch again) would double their start-up.
+  const bool uses_libtorch_threads = !(argc > 1 && std::strcmp(argv[1], "data") == 0);
+  if (uses_libtorch_threads && joule::launch::set_runtime_environment()) execv("/proc/self/exe", argv);
   joule::launch::tune_allocator();
   joule::launch::install_caching_cpu_allocator();
 
