@@ -35,25 +35,43 @@ const LengthTable kLengths;
 // The block's symbols as values: a literal byte (0-255), or 256 + the length of a run (a match at distance 1).
 constexpr uint16_t kRun = 256;
 
+// Sorts keys weight << 16 | symbol (symbols ascending among equal weights): a two-pass radix sort on the weight's two
+// low bytes when every weight fits in them (all of a shard chunk's do), else std::sort.
+void sort_by_weight(uint64_t* keys, int n) {
+  uint64_t max_key = 0;
+  for (int i = 0; i < n; ++i) max_key = std::max(max_key, keys[i]);
+  if (n < 32 || max_key >= (uint64_t{1} << 32)) {
+    std::sort(keys, keys + n);
+    return;
+  }
+  std::array<uint64_t, kLitLenSymbols> scratch;
+  uint64_t* from = keys;
+  uint64_t* to = scratch.data();
+  for (int shift = 16; shift < 32; shift += 8) {  // stable passes, low byte first: ties keep their symbol order
+    std::array<int, 257> start{};
+    for (int i = 0; i < n; ++i) ++start[(from[i] >> shift & 0xFF) + 1];
+    for (int b = 0; b < 256; ++b) start[static_cast<size_t>(b + 1)] += start[static_cast<size_t>(b)];
+    for (int i = 0; i < n; ++i) to[start[from[i] >> shift & 0xFF]++] = from[i];
+    std::swap(from, to);
+  }
+}
+
 // Code lengths for `freq` (symbols with frequency 0 get length 0), no longer than `max_length`: Moffat and
 // Katajainen's in-place minimum-redundancy lengths, then the Kraft sum brought back to 1 by lengthening the deepest
 // codes' shorter neighbours (as miniz does). At least two symbols get a code (a lone symbol is paired with a dummy),
 // so that every inflater accepts the code as complete.
 void code_lengths(const uint32_t* freq, int symbols, int max_length, uint8_t* lengths) {
-  struct Weighted {
-    uint32_t weight;
-    uint16_t symbol;
-  };
-  std::array<Weighted, kLitLenSymbols> used;
+  // Used symbols as weight << 16 | symbol, sorted by weight: integer keys sort fastest.
+  std::array<uint64_t, kLitLenSymbols> used;
   int n = 0;
   for (int s = 0; s < symbols; ++s)
-    if (freq[s]) used[static_cast<size_t>(n++)] = {freq[s], static_cast<uint16_t>(s)};
+    if (freq[s]) used[static_cast<size_t>(n++)] = static_cast<uint64_t>(freq[s]) << 16 | static_cast<uint64_t>(s);
   for (int s = 0; n < 2; ++s)  // pad to two symbols
-    if (!freq[s]) used[static_cast<size_t>(n++)] = {1, static_cast<uint16_t>(s)};
-  std::sort(used.begin(), used.begin() + n, [](const Weighted& a, const Weighted& b) { return a.weight < b.weight; });
+    if (!freq[s]) used[static_cast<size_t>(n++)] = uint64_t{1} << 16 | static_cast<uint64_t>(s);
+  sort_by_weight(used.data(), n);
 
   std::array<uint32_t, kLitLenSymbols> a;
-  for (int i = 0; i < n; ++i) a[static_cast<size_t>(i)] = used[static_cast<size_t>(i)].weight;
+  for (int i = 0; i < n; ++i) a[static_cast<size_t>(i)] = static_cast<uint32_t>(used[static_cast<size_t>(i)] >> 16);
   // Phase 1: internal nodes' weights, each replaced by its parent's index once used.
   a[0] += a[1];
   int root = 0, leaf = 2;
@@ -107,8 +125,19 @@ void code_lengths(const uint32_t* freq, int symbols, int max_length, uint8_t* le
   }
   std::fill(lengths, lengths + symbols, 0);
   for (int len = 1, i = n; len <= max_length; ++len)
-    for (int k = count[static_cast<size_t>(len)]; k > 0; --k) lengths[used[static_cast<size_t>(--i)].symbol] = static_cast<uint8_t>(len);
+    for (int k = count[static_cast<size_t>(len)]; k > 0; --k) lengths[used[static_cast<size_t>(--i)] & 0xFFFF] = static_cast<uint8_t>(len);
 }
+
+// Every byte with its bits in reverse order.
+struct ReversedBytes {
+  std::array<uint8_t, 256> bits{};
+  ReversedBytes() {
+    for (int b = 0; b < 256; ++b)
+      for (int k = 0; k < 8; ++k)
+        if (b >> k & 1) bits[static_cast<size_t>(b)] |= static_cast<uint8_t>(1 << (7 - k));
+  }
+};
+const ReversedBytes kReversedByte;
 
 // Canonical codes (RFC 1951 3.2.2), bit-reversed: deflate sends Huffman codes most significant bit first into an
 // LSB-first bit stream.
@@ -123,24 +152,30 @@ void canonical_codes(const uint8_t* lengths, int symbols, uint16_t* codes) {
   for (int s = 0; s < symbols; ++s) {
     const int len = lengths[s];
     if (!len) continue;
-    uint32_t code = next[static_cast<size_t>(len)]++, reversed = 0;
-    for (int b = 0; b < len; ++b) reversed |= ((code >> b) & 1u) << (len - 1 - b);
-    codes[s] = static_cast<uint16_t>(reversed);
+    const uint32_t code = next[static_cast<size_t>(len)]++;
+    const uint32_t reversed16 = static_cast<uint32_t>(kReversedByte.bits[code & 0xFF]) << 8 | kReversedByte.bits[code >> 8];
+    codes[s] = static_cast<uint16_t>(reversed16 >> (16 - len));
   }
 }
 
-// An LSB-first bit writer into a buffer sized beforehand, with 8 bytes of slack: it stores the whole 64-bit buffer
-// after every code and advances by the bytes completed (no branch per code).
+// An LSB-first bit writer into a buffer sized beforehand, with 8 bytes of slack. add() only gathers bits (at most 56
+// before a flush); flush() stores the whole 64-bit buffer and advances by the bytes completed (no branch).
 class BitWriter {
  public:
   explicit BitWriter(uint8_t* out) : out_(out) {}
-  void put(uint64_t bits, int count) {  // count <= 56 - 7
+  void add(uint64_t bits, int count) {
     buffer_ |= bits << filled_;
     filled_ += count;
+  }
+  void flush() {
     std::memcpy(out_, &buffer_, 8);
     out_ += filled_ >> 3;
     buffer_ >>= filled_ & ~7;
     filled_ &= 7;
+  }
+  void put(uint64_t bits, int count) {  // count <= 49
+    add(bits, count);
+    flush();
   }
   uint8_t* finish() {  // the last, partial byte, padded with zeros
     if (filled_ > 0) *out_++ = static_cast<uint8_t>(buffer_);
@@ -179,7 +214,7 @@ void zlib_compress_runs(const uint8_t* in, size_t size, std::string& out) {
     const uint8_t b = in[i++];
     *token++ = b;
     ++freq[b];
-    if (i == size || in[i] != b) continue;
+    if (i + 2 > size || in[i] != b || in[i + 1] != b) continue;  // fewer than 2 repeats: literals (runs start at 3)
     size_t run = run_length(in + i, size - i, b);
     i += run;
     for (; run >= kMinMatch; run -= std::min<size_t>(run, kMaxMatch)) {
@@ -257,7 +292,8 @@ void zlib_compress_runs(const uint8_t* in, size_t size, std::string& out) {
     bits.put(cl_codes[c.symbol], cl_lengths[c.symbol]);
     if (c.extra_bits) bits.put(c.extra, c.extra_bits);
   }
-  // Every value's bits: a literal's code; a run's length code, extra bits and the distance code (one 0 bit).
+  // Every value's bits: a literal's code; a run's length code, extra bits and the distance code (one 0 bit). Two
+  // values (at most 2 x 21 bits) go out per flush.
   struct Bits {
     uint32_t bits;
     uint32_t count;
@@ -269,7 +305,13 @@ void zlib_compress_runs(const uint8_t* in, size_t size, std::string& out) {
     table[kRun + static_cast<size_t>(len)] = {codes[symbol] | static_cast<uint32_t>(len - kLengthBase[c]) << lengths[symbol],
                                               lengths[symbol] + kLengthExtra[c] + 1u};
   }
-  for (const uint16_t* t = tokens.data(); t < tokens_end; ++t) bits.put(table[*t].bits, static_cast<int>(table[*t].count));
+  const uint16_t* t = tokens.data();
+  for (; t + 2 <= tokens_end; t += 2) {
+    bits.add(table[t[0]].bits, static_cast<int>(table[t[0]].count));
+    bits.add(table[t[1]].bits, static_cast<int>(table[t[1]].count));
+    bits.flush();
+  }
+  if (t < tokens_end) bits.put(table[*t].bits, static_cast<int>(table[*t].count));
   bits.put(codes[kEndOfBlock], lengths[kEndOfBlock]);
   uint8_t* end = bits.finish();
   const uint32_t adler = libdeflate_adler32(1, in, size);

@@ -5,8 +5,10 @@
 # PyTorch/LanguageModeling/BERT (https://github.com/NVIDIA/DeepLearningExamples), run from its own directory, which holds
 # its tokenization.py and file_utils.py; it needs h5py, numpy, tqdm and six (pip). It is run, never copied here.
 # Makes a corpus of GB gigabytes (default 1; `joule data synth` text, files of ~20 MB), runs `joule data create` on it
-# (seq 128, 20 predictions, dupe factor 5, --memory-budget 2GB, all cores), then both tools on the first SLICE_MB
-# (default 2) of it on one core. Prints one JSON line per run and the per-core ratio.
+# (seq 128, 20 predictions, dupe factor 5, --memory-budget 2GB) on all cores and on one, then both tools on the first
+# SLICE_MB (default 2) of it on one core. Prints one JSON line per run and the per-core ratios.
+# NVIDIA's file_utils.py imports PyTorch when it is installed, which its data creation never uses (~3 CPU-seconds,
+# 500 MB); USE_TORCH=0, its own switch, leaves that out, so the reference is timed at its fastest.
 set -euo pipefail
 joule=$(realpath "$1") nvidia=$(realpath "$2") gb=${3:-1} slice_mb=${4:-2}
 work=${WORK:-$(mktemp -d)}
@@ -39,11 +41,15 @@ print(json.dumps({'run': name, 'text_mb': round(nbytes / 1e6, 1), 'sequences': s
                   'seq_per_s': round(seqs / wall), 'peak_rss_mb': round(rss / 1024)}))" "$@"
 }
 
-rm -rf full
-read -r wall cpu rss <<< "$(measure full.log "$joule" data create --input corpus --vocab vocab.txt --out full --memory-budget 2GB)"
-seqs=$(python3 -c "import json; print(json.load(open('full/metadata.json'))['train_sequences'])")
-report "joule, $(nproc) threads, ${gb} GB" "$corpus_bytes" "$seqs" "$wall" "$cpu" "$rss"
-full_cpu_per_mb=$(echo "$cpu / ($corpus_bytes / 1000000)" | bc -l)
+# The whole corpus on all cores, then on one: CPU seconds per MB of text at scale (start-up amortized).
+full_cpu_per_mb=
+for threads in $(nproc) 1; do
+  rm -rf full
+  read -r wall cpu rss <<< "$(measure full.log "$joule" data create --input corpus --vocab vocab.txt --out full --memory-budget 2GB --threads "$threads")"
+  seqs=$(python3 -c "import json; print(json.load(open('full/metadata.json'))['train_sequences'])")
+  report "joule, $threads thread(s), ${gb} GB" "$corpus_bytes" "$seqs" "$wall" "$cpu" "$rss"
+  full_cpu_per_mb="$full_cpu_per_mb $(echo "$cpu / ($corpus_bytes / 1000000)" | bc -l)"
+done
 
 head -c $((slice_mb * 1024 * 1024)) corpus/part_0.txt > slice_raw.txt
 sed '$d' slice_raw.txt > slice.txt  # whole lines only
@@ -54,12 +60,14 @@ seqs=$(python3 -c "import json; print(json.load(open('slice_joule/metadata.json'
 report "joule, 1 thread, slice" "$slice_bytes" "$seqs" "$wall" "$cpu" "$rss"
 joule_cpu=$cpu
 
-read -r wall cpu rss <<< "$(cd "$(dirname "$nvidia")" && measure "$work/nvidia_slice.log" python3 "$nvidia" --input_file "$work/slice.txt" \
+read -r wall cpu rss <<< "$(cd "$(dirname "$nvidia")" && USE_TORCH=0 measure "$work/nvidia_slice.log" python3 "$nvidia" --input_file "$work/slice.txt" \
   --output_file "$work/nvidia_slice.hdf5" --vocab_file "$work/vocab.txt" --do_lower_case --max_seq_length 128 \
   --max_predictions_per_seq 20 --masked_lm_prob 0.15 --random_seed 12345 --dupe_factor 5)"
 seqs=$(python3 -c "import h5py; print(h5py.File('$work/nvidia_slice.hdf5')['input_ids'].shape[0])")
 report "NVIDIA create_pretraining_data.py, slice" "$slice_bytes" "$seqs" "$wall" "$cpu" "$rss"
+read -r all_cores one_core <<< "$full_cpu_per_mb"
 python3 -c "
-nvidia_cpu_per_mb = float($cpu) / ($slice_bytes / 1e6)
-print(f'per-core speed, joule / NVIDIA: {nvidia_cpu_per_mb / float($full_cpu_per_mb):.1f}x at scale (joule over the whole corpus), '
-      f'{float($cpu) / float($joule_cpu):.1f}x on the slice alone (joule start-up included); CPU seconds per MB of text')"
+nvidia = float($cpu) / ($slice_bytes / 1e6)
+print(f'per-core speed, joule / NVIDIA (CPU seconds per MB of text): {nvidia / float($one_core):.1f}x at scale on one thread, '
+      f'{nvidia / float($all_cores):.1f}x at scale on $(nproc) threads, {float($cpu) / float($joule_cpu):.1f}x on the slice alone '
+      f'(joule start-up included)')"
