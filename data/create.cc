@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -340,77 +341,107 @@ std::vector<Document> tokenize_chunk(const TextChunk& chunk, const ChunkContext&
   return documents;
 }
 
-// A document's sequences end to end in one buffer: each one's tokens, then its masked positions, then the ids.
-struct PackedInstances {
+// Sequences end to end in blocks of 4 MiB: each one's tokens, then its masked positions, then the ids. Blocks, not
+// one growing buffer: no copy when it grows, at most one block unused, and they are kept from dupe to dupe.
+class PackedInstances {
+ public:
   struct Ref {
-    uint32_t offset = 0;
+    uint32_t offset = 0;  // block * kBlock + position in the block
     uint16_t tokens = 0, segment_b = 0, masked = 0;
     bool random_next = false;
   };
-  std::vector<int32_t> data;
-  std::vector<Ref> refs;
+  static constexpr uint32_t kBlock = 1u << 20;  // int32 values per block
 
   void add(const Instance& inst) {
-    refs.push_back({static_cast<uint32_t>(data.size()), static_cast<uint16_t>(inst.tokens.size()),
-                    static_cast<uint16_t>(inst.segment_b), static_cast<uint16_t>(inst.masked_positions.size()), inst.is_random_next});
-    data.insert(data.end(), inst.tokens.begin(), inst.tokens.end());
-    data.insert(data.end(), inst.masked_positions.begin(), inst.masked_positions.end());
-    data.insert(data.end(), inst.masked_ids.begin(), inst.masked_ids.end());
+    const size_t n = inst.tokens.size() + 2 * inst.masked_positions.size();
+    if (fill_ + n > kBlock) {  // the next block (sequences are far shorter than a block)
+      if (++used_ > blocks_.size()) blocks_.emplace_back(new int32_t[kBlock]);
+      if (blocks_.size() > UINT32_MAX / kBlock) throw joule::InternalError("data create: one worker's sequences outgrew 32-bit offsets");
+      fill_ = 0;
+    }
+    refs_.push_back({static_cast<uint32_t>((used_ - 1) * kBlock + fill_), static_cast<uint16_t>(inst.tokens.size()),
+                     static_cast<uint16_t>(inst.segment_b), static_cast<uint16_t>(inst.masked_positions.size()), inst.is_random_next});
+    int32_t* to = blocks_[used_ - 1].get() + fill_;
+    to = std::copy(inst.tokens.begin(), inst.tokens.end(), to);
+    to = std::copy(inst.masked_positions.begin(), inst.masked_positions.end(), to);
+    std::copy(inst.masked_ids.begin(), inst.masked_ids.end(), to);
+    fill_ += n;
   }
+  void clear() {  // keeps the blocks
+    refs_.clear();
+    used_ = 0;
+    fill_ = kBlock;
+  }
+  const std::vector<Ref>& refs() const { return refs_; }
+  const int32_t* data(const Ref& ref) const { return blocks_[ref.offset / kBlock].get() + ref.offset % kBlock; }
+
+ private:
+  std::vector<std::unique_ptr<int32_t[]>> blocks_;  // not zeroed: every value read was written
+  std::vector<Ref> refs_;
+  size_t used_ = 0, fill_ = kBlock;
 };
 
-// One dupe of every document: each document's sequences (made on its own generator stream), and the order they are
-// written in, shuffled (the same permutation as shuffling the sequences themselves, without moving them).
+// One dupe of every document. Each worker's sequences go to its own buffer, document after document in the order
+// parallel_for deals them out; every document's sequences come from its own generator stream. `order` lists every
+// sequence in document order, then shuffled (the same permutation as shuffling the sequences themselves, without
+// moving them), so neither the rows nor their order depend on the worker count. Reused from dupe to dupe: the
+// buffers keep their memory.
 struct Dupe {
-  std::vector<PackedInstances> per_document;
-  std::vector<std::pair<uint32_t, uint32_t>> order;  // (document, sequence)
+  std::vector<PackedInstances> per_worker;
+  std::vector<std::pair<uint32_t, uint32_t>> document_end;  // per document: (worker, one past its last ref there)
+  std::vector<std::pair<uint32_t, uint32_t>> order;         // (worker, ref)
+
+  const PackedInstances::Ref& ref(size_t row) const { return per_worker[order[row].first].refs()[order[row].second]; }
+  const int32_t* tokens(size_t row) const { return per_worker[order[row].first].data(ref(row)); }
 };
 
-Dupe make_dupe(const std::vector<Document>& documents, int64_t chunk, uint64_t stream, const ChunkContext& c) {
-  Dupe dupe;
-  dupe.per_document.resize(documents.size());
-  launch::parallel_for(documents.size(), c.threads, [&](size_t d, int) {
+void make_dupe(const std::vector<Document>& documents, int64_t chunk, uint64_t stream, const ChunkContext& c, Dupe& dupe) {
+  dupe.per_worker.resize(static_cast<size_t>(c.threads));
+  for (PackedInstances& packed : dupe.per_worker) packed.clear();
+  dupe.document_end.resize(documents.size());
+  launch::parallel_for(documents.size(), c.threads, [&](size_t d, int worker) {
     Rng rng(chunk_seed(c.options, chunk, stream, d));
-    PackedInstances& packed = dupe.per_document[d];
+    PackedInstances& packed = dupe.per_worker[static_cast<size_t>(worker)];
     each_instance(documents, d, c.options, c.vocab, c.is_continuation, rng, [&](const Instance& inst) { packed.add(inst); });
-    packed.data.shrink_to_fit();
+    dupe.document_end[d] = {static_cast<uint32_t>(worker), static_cast<uint32_t>(packed.refs().size())};
   });
   size_t sequences = 0;
-  for (const PackedInstances& packed : dupe.per_document) sequences += packed.refs.size();
+  for (const PackedInstances& packed : dupe.per_worker) sequences += packed.refs().size();
+  dupe.order.clear();
   dupe.order.reserve(sequences);
-  for (size_t d = 0; d < documents.size(); ++d)
-    for (size_t i = 0; i < dupe.per_document[d].refs.size(); ++i) dupe.order.emplace_back(static_cast<uint32_t>(d), static_cast<uint32_t>(i));
+  std::vector<uint32_t> next(dupe.per_worker.size(), 0);  // each worker's first ref not yet listed
+  for (const auto& [worker, end] : dupe.document_end)
+    for (uint32_t& r = next[worker]; r < end; ++r) dupe.order.emplace_back(worker, r);
   Rng(chunk_seed(c.options, chunk, kInstanceShuffle, stream)).shuffle(dupe.order);
-  return dupe;
 }
 
 // Rows [begin, end) of the dupe's order into `b` in the shard layout (padded with zeros to seq_len and
-// max_predictions: HostBatch::resize zeroes), on the workers. `b` is reused from slice to slice (no fresh pages).
+// max_predictions), on the workers: every element of every row is written here, so `b` is not zeroed first. `b` is
+// reused from slice to slice (no fresh pages).
 void to_host(const Dupe& dupe, size_t begin, size_t end, const ChunkContext& c, HostBatch& b) {
   const int64_t seq_len = c.options.seq_len, max_predictions = c.options.max_predictions;
-  b.resize(static_cast<int64_t>(end - begin), seq_len, max_predictions);
+  b.resize_for_overwrite(static_cast<int64_t>(end - begin), seq_len, max_predictions);
   constexpr size_t kBlock = 256;
   launch::parallel_for((end - begin + kBlock - 1) / kBlock, c.threads, [&](size_t block, int) {
     const size_t first = block * kBlock, last = std::min(end - begin, (block + 1) * kBlock);
     for (size_t r = first; r < last; ++r) {
-      // The rows are in shuffled order, each in another document's buffer: fetch the next rows' buffers ahead.
-      if (r + 8 < last) __builtin_prefetch(&dupe.per_document[dupe.order[begin + r + 8].first]);
-      if (r + 4 < last) {
-        const auto [d4, i4] = dupe.order[begin + r + 4];
-        const PackedInstances& ahead = dupe.per_document[d4];
-        __builtin_prefetch(ahead.data.data() + ahead.refs[i4].offset);
-      }
-      const auto [d, i] = dupe.order[begin + r];
-      const PackedInstances& packed = dupe.per_document[d];
-      const PackedInstances::Ref& ref = packed.refs[i];
-      const int32_t* tokens = packed.data.data() + ref.offset;
+      // The rows are in shuffled order, each somewhere else in the workers' buffers: fetch the next rows' ahead.
+      if (r + 8 < last) __builtin_prefetch(&dupe.ref(begin + r + 8));
+      if (r + 4 < last) __builtin_prefetch(dupe.tokens(begin + r + 4));
+      const PackedInstances::Ref& ref = dupe.ref(begin + r);
+      const int32_t* tokens = dupe.tokens(begin + r);
       const int32_t* positions = tokens + ref.tokens;
       const int32_t* ids = positions + ref.masked;
-      std::copy(tokens, tokens + ref.tokens, b.input_ids.begin() + r * seq_len);
-      std::fill_n(b.input_mask.begin() + r * seq_len, ref.tokens, 1);
-      std::fill(b.segment_ids.begin() + r * seq_len + ref.segment_b, b.segment_ids.begin() + r * seq_len + ref.tokens, 1);
-      std::copy(positions, positions + ref.masked, b.masked_positions.begin() + r * max_predictions);
-      std::copy(ids, ids + ref.masked, b.masked_ids.begin() + r * max_predictions);
+      int32_t* input_ids = b.input_ids.data() + r * seq_len;
+      int32_t* input_mask = b.input_mask.data() + r * seq_len;
+      int32_t* segment_ids = b.segment_ids.data() + r * seq_len;
+      std::fill(std::copy(tokens, tokens + ref.tokens, input_ids), input_ids + seq_len, 0);
+      std::fill(std::fill_n(input_mask, ref.tokens, 1), input_mask + seq_len, 0);
+      std::fill(std::fill_n(std::fill_n(segment_ids, ref.segment_b, 0), ref.tokens - ref.segment_b, 1), segment_ids + seq_len, 0);
+      int32_t* masked_positions = b.masked_positions.data() + r * max_predictions;
+      int32_t* masked_ids = b.masked_ids.data() + r * max_predictions;
+      std::fill(std::copy(positions, positions + ref.masked, masked_positions), masked_positions + max_predictions, 0);
+      std::fill(std::copy(ids, ids + ref.masked, masked_ids), masked_ids + max_predictions, 0);
       b.next_sentence_labels[r] = ref.random_next ? 1 : 0;
     }
   });
@@ -426,10 +457,11 @@ nlohmann::json write_dupes(const std::string& path, const std::vector<Document>&
   ShardWriter writer(path, ShardWriter::kGrowing, o.seq_len, o.max_predictions, 64, c.threads);
   int64_t masked = 0, tokens = 0, random = 0;
   HostBatch slice;
+  Dupe dupe;
   for (int d = 0; d < dupes; ++d) {
-    const Dupe dupe = make_dupe(documents, chunk, stream + static_cast<uint64_t>(d), c);
-    for (const PackedInstances& packed : dupe.per_document)
-      for (const PackedInstances::Ref& ref : packed.refs) {
+    make_dupe(documents, chunk, stream + static_cast<uint64_t>(d), c, dupe);
+    for (const PackedInstances& packed : dupe.per_worker)
+      for (const PackedInstances::Ref& ref : packed.refs()) {
         masked += ref.masked;
         tokens += ref.tokens;
         random += ref.random_next ? 1 : 0;

@@ -71,6 +71,18 @@ void HostBatch::resize(int64_t r, int64_t l, int64_t p) {
   next_sentence_labels.assign(r, 0);
 }
 
+void HostBatch::resize_for_overwrite(int64_t r, int64_t l, int64_t p) {
+  rows = r;
+  seq_len = l;
+  max_predictions = p;
+  input_ids.resize(static_cast<size_t>(r * l));
+  input_mask.resize(static_cast<size_t>(r * l));
+  segment_ids.resize(static_cast<size_t>(r * l));
+  masked_positions.resize(static_cast<size_t>(r * p));
+  masked_ids.resize(static_cast<size_t>(r * p));
+  next_sentence_labels.resize(static_cast<size_t>(r));
+}
+
 void copy_row(const HostBatch& from, int64_t from_row, HostBatch& to, int64_t to_row) {
   for (int c = 0; c < 6; ++c) {
     const int64_t w = width_of(from, c);

@@ -28,7 +28,8 @@ struct HostBatch {
   std::vector<int32_t> input_ids, input_mask, segment_ids;  // rows * seq_len
   std::vector<int32_t> masked_positions, masked_ids;        // rows * max_predictions
   std::vector<int32_t> next_sentence_labels;                // rows
-  void resize(int64_t rows, int64_t seq_len, int64_t max_predictions);
+  void resize(int64_t rows, int64_t seq_len, int64_t max_predictions);  // all zeros
+  void resize_for_overwrite(int64_t rows, int64_t seq_len, int64_t max_predictions);  // contents unspecified
 };
 
 // Copies row `from_row` of `from` into row `to_row` of `to` (same seq_len and max_predictions).
