@@ -113,50 +113,60 @@ void append_span(const Sentences& sentences, Span span, std::vector<int32_t>& ou
 
 void mask_instance(Instance& inst, const CreateOptions& o, const Vocab& vocab, const std::vector<bool>& is_continuation,
                    Rng& rng) {
-  // Candidate groups (a token, or a whole word's pieces) as [begin, end) ranges into `members`, drawn in a random
-  // order as they are needed (a Fisher-Yates shuffle stopped once enough are masked: the same distribution as the
-  // reference's shuffle of the whole candidate list).
+  // Candidates are drawn in a random order as they are needed: a Fisher-Yates shuffle stopped once enough are masked,
+  // the same distribution as the reference's shuffle of the whole candidate list.
   thread_local std::vector<int32_t> members;  // scratch, reused: no allocation per sequence
   thread_local std::vector<std::pair<int32_t, int32_t>> candidates, masked;
   thread_local std::vector<bool> covered;
-  members.clear();
-  candidates.clear();
-  for (size_t i = 0; i < inst.tokens.size(); ++i) {
-    const int32_t t = inst.tokens[i];
-    if (t == vocab.cls_id() || t == vocab.sep_id()) continue;
-    const bool joins = o.whole_word_mask && !candidates.empty() && is_continuation[static_cast<size_t>(t)];
-    if (!joins) candidates.emplace_back(static_cast<int32_t>(members.size()), static_cast<int32_t>(members.size()));
-    members.push_back(static_cast<int32_t>(i));
-    candidates.back().second = static_cast<int32_t>(members.size());
-  }
   const int64_t to_predict = std::min<int64_t>(
       o.max_predictions, std::max<int64_t>(1, std::llround(static_cast<double>(inst.tokens.size()) * o.masked_lm_prob)));
   masked.clear();  // (position, original id)
-  covered.assign(inst.tokens.size(), false);
-  for (size_t k = 0; k < candidates.size() && static_cast<int64_t>(masked.size()) < to_predict; ++k) {
-    std::swap(candidates[k], candidates[k + rng.below(candidates.size() - k)]);
-    const auto [begin, end] = candidates[k];
-    const int64_t size = end - begin;
-    if (static_cast<int64_t>(masked.size()) + size > to_predict) continue;
-    if (std::any_of(members.begin() + begin, members.begin() + end, [&](int32_t i) { return covered[static_cast<size_t>(i)]; })) continue;
-    for (int32_t m = begin; m < end; ++m) {
-      const size_t index = static_cast<size_t>(members[static_cast<size_t>(m)]);
-      const int32_t original = inst.tokens[index];  // not masked yet: every position is covered once
-      covered[index] = true;
-      int32_t replacement;
-      if (rng.uniform() < 0.8) replacement = vocab.mask_id();
-      else if (rng.uniform() < 0.5) replacement = original;
-      else replacement = static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab.size())));
-      inst.tokens[index] = replacement;
-      masked.emplace_back(static_cast<int32_t>(index), original);
+  auto mask = [&](size_t index) {  // the reference's 80 % [MASK], 10 % unchanged, 10 % a random token
+    const int32_t original = inst.tokens[index];  // not masked yet: every position is masked once at most
+    int32_t replacement;
+    if (rng.uniform() < 0.8) replacement = vocab.mask_id();
+    else if (rng.uniform() < 0.5) replacement = original;
+    else replacement = static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab.size())));
+    inst.tokens[index] = replacement;
+    masked.emplace_back(static_cast<int32_t>(index), original);
+  };
+  // Every position but [CLS] and [SEP]: without whole-word masking, each is a candidate of its own.
+  members.resize(inst.tokens.size());
+  size_t positions = 0;
+  for (size_t i = 0; i < inst.tokens.size(); ++i)
+    if (inst.tokens[i] != vocab.cls_id() && inst.tokens[i] != vocab.sep_id()) members[positions++] = static_cast<int32_t>(i);
+  members.resize(positions);
+  if (!o.whole_word_mask) {
+    for (size_t k = 0; k < positions && static_cast<int64_t>(masked.size()) < to_predict; ++k) {
+      std::swap(members[k], members[k + rng.below(positions - k)]);
+      mask(static_cast<size_t>(members[k]));
     }
-  }
-  // Whole-word masking can find every word longer than the budget: mask one piece rather than leave a row with no
-  // prediction (its masked-LM loss would be undefined, and shard validation refuses such rows).
-  if (masked.empty() && !candidates.empty()) {
-    const int32_t index = members[static_cast<size_t>(candidates.front().first)];
-    masked.emplace_back(index, inst.tokens[static_cast<size_t>(index)]);
-    inst.tokens[static_cast<size_t>(index)] = vocab.mask_id();
+  } else {
+    // A word's pieces ([begin, end) ranges into `members`) are one candidate, masked together or not at all.
+    candidates.clear();
+    for (size_t m = 0; m < positions; ++m) {
+      const bool joins = m > 0 && is_continuation[static_cast<size_t>(inst.tokens[static_cast<size_t>(members[m])])];
+      if (!joins) candidates.emplace_back(static_cast<int32_t>(m), static_cast<int32_t>(m));
+      candidates.back().second = static_cast<int32_t>(m + 1);
+    }
+    covered.assign(inst.tokens.size(), false);
+    for (size_t k = 0; k < candidates.size() && static_cast<int64_t>(masked.size()) < to_predict; ++k) {
+      std::swap(candidates[k], candidates[k + rng.below(candidates.size() - k)]);
+      const auto [begin, end] = candidates[k];
+      if (static_cast<int64_t>(masked.size()) + (end - begin) > to_predict) continue;
+      if (std::any_of(members.begin() + begin, members.begin() + end, [&](int32_t i) { return covered[static_cast<size_t>(i)]; })) continue;
+      for (int32_t m = begin; m < end; ++m) {
+        covered[static_cast<size_t>(members[static_cast<size_t>(m)])] = true;
+        mask(static_cast<size_t>(members[static_cast<size_t>(m)]));
+      }
+    }
+    // Every word can be longer than the budget: mask one piece rather than leave a row with no prediction (its
+    // masked-LM loss would be undefined, and shard validation refuses such rows).
+    if (masked.empty() && !candidates.empty()) {
+      const int32_t index = members[static_cast<size_t>(candidates.front().first)];
+      masked.emplace_back(index, inst.tokens[static_cast<size_t>(index)]);
+      inst.tokens[static_cast<size_t>(index)] = vocab.mask_id();
+    }
   }
   std::sort(masked.begin(), masked.end());
   inst.masked_positions.clear();
