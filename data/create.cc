@@ -250,10 +250,11 @@ void each_instance(const std::vector<Document>& documents, size_t index, const C
 
 namespace {
 
-// Peak bytes one chunk needs per byte of its input text (dupes are made one at a time): measured 7.6 (dupe factor 1)
-// and 8.7 (dupe factor 5) with `joule data synth` text at seq_len 128 (BENCHMARKS.md): the text and the next chunk's
-// read ahead, the token ids, one dupe's sequences with their masks (~5.2), the shard writer's slices; 10 leaves room
-// for the allocator's fragmentation over many chunks.
+// Peak bytes one chunk needs per byte of its input text (dupes are made one at a time): measured 3.8 (dupe factor 1)
+// and 4.4 (dupe factor 5) between chunks of 5 and 20 MB, and 6.1 over the 179 MB chunks of a 1 GB run on 2 threads,
+// with `joule data synth` text at seq_len 128 (BENCHMARKS.md): the text and the next chunk's read ahead, the token
+// ids, one dupe's sequences with their masks, the shard writer's slices; 10 leaves room for the allocator's
+// fragmentation over many chunks and for more worker threads.
 double bytes_per_input_byte(const CreateOptions&) { return 10.0; }
 
 constexpr int64_t kMiB = 1 << 20;

@@ -2,7 +2,7 @@
 # Builds the libFuzzer harnesses with clang (tests/fuzz/CMakeLists.txt, apart from the LibTorch build) and
 # runs each for a bounded time from its seed corpus. Any crash, sanitizer report or broken invariant fails.
 #   tests/fuzz/run.sh [--seconds N] [--build-dir DIR] [--build-only | --no-build] [HARNESS ...]
-#   (defaults: 20 s each, build/fuzz, all four: safetensors run_config tokenizer shard)
+#   (defaults: 20 s each, build/fuzz, all five: safetensors run_config tokenizer shard run_deflate)
 # --build-only configures and builds (ctest's fixture fuzz.build); --no-build only runs binaries that are
 # already built (ctest's fuzz.<harness> tests, which run in parallel and so must never configure or build the
 # shared directory). Each harness writes only its own files: DIR/corpus_NAME, DIR/fuzz_NAME.log, DIR/tmp_NAME,
@@ -20,7 +20,7 @@ while (($#)); do
     *) harnesses+=("$1"); shift ;;
   esac
 done
-((${#harnesses[@]})) || harnesses=(safetensors run_config tokenizer shard)
+((${#harnesses[@]})) || harnesses=(safetensors run_config tokenizer shard run_deflate)
 ((build_only && no_build)) && { echo "fuzz: --build-only and --no-build exclude each other" >&2; exit 2; }
 if ((!no_build)); then
   command -v clang++ >/dev/null || { echo "fuzz: clang++ not found (apt-get install clang libclang-rt-dev)" >&2; exit 1; }
