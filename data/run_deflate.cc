@@ -205,6 +205,7 @@ size_t run_length(const uint8_t* p, size_t limit, uint8_t b) {
 }  // namespace
 
 void zlib_compress_runs(const uint8_t* in, size_t size, std::string& out) {
+  if (size > UINT32_MAX) throw joule::InternalError("zlib_compress_runs: an input over 4 GiB (symbol counts are 32-bit)");
   // 1. The block's symbols: each byte a literal, and the bytes repeating it after it as runs (distance 1).
   thread_local std::vector<uint16_t> tokens;
   tokens.resize(size + 1);

@@ -11,7 +11,7 @@
 
 namespace joule::data {
 
-// Compresses in[0, size) into `out` (resized to the stream's length) as one zlib stream.
+// Compresses in[0, size) into `out` (resized to the stream's length) as one zlib stream. size < 4 GiB.
 void zlib_compress_runs(const uint8_t* in, size_t size, std::string& out);
 
 }  // namespace joule::data

@@ -111,16 +111,19 @@ HostFacts HostFacts::detect() {
 double cpu_flops_per_cycle(const launch::CpuIsa& isa, const std::string& dtype) {
   // fp32: two FMA pipes per core, each a multiply and an add per lane per cycle, 16 lanes (512-bit) or 8 (256-bit).
   // Two 512-bit FMA pipes: Intel 64 and IA-32 Architectures Optimization Reference Manual (Skylake Server and later
-  // server cores); AMD, Software Optimization Guide for AMD Family 1Ah (Zen 5) Processors (four FP pipes, two with
-  // FMA, full 512-bit datapath on EPYC 9005).
+  // server cores; https://www.intel.com/content/www/us/en/developer/articles/technical/intel64-and-ia32-architectures-optimization.html);
+  // AMD, Software Optimization Guide for the AMD Zen5 Microarchitecture, publication 58455 rev. 1.00, August 2024
+  // (four FP pipes, two with FMA, a full 512-bit datapath on EPYC 9005), and A. J. Yee, "Zen5's AVX512 Teardown"
+  // (http://numberworld.org/blogs/2024_8_7_zen5_avx512_teardown).
   const double fp32 = isa.avx512f ? 2 * 16 * 2 : (isa.avx2 && isa.fma) ? 2 * 8 * 2 : 2 * 4;
   if (dtype == "fp32") return fp32;
   if (dtype != "bf16") return 0;
   // AMX-BF16: 1024 bf16 FLOP per cycle per core (Intel, "Accelerate AI Workloads with Intel AMX", 4th Gen Xeon
   // Scalable processors: 2048 INT8 or 1024 BF16 operations per cycle per core).
   if (isa.amx_bf16) return 1024;
-  // AVX512-BF16: VDPBF16PS multiplies 32 bf16 pairs and adds them into 16 fp32 lanes (Intel SDM Vol. 2A), 64 FLOP
-  // per instruction on each of the two FMA pipes.
+  // AVX512-BF16: VDPBF16PS multiplies 32 bf16 pairs and adds them into 16 fp32 lanes (Intel 64 and IA-32
+  // Architectures Software Developer's Manual, Vol. 2A; https://www.intel.com/content/www/us/en/developer/articles/technical/intel-sdm.html),
+  // 64 FLOP per instruction on each of the two FMA pipes.
   if (isa.avx512_bf16) return 2 * 64;
   return fp32;
 }
