@@ -17,8 +17,6 @@ struct GradientReducer::Bucket {
   WorkHandle work;
 };
 
-namespace {
-
 Buffer buffer_of(const torch::Tensor& t) {
   DType d = DType::kFloat32;
   if (t.scalar_type() == torch::kBFloat16) d = DType::kBFloat16;
@@ -29,6 +27,8 @@ Buffer buffer_of(const torch::Tensor& t) {
   return {t.data_ptr(), static_cast<size_t>(t.numel()), d, t.is_cuda() ? static_cast<int>(t.get_device()) : -1,
           launch::compat::current_stream(t.device())};
 }
+
+namespace {
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 

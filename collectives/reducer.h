@@ -45,6 +45,10 @@ struct ReducerStats {
   size_t bytes = 0;             // bytes communicated
 };
 
+// A tensor's memory as a communicator Buffer: its dtype (fp32, bf16, fp16, fp64), its device, and on CUDA the stream
+// that wrote it (the nccl backend waits for that stream on its own).
+Buffer buffer_of(const torch::Tensor& t);
+
 class GradientReducer {
  public:
   GradientReducer(std::vector<std::pair<std::string, torch::Tensor>> named_parameters, Communicator& comm,

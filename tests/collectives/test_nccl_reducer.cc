@@ -30,11 +30,6 @@ Communicator& nccl() {
   return *c;
 }
 
-Buffer device_buffer(const torch::Tensor& t, DType d) {
-  return {t.data_ptr(), static_cast<size_t>(t.numel()), d, static_cast<int>(t.get_device()),
-          joule::launch::compat::current_stream(t.device())};
-}
-
 }  // namespace
 
 TEST(NcclTrainer, StreamOrderedDeviceBuffersAndHostBuffers) {
@@ -43,11 +38,11 @@ TEST(NcclTrainer, StreamOrderedDeviceBuffersAndHostBuffers) {
   const torch::Device gpu(torch::kCUDA, static_cast<c10::DeviceIndex>(nccl().info().local_rank % joule::launch::compat::cuda_device_count()));
   // Written on the current stream just before: the all-reduce must wait for it.
   torch::Tensor v = torch::full({1 << 20}, static_cast<float>(r + 1), torch::TensorOptions().device(gpu));
-  nccl().all_reduce(device_buffer(v, DType::kFloat32))->wait();
+  nccl().all_reduce(buffer_of(v))->wait();
   EXPECT_EQ(v.min().item<float>(), n * (n + 1) / 2.0f);
   EXPECT_EQ(v.max().item<float>(), n * (n + 1) / 2.0f);
   torch::Tensor b = torch::full({33}, r == 0 ? 7.0 : -1.0, torch::TensorOptions().dtype(torch::kFloat64).device(gpu));
-  nccl().broadcast(device_buffer(b, DType::kFloat64), 0)->wait();
+  nccl().broadcast(buffer_of(b), 0)->wait();
   EXPECT_EQ(b.min().item<double>(), 7.0);
   // Host buffers (the trainer's step boundaries) go over MPI.
   std::vector<double> host(3, 1.0);
