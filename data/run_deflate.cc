@@ -25,9 +25,9 @@ constexpr std::array<uint8_t, 29> kLengthExtra = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 
 struct LengthTable {
   std::array<uint8_t, kMaxMatch + 1> code{};
   LengthTable() {
+    // Each symbol up to the next one's base: 258 gets its own symbol (285), not 284 with all extra bits set.
     for (int c = 0; c < 29; ++c)
       for (int len = kLengthBase[c]; len < (c + 1 < 29 ? kLengthBase[c + 1] : kMaxMatch + 1); ++len) code[len] = static_cast<uint8_t>(c);
-    code[kMaxMatch] = 28;  // 258 has its own symbol (285), not 284 with all extra bits set
   }
 };
 const LengthTable kLengths;
