@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "launch/error.h"
+#include "launch/util/error.h"
 #include "launch/placement.h"
 
 namespace joule::collectives {

@@ -17,16 +17,13 @@
 #include "data/create_output.h"
 #include "data/shard.h"
 #include "data/text_input.h"
-#include "launch/fnv1a.h"
-#include "launch/parallel.h"
+#include "launch/util/hash.h"
+#include "launch/util/parallel.h"
 
 namespace joule::data {
 
 uint64_t Rng::next_u64() {
-  uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
+  return mix64(state_ += kGoldenGamma);
 }
 
 double Rng::uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
@@ -52,7 +49,7 @@ uint64_t Rng::below(uint64_t n) {
 }
 
 uint64_t mix_seed(uint64_t a, uint64_t b, uint64_t c) {
-  Rng r(a * 0x100000001b3ull ^ (b + 0x51ed27)), s(r.next_u64() ^ (c * 0x9e3779b97f4a7c15ull));
+  Rng r(a * 0x100000001b3ull ^ (b + 0x51ed27)), s(r.next_u64() ^ (c * kGoldenGamma));
   return s.next_u64();
 }
 
@@ -307,7 +304,7 @@ nlohmann::json create_arguments(const CreateOptions& o, const std::vector<std::s
                       {"mtime_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(mtime).count()}});
   }
   return {{"inputs", inputs},
-          {"vocab_fnv1a64", launch::hex64(launch::fnv1a64_file(o.vocab))},
+          {"vocab_fnv1a64", joule::hex64(joule::fnv1a64_file(o.vocab))},
           {"seq_len", o.seq_len},
           {"max_predictions", o.max_predictions},
           {"dupe_factor", o.dupe_factor},
@@ -339,7 +336,7 @@ uint64_t chunk_seed(const CreateOptions& o, int64_t chunk, uint64_t stream, uint
 // The chunk's documents as token ids (sentences without tokens dropped, then documents without sentences).
 std::vector<Document> tokenize_chunk(const TextChunk& chunk, const ChunkContext& c) {
   std::vector<Document> documents(chunk.documents());
-  launch::parallel_for(documents.size(), c.threads, [&](size_t d, int) {
+  joule::parallel_for(documents.size(), c.threads, [&](size_t d, int) {
     Document& document = documents[d];
     for (size_t s = chunk.first_sentence(d); s < chunk.document_ends[d]; ++s) {
       const size_t before = document.tokens.size();
@@ -410,7 +407,7 @@ void make_dupe(const std::vector<Document>& documents, int64_t chunk, uint64_t s
   dupe.per_worker.resize(static_cast<size_t>(c.threads));
   for (PackedInstances& packed : dupe.per_worker) packed.clear();
   dupe.document_end.resize(documents.size());
-  launch::parallel_for(documents.size(), c.threads, [&](size_t d, int worker) {
+  joule::parallel_for(documents.size(), c.threads, [&](size_t d, int worker) {
     Rng rng(chunk_seed(c.options, chunk, stream, d));
     PackedInstances& packed = dupe.per_worker[static_cast<size_t>(worker)];
     each_instance(documents, d, c.options, c.vocab, c.is_continuation, rng, [&](const Instance& inst) { packed.add(inst); });
@@ -433,7 +430,7 @@ void to_host(const Dupe& dupe, size_t begin, size_t end, const ChunkContext& c, 
   const int64_t seq_len = c.options.seq_len, max_predictions = c.options.max_predictions;
   b.resize_for_overwrite(static_cast<int64_t>(end - begin), seq_len, max_predictions);
   constexpr size_t kBlock = 256;
-  launch::parallel_for((end - begin + kBlock - 1) / kBlock, c.threads, [&](size_t block, int) {
+  joule::parallel_for((end - begin + kBlock - 1) / kBlock, c.threads, [&](size_t block, int) {
     const size_t first = block * kBlock, last = std::min(end - begin, (block + 1) * kBlock);
     for (size_t r = first; r < last; ++r) {
       // The rows are in shuffled order, each somewhere else in the workers' buffers: fetch the next rows' ahead.

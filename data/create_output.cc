@@ -10,10 +10,10 @@
 #include <fstream>
 #include <set>
 
-#include "launch/error.h"
-#include "launch/file_io.h"
-#include "launch/fnv1a.h"
-#include "launch/json_field.h"
+#include "launch/util/error.h"
+#include "launch/util/file_io.h"
+#include "launch/util/hash.h"
+#include "launch/util/json_field.h"
 
 namespace joule::data {
 namespace fs = std::filesystem;
@@ -85,20 +85,10 @@ PartialDataSet::PartialDataSet(std::string out, nlohmann::json arguments, bool r
   fs::create_directories(dir_, ec);
   if (ec) throw_write_error(dir_, "creating the directory", ec.value());
   const std::string lock = (fs::path(dir_) / kLock).string();
-  lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock_fd_ < 0) throw_write_error(lock, "open", errno);
-  struct flock fl {};
-  fl.l_type = F_WRLCK;
-  fl.l_whence = SEEK_SET;
-  if (::fcntl(lock_fd_, F_SETLK, &fl) != 0) {
-    const int err = errno;
-    ::close(lock_fd_);
-    lock_fd_ = -1;
-    if (err == EACCES || err == EAGAIN)
-      throw joule::IoError("data create: another `joule data create` is writing " + dir_,
-                           "wait for it to finish, or give this one another --out");
-    throw_write_error(lock, "lock", err);
-  }
+  lock_ = FileLock::try_acquire(lock);
+  if (!lock_)
+    throw joule::IoError("data create: another `joule data create` is writing " + dir_,
+                         "wait for it to finish, or give this one another --out");
   const nlohmann::json earlier = read_json((fs::path(dir_) / kProgress).string());
   const bool same = earlier.is_object() && earlier.contains("arguments") && earlier["arguments"] == arguments_;
   const bool has_work = earlier.is_object() && earlier.contains("chunks") && earlier["chunks"].is_array() && !earlier["chunks"].empty();
@@ -122,10 +112,6 @@ PartialDataSet::PartialDataSet(std::string out, nlohmann::json arguments, bool r
   save_progress();
 }
 
-PartialDataSet::~PartialDataSet() {
-  if (lock_fd_ >= 0) ::close(lock_fd_);
-}
-
 // Keeps the earlier run's chunks up to the first whose shards are missing, of another size, or fail their checksum.
 // A damaged record ends what is kept like a damaged shard: the directory is this tool's own, and what is not kept is
 // made again.
@@ -141,7 +127,7 @@ void PartialDataSet::verify_and_keep(const nlohmann::json& earlier) {
         std::error_code ec;
         intact = intact && fs::is_regular_file(path, ec) &&
                  static_cast<int64_t>(fs::file_size(path, ec)) == json_field<int64_t>(s, "bytes", where) &&
-                 launch::hex64(launch::fnv1a64_file(path.string())) == json_field<std::string>(s, "fnv1a64", where);
+                 joule::hex64(joule::fnv1a64_file(path.string())) == json_field<std::string>(s, "fnv1a64", where);
       }
       if (!intact) break;
       progress_["chunks"].push_back(c);
@@ -162,7 +148,7 @@ nlohmann::json PartialDataSet::shard_record(const std::string& split, int64_t in
   return {{"file", fs::relative(path, dir_).string()},
           {"sequences", sequences},
           {"bytes", fs::file_size(path)},
-          {"fnv1a64", launch::hex64(launch::fnv1a64_file(path))}};
+          {"fnv1a64", joule::hex64(joule::fnv1a64_file(path))}};
 }
 
 void PartialDataSet::record_chunk(nlohmann::json record) {
@@ -170,22 +156,19 @@ void PartialDataSet::record_chunk(nlohmann::json record) {
   save_progress();
 }
 
-void PartialDataSet::save_progress() const { write_file_atomic((fs::path(dir_) / kProgress).string(), progress_.dump(1) + "\n"); }
+void PartialDataSet::save_progress() const { write_file_atomically((fs::path(dir_) / kProgress).string(), progress_.dump(1) + "\n"); }
 
 void PartialDataSet::finish(const nlohmann::json& metadata) {
-  write_file_atomic((fs::path(dir_) / "metadata.json").string(), metadata.dump(2) + "\n");
+  write_file_atomically((fs::path(dir_) / "metadata.json").string(), metadata.dump(2) + "\n");
   std::error_code ec;
   fs::remove(fs::path(dir_) / kProgress, ec);
   fs::remove(fs::path(dir_) / kLock, ec);  // still held (the descriptor stays open) until the rename is done
   const std::string old = out_ + ".old-" + std::to_string(::getpid());
   const bool had_old = fs::exists(out_, ec);
-  if (had_old) fs::rename(out_, old, ec);
-  if (ec) throw_write_error(out_, "moving the old data set aside to " + old, ec.value());
-  fs::rename(dir_, out_, ec);
-  if (ec) throw_write_error(out_, "renaming " + dir_ + " to it", ec.value());
+  if (had_old) rename_durably(out_, old);
+  rename_durably(dir_, out_);
   if (had_old) fs::remove_all(old, ec);
-  ::close(lock_fd_);
-  lock_fd_ = -1;
+  lock_.reset();
 }
 
 }  // namespace joule::data

@@ -4,9 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
+
+#include "launch/util/file_io.h"
 
 namespace joule::data {
 
@@ -20,7 +23,6 @@ class PartialDataSet {
   // `arguments` completed, their shards verified; files not listed (a killed run's half-written shard) are removed.
   // A partial data set of other arguments is refused (UsageError naming the difference) unless `replace`.
   PartialDataSet(std::string out, nlohmann::json arguments, bool replace);
-  ~PartialDataSet();
   PartialDataSet(const PartialDataSet&) = delete;
   PartialDataSet& operator=(const PartialDataSet&) = delete;
 
@@ -41,7 +43,7 @@ class PartialDataSet {
 
   std::string out_, dir_;
   nlohmann::json arguments_, progress_;
-  int lock_fd_ = -1;
+  std::optional<FileLock> lock_;  // held from construction to the rename into place
   size_t resumed_ = 0;
 };
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "launch/error.h"
+#include "launch/util/error.h"
 
 namespace joule::data {
 

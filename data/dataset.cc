@@ -1,6 +1,7 @@
 #include "data/dataset.h"
-#include "launch/error.h"
-#include "launch/fnv1a.h"
+#include "launch/util/error.h"
+#include "launch/util/file_io.h"
+#include "launch/util/hash.h"
 
 #include <glob.h>
 #include <sys/stat.h>
@@ -63,13 +64,13 @@ std::vector<std::string> list_shards(const std::string& spec, std::string* cache
 std::string content_fingerprint(const std::string& path, uint64_t bytes) {
   constexpr uint64_t kBlock = 64 * 1024;
   try {
-    launch::Fnv1a64 h;
-    launch::add_file(h, path, 0, std::min(bytes, kBlock));
+    joule::Fnv1a64 h;
+    joule::add_file(h, path, 0, std::min(bytes, kBlock));
     if (bytes > kBlock) {
       const uint64_t tail = std::min(bytes - kBlock, kBlock);
-      launch::add_file(h, path, bytes - tail, tail);
+      joule::add_file(h, path, bytes - tail, tail);
     }
-    return launch::hex64(h.value());
+    return joule::hex64(h.value());
   } catch (const joule::IoError&) {
     throw ShardError(path + ": cannot open shard");
   }
@@ -171,15 +172,11 @@ Dataset Dataset::open(const std::string& spec, const DatasetOptions& options) {
 
   if (options.use_cache && d.validated_now_ > 0) {
     cache["format_version"] = 1;
-    const std::string tmp = d.cache_path_ + ".tmp." + std::to_string(::getpid());
-    std::ofstream out(tmp);
-    out << cache.dump(1) << "\n";
-    if (out.flush() && std::rename(tmp.c_str(), d.cache_path_.c_str()) == 0) {
-    } else {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      std::cerr << "joule: note: cannot write the shard index cache " << d.cache_path_
-                << " (read-only data directory?); shards will be validated again next time\n";
+    try {
+      write_file_atomically(d.cache_path_, cache.dump(1) + "\n");
+    } catch (const joule::IoError& e) {
+      std::cerr << "joule: note: cannot write the shard index cache (" << e.what()
+                << "); shards will be validated again next time\n";
     }
   }
   return d;

@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "launch/error.h"
+#include "launch/util/error.h"
 
 namespace joule::data {
 

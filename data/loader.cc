@@ -1,5 +1,5 @@
 #include "data/loader.h"
-#include "launch/error.h"
+#include "launch/util/error.h"
 
 #include <chrono>
 #include <list>

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "launch/error.h"
+#include "launch/util/error.h"
 
 namespace joule::data {
 namespace {

@@ -8,7 +8,8 @@
 #include <numeric>
 
 #include "data/run_deflate.h"
-#include "launch/parallel.h"
+#include "launch/util/file_io.h"
+#include "launch/util/parallel.h"
 
 namespace joule::data {
 
@@ -346,7 +347,7 @@ int64_t ShardWriter::write_chunks(const int32_t* const columns[6], int64_t rows,
   std::vector<std::string> compressed(static_cast<size_t>(chunks) * 6);
   // Column-major (k = column * chunks + chunk): parallel_for deals tasks out in turn, so every worker gets its share
   // of input_ids, the column that costs the most.
-  launch::parallel_for(compressed.size(), threads_, [&](size_t k, int) {
+  joule::parallel_for(compressed.size(), threads_, [&](size_t k, int) {
     const int c = static_cast<int>(k / static_cast<size_t>(chunks));
     const int64_t chunk = static_cast<int64_t>(k % static_cast<size_t>(chunks)), width = widths_[c];
     const size_t count = static_cast<size_t>(std::min(chunk_rows_, rows - chunk * chunk_rows_) * width);
@@ -379,9 +380,7 @@ void ShardWriter::commit() {
   H5_CHECK(H5Fflush(file_.get(), H5F_SCOPE_GLOBAL), tmp_);
   for (auto& d : datasets_) d.reset();
   file_.reset();
-  std::error_code ec;
-  std::filesystem::rename(tmp_, path_, ec);
-  if (ec) throw joule::IoError(path_ + ": cannot rename " + tmp_ + " to it (" + ec.message() + ")");
+  rename_durably(tmp_, path_);
   committed_ = true;
 }
 

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "launch/error.h"
+#include "launch/util/error.h"
 #include "data/hdf5.h"
 
 namespace joule::data {

@@ -4,20 +4,9 @@
 #include <string>
 
 #include "data/data_error.h"
+#include "launch/util/hash.h"
 
 namespace joule::data {
-namespace {
-
-uint64_t mix64(uint64_t x) {  // splitmix64's finalizer: a strong 64-bit mixing function
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x;
-}
-
-}  // namespace
 
 Permutation::Permutation(uint64_t n, uint64_t seed, uint64_t epoch) : n_(n) {
   if (n == 0) throw joule::InternalError("Permutation: empty domain");
@@ -26,8 +15,8 @@ Permutation::Permutation(uint64_t n, uint64_t seed, uint64_t epoch) : n_(n) {
   if (bits % 2) ++bits;  // the smallest even-width power of two >= n: at most 4n, so walks are short
   half_bits_ = bits / 2;
   half_mask_ = (1ull << half_bits_) - 1;
-  uint64_t k = mix64(seed ^ 0x6a6f756c65ull) ^ mix64(epoch + 0x9e3779b97f4a7c15ull);
-  for (uint64_t& key : keys_) key = k = mix64(k + 0x9e3779b97f4a7c15ull);
+  uint64_t k = mix64(seed ^ 0x6a6f756c65ull) ^ mix64(epoch + kGoldenGamma);
+  for (uint64_t& key : keys_) key = k = mix64(k + kGoldenGamma);
 }
 
 uint64_t Permutation::feistel(uint64_t x) const {

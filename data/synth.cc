@@ -3,7 +3,7 @@
 
 #include "data/create.h"
 #include "data/vocab_builder.h"
-#include "launch/error.h"
+#include "launch/util/error.h"
 
 namespace joule::data {
 namespace {

@@ -11,7 +11,7 @@
 #include <fstream>
 
 #include "data/data_error.h"
-#include "launch/error.h"
+#include "launch/util/error.h"
 
 namespace joule::data {
 namespace fs = std::filesystem;

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "launch/util/file_io.h"
+
 namespace joule::data {
 namespace {
 
@@ -431,13 +433,9 @@ Vocab Vocab::load(const std::string& path) {
 }
 
 void Vocab::save(const std::string& path) const {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    for (const std::string& t : tokens_) out << t << '\n';
-    if (!out.flush()) throw VocabError(tmp + ": cannot write");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw VocabError(path + ": cannot rename " + tmp);
+  std::string text;
+  for (const std::string& t : tokens_) text += t + '\n';
+  write_file_atomically(path, text);
 }
 
 int32_t Vocab::id(std::string_view token) const {

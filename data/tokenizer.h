@@ -13,7 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "launch/error.h"
+#include "launch/util/error.h"
 
 namespace joule::data {
 

@@ -10,7 +10,7 @@
 #include <unordered_map>
 
 #include "data/data_error.h"
-#include "launch/parallel.h"
+#include "launch/util/parallel.h"
 
 namespace joule::data {
 namespace {
@@ -25,7 +25,7 @@ std::unordered_map<std::string, int64_t> count_words(const VocabBuildOptions& o)
   }
   const int threads = std::max(1, o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency()));
   std::vector<std::unordered_map<std::string, int64_t>> partial(static_cast<size_t>(threads));
-  launch::parallel_for(lines.size(), threads, [&](size_t i, int worker) {
+  joule::parallel_for(lines.size(), threads, [&](size_t i, int worker) {
     for (std::string& w : basic_tokenize(lines[i], o.lower_case)) ++partial[static_cast<size_t>(worker)][w];
   });
   std::unordered_map<std::string, int64_t> counts;

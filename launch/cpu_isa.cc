@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "launch/error.h"
+#include "launch/util/error.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>

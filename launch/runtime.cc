@@ -1,7 +1,7 @@
 #include "launch/runtime.h"
 
 #include <ATen/Version.h>
-#include "launch/error.h"
+#include "launch/util/error.h"
 
 #include <dlfcn.h>
 #include <malloc.h>

@@ -13,7 +13,7 @@
 
 #include <torch/torch.h>
 
-#include "launch/error.h"
+#include "launch/util/error.h"
 
 namespace joule::launch {
 

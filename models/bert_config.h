@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "launch/error.h"
+#include "launch/util/error.h"
 
 namespace joule::models {
 

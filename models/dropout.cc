@@ -1,6 +1,7 @@
 #include "models/dropout.h"
 #include "models/cpu_vector.h"
 #include "launch/torch_compat.h"
+#include "launch/util/hash.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/record_function.h>
@@ -18,18 +19,11 @@ using torch::autograd::variable_list;
 
 constexpr int64_t kChunk = int64_t{1} << 16;  // elements per parallel task; a multiple of 2 (two draws per hash)
 
-// SplitMix64's output function: a bijective mix whose outputs for consecutive counters pass BigCrush.
-inline uint64_t mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 // mask[i] = 1 when element `offset + i` is kept: its 32-bit draw is below keep_below = (1 - p) 2^32.
 JOULE_VECTOR_CLONES
 void draw_mask(uint64_t seed, int64_t offset, int64_t n, uint64_t keep_below, uint8_t* mask) {
   // Draw k of the whole tensor: one hash, two 32-bit halves (elements 2k and 2k + 1).
-  auto draw = [&](int64_t k) { return mix(seed + static_cast<uint64_t>(offset / 2 + k) * 0x9e3779b97f4a7c15ull); };
+  auto draw = [&](int64_t k) { return mix64(seed + static_cast<uint64_t>(offset / 2 + k) * kGoldenGamma); };
   const int64_t pairs = n / 2;
   for (int64_t k = 0; k < pairs; ++k) {
     const uint64_t r = draw(k);

@@ -1,5 +1,5 @@
 #include "models/model_dir.h"
-#include "launch/error.h"
+#include "launch/util/file_io.h"
 
 #include <filesystem>
 #include <fstream>
@@ -34,23 +34,14 @@ std::string shape_str(torch::IntArrayRef s) {
   return out + "]";
 }
 
-void write_text_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) throw joule::IoError(tmp + ": cannot write");
-  }
-  std::filesystem::rename(tmp, path);
-}
-
 }  // namespace
 
 void save_model_dir(const BertForPreTraining& model, const std::string& dir, st::DType dtype) {
   if (dtype != st::DType::F32 && dtype != st::DType::F16 && dtype != st::DType::BF16)
     throw joule::UsageError(std::string("model weights are saved as F32, F16 or BF16, not ") + st::dtype_name(dtype));
-  std::filesystem::create_directories(dir);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw_write_error(dir, "creating the model directory", ec.value());
   std::vector<torch::Tensor> keep_alive;
   std::vector<st::TensorToWrite> tensors;
   for (const auto& [name, p] : model->hf_named_parameters()) {
@@ -59,7 +50,7 @@ void save_model_dir(const BertForPreTraining& model, const std::string& dir, st:
     tensors.push_back({name, dtype, t.sizes().vec(), t.data_ptr()});
   }
   st::write(dir + "/model.safetensors", tensors);
-  write_text_atomically(dir + "/config.json", model->config().to_json_text());
+  write_file_atomically(dir + "/config.json", model->config().to_json_text());
 }
 
 void load_weights(BertForPreTraining& model, const std::string& path) {

@@ -1,6 +1,6 @@
 #include "models/precision.h"
 
-#include "launch/error.h"
+#include "launch/util/error.h"
 
 namespace joule::models {
 

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "launch/util/file_io.h"
+
 namespace joule::models::safetensors {
 namespace {
 
@@ -157,25 +159,17 @@ Header parse(const uint8_t* data, uint64_t size, const std::string& where) {
 }
 
 File File::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) fail(path, std::string("cannot open: ") + std::strerror(errno));
   struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    fail(path, std::string("cannot stat: ") + std::strerror(err));
-  }
+  if (fstat(fd.get(), &st) != 0) fail(path, std::string("cannot stat: ") + std::strerror(errno));
   File f;
   f.path_ = path;
   f.size_ = static_cast<uint64_t>(st.st_size);
   if (f.size_ > 0) {
-    void* p = mmap(nullptr, f.size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    int err = errno;
-    ::close(fd);
-    if (p == MAP_FAILED) fail(path, std::string("cannot map: ") + std::strerror(err));
+    void* p = mmap(nullptr, f.size_, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+    if (p == MAP_FAILED) fail(path, std::string("cannot map: ") + std::strerror(errno));
     f.base_ = static_cast<const uint8_t*>(p);
-  } else {
-    ::close(fd);
   }
   f.header_ = parse(f.base_, f.size_, path);  // on throw, f's destructor unmaps
   return f;
@@ -227,42 +221,17 @@ void write(const std::string& path, const std::vector<TensorToWrite>& tensors,
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
 
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail(tmp, std::string("cannot create: ") + std::strerror(errno));
-  auto write_all = [&](const void* p, uint64_t n) {
-    const char* c = static_cast<const char*>(p);
-    while (n > 0) {
-      ssize_t w = ::write(fd, c, std::min<uint64_t>(n, 1ull << 30));
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        int err = errno;
-        ::close(fd);
-        ::unlink(tmp.c_str());
-        fail(tmp, std::string("write failed: ") + std::strerror(err));
-      }
-      c += w;
-      n -= static_cast<uint64_t>(w);
-    }
-  };
+  AtomicFile out(path);
   uint8_t len_bytes[8];
   for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<uint8_t>(static_cast<uint64_t>(text.size()) >> (8 * i));
-  write_all(len_bytes, 8);
-  write_all(text.data(), text.size());
+  out.write(len_bytes, 8);
+  out.write(text);
   for (const TensorToWrite& t : tensors) {
     uint64_t bytes = dtype_bytes(t.dtype);
     for (int64_t d : t.shape) bytes *= static_cast<uint64_t>(d);
-    write_all(t.data, bytes);
+    out.write(t.data, bytes);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    fail(tmp, std::string("fsync/close failed: ") + std::strerror(errno));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    fail(path, std::string("rename failed: ") + std::strerror(err));
-  }
+  out.commit();
 }
 
 }  // namespace joule::models::safetensors

@@ -14,7 +14,7 @@
 #include "launch/runtime.h"
 #include "tools/stats.h"
 #include "models/bert.h"
-#include "launch/error.h"
+#include "launch/util/error.h"
 
 namespace joule::tools {
 namespace {

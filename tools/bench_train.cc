@@ -24,6 +24,7 @@
 #include "tools/bench_model.h"
 #include "tools/stats.h"
 #include "trainer/optimizer.h"
+#include "trainer/run_setup.h"
 #include "trainer/train_step.h"
 
 namespace joule::tools {
@@ -66,30 +67,32 @@ double rss_now() {
 }
 
 std::string bench_train(const TrainBenchOptions& o) {
-  launch::require_device(o.device);
-  auto comm = collectives::create_communicator(launch::communicator_backend(o.device));
+  if (o.wire != "fp32" && o.wire != "bf16") throw UsageError("--wire is '" + o.wire + "'; valid: fp32, bf16");
+  // The process and the objects that train, built as `joule train` builds them (trainer/run_setup.h).
+  trainer::TrainOptions process_options;
+  process_options.device = o.device;
+  process_options.threads = o.threads;
+  trainer::TrainingProcess process = trainer::start_training_process(process_options);
+  collectives::Communicator* comm = process.comm.get();
   const auto& info = comm->info();
-  const launch::DeviceChoice device = launch::choose_device(o.device, info.local_rank);
+  const launch::DeviceChoice& device = process.device;
   const bool cuda = device.device.is_cuda();
-  std::string warning;
-  const int threads = launch::threads_per_rank(collectives::node_core_view(*comm), info.local_size, o.threads, &warning);
-  launch::set_threads(threads);
+  const int threads = process.threads;
   const models::PrecisionChoice precision = models::choose_precision(o.precision, cuda, launch::CpuIsa::current());
   if (info.rank == 0) std::fprintf(stderr, "joule bench train: device %s; %s\n", device.description.c_str(), precision.reason.c_str());
-  torch::manual_seed(o.seed * 1000003ull + static_cast<uint64_t>(info.rank));
   nlohmann::json rss = {{"startup", rss_now()}};
 
-  models::BertForPreTraining model(o.config, o.seed);
-  model->set_precision(precision.precision);
-  model->to(device.device);
-  model->train();  // dropout on, as in training
-  collectives::ReducerOptions reducer_options;
-  if (o.wire == "bf16") reducer_options.compression = collectives::Compression::kBFloat16;
-  else if (o.wire != "fp32") throw UsageError("--wire is '" + o.wire + "'; valid: fp32, bf16");
-  collectives::GradientReducer reducer(model->hf_named_parameters(), *comm, reducer_options);
-  reducer.broadcast_parameters(0);
-  trainer::OptimizerOptions oo;  // LAMB as NVIDIA's recipe
-  auto optimizer = trainer::create_optimizer(oo, model->hf_named_parameters());
+  trainer::TrainingSpec spec;  // LAMB as NVIDIA's recipe (the [optimizer] defaults), fresh weights
+  spec.model = o.config;
+  spec.precision = precision.precision;
+  spec.device = device;
+  spec.seed = o.seed;
+  if (o.wire == "bf16") spec.reducer.compression = collectives::Compression::kBFloat16;
+  trainer::TrainingObjects objects = trainer::build_training(spec, *comm);
+  objects.reducer->broadcast_parameters(0);
+  models::BertForPreTraining& model = objects.model;
+  collectives::GradientReducer& reducer = *objects.reducer;
+  trainer::Optimizer* optimizer = objects.optimizer.get();
   const models::PretrainingBatch batch =
       models::synthetic_batch(o.config, o.micro_batch, o.seq_len, o.max_predictions, o.seed + static_cast<uint64_t>(info.rank))
           .to(device.device);  // once: the loader's host-to-device copy is not what this measures

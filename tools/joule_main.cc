@@ -187,7 +187,7 @@ int cmd_train(int argc, char** argv) {
       "grid-intensity", "g CO2 per kWh (accounting.grid_intensity)", cxxopts::value<std::string>())(
       "resume", "auto (newest complete checkpoint) or a checkpoint directory", cxxopts::value<std::string>()->default_value(""));
   auto r = parse(o, argc, argv);
-  joule::trainer::TrainOptions t;
+  joule::trainer::TrainRequest t;
   t.config = joule::trainer::RunConfig::from_toml_file(required(r, "config"));
   const std::pair<const char*, const char*> named[] = {{"run-dir", "run.dir"}, {"data", "data.train"}, {"eval-data", "data.eval"},
                                                        {"vocab", "data.vocab"}, {"model", "model.config"}, {"steps", "train.steps"},

@@ -11,7 +11,7 @@
 #include "models/bert.h"
 #include "models/model_dir.h"
 #include "models/safetensors.h"
-#include "launch/error.h"
+#include "launch/util/error.h"
 
 #ifndef JOULE_SOURCE_CONFIG_DIR
 #define JOULE_SOURCE_CONFIG_DIR "configs"

@@ -12,7 +12,7 @@
 #include "trainer/cost/accounting.h"
 #include "trainer/cost/hardware.h"
 #include "trainer/sim/perf_model.h"
-#include "launch/error.h"
+#include "launch/util/error.h"
 
 namespace joule::tools {
 namespace fs = std::filesystem;

@@ -13,8 +13,8 @@
 #include "models/flops.h"
 #include "trainer/cost/run_summary.h"
 #include "trainer/sim/perf_model.h"
-#include "launch/error.h"
-#include "launch/file_io.h"
+#include "launch/util/error.h"
+#include "launch/util/file_io.h"
 
 namespace joule::tools {
 namespace fs = std::filesystem;
@@ -186,7 +186,7 @@ std::string bar_chart(const std::string& title, const std::string& unit, const s
 
 std::string run_summary(const std::string& run_dir) {
   const trainer::RunSummary s = trainer::read_run_summary(run_dir);
-  write_file_atomic((fs::path(run_dir) / "emissions.csv").string(), trainer::emissions_csv(s));
+  write_file_atomically((fs::path(run_dir) / "emissions.csv").string(), trainer::emissions_csv(s));
   return trainer::summary_table(s);
 }
 
@@ -318,7 +318,7 @@ std::string write_report(const std::string& run_dir, const std::string& out, con
   h << "</body></html>\n";
 
   const std::string path = out.empty() ? (fs::path(run_dir) / "report.html").string() : out;
-  write_file_atomic(path, h.str());
+  write_file_atomically(path, h.str());
   return path;
 }
 

@@ -13,8 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "launch/fnv1a.h"
-#include "launch/json_field.h"
+#include "launch/util/file_io.h"
+#include "launch/util/hash.h"
+#include "launch/util/json_field.h"
 #include "models/model_dir.h"
 #include "models/safetensors.h"
 
@@ -39,12 +40,10 @@ std::string write_hint(int err) {
 // Flushes a file or a directory to stable storage; a failure (or an injected one) is an error: COMPLETE may only
 // follow a durable write.
 void fsync_path(const std::string& path, bool inject_failure) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) write_failed(path, "open for fsync", errno);
-  const int rc = inject_failure ? (errno = EIO, -1) : ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) write_failed(path, "fsync", err);
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) write_failed(path, "open for fsync", errno);
+  const int rc = inject_failure ? (errno = EIO, -1) : ::fsync(fd.get());
+  if (rc != 0) write_failed(path, "fsync", errno);
 }
 
 void write_file(const std::string& path, const std::string& bytes) {
@@ -143,7 +142,7 @@ std::string save_checkpoint(const std::string& root, const models::BertForPreTra
                                {"config_hash", state.config_hash}};
     for (const auto& e : fs::directory_iterator(tmp)) {
       fsync_path(e.path().string());
-      manifest["files"][e.path().filename().string()] = {{"bytes", fs::file_size(e.path())}, {"fnv1a64", launch::hex64(launch::fnv1a64_file(e.path().string()))}};
+      manifest["files"][e.path().filename().string()] = {{"bytes", fs::file_size(e.path())}, {"fnv1a64", joule::hex64(joule::fnv1a64_file(e.path().string()))}};
     }
     write_file((fs::path(tmp) / "manifest.json").string(), manifest.dump(1) + "\n");
     fsync_path((fs::path(tmp) / "manifest.json").string());
@@ -200,7 +199,7 @@ std::string verify(const std::string& dir) {
       if (!fs::exists(p)) return name + " is missing";
       if (fs::file_size(p) != field<uint64_t>(info, "bytes", where))
         return name + " has " + std::to_string(fs::file_size(p)) + " bytes, the manifest says " + info["bytes"].dump();
-      if (launch::hex64(launch::fnv1a64_file(p.string())) != field<std::string>(info, "fnv1a64", where)) return name + ": checksum mismatch (corrupt file)";
+      if (joule::hex64(joule::fnv1a64_file(p.string())) != field<std::string>(info, "fnv1a64", where)) return name + ": checksum mismatch (corrupt file)";
     }
   } catch (const joule::Error& e) {  // CheckpointError (a bad manifest), IoError (a file that cannot be read)
     return e.what();
@@ -232,7 +231,7 @@ TrainerState read_trainer_state(const std::string& dir, int64_t* optimizer_steps
 std::string matches_manifest(const std::string& dir, const std::string& manifest_fnv1a64) {
   const std::string path = (fs::path(dir) / "manifest.json").string();
   if (!fs::exists(path)) return "no manifest.json";
-  if (launch::hex64(launch::fnv1a64_file(path)) != manifest_fnv1a64) return "its manifest.json differs from rank 0's";
+  if (joule::hex64(joule::fnv1a64_file(path)) != manifest_fnv1a64) return "its manifest.json differs from rank 0's";
   try {
     const nlohmann::json files = field<nlohmann::json>(parse_json_file(path), "files", path);
     for (const auto& [name, info] : files.items()) {
@@ -273,7 +272,7 @@ std::optional<std::string> find_latest_checkpoint(const std::string& root, std::
 }
 
 std::string manifest_checksum(const std::string& dir) {
-  return launch::hex64(launch::fnv1a64_file((fs::path(dir) / "manifest.json").string()));
+  return joule::hex64(joule::fnv1a64_file((fs::path(dir) / "manifest.json").string()));
 }
 
 TrainerState load_checkpoint(const std::string& dir, models::BertForPreTraining& model, Optimizer& optimizer, int rank,

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "launch/error.h"
+#include "launch/util/error.h"
 #include "collectives/communicator.h"
 #include "data/shuffle.h"
 #include "models/bert.h"

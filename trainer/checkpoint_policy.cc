@@ -18,9 +18,9 @@ void CheckpointPolicy::install_signal_handlers() {
   std::signal(SIGUSR1, on_preempt_signal);
 }
 
-CheckpointPolicy::CheckpointPolicy(const RunConfig& cfg, bool root)
-    : every_steps_(cfg.checkpoint_every_steps),
-      every_minutes_(cfg.checkpoint_every_minutes),
+CheckpointPolicy::CheckpointPolicy(const CheckpointOptions& options, bool root)
+    : every_steps_(options.every_steps),
+      every_minutes_(options.every_minutes),
       root_(root),
       last_save_(std::chrono::steady_clock::now()) {}
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "trainer/fault.h"
-#include "trainer/run_config.h"
+#include "trainer/checkpoint_options.h"
 #include "trainer/step_boundary.h"
 
 namespace joule::trainer {
@@ -22,7 +22,7 @@ class CheckpointPolicy {
   // acted on at the first step boundary.
   static void install_signal_handlers();
 
-  CheckpointPolicy(const RunConfig& cfg, bool root);
+  CheckpointPolicy(const CheckpointOptions& options, bool root);
   // This rank's votes for the boundary after `step`: a signal received (or a preempt fault), and on rank 0
   // whether the minutes have passed.
   void vote(int64_t step, const FaultPoints& faults, StepBoundary& boundary) const;

@@ -26,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-#include "launch/error.h"
+#include "launch/util/error.h"
 
 namespace joule::trainer {
 

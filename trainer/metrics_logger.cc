@@ -89,7 +89,7 @@ void MetricsLogger::write_interval(const StepBoundary& reduced, RunAccounting& a
     }
     file_.write_line(j.dump());
     // Written whole, then renamed: a scraper never sees half a file.
-    if (!s_.prometheus_file.empty()) write_file_atomic(s_.prometheus_file, prometheus_text(j, ledger.run_id));
+    if (!s_.prometheus_file.empty()) write_file_atomically(s_.prometheus_file, prometheus_text(j, ledger.run_id));
     char line[320];
     std::snprintf(line, sizeof line, "step %lld/%lld | %lld seq | loss %.4f | mlm_acc %.3f | lr %.2e | %.2f seq/s | ETA %s\n",
                   static_cast<long long>(last_.step), static_cast<long long>(s_.total_steps), static_cast<long long>(last_.sequences),

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <string>
 
-#include "launch/file_io.h"
+#include "launch/util/file_io.h"
 #include "trainer/batch_sums.h"
 #include "trainer/run_accounting.h"
 #include "trainer/run_config.h"

@@ -10,14 +10,14 @@
 #include "models/bert.h"
 #include "trainer/checkpoint.h"
 #include "trainer/lamb_cpu.h"
-#include "trainer/run_config.h"
+#include "launch/util/options.h"
 
 namespace joule::trainer {
 
 Optimizer::Optimizer(std::vector<std::pair<std::string, torch::Tensor>> params, OptimizerOptions options)
     : options_(std::move(options)) {
   if (options_.beta1 < 0 || options_.beta1 >= 1 || options_.beta2 < 0 || options_.beta2 >= 1 || options_.eps <= 0)
-    throw RunConfigError("optimizer: betas must be in [0, 1) and eps positive");
+    throw ConfigError("optimizer: betas must be in [0, 1) and eps positive");
   for (auto& [name, p] : params) {
     Slot s;
     s.name = name;
@@ -201,7 +201,7 @@ std::unique_ptr<Optimizer> create_optimizer(const OptimizerOptions& options,
                                             std::vector<std::pair<std::string, torch::Tensor>> params) {
   if (options.name == "lamb") return std::make_unique<Lamb>(std::move(params), options);
   if (options.name == "adamw") return std::make_unique<AdamW>(std::move(params), options);
-  throw RunConfigError("optimizer.name is \"" + options.name + "\"; valid values: lamb, adamw");
+  throw ConfigError("optimizer.name is \"" + options.name + "\"; valid values: lamb, adamw");
 }
 
 double learning_rate(double base_lr, int64_t step, int64_t total_steps, double warmup_fraction, double power) {

@@ -11,16 +11,9 @@
 
 #include <torch/torch.h>
 
-namespace joule::trainer {
+#include "trainer/optimizer_options.h"
 
-struct OptimizerOptions {
-  std::string name = "lamb";  // "lamb" | "adamw"
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-6;
-  double weight_decay = 0.01;   // not applied to biases and LayerNorm parameters
-  double max_grad_norm = 1.0;   // global-norm clipping before the update; 0 turns it off
-};
+namespace joule::trainer {
 
 class Optimizer {
  public:

@@ -18,17 +18,12 @@ MeterContext meter_context(const InstanceProfile& profile, const collectives::Pr
   return c;
 }
 
-CostSettings resolve_cost(const RunConfig& cfg, const std::string& config_dir, InstanceProfile* profile) {
-  return resolve_cost_settings({cfg.instance, cfg.price_per_hour, cfg.pue, cfg.region, cfg.grid_intensity}, cfg.device, config_dir,
-                               profile);
-}
-
 }  // namespace
 
-RunAccounting::RunAccounting(const RunConfig& cfg, const std::string& config_dir, const collectives::ProcessGroupInfo& info,
-                             int cuda_device, const std::string& cuda_pci_bus_id)
-    : cost_(resolve_cost(cfg, config_dir, &profile_)),
-      monitor_(cfg.meters, meter_context(profile_, info, cuda_device, cuda_pci_bus_id), cfg.meter_sample_seconds),
+RunAccounting::RunAccounting(const AccountingOptions& options, const std::string& device, const std::string& config_dir,
+                             const collectives::ProcessGroupInfo& info, int cuda_device, const std::string& cuda_pci_bus_id)
+    : cost_(resolve_cost_settings(options, device, config_dir, &profile_)),
+      monitor_(options.meters, meter_context(profile_, info, cuda_device, cuda_pci_bus_id), options.meter_sample_seconds),
       ranks_(info.world_size),
       nodes_(info.node_count),
       segment_start_(std::chrono::steady_clock::now()),

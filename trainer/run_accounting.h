@@ -14,7 +14,6 @@
 #include "trainer/cost/accounting.h"
 #include "trainer/cost/energy.h"
 #include "trainer/cost/hardware.h"
-#include "trainer/run_config.h"
 
 namespace joule::trainer {
 
@@ -22,8 +21,9 @@ class RunAccounting {
  public:
   // Resolves the cost settings and starts the meters (host meters on local rank 0 of each node).
   // `cuda_device` and `cuda_pci_bus_id`: the GPU this rank trains on (NVML meters it, found by its bus id), -1 for none.
-  RunAccounting(const RunConfig& cfg, const std::string& config_dir, const collectives::ProcessGroupInfo& info, int cuda_device = -1,
-                const std::string& cuda_pci_bus_id = "");
+  // `device`: train.device (an instance profile of "auto" follows it).
+  RunAccounting(const AccountingOptions& options, const std::string& device, const std::string& config_dir,
+                const collectives::ProcessGroupInfo& info, int cuda_device = -1, const std::string& cuda_pci_bus_id = "");
 
   const CostSettings& cost() const { return cost_; }
   const InstanceProfile& profile() const { return profile_; }

@@ -10,9 +10,11 @@
 // system, not a silent run without a lock. No LibTorch.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <utility>
 
-#include "launch/error.h"
+#include "launch/util/file_io.h"
 
 namespace joule::trainer {
 
@@ -29,17 +31,25 @@ class RunLock {
 
   RunLock() = default;
   ~RunLock();
-  RunLock(RunLock&& o) noexcept;
-  RunLock& operator=(RunLock&& o) noexcept;
-  RunLock(const RunLock&) = delete;
-  RunLock& operator=(const RunLock&) = delete;
+  RunLock(RunLock&& o) noexcept
+      : path_(std::move(o.path_)),
+        dir_(std::move(o.dir_)),
+        lock_(std::exchange(o.lock_, std::nullopt)),
+        created_dir_(std::exchange(o.created_dir_, false)) {}
+  RunLock& operator=(RunLock&& o) noexcept {
+    std::swap(path_, o.path_);
+    std::swap(dir_, o.dir_);
+    std::swap(lock_, o.lock_);
+    std::swap(created_dir_, o.created_dir_);
+    return *this;
+  }
 
-  bool held() const { return fd_ >= 0; }
+  bool held() const { return lock_.has_value(); }
   const std::string& path() const { return path_; }
 
  private:
   std::string path_, dir_;
-  int fd_ = -1;
+  std::optional<FileLock> lock_;
   bool created_dir_ = false;  // removed again at release when nothing else was written into it
 };
 

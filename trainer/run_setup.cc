@@ -6,7 +6,8 @@
 #include <iostream>
 
 #include "data/shard.h"
-#include "launch/fnv1a.h"
+#include "launch/util/hash.h"
+#include "launch/placement.h"
 #include "launch/runtime.h"
 #include "data/tokenizer.h"
 #include "models/model_dir.h"
@@ -19,36 +20,51 @@ namespace {
 // The batch arithmetic: accumulation from train.global_batch when set; the number of steps.
 void resolve_batches(ResolvedRun& run) {
   RunConfig& cfg = run.cfg;
-  if (cfg.global_batch > 0) {
-    if (cfg.global_batch % (cfg.micro_batch * run.world) != 0)
-      throw RunConfigError("train.global_batch " + std::to_string(cfg.global_batch) + " is not divisible by train.micro_batch " +
-                           std::to_string(cfg.micro_batch) + " x world size " + std::to_string(run.world));
-    cfg.accumulation = cfg.global_batch / (cfg.micro_batch * run.world);
+  if (cfg.train.global_batch > 0) {
+    if (cfg.train.global_batch % (cfg.train.micro_batch * run.world) != 0)
+      throw RunConfigError("train.global_batch " + std::to_string(cfg.train.global_batch) + " is not divisible by train.micro_batch " +
+                           std::to_string(cfg.train.micro_batch) + " x world size " + std::to_string(run.world));
+    cfg.train.accumulation = cfg.train.global_batch / (cfg.train.micro_batch * run.world);
   }
-  run.global_batch = cfg.micro_batch * cfg.accumulation * run.world;
-  run.total_steps = cfg.steps > 0 ? cfg.steps : (cfg.target_sequences + run.global_batch - 1) / run.global_batch;
+  run.global_batch = cfg.train.micro_batch * cfg.train.accumulation * run.world;
+  run.total_steps = cfg.train.steps > 0 ? cfg.train.steps : (cfg.train.target_sequences + run.global_batch - 1) / run.global_batch;
   if (run.total_steps <= 0) throw RunConfigError("run config: set train.steps or train.target_sequences");
-  run.target_sequences = cfg.target_sequences > 0 ? cfg.target_sequences : run.total_steps * run.global_batch;
+  run.target_sequences = cfg.train.target_sequences > 0 ? cfg.train.target_sequences : run.total_steps * run.global_batch;
   // Checked here, before anything is written (the sampler would refuse it later, after the run directory).
   const int64_t available = static_cast<int64_t>(run.dataset().size());
   if (run.global_batch > available)
-    throw RunConfigError("the global batch " + std::to_string(run.global_batch) + " (train.micro_batch " + std::to_string(cfg.micro_batch) +
-                         " x accumulation " + std::to_string(cfg.accumulation) + " x " + std::to_string(run.world) +
-                         " ranks) is larger than the " + std::to_string(available) + " sequences of " + cfg.train_data,
+    throw RunConfigError("the global batch " + std::to_string(run.global_batch) + " (train.micro_batch " + std::to_string(cfg.train.micro_batch) +
+                         " x accumulation " + std::to_string(cfg.train.accumulation) + " x " + std::to_string(run.world) +
+                         " ranks) is larger than the " + std::to_string(available) + " sequences of " + cfg.data.train,
                          "lower train.global_batch (or train.micro_batch), or give data.train more shards");
 }
 
 // `joule data create --out D` writes D/train, D/eval (with --eval-documents) and D/vocab.txt: data.train = D means
 // D/train, and, when data.eval is not set, D/eval.
 void resolve_data_create_output(RunConfig& cfg) {
-  const fs::path d(cfg.train_data);
+  const fs::path d(cfg.data.train);
   std::error_code ec;
   if (!fs::is_directory(d / "train", ec) || !fs::exists(d / "metadata.json", ec)) return;
-  cfg.train_data = (d / "train").string();
-  if (cfg.eval_data.empty() && fs::is_directory(d / "eval", ec)) cfg.eval_data = (d / "eval").string();
+  cfg.data.train = (d / "train").string();
+  if (cfg.data.eval.empty() && fs::is_directory(d / "eval", ec)) cfg.data.eval = (d / "eval").string();
 }
 
 }  // namespace
+
+TrainingProcess start_training_process(const TrainOptions& options) {
+  launch::require_device(options.device);
+  TrainingProcess p;
+  p.comm = collectives::create_communicator(launch::communicator_backend(options.device));
+  const collectives::ProcessGroupInfo& info = p.comm->info();
+  p.device = launch::choose_device(options.device, info.local_rank);
+  std::string oversubscribed;
+  p.threads = launch::threads_per_rank(collectives::node_core_view(*p.comm, options.collective_timeout_seconds), info.local_size,
+                                       static_cast<int>(options.threads), &oversubscribed);
+  launch::set_threads(p.threads);
+  if (!oversubscribed.empty() && info.local_rank == 0)
+    std::cerr << (launch::rank_prefix() + "warning: " + oversubscribed + "\n") << std::flush;
+  return p;
+}
 
 ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_dir, collectives::Communicator& comm,
                         const launch::DeviceChoice& device) {
@@ -57,72 +73,75 @@ ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_d
   run.device = device;
   RunConfig& cfg = run.cfg;
   run.world = comm.info().world_size;
-  if (cfg.train_data.empty()) throw RunConfigError("run config: data.train is not set (--data SHARDS)");
+  if (cfg.data.train.empty()) throw RunConfigError("run config: data.train is not set (--data SHARDS)");
   resolve_data_create_output(cfg);
-  const std::string vocab_path = cfg.vocab.empty() ? data::find_vocab_beside(cfg.train_data) : cfg.vocab;
+  const std::string vocab_path = cfg.data.vocab.empty() ? data::find_vocab_beside(cfg.data.train) : cfg.data.vocab;
   if (vocab_path.empty())
-    throw RunConfigError(cfg.train_data + ": no vocab.txt beside the shards or their parent; set data.vocab (--vocab FILE)");
+    throw RunConfigError(cfg.data.train + ": no vocab.txt beside the shards or their parent; set data.vocab (--vocab FILE)");
   const int64_t vocab_size = data::Vocab::load(vocab_path).size();
-  run.model_config = models::load_config(cfg.model, presets_dir);
+  run.model_config = models::load_config(cfg.model.config, presets_dir);
   run.model_config.vocab_size = vocab_size;  // the vocabulary the shards were made with
   if (run.model_config.type_vocab_size < 2)
-    throw RunConfigError("model.config " + cfg.model + ": type_vocab_size is " + std::to_string(run.model_config.type_vocab_size) +
+    throw RunConfigError("model.config " + cfg.model.config + ": type_vocab_size is " + std::to_string(run.model_config.type_vocab_size) +
                          ", but pretraining shards mark two segments (segment_ids 0 and 1)",
                          "set type_vocab_size to 2 in the model's config.json (BERT's value)");
   // Rank 0 validates the shards and writes the index cache first; the other ranks then find them in
   // the cache instead of reading every shard again. A bad shard on rank 0 aborts the job (main).
   const bool root = comm.info().rank == 0;
   if (!root) comm.barrier();
-  run.train_set.emplace(data::Dataset::open(cfg.train_data, {vocab_size, true}));
-  if (!cfg.eval_data.empty()) {
+  run.train_set.emplace(data::Dataset::open(cfg.data.train, {vocab_size, true}));
+  if (!cfg.data.eval.empty()) {
     try {
-      run.eval_set.emplace(data::Dataset::open(cfg.eval_data, {vocab_size, true}));
+      run.eval_set.emplace(data::Dataset::open(cfg.data.eval, {vocab_size, true}));
     } catch (const data::ShardError& e) {  // the same error, with advice about the key that named these shards
       throw data::ShardError(e.what(), "check data.eval (--eval-data), which names the eval shards: a directory, a glob or a list "
                                        "file; or leave data.eval unset to train without eval");
     }
   }
   if (root) comm.barrier();
-  if (cfg.seq_len != 0 && cfg.seq_len != run.dataset().seq_len())
-    throw RunConfigError("train.seq_len " + std::to_string(cfg.seq_len) + " differs from the shards' " +
+  if (cfg.train.seq_len != 0 && cfg.train.seq_len != run.dataset().seq_len())
+    throw RunConfigError("train.seq_len " + std::to_string(cfg.train.seq_len) + " differs from the shards' " +
                          std::to_string(run.dataset().seq_len()));
-  cfg.seq_len = run.dataset().seq_len();
-  if (cfg.seq_len > run.model_config.max_position_embeddings)
-    throw RunConfigError("the shards' sequence length " + std::to_string(cfg.seq_len) + " exceeds the model's max_position_embeddings");
+  cfg.train.seq_len = run.dataset().seq_len();
+  if (cfg.train.seq_len > run.model_config.max_position_embeddings)
+    throw RunConfigError("the shards' sequence length " + std::to_string(cfg.train.seq_len) + " exceeds the model's max_position_embeddings");
   resolve_batches(run);
   run.resolved_toml = cfg.to_toml();
-  run.precision = models::choose_precision(cfg.precision, /*cuda=*/cfg.device == "cuda", launch::CpuIsa::current());
+  run.precision = models::choose_precision(cfg.train.precision, /*cuda=*/cfg.train.device == "cuda", launch::CpuIsa::current());
   // auto may resolve differently on another machine: the arithmetic actually used is part of what ranks agree on
   // and what a resume compares.
-  run.config_hash = launch::fnv1a64_hex(run.resolved_toml + "# compute precision: " + models::precision_name(run.precision.precision) + "\n");
+  run.config_hash = joule::fnv1a64_hex(run.resolved_toml + "# compute precision: " + models::precision_name(run.precision.precision) + "\n");
   return run;
 }
 
-TrainingObjects build_training(const ResolvedRun& run, collectives::Communicator& comm) {
+TrainingSpec training_spec(const ResolvedRun& run) {
   const RunConfig& cfg = run.cfg;
+  TrainingSpec spec;
+  spec.model = run.model_config;
+  spec.precision = run.precision.precision;
+  spec.device = run.device;
+  spec.seed = static_cast<uint64_t>(cfg.train.seed);
+  // An HF model directory (e.g. phase 1's final/) gives the starting weights.
+  const fs::path initial = fs::path(cfg.model.config) / "model.safetensors";
+  if (fs::exists(initial)) spec.initial_weights = initial.string();
+  spec.optimizer = cfg.optimizer;
+  spec.reducer.timeout_seconds = cfg.train.collective_timeout_seconds;
+  return spec;
+}
+
+TrainingObjects build_training(const TrainingSpec& spec, collectives::Communicator& comm) {
   TrainingObjects o;
-  torch::manual_seed(static_cast<uint64_t>(cfg.seed) * 1000003ull + static_cast<uint64_t>(comm.info().rank));  // dropout streams
-  o.model = models::BertForPreTraining(run.model_config, static_cast<uint64_t>(cfg.seed));
-  o.model->set_precision(run.precision.precision);
-  // An HF model directory (e.g. phase 1's final/) gives the starting weights; the optimizer starts fresh.
-  const fs::path initial = fs::path(cfg.model) / "model.safetensors";
-  if (fs::exists(initial)) {
-    models::load_weights(o.model, initial.string());
-    if (comm.info().rank == 0) std::cout << "initial weights from " << initial.string() << "\n" << std::flush;
+  torch::manual_seed(spec.seed * 1000003ull + static_cast<uint64_t>(comm.info().rank));  // dropout streams
+  o.model = models::BertForPreTraining(spec.model, spec.seed);
+  o.model->set_precision(spec.precision);
+  if (!spec.initial_weights.empty()) {
+    models::load_weights(o.model, spec.initial_weights);
+    if (comm.info().rank == 0) std::cout << "initial weights from " << spec.initial_weights << "\n" << std::flush;
   }
-  o.model->to(run.device.device);
+  o.model->to(spec.device.device);
   o.model->train();
-  collectives::ReducerOptions reducer_options;
-  reducer_options.timeout_seconds = cfg.collective_timeout_seconds;
-  o.reducer = std::make_unique<collectives::GradientReducer>(o.model->hf_named_parameters(), comm, reducer_options);
-  OptimizerOptions oo;
-  oo.name = cfg.optimizer;
-  oo.beta1 = cfg.beta1;
-  oo.beta2 = cfg.beta2;
-  oo.eps = cfg.eps;
-  oo.weight_decay = cfg.weight_decay;
-  oo.max_grad_norm = cfg.max_grad_norm;
-  o.optimizer = create_optimizer(oo, o.model->hf_named_parameters());
+  o.reducer = std::make_unique<collectives::GradientReducer>(o.model->hf_named_parameters(), comm, spec.reducer);
+  o.optimizer = create_optimizer(spec.optimizer, o.model->hf_named_parameters());
   return o;
 }
 

@@ -23,6 +23,17 @@
 
 namespace joule::trainer {
 
+// What every training process starts with, for `joule train` and `joule bench train` alike: the device checked
+// (--device cuda on a build or node without CUDA stops before MPI starts), the communicator of its backend, this
+// rank's device, and its intra-op threads (train.threads, else the node's cores / local ranks, with a warning when
+// the ranks oversubscribe the cores).
+struct TrainingProcess {
+  std::unique_ptr<collectives::Communicator> comm;
+  launch::DeviceChoice device;
+  int threads = 1;
+};
+TrainingProcess start_training_process(const TrainOptions& options);
+
 struct ResolvedRun {
   RunConfig cfg;  // seq_len and accumulation resolved
   models::BertConfig model_config;  // vocab_size from the shards' vocab.txt
@@ -41,15 +52,29 @@ struct ResolvedRun {
 ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_dir, collectives::Communicator& comm,
                         const launch::DeviceChoice& device);
 
-// The model (its initial weights from model.config's directory when it is one) on the run's device, the gradient
-// reducer (its buckets there too) and the optimizer (its moments beside the parameters), with dropout streams
-// seeded per rank.
+// What a training run is built from: the one construction path of `joule train`, `joule bench train` and the tests.
+struct TrainingSpec {
+  models::BertConfig model;
+  models::Precision precision = models::Precision::kFp32;
+  launch::DeviceChoice device;
+  uint64_t seed = 42;           // initial weights; dropout streams are seeded per rank from it
+  std::string initial_weights;  // "": fresh weights; else a model.safetensors to start from (the optimizer starts fresh)
+  OptimizerOptions optimizer;
+  collectives::ReducerOptions reducer;
+};
+// `joule train`'s: the resolved model, precision, device and seed, model.config's weights when it is a model
+// directory, [optimizer] and the collective timeout.
+TrainingSpec training_spec(const ResolvedRun& run);
+
+// The model on the spec's device in training mode, the gradient reducer (its buckets there too) and the optimizer
+// (its moments beside the parameters). The weights are this rank's own: a fresh run broadcasts rank 0's
+// (start_state), a resumed one loads them.
 struct TrainingObjects {
   models::BertForPreTraining model{nullptr};
   std::unique_ptr<collectives::GradientReducer> reducer;
   std::unique_ptr<Optimizer> optimizer;
 };
-TrainingObjects build_training(const ResolvedRun& run, collectives::Communicator& comm);
+TrainingObjects build_training(const TrainingSpec& spec, collectives::Communicator& comm);
 
 // Where the run starts. `resume`: "" (fresh: a run directory that already holds checkpoints is an error),
 // "auto" (the newest complete checkpoint that verifies; none at all: fresh), or a checkpoint directory.

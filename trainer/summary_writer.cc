@@ -6,7 +6,7 @@
 #include <fstream>
 #include <iostream>
 
-#include "launch/file_io.h"
+#include "launch/util/file_io.h"
 
 namespace joule::trainer {
 namespace fs = std::filesystem;
@@ -40,12 +40,12 @@ std::vector<std::string> notices(RunAccounting& accounting) {
 
 }  // namespace
 
-void write_summary(const RunConfig& cfg, const RunOutcome& o, const collectives::ProcessGroupInfo& info, RunAccounting& accounting,
+void write_summary(const std::string& run_dir, const RunOutcome& o, const collectives::ProcessGroupInfo& info, RunAccounting& accounting,
                    const SimulatedClock* sim) {
   RunSummary s;
   s.ledger = accounting.ledger();
   const Figures spent = s.ledger.totals();
-  s.run_dir = cfg.run_dir;
+  s.run_dir = run_dir;
   s.status = o.preempted ? "preempted" : o.reached_target ? "finished (reached the target accuracy)" : "finished";
   s.ranks = info.world_size;
   s.nodes = info.node_count;
@@ -58,16 +58,16 @@ void write_summary(const RunConfig& cfg, const RunOutcome& o, const collectives:
   s.seq_per_s = o.seq_per_s;
   s.mfu = accounting.mfu(o.seq_per_s);
   s.preempted = o.preempted;
-  s.workload = {cfg.model, o.dtype, cfg.seq_len, o.max_predictions, o.global_batch, o.flops_per_sequence};
+  s.workload = {o.model, o.dtype, o.seq_len, o.max_predictions, o.global_batch, o.flops_per_sequence};
   s.host = host_info(accounting.profile());
   s.target = project_target(o.target_sequences, o.sequences, s.ledger.wall_s(), spent, o.seq_per_s);
-  s.card = project_hypothetical(cfg.project_sequences, s.ledger.wall_s(), spent, o.seq_per_s);
+  s.card = project_hypothetical(o.project_sequences, s.ledger.wall_s(), spent, o.seq_per_s);
   s.notices = notices(accounting);
   s.eval = o.eval;
   if (sim) s.simulated = sim->figures(o.steps);
-  if (!o.preempted) s.final_dir = (fs::path(cfg.run_dir) / "final").string();
-  write_file_atomic((fs::path(cfg.run_dir) / "summary.json").string(), s.to_json().dump(2) + "\n");
-  write_file_atomic((fs::path(cfg.run_dir) / "emissions.csv").string(), emissions_csv(s));
+  if (!o.preempted) s.final_dir = (fs::path(run_dir) / "final").string();
+  write_file_atomically((fs::path(run_dir) / "summary.json").string(), s.to_json().dump(2) + "\n");
+  write_file_atomically((fs::path(run_dir) / "emissions.csv").string(), emissions_csv(s));
   std::cout << summary_table(s) << std::flush;
 }
 

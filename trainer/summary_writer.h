@@ -9,7 +9,6 @@
 #include "collectives/communicator.h"
 #include "trainer/batch_sums.h"
 #include "trainer/run_accounting.h"
-#include "trainer/run_config.h"
 #include "trainer/sim_clock.h"
 
 namespace joule::trainer {
@@ -22,13 +21,15 @@ struct RunOutcome {
   bool preempted = false, reached_target = false;
   std::optional<EvalResult> eval;  // the last eval
   // The workload.
-  int64_t max_predictions = 0, global_batch = 0, target_sequences = 0;
+  std::string model;  // model.config: a preset, config.json or model directory
+  int64_t seq_len = 0, max_predictions = 0, global_batch = 0, target_sequences = 0;
+  int64_t project_sequences = 0;  // the card's run, projected from the measured rates
   double flops_per_sequence = 0;
   std::string dtype = "fp32";
 };
 
 // Rank 0 only. `sim`: the simulated cluster's block, when the run has one.
-void write_summary(const RunConfig& cfg, const RunOutcome& outcome, const collectives::ProcessGroupInfo& info, RunAccounting& accounting,
+void write_summary(const std::string& run_dir, const RunOutcome& outcome, const collectives::ProcessGroupInfo& info, RunAccounting& accounting,
                    const SimulatedClock* sim);
 
 }  // namespace joule::trainer

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "collectives/reducer.h"
-#include "launch/error.h"
+#include "launch/util/error.h"
 #include "models/bert.h"
 #include "trainer/optimizer.h"
 #include "trainer/step_boundary.h"

@@ -11,8 +11,8 @@
 #include <optional>
 
 #include "data/loader.h"
-#include "launch/file_io.h"
-#include "launch/fnv1a.h"
+#include "launch/util/file_io.h"
+#include "launch/util/hash.h"
 #include "launch/placement.h"
 #include "launch/runtime.h"
 #include "models/flops.h"
@@ -36,19 +36,6 @@ void say(bool root, const std::string& text) {
   if (root) std::cout << text << std::flush;
 }
 
-// Intra-op threads per rank: train.threads, else the node's cores (the union of its ranks' affinity masks) / local
-// ranks, with a warning when the ranks oversubscribe those cores.
-int configure_threads(const RunConfig& cfg, collectives::Communicator& comm) {
-  const collectives::ProcessGroupInfo& info = comm.info();
-  std::string oversubscribed;
-  const int threads = launch::threads_per_rank(collectives::node_core_view(comm, cfg.collective_timeout_seconds), info.local_size,
-                                               static_cast<int>(cfg.threads), &oversubscribed);
-  launch::set_threads(threads);
-  if (!oversubscribed.empty() && info.local_rank == 0)
-    std::cerr << (launch::rank_prefix() + "warning: " + oversubscribed + "\n") << std::flush;
-  return threads;
-}
-
 // Every rank must train the same run: the hash of its resolved config and of the data set it indexed are compared
 // with rank 0's, and every rank stops with the same error on a mismatch (an MPMD launch with another flag, a node
 // that sees other files).
@@ -56,12 +43,12 @@ void check_ranks_agree_on_the_run(const ResolvedRun& run, collectives::Communica
   std::string data_index;
   for (const data::ShardEntry& e : run.dataset().shards())
     data_index += e.path + " " + std::to_string(e.bytes) + " " + std::to_string(e.stats.sequences) + "\n";
-  const std::string config = run.config_hash, data = launch::fnv1a64_hex(data_index);
+  const std::string config = run.config_hash, data = joule::fnv1a64_hex(data_index);
   std::string root_config = config, root_data = data;
-  collectives::broadcast_string(comm, root_config, 0, run.cfg.collective_timeout_seconds, "the run's config hash");
-  collectives::broadcast_string(comm, root_data, 0, run.cfg.collective_timeout_seconds, "the run's data hash");
+  collectives::broadcast_string(comm, root_config, 0, run.cfg.train.collective_timeout_seconds, "the run's config hash");
+  collectives::broadcast_string(comm, root_data, 0, run.cfg.train.collective_timeout_seconds, "the run's data hash");
   std::vector<double> differs = {config != root_config ? 1.0 : 0.0, data != root_data ? 1.0 : 0.0};
-  collectives::sum_over_ranks(comm, differs, run.cfg.collective_timeout_seconds, "run agreement");
+  collectives::sum_over_ranks(comm, differs, run.cfg.train.collective_timeout_seconds, "run agreement");
   if (differs[0] + differs[1] == 0) return;
   throw RunConfigError(std::to_string(static_cast<int>(differs[0])) + " rank(s) resolved another config than rank 0 and " +
                            std::to_string(static_cast<int>(differs[1])) + " rank(s) indexed another data set (this rank: config " +
@@ -84,16 +71,16 @@ RunLock lock_run_directory(const ResolvedRun& run, collectives::Communicator& co
   RunLock lock;
   if (comm.info().rank == 0) {
     std::string previous;
-    lock = RunLock::acquire(run.cfg.run_dir, &previous);
+    lock = RunLock::acquire(run.cfg.run.dir, &previous);
     if (!previous.empty()) std::cout << "note: " << previous << "\n" << std::flush;
     double parameters = 0;
     for (const auto& [name, numel] : models::parameter_numels(run.model_config)) parameters += static_cast<double>(numel);
     const double checkpoint_bytes = parameters * 4 * 3 + (1 << 20);
     struct statvfs fsinfo {};
-    if (::statvfs(run.cfg.run_dir.c_str(), &fsinfo) == 0) {
+    if (::statvfs(run.cfg.run.dir.c_str(), &fsinfo) == 0) {
       const double available = static_cast<double>(fsinfo.f_bavail) * static_cast<double>(fsinfo.f_frsize);
       if (available < checkpoint_bytes)
-        throw joule::IoError(run.cfg.run_dir + ": " + std::to_string(available / (1 << 20)) + " MiB free, one checkpoint needs " +
+        throw joule::IoError(run.cfg.run.dir + ": " + std::to_string(available / (1 << 20)) + " MiB free, one checkpoint needs " +
                                  std::to_string(checkpoint_bytes / (1 << 20)) + " MiB (weights and two optimizer moments in fp32)",
                              write_failure_hint(ENOSPC));
     }
@@ -106,12 +93,12 @@ RunLock lock_run_directory(const ResolvedRun& run, collectives::Communicator& co
 void write_run_directory(const ResolvedRun& run, const collectives::ProcessGroupInfo& info, int threads) {
   const RunConfig& cfg = run.cfg;
   if (info.rank != 0) return;
-  write_file_atomic((fs::path(cfg.run_dir) / "config.toml").string(), run.resolved_toml);
-  write_file_atomic((fs::path(cfg.run_dir) / "model_config.json").string(), run.model_config.to_json_text());
+  write_file_atomically((fs::path(cfg.run.dir) / "config.toml").string(), run.resolved_toml);
+  write_file_atomically((fs::path(cfg.run.dir) / "model_config.json").string(), run.model_config.to_json_text());
   std::cout << "joule train: " << run.world << " rank(s) on " << info.node_count << " node(s), " << threads
-            << " thread(s) per rank, device " << run.device.description << "; global batch " << run.global_batch << " = " << cfg.micro_batch << " x " << cfg.accumulation << " x "
-            << run.world << "; " << run.total_steps << " steps; " << run.dataset().size() << " sequences of " << cfg.seq_len
-            << " tokens\n" << run.precision.reason << "\nresolved config (" << (fs::path(cfg.run_dir) / "config.toml").string() << "):\n"
+            << " thread(s) per rank, device " << run.device.description << "; global batch " << run.global_batch << " = " << cfg.train.micro_batch << " x " << cfg.train.accumulation << " x "
+            << run.world << "; " << run.total_steps << " steps; " << run.dataset().size() << " sequences of " << cfg.train.seq_len
+            << " tokens\n" << run.precision.reason << "\nresolved config (" << (fs::path(cfg.run.dir) / "config.toml").string() << "):\n"
             << run.resolved_toml << std::flush;
 }
 
@@ -129,19 +116,19 @@ void print_accounting(RunAccounting& accounting, const collectives::ProcessGroup
 MetricsSettings metrics_settings(const ResolvedRun& run, bool resumed, double wall_before, int world) {
   const RunConfig& cfg = run.cfg;
   MetricsSettings m;
-  m.log_every_steps = cfg.log_every_steps;
-  m.throughput_warmup_steps = cfg.throughput_warmup_steps;
+  m.log_every_steps = cfg.train.log_every_steps;
+  m.throughput_warmup_steps = cfg.train.throughput_warmup_steps;
   m.total_steps = run.total_steps;
   m.global_batch = run.global_batch;
-  m.seq_len = cfg.seq_len;
+  m.seq_len = cfg.train.seq_len;
   m.precision = models::precision_name(run.precision.precision);
   m.target_sequences = run.target_sequences;
-  m.project_after_fraction = cfg.project_after_fraction;
-  m.prometheus_file = cfg.prometheus_file;
+  m.project_after_fraction = cfg.accounting.project_after_fraction;
+  m.prometheus_file = cfg.accounting.prometheus_file;
   // A live status line only for a single process on a terminal: under mpirun/srun every rank gets a
   // pseudo-terminal whatever the real destination.
   const bool launched = launch::detect_placement().launcher != "none";
-  m.interactive = cfg.progress == "bar" || (cfg.progress == "auto" && world == 1 && !launched && isatty(STDOUT_FILENO));
+  m.interactive = cfg.train.progress == "bar" || (cfg.train.progress == "auto" && world == 1 && !launched && isatty(STDOUT_FILENO));
   m.resumed = resumed;
   m.wall_before = wall_before;
   return m;
@@ -166,10 +153,10 @@ class TrainingLoop {
         cfg_(p.run.cfg),
         root_(p.comm.info().rank == 0),
         loader_(p.run.dataset(), sampler_config(), p.state.sampler),
-        metrics_(metrics_settings(p.run, p.resumed, p.state.wall_seconds, p.run.world), cfg_.run_dir,
+        metrics_(metrics_settings(p.run, p.resumed, p.state.wall_seconds, p.run.world), cfg_.run.dir,
                  root_),
-        policy_(cfg_, root_),
-        step_(p.objects.model, *p.objects.reducer, *p.objects.optimizer, cfg_.accumulation) {}
+        policy_(cfg_.checkpoint, root_),
+        step_(p.objects.model, *p.objects.reducer, *p.objects.optimizer, cfg_.train.accumulation) {}
 
   // Steps until the run's target, the target accuracy or a preemption. Returns the exit code.
   int run() {
@@ -180,7 +167,7 @@ class TrainingLoop {
       if (log) check_parameters_finite(record);  // one read of the weights per logging interval
       const bool eval = eval_due(record.step);
       StepBoundary boundary = local_boundary(record, log, eval);
-      boundary.reduce(p_.comm, cfg_.collective_timeout_seconds);
+      boundary.reduce(p_.comm, cfg_.train.collective_timeout_seconds);
       check_ranks_agree(boundary, record.step);
       if (log) metrics_.write_interval(boundary, p_.accounting, p_.sim);
       if (eval) finish_eval_at(record.step, boundary.eval);
@@ -199,7 +186,7 @@ class TrainingLoop {
  private:
   data::SamplerConfig sampler_config() const {
     return {static_cast<uint64_t>(p_.run.dataset().size()), static_cast<uint64_t>(p_.run.global_batch),
-            static_cast<uint64_t>(cfg_.micro_batch), p_.run.world, p_.comm.info().rank, static_cast<uint64_t>(cfg_.seed)};
+            static_cast<uint64_t>(cfg_.train.micro_batch), p_.run.world, p_.comm.info().rank, static_cast<uint64_t>(cfg_.train.seed)};
   }
 
   // One optimizer step, with the fault points around it; advances the state.
@@ -210,7 +197,7 @@ class TrainingLoop {
     const double wait_before = loader_.wait_seconds();
     StepOptions options;
     options.poison_loss = p_.faults.poisons_loss(state.step + 1);
-    const double lr = learning_rate(cfg_.lr, p_.objects.optimizer->steps(), p_.run.total_steps, cfg_.warmup_fraction);
+    const double lr = learning_rate(cfg_.optimizer.lr, p_.objects.optimizer->steps(), p_.run.total_steps, cfg_.optimizer.warmup_fraction);
     const StepResult result = step_.run([&] { return loader_.next(); }, lr, options);
     ++state.step;
     state.sequences += p_.run.global_batch;
@@ -259,16 +246,16 @@ class TrainingLoop {
     say(root_, "warning: step " + std::to_string(state.step) + ": gradient norm " + std::to_string(result.grad_norm) +
                    " (NaN/Inf in loss or gradients); update skipped (" + std::to_string(state.nonfinite_streak) + " in a row, " +
                    std::to_string(state.nonfinite_skipped) + " in the run)\n");
-    if (state.nonfinite_streak < cfg_.max_nonfinite_steps) return;
+    if (state.nonfinite_streak < cfg_.train.max_nonfinite_steps) return;
     const auto latest = find_latest_checkpoint(checkpoint_root(), nullptr);
     throw NonFiniteError("steps " + std::to_string(state.step - state.nonfinite_streak + 1) + ".." + std::to_string(state.step) +
                          ": NaN/Inf gradients in " + std::to_string(state.nonfinite_streak) +
-                         " consecutive steps (train.max_nonfinite_steps = " + std::to_string(cfg_.max_nonfinite_steps) +
+                         " consecutive steps (train.max_nonfinite_steps = " + std::to_string(cfg_.train.max_nonfinite_steps) +
                          "), so the run stops. Newest checkpoint: " + (latest ? *latest : std::string("none")));
   }
 
   bool eval_due(int64_t step) const {
-    return p_.run.eval_set && cfg_.eval_every_steps > 0 && (step % cfg_.eval_every_steps == 0 || step == p_.run.total_steps);
+    return p_.run.eval_set && cfg_.eval.every_steps > 0 && (step % cfg_.eval.every_steps == 0 || step == p_.run.total_steps);
   }
 
   // This rank's values for the boundary after `record`'s step (eval runs here, when due).
@@ -277,7 +264,7 @@ class TrainingLoop {
     b.skipped = record.skipped ? 1.0 : 0.0;
     if (log) b.interval = metrics_.interval_sums();
     if (eval)
-      b.eval = evaluate_slice(p_.objects.model, *p_.run.eval_set, cfg_.eval_batch, cfg_.eval_max_batches, p_.comm.info().rank, p_.run.world);
+      b.eval = evaluate_slice(p_.objects.model, *p_.run.eval_set, cfg_.eval.batch, cfg_.eval.max_batches, p_.comm.info().rank, p_.run.world);
     if (log) b.energy = p_.accounting.local_energy();  // meters are read when the interval's figures need them
     policy_.vote(record.step, p_.faults, b);
     return b;
@@ -293,26 +280,26 @@ class TrainingLoop {
   void finish_eval_at(int64_t step, const BatchSums& reduced) {
     last_eval_ = finish_eval(reduced);
     metrics_.write_eval(step, *last_eval_);
-    if (cfg_.eval_target_mlm_accuracy > 0 && last_eval_->mlm_accuracy >= cfg_.eval_target_mlm_accuracy) {
-      say(root_, "reached the target masked-LM accuracy " + std::to_string(cfg_.eval_target_mlm_accuracy) + "\n");
+    if (cfg_.eval.target_mlm_accuracy > 0 && last_eval_->mlm_accuracy >= cfg_.eval.target_mlm_accuracy) {
+      say(root_, "reached the target masked-LM accuracy " + std::to_string(cfg_.eval.target_mlm_accuracy) + "\n");
       reached_target_ = true;
     }
   }
 
-  std::string checkpoint_root() const { return (fs::path(cfg_.run_dir) / "checkpoints").string(); }
+  std::string checkpoint_root() const { return (fs::path(cfg_.run.dir) / "checkpoints").string(); }
 
   void checkpoint(bool preempted) {
     TrainerState& state = p_.state;
     refuse_nonfinite_weights(*p_.objects.optimizer, "checkpoint of step " + std::to_string(state.step));
     state.wall_seconds = metrics_.wall_s();
-    const EnergyTotals energy = reduce_energy(p_.accounting.local_energy(), p_.comm, cfg_.collective_timeout_seconds);
+    const EnergyTotals energy = reduce_energy(p_.accounting.local_energy(), p_.comm, cfg_.train.collective_timeout_seconds);
     p_.accounting.update_segment(energy, state.step, state.sequences, preempted ? "preempted" : "running");
     state.ledger_json = p_.accounting.ledger().to_json().dump();
     const auto t = Clock::now();
     CheckpointFaults faults;
     faults.after_stage = [&](const std::string& stage) { p_.faults.checkpoint_stage(state.step, stage); };
     faults.fail_fsync = p_.faults.fails_fsync(state.step);
-    const std::string dir = save_checkpoint(checkpoint_root(), p_.objects.model, *p_.objects.optimizer, state, p_.comm, cfg_.checkpoint_keep, faults);
+    const std::string dir = save_checkpoint(checkpoint_root(), p_.objects.model, *p_.objects.optimizer, state, p_.comm, cfg_.checkpoint.keep, faults);
     policy_.saved();
     say(root_, "checkpoint " + dir + " (" + duration_text(seconds_since(t)) + ")\n");
     if (preempted)
@@ -331,6 +318,19 @@ class TrainingLoop {
   bool reached_target_ = false;
 };
 
+// --device trainium-sim: the simulated cluster's clock, timed with this run's gradient buckets.
+SimulatedClock simulated_clock(const ResolvedRun& run, const TrainingObjects& objects, const std::string& config_dir, double grid) {
+  std::vector<double> buckets;
+  for (const auto& b : objects.reducer->buckets()) buckets.push_back(static_cast<double>(b.bytes));
+  Workload per_device;
+  per_device.model = run.model_config;
+  per_device.seq_len = run.cfg.train.seq_len;
+  per_device.max_predictions = run.dataset().max_predictions();
+  per_device.micro_batch = run.cfg.train.micro_batch;
+  per_device.sequences = static_cast<double>(run.cfg.accounting.project_sequences);
+  return SimulatedClock(run.cfg.sim, per_device, run.cfg.train.accumulation, buckets, config_dir, grid);
+}
+
 // The end of the run: RUN/final (finished runs), the ledger's last update and the training-cost summary.
 void finish_run(const ResolvedRun& run, const TrainingLoop& loop, int exit_code, TrainingObjects& objects, TrainerState& state,
                 RunAccounting& accounting, const SimulatedClock* sim, collectives::Communicator& comm) {
@@ -338,8 +338,8 @@ void finish_run(const ResolvedRun& run, const TrainingLoop& loop, int exit_code,
   const bool root = comm.info().rank == 0;
   state.wall_seconds = loop.metrics().wall_s();
   if (exit_code == 0) refuse_nonfinite_weights(*objects.optimizer, "final weights");
-  if (exit_code == 0 && root) models::save_model_dir(objects.model, (fs::path(cfg.run_dir) / "final").string());
-  const EnergyTotals energy = reduce_energy(accounting.local_energy(), comm, cfg.collective_timeout_seconds);
+  if (exit_code == 0 && root) models::save_model_dir(objects.model, (fs::path(cfg.run.dir) / "final").string());
+  const EnergyTotals energy = reduce_energy(accounting.local_energy(), comm, cfg.train.collective_timeout_seconds);
   const bool preempted = exit_code == kExitPreempted;
   accounting.update_segment(energy, state.step, state.sequences, preempted ? "preempted" : "finished");
   if (!root) return;
@@ -353,54 +353,53 @@ void finish_run(const ResolvedRun& run, const TrainingLoop& loop, int exit_code,
   o.preempted = preempted;
   o.reached_target = loop.reached_target();
   o.eval = loop.last_eval();
+  o.model = cfg.model.config;
+  o.seq_len = cfg.train.seq_len;
+  o.project_sequences = cfg.accounting.project_sequences;
   o.max_predictions = run.dataset().max_predictions();
   o.global_batch = run.global_batch;
   o.target_sequences = run.target_sequences;
-  o.flops_per_sequence = models::training_flops_per_sequence(run.model_config, cfg.seq_len, o.max_predictions);
+  o.flops_per_sequence = models::training_flops_per_sequence(run.model_config, cfg.train.seq_len, o.max_predictions);
   o.dtype = models::precision_name(run.precision.precision);
-  write_summary(cfg, o, comm.info(), accounting, sim);
+  write_summary(cfg.run.dir, o, comm.info(), accounting, sim);
 }
 
 }  // namespace
 
-int train(const TrainOptions& opts) {
-  RunConfig cfg = opts.config;
+int train(const TrainRequest& request) {
+  RunConfig cfg = request.config;
   cfg.validate();
   FaultPlan fault_plan = FaultPlan::from_environment();  // developers' fault injection (trainer/fault.h)
   CheckpointPolicy::install_signal_handlers();
-  launch::require_device(cfg.device);  // --device cuda on a build or node without CUDA stops here, before MPI starts
-  auto comm = collectives::create_communicator(launch::communicator_backend(cfg.device));
-  const auto& info = comm->info();
-  const launch::DeviceChoice device = launch::choose_device(cfg.device, info.local_rank);
+  TrainingProcess process = start_training_process(cfg.train);
+  collectives::Communicator& comm = *process.comm;
+  const auto& info = comm.info();
   const FaultPoints faults(std::move(fault_plan), info.rank);
   faults.announce();
-  const int threads = configure_threads(cfg, *comm);
-  const std::string config_dir = opts.config_dir.empty() ? fs::path(opts.presets_dir).parent_path().string() : opts.config_dir;
-  RunAccounting accounting(cfg, config_dir, info, device.cuda_index(), device.pci_bus_id);  // the meters run from here: start-up is billed
+  const std::string config_dir =
+      request.config_dir.empty() ? fs::path(request.presets_dir).parent_path().string() : request.config_dir;
+  // The meters run from here: start-up is billed.
+  RunAccounting accounting(cfg.accounting, cfg.train.device, config_dir, info, process.device.cuda_index(), process.device.pci_bus_id);
 
-  const ResolvedRun run = resolve_run(cfg, opts.presets_dir, *comm, device);
-  check_ranks_agree_on_the_run(run, *comm);
-  const RunLock lock = lock_run_directory(run, *comm);  // held to the end: one job per run directory
-  TrainingObjects objects = build_training(run, *comm);
-  const StartPoint start = choose_start(run.cfg.run_dir, opts.resume, *comm, faults);
-  TrainerState state = start_state(run, start, objects, *comm);
-  write_run_directory(run, info, threads);  // nothing is written before the resume checks have passed
+  const ResolvedRun run = resolve_run(cfg, request.presets_dir, comm, process.device);
+  check_ranks_agree_on_the_run(run, comm);
+  const RunLock lock = lock_run_directory(run, comm);  // held to the end: one job per run directory
+  TrainingObjects objects = build_training(training_spec(run), comm);
+  const StartPoint start = choose_start(run.cfg.run.dir, request.resume, comm, faults);
+  TrainerState state = start_state(run, start, objects, comm);
+  write_run_directory(run, info, process.threads);  // nothing is written before the resume checks have passed
 
-  accounting.begin_segment(state.ledger_json, state.step, state.sequences, run.cfg.project_name);
-  accounting.set_mfu_basis(models::training_flops_per_sequence(run.model_config, run.cfg.seq_len, run.dataset().max_predictions()),
+  accounting.begin_segment(state.ledger_json, state.step, state.sequences, run.cfg.accounting.project_name);
+  accounting.set_mfu_basis(models::training_flops_per_sequence(run.model_config, run.cfg.train.seq_len, run.dataset().max_predictions()),
                            models::precision_name(run.precision.precision));
   std::optional<SimulatedClock> sim;
-  if (run.cfg.device == "trainium-sim") {
-    std::vector<double> buckets;
-    for (const auto& b : objects.reducer->buckets()) buckets.push_back(static_cast<double>(b.bytes));
-    sim.emplace(run.cfg, run.model_config, run.dataset().max_predictions(), buckets, config_dir, accounting.cost().region.g_per_kwh);
-  }
+  if (run.cfg.train.device == "trainium-sim") sim.emplace(simulated_clock(run, objects, config_dir, accounting.cost().region.g_per_kwh));
   print_accounting(accounting, info, sim ? &*sim : nullptr);
 
-  TrainingLoop loop({run, objects, *comm, faults, accounting, sim ? &*sim : nullptr, state, start.checkpoint.has_value()});
+  TrainingLoop loop({run, objects, comm, faults, accounting, sim ? &*sim : nullptr, state, start.checkpoint.has_value()});
   const int exit_code = loop.run();
-  finish_run(run, loop, exit_code, objects, state, accounting, sim ? &*sim : nullptr, *comm);
-  comm->barrier();
+  finish_run(run, loop, exit_code, objects, state, accounting, sim ? &*sim : nullptr, comm);
+  comm.barrier();
   return exit_code;
 }
 

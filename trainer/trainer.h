@@ -13,7 +13,8 @@
 
 namespace joule::trainer {
 
-struct TrainOptions {
+// What `joule train` was asked: the run config (composed of every component's options section) and where to start.
+struct TrainRequest {
   RunConfig config;
   std::string resume;       // "": start fresh (an existing checkpoint is an error); "auto"; or a checkpoint dir
   std::string presets_dir;  // where model presets live (configs/models)
@@ -21,7 +22,7 @@ struct TrainOptions {
 };
 
 // Runs the whole training on this rank; returns the process exit code (0, or kExitPreempted).
-int train(const TrainOptions& options);
+int train(const TrainRequest& request);
 
 // `joule export`: a checkpoint directory, or a run directory's newest complete checkpoint, as an HF
 // model directory. Returns the checkpoint used.

@@ -1,17 +1,17 @@
-// launch::parallel_for: every index once, on a fixed worker per index, and a worker's exception reaches the caller.
+// joule::parallel_for: every index once, on a fixed worker per index, and a worker's exception reaches the caller.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <stdexcept>
 #include <vector>
 
-#include "launch/parallel.h"
+#include "launch/util/parallel.h"
 
 TEST(ParallelFor, EveryIndexOnceOnItsStrideWorker) {
   for (int threads : {1, 2, 3, 8}) {
     std::vector<std::atomic<int>> seen(100);
     std::vector<int> worker(100, -1);
-    joule::launch::parallel_for(100, threads, [&](size_t i, int w) {
+    joule::parallel_for(100, threads, [&](size_t i, int w) {
       ++seen[i];
       worker[i] = w;
     });
@@ -21,13 +21,13 @@ TEST(ParallelFor, EveryIndexOnceOnItsStrideWorker) {
     }
   }
   int calls = 0;
-  joule::launch::parallel_for(0, 4, [&](size_t, int) { ++calls; });
+  joule::parallel_for(0, 4, [&](size_t, int) { ++calls; });
   EXPECT_EQ(calls, 0);
 }
 
 TEST(ParallelFor, AWorkersExceptionIsRethrownToTheCaller) {
   for (int threads : {1, 2, 4}) {
-    EXPECT_THROW(joule::launch::parallel_for(1000, threads,
+    EXPECT_THROW(joule::parallel_for(1000, threads,
                                              [](size_t i, int) {
                                                if (i == 501) throw std::runtime_error("index 501");
                                              }),

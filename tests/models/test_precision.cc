@@ -3,7 +3,7 @@
 // the way fp32's do and repeat bit for bit at a fixed thread count.
 #include <gtest/gtest.h>
 
-#include "launch/error.h"
+#include "launch/util/error.h"
 #include "models/attention_softmax.h"
 #include "models/bert.h"
 #include "models/dropout.h"

@@ -14,7 +14,7 @@
 #include "data/hdf5.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
-#include "launch/error.h"
+#include "launch/util/error.h"
 #include "launch/placement.h"
 #include "models/bert_config.h"
 #include "models/safetensors.h"

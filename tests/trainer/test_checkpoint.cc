@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "launch/fnv1a.h"
+#include "launch/util/hash.h"
 #include "models/bert.h"
 #include "test_util.h"
 #include "trainer/checkpoint.h"
@@ -22,7 +22,7 @@ std::string checkpoint_with_state(const joule::test::TempDir& dir, const std::st
   std::filesystem::create_directories(ck);
   joule::test::write_file(ck + "/trainer_state.json", state);
   char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(joule::launch::fnv1a64_file(ck + "/trainer_state.json")));
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(joule::fnv1a64_file(ck + "/trainer_state.json")));
   joule::test::write_file(ck + "/manifest.json", R"({"format": "joule-checkpoint", "format_version": 1, "files": {"trainer_state.json": {"bytes": )" +
                                                      std::to_string(state.size()) + R"(, "fnv1a64": ")" + hex + R"("}}})");
   joule::test::write_file(ck + "/COMPLETE", "");

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
-#include "launch/error.h"
+#include "launch/util/error.h"
 #include "trainer/checkpoint.h"
 #include "trainer/optimizer.h"
 #include "trainer/run_config.h"

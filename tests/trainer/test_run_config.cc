@@ -21,13 +21,13 @@ TEST(RunConfig, ShippedConfigsParse) {
   for (const char* name : {"demo-tiny", "bert-large-phase1", "bert-large-phase2"}) {
     SCOPED_TRACE(name);
     RunConfig c = RunConfig::from_toml_file(std::string(JOULE_TEST_FIXTURES) + "/../../configs/" + name + ".toml");
-    EXPECT_EQ(c.optimizer, "lamb");
+    EXPECT_EQ(c.optimizer.name, "lamb");
   }
   RunConfig p1 = RunConfig::from_toml_file(std::string(JOULE_TEST_FIXTURES) + "/../../configs/bert-large-phase1.toml");
-  EXPECT_EQ(p1.global_batch, 65536);
-  EXPECT_DOUBLE_EQ(p1.lr, 6e-3);
-  EXPECT_DOUBLE_EQ(p1.warmup_fraction, 0.2843);
-  EXPECT_EQ(p1.steps, 7038);
+  EXPECT_EQ(p1.train.global_batch, 65536);
+  EXPECT_DOUBLE_EQ(p1.optimizer.lr, 6e-3);
+  EXPECT_DOUBLE_EQ(p1.optimizer.warmup_fraction, 0.2843);
+  EXPECT_EQ(p1.train.steps, 7038);
 }
 
 TEST(RunConfig, ErrorsNameTheKeyAndListValidOnes) {
@@ -102,7 +102,7 @@ TEST(RunConfig, InvalidUtf8IsRefusedBeforeTheTomlParserSeesIt) {
   } catch (const joule::trainer::RunConfigError& err) {
     EXPECT_NE(std::string(err.what()).find("--set data.train: line 1, byte 1 (0xe2): not valid UTF-8"), std::string::npos) << err.what();
   }
-  EXPECT_EQ(joule::trainer::RunConfig::from_toml_text("[data]\ntrain = \"日本/café\"\n", "ok.toml").train_data, "日本/café");
+  EXPECT_EQ(joule::trainer::RunConfig::from_toml_text("[data]\ntrain = \"日本/café\"\n", "ok.toml").data.train, "日本/café");
 }
 
 TEST(RunConfig, LongStringsWithSpacesAndEscapesReadBackTheSame) {
@@ -114,7 +114,7 @@ TEST(RunConfig, LongStringsWithSpacesAndEscapesReadBackTheSame) {
     c.set("data.train=" + path);
     const std::string resolved = c.to_toml();
     const auto back = joule::trainer::RunConfig::from_toml_text(resolved, "resolved.toml");
-    ASSERT_EQ(back.train_data, path) << "n = " << n;
+    ASSERT_EQ(back.data.train, path) << "n = " << n;
     EXPECT_EQ(back.to_toml(), resolved);
   }
 }
@@ -124,14 +124,14 @@ TEST(RunConfig, SetOverridesByTypeAndRoundTrips) {
   c.set("optimizer.lr=4e-3");
   c.set("train.target_sequences=450e6");
   c.set("data.train=/data/phase1");
-  EXPECT_DOUBLE_EQ(c.lr, 4e-3);
-  EXPECT_EQ(c.target_sequences, 450000000);
-  EXPECT_EQ(c.train_data, "/data/phase1");
+  EXPECT_DOUBLE_EQ(c.optimizer.lr, 4e-3);
+  EXPECT_EQ(c.train.target_sequences, 450000000);
+  EXPECT_EQ(c.data.train, "/data/phase1");
   // Quoted as in the TOML file: the quotes are not part of the path (they used to be, making a directory '"').
   c.set("run.dir=\"/scratch/run 1\"");
-  EXPECT_EQ(c.run_dir, "/scratch/run 1");
+  EXPECT_EQ(c.run.dir, "/scratch/run 1");
   c.set("data.eval='C:\\eval'");
-  EXPECT_EQ(c.eval_data, "C:\\eval");
+  EXPECT_EQ(c.data.eval, "C:\\eval");
   EXPECT_THROW(c.set("run.dir=\"unterminated\\\""), RunConfigError);
   EXPECT_THROW(c.set("train.steps=1.5"), RunConfigError);
   EXPECT_THROW(c.set("optimizer.lr=fast"), RunConfigError);
@@ -139,6 +139,6 @@ TEST(RunConfig, SetOverridesByTypeAndRoundTrips) {
   EXPECT_THROW(c.set("no-equals"), RunConfigError);
   RunConfig back = RunConfig::from_toml_text(c.to_toml(), "resolved");
   EXPECT_EQ(back.to_toml(), c.to_toml());
-  EXPECT_DOUBLE_EQ(back.lr, 4e-3);
-  EXPECT_EQ(back.target_sequences, 450000000);
+  EXPECT_DOUBLE_EQ(back.optimizer.lr, 4e-3);
+  EXPECT_EQ(back.train.target_sequences, 450000000);
 }

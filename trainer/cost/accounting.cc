@@ -8,7 +8,7 @@
 #include <random>
 #include <sstream>
 
-#include "launch/json_field.h"
+#include "launch/util/json_field.h"
 
 namespace joule::trainer {
 namespace fs = std::filesystem;
@@ -90,7 +90,7 @@ std::string duration_text(double seconds) {
   return buf;
 }
 
-CostSettings resolve_cost_settings(const CostOverrides& o, const std::string& device, const std::string& config_dir,
+CostSettings resolve_cost_settings(const AccountingOptions& o, const std::string& device, const std::string& config_dir,
                                    InstanceProfile* profile_out) {
   // auto: the machine the numerics run on; trainium-sim computes here too (its cluster is simulated, not billed)
   const std::string name = o.instance == "auto" ? (device == "cpu" || device == "trainium-sim" ? "cpu-host" : "") : o.instance;

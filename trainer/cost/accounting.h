@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "trainer/cost/accounting_options.h"
 #include "trainer/cost/energy.h"
 #include "trainer/cost/hardware.h"
 
@@ -26,16 +27,9 @@ struct CostSettings {
   std::string grid_source;
 };
 
-struct CostOverrides {
-  std::string instance = "auto";  // auto: cpu-host for --device cpu
-  double price_per_hour = -1;     // < 0: the profile's
-  double pue = 0;                 // 0: the profile's
-  std::string region = "world";
-  double grid_intensity = 0;      // 0: the region's
-};
-
 // `config_dir`: configs/ (hardware/*.toml and grid-intensity.toml).
-CostSettings resolve_cost_settings(const CostOverrides& overrides, const std::string& device, const std::string& config_dir,
+// Only the billing keys of `options` are read (instance, price_per_hour, pue, region, grid_intensity).
+CostSettings resolve_cost_settings(const AccountingOptions& overrides, const std::string& device, const std::string& config_dir,
                                    InstanceProfile* profile_out = nullptr);
 
 struct Figures {

@@ -1,5 +1,5 @@
 #include "trainer/cost/energy.h"
-#include "trainer/run_config.h"
+#include "launch/util/options.h"
 
 #include <dlfcn.h>
 
@@ -298,7 +298,7 @@ std::unique_ptr<EnergyMeter> create_energy_meter(const std::string& name, const 
   if (name == "nvml") return std::make_unique<NvmlMeter>(ctx);
   if (name == "neuron") return std::make_unique<NeuronMeter>(ctx);
   if (name == "model") return std::make_unique<ModelMeter>(ctx, model_components);
-  throw RunConfigError("energy meter '" + name + "' is unknown; valid meters: rapl, nvml, neuron, model");
+  throw ConfigError("energy meter '" + name + "' is unknown; valid meters: rapl, nvml, neuron, model");
 }
 
 EnergyMonitor::EnergyMonitor(const std::string& meters, const MeterContext& ctx, double sample_seconds)
@@ -310,7 +310,7 @@ EnergyMonitor::EnergyMonitor(const std::string& meters, const MeterContext& ctx,
     std::stringstream ss(meters);
     for (std::string m; std::getline(ss, m, ',');) {
       if (m != "rapl" && m != "nvml" && m != "neuron" && m != "model")
-        throw RunConfigError("accounting.meters: '" + m + "' is unknown; valid: auto or a list of rapl, nvml, neuron, model");
+        throw ConfigError("accounting.meters: '" + m + "' is unknown; valid: auto or a list of rapl, nvml, neuron, model");
       if (m != "model") wanted.push_back(m);
     }
   }

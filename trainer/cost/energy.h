@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "launch/error.h"
+#include "launch/util/error.h"
 #include "trainer/cost/hardware.h"
 
 namespace joule::trainer {

@@ -10,7 +10,8 @@
 
 #include <toml.hpp>
 
-#include "trainer/run_config.h"
+#include "launch/util/options.h"
+#include "launch/util/utf8.h"
 
 namespace joule::trainer {
 namespace fs = std::filesystem;

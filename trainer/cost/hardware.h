@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "launch/error.h"
+#include "launch/util/error.h"
 
 namespace joule::trainer {
 

@@ -9,7 +9,7 @@
 #include <map>
 #include <sstream>
 
-#include "launch/json_field.h"
+#include "launch/util/json_field.h"
 
 namespace joule::trainer {
 namespace fs = std::filesystem;

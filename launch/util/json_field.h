@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "launch/error.h"
+#include "launch/util/error.h"
 
 namespace joule {
 

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-namespace joule::launch {
+namespace joule {
 
 // Calls fn(i, worker) for every i in [0, n), on min(threads, n) threads (at least 1).
 template <typename Fn>
@@ -37,4 +37,4 @@ void parallel_for(size_t n, int threads, Fn fn) {
   if (first) std::rethrow_exception(first);
 }
 
-}  // namespace joule::launch
+}  // namespace joule

@@ -1,0 +1,148 @@
+#include "launch/util/file_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+namespace joule {
+
+std::string write_failure_hint(int err) {
+  switch (err) {
+    case ENOSPC:
+    case EDQUOT: return "the file system is full: free space (or write elsewhere), then run the command again";
+    case EROFS: return "the file system is read-only: write to another directory";
+    case EACCES:
+    case EPERM: return "no permission to write there: fix the permissions or write to another directory";
+    case ENAMETOOLONG: return "the path is too long: choose a shorter directory";
+    default: return "check the path and its file system, then run the command again";
+  }
+}
+
+void throw_write_error(const std::string& path, const std::string& what, int err) {
+  throw IoError(path + ": " + what + " failed: " + std::strerror(err), write_failure_hint(err));
+}
+
+void UniqueFd::reset(int fd) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
+}
+
+void UniqueFd::close_checked(const std::string& path) {
+  if (fd_ < 0) return;
+  const int fd = std::exchange(fd_, -1);
+  if (::close(fd) != 0) throw_write_error(path, "close", errno);
+}
+
+UniqueFd open_file(const std::string& path, int flags, const std::string& what, int mode) {
+  const int fd = ::open(path.c_str(), flags | O_CLOEXEC, mode);
+  if (fd < 0) throw_write_error(path, what, errno);
+  return UniqueFd(fd);
+}
+
+void write_all(int fd, const std::string& path, const void* data, size_t size) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd, p, std::min<size_t>(size, size_t{1} << 30));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_write_error(path, "write", errno);
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+void fsync_directory(const std::string& dir) {
+  const UniqueFd fd = open_file(dir.empty() ? "." : dir, O_RDONLY | O_DIRECTORY, "open the directory to fsync it");
+  // Some file systems (and a few network ones) refuse fsync on a directory: the rename has happened; only its
+  // durability across a power cut is then up to them.
+  if (::fsync(fd.get()) != 0 && errno != EINVAL && errno != EROFS) throw_write_error(dir, "fsync of the directory", errno);
+}
+
+void rename_durably(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0) throw_write_error(to, "rename from " + from, errno);
+  fsync_directory(std::filesystem::path(to).parent_path().string());
+}
+
+AtomicFile::AtomicFile(std::string path)
+    : path_(std::move(path)),
+      tmp_(path_ + ".tmp"),
+      fd_(open_file(tmp_, O_WRONLY | O_CREAT | O_TRUNC, "open for writing")) {}
+
+AtomicFile::~AtomicFile() {
+  if (fd_.valid()) {
+    fd_.reset();
+    ::unlink(tmp_.c_str());
+  }
+}
+
+void AtomicFile::write(const void* data, size_t size) {
+  if (!fd_.valid()) throw InternalError(tmp_ + ": written after commit");
+  write_all(fd_.get(), tmp_, data, size);
+}
+
+void AtomicFile::commit() {
+  try {
+    if (::fsync(fd_.get()) != 0) throw_write_error(tmp_, "fsync", errno);
+    fd_.close_checked(tmp_);
+    rename_durably(tmp_, path_);
+  } catch (...) {
+    fd_.reset();
+    ::unlink(tmp_.c_str());
+    throw;
+  }
+}
+
+void write_file_atomically(const std::string& path, const std::string& bytes) {
+  AtomicFile file(path);
+  file.write(bytes);
+  file.commit();
+}
+
+std::optional<FileLock> FileLock::try_acquire(const std::string& path) {
+  UniqueFd fd = open_file(path, O_RDWR | O_CREAT, "open the lock file");
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  if (::fcntl(fd.get(), F_SETLK, &fl) == 0) return FileLock(path, std::move(fd));
+  const int err = errno;
+  if (err == EACCES || err == EAGAIN) return std::nullopt;
+  throw IoError(path + ": cannot lock: " + std::strerror(err) + " (the file system does not support POSIX locks)",
+                "mount the file system with locking (NFS: lockd/NFSv4; Lustre: -o flock) or use a local or lock-capable "
+                "directory");
+}
+
+bool FileLock::still_at_path() const {
+  struct stat by_fd {}, by_path {};
+  return ::fstat(fd_.get(), &by_fd) == 0 && ::stat(path_.c_str(), &by_path) == 0 && by_fd.st_ino == by_path.st_ino &&
+         by_fd.st_dev == by_path.st_dev;
+}
+
+std::string FileLock::read_text(int fd) {
+  char buf[512] = {0};
+  const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  std::string s = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+void FileLock::replace_text(const std::string& text) {
+  if (::ftruncate(fd_.get(), 0) != 0) throw_write_error(path_, "truncate", errno);
+  if (::pwrite(fd_.get(), text.data(), text.size(), 0) != static_cast<ssize_t>(text.size()))
+    throw_write_error(path_, "write", errno);
+}
+
+LineLog::LineLog(std::string path)
+    : path_(std::move(path)), fd_(open_file(path_, O_WRONLY | O_CREAT | O_APPEND, "open for appending")) {}
+
+void LineLog::write_line(const std::string& line) {
+  const std::string text = line + "\n";
+  write_all(fd_.get(), path_, text.data(), text.size());
+}
+
+}  // namespace joule

@@ -1,0 +1,122 @@
+// The one place joule touches files through raw descriptors: an owned descriptor (UniqueFd), an exclusive lock
+// (FileLock), whole files replaced atomically and durably (write_file_atomically, AtomicFile), a rename made durable
+// (rename_durably), and logs appended a line at a time (LineLog). Every failure is an IoError naming the file and the
+// cause (ENOSPC, EROFS, ...) with what to do, never a silent short file. No LibTorch.
+//
+// Atomic replacement: PATH.tmp is written, fsynced and renamed over PATH, then PATH's directory is fsynced, so a reader
+// never sees half a file, a crash leaves PATH either as it was or as it is now, and a failure leaves PATH as it was
+// with no PATH.tmp behind.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "launch/util/error.h"
+
+namespace joule {
+
+// What to do about a failed write, by its cause.
+std::string write_failure_hint(int err);
+[[noreturn]] void throw_write_error(const std::string& path, const std::string& what, int err);
+
+// An owned file descriptor: closed once, by its last owner.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  ~UniqueFd() { reset(); }
+  UniqueFd(UniqueFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept {
+    if (this != &o) reset(std::exchange(o.fd_, -1));
+    return *this;
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  explicit operator bool() const { return valid(); }
+  int release() { return std::exchange(fd_, -1); }
+  void reset(int fd = -1);
+  // close(2) with its result: a close that fails after writes (NFS, quota) is a failed write. `path` names the file.
+  void close_checked(const std::string& path);
+
+ private:
+  int fd_ = -1;
+};
+
+// open(2) with O_CLOEXEC; IoError naming `path` and `what` ("open for writing") when it fails.
+UniqueFd open_file(const std::string& path, int flags, const std::string& what, int mode = 0644);
+
+// Writes all `size` bytes (EINTR and short writes retried).
+void write_all(int fd, const std::string& path, const void* data, size_t size);
+
+// fsync(2) of a directory, so that a rename or a new entry inside it survives a crash.
+void fsync_directory(const std::string& dir);
+
+// rename(2) of `from` over `to` (files or directories), then an fsync of `to`'s directory.
+void rename_durably(const std::string& from, const std::string& to);
+
+// A file written as a whole and then put in place: bytes go to PATH.tmp; commit() fsyncs, closes, renames it over
+// PATH and fsyncs the directory. Destroyed without commit() (an error unwinding), it removes PATH.tmp.
+class AtomicFile {
+ public:
+  explicit AtomicFile(std::string path);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  void write(const void* data, size_t size);
+  void write(const std::string& bytes) { write(bytes.data(), bytes.size()); }
+  void commit();
+  const std::string& tmp_path() const { return tmp_; }
+
+ private:
+  std::string path_, tmp_;
+  UniqueFd fd_;
+};
+
+// `bytes` as the whole of `path`, atomically and durably.
+void write_file_atomically(const std::string& path, const std::string& bytes);
+
+// An exclusive POSIX record lock (fcntl F_SETLK) on a file, held while this object lives: the lock NFS carries to
+// the server and Lustre/GPFS honour when mounted with locking; the kernel releases it when the holder dies.
+class FileLock {
+ public:
+  // Creates `path` if needed and locks it. nullopt when another process holds it; IoError naming the file when the
+  // file cannot be opened or the file system cannot lock (ENOLCK, ENOSYS).
+  static std::optional<FileLock> try_acquire(const std::string& path);
+
+  FileLock(FileLock&&) noexcept = default;
+  FileLock& operator=(FileLock&&) noexcept = default;
+
+  int fd() const { return fd_.get(); }
+  const std::string& path() const { return path_; }
+  // Whether `path` still names the locked file (another process may have unlinked and recreated it).
+  bool still_at_path() const;
+  // The file's text (the holder's description), up to 511 bytes, trailing blanks cut.
+  static std::string read_text(int fd);
+  void replace_text(const std::string& text);
+
+ private:
+  FileLock(std::string path, UniqueFd fd) : path_(std::move(path)), fd_(std::move(fd)) {}
+  std::string path_;
+  UniqueFd fd_;
+};
+
+// A log a line at a time (metrics.jsonl): opened for appending, each line written whole with one write(2).
+class LineLog {
+ public:
+  LineLog() = default;
+  explicit LineLog(std::string path);
+  bool is_open() const { return fd_.valid(); }
+  void write_line(const std::string& line);
+
+ private:
+  std::string path_;
+  UniqueFd fd_;
+};
+
+}  // namespace joule

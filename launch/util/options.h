@@ -1,0 +1,62 @@
+// The options a component takes, as a table of fields: each component (the optimizer, the checkpoint policy, the
+// accounting, ...) owns one section of the run config (`[optimizer]`, `[checkpoint]`, ...) as a plain struct with
+// defaults, lists its keys here with their types and valid ranges, and checks its own cross-key rules. The run's
+// config (trainer/run_config.h) only composes the sections: it parses TOML and `--set` through these tables, so a
+// key's name, type and range are written once. No LibTorch, no TOML.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "launch/util/error.h"
+
+namespace joule {
+
+// A run config asks for something invalid: the key, its value and what is valid are in the message.
+class ConfigError : public Error {
+ public:
+  explicit ConfigError(const std::string& message,
+                       std::string hint = "fix that key in the config file or the --set/flag that gives it (joule train "
+                                          "--help lists the flags)")
+      : Error(message, std::move(hint), ErrorKind::usage) {}
+};
+
+// [lo, hi], open at either end where said.
+struct OptionRange {
+  double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
+  bool lo_open = false, hi_open = false;
+  bool contains(double v) const;
+  std::string text() const;  // "[1, inf)", "(0, 1)"
+};
+
+inline constexpr double kUnbounded = std::numeric_limits<double>::infinity();
+inline OptionRange at_least(double lo) { return {lo, kUnbounded, false, false}; }
+inline OptionRange above(double lo) { return {lo, kUnbounded, true, false}; }
+
+using OptionTarget = std::variant<int64_t*, double*, std::string*>;
+
+struct OptionField {
+  const char* name;  // the key inside its table ("micro_batch")
+  OptionTarget target;
+  std::optional<OptionRange> range = std::nullopt;  // numeric keys: the values allowed at the door
+  const char* note = "";  // what a special value means ("0: from train.target_sequences")
+};
+
+// "an integer", "a number", "a string".
+const char* option_type_name(const OptionTarget& target);
+// The field's value as a number (integer and number fields).
+double option_number(const OptionTarget& target);
+// Shortest text that reads back to the same double.
+std::string option_number_text(double v);
+
+// Every ranged field of `table` within its range, else ConfigError "run config: table.key = v is outside [..] (note)".
+void check_option_ranges(const std::string& table, const std::vector<OptionField>& fields);
+// A string option among `valid` ("auto, bar, lines"), else ConfigError naming table.key, the value and the valid ones.
+void check_option_choice(const std::string& table, const char* name, const std::string& value,
+                         const std::vector<std::string>& valid);
+
+}  // namespace joule

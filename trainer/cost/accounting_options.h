@@ -1,0 +1,50 @@
+// The [accounting] section of the run config: what a run is billed as (instance profile, price, PUE, grid carbon
+// intensity; configs/hardware/*.toml, configs/grid-intensity.toml), its energy meters, the projection to the card's
+// run and the CodeCarbon/Prometheus outputs. Owned by the cost library. No LibTorch.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "launch/util/options.h"
+
+namespace joule::trainer {
+
+struct AccountingOptions {
+  static constexpr const char* kTable = "accounting";
+  std::string instance = "auto";      // instance profile billed per node; auto: cpu-host for --device cpu
+  double price_per_hour = -1;         // USD per instance-hour; < 0: the profile's
+  double pue = 0;                     // 0: the profile's
+  std::string region = "world";       // grid carbon intensity region
+  double grid_intensity = 0;          // g CO2/kWh; 0: the region's
+  std::string meters = "auto";        // auto, or a list of rapl, nvml, neuron, model
+  double meter_sample_seconds = 1.0;
+  int64_t project_sequences = 450000000;  // the card's run, projected from measured rates
+  double project_after_fraction = 0.05;   // projections start after this fraction of the run's target
+  std::string project_name = "joule";     // emissions.csv project_name
+  std::string prometheus_file;            // "": none; else rewritten each interval (textfile collector)
+
+  std::vector<OptionField> fields() {
+    return {{"instance", &instance},
+            {"price_per_hour", &price_per_hour, OptionRange{}, "negative: the instance profile's"},
+            {"pue", &pue},
+            {"region", &region},
+            {"grid_intensity", &grid_intensity, at_least(0), "0: the region's"},
+            {"meters", &meters},
+            {"meter_sample_seconds", &meter_sample_seconds, OptionRange{0, 60, true, false}},
+            {"project_sequences", &project_sequences, at_least(1)},
+            {"project_after_fraction", &project_after_fraction, OptionRange{0, 1, false, true}},
+            {"project_name", &project_name},
+            {"prometheus_file", &prometheus_file}};
+  }
+  void validate() const {
+    AccountingOptions copy = *this;
+    check_option_ranges(kTable, copy.fields());
+    if (!std::isfinite(pue) || (pue != 0 && pue < 1))
+      throw ConfigError("run config: accounting.pue must be >= 1 (or 0: the instance profile's)");
+  }
+};
+
+}  // namespace joule::trainer

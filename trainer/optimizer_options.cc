@@ -1,0 +1,23 @@
+#include "trainer/optimizer_options.h"
+
+namespace joule::trainer {
+
+std::vector<OptionField> OptimizerOptions::fields() {
+  const OptionRange unit_open_above{0, 1, false, true};
+  return {{"name", &name},
+          {"lr", &lr, above(0)},
+          {"warmup_fraction", &warmup_fraction, unit_open_above},
+          {"beta1", &beta1, unit_open_above},
+          {"beta2", &beta2, unit_open_above},
+          {"eps", &eps, above(0)},
+          {"weight_decay", &weight_decay, at_least(0)},
+          {"max_grad_norm", &max_grad_norm, at_least(0), "0: no clipping"}};
+}
+
+void OptimizerOptions::validate() const {
+  OptimizerOptions copy = *this;
+  check_option_ranges(kTable, copy.fields());
+  check_option_choice(kTable, "name", name, {"lamb", "adamw"});
+}
+
+}  // namespace joule::trainer

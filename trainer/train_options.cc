@@ -1,0 +1,39 @@
+#include "trainer/train_options.h"
+
+#include "models/precision.h"
+
+namespace joule::trainer {
+
+std::vector<OptionField> TrainOptions::fields() {
+  return {{"steps", &steps, at_least(0), "0: from train.target_sequences"},
+          {"target_sequences", &target_sequences, at_least(0), "0: train.steps x the global batch"},
+          {"micro_batch", &micro_batch, at_least(1)},
+          {"accumulation", &accumulation, at_least(1)},
+          {"global_batch", &global_batch, at_least(0), "0: micro_batch x accumulation x ranks"},
+          {"seq_len", &seq_len, at_least(0), "0: the shards'"},
+          {"threads", &threads, at_least(0), "0: the node's cores / local ranks"},
+          {"seed", &seed, at_least(0)},
+          {"log_every_steps", &log_every_steps, at_least(1)},
+          {"throughput_warmup_steps", &throughput_warmup_steps, at_least(0)},
+          {"max_nonfinite_steps", &max_nonfinite_steps, at_least(1)},
+          {"collective_timeout_seconds", &collective_timeout_seconds, above(0)},
+          {"precision", &precision},
+          {"device", &device},
+          {"progress", &progress}};
+}
+
+void TrainOptions::validate() const {
+  TrainOptions copy = *this;
+  check_option_ranges(kTable, copy.fields());
+  if (global_batch > 0 && global_batch % micro_batch != 0)
+    throw ConfigError("run config: train.global_batch " + std::to_string(global_batch) + " is not divisible by train.micro_batch " +
+                      std::to_string(micro_batch));
+  check_option_choice(kTable, "progress", progress, {"auto", "bar", "lines"});
+  if (!models::is_precision_setting(precision))
+    throw ConfigError("run config: train.precision is \"" + precision + "\"; valid values: " + models::precision_settings());
+  check_option_choice(kTable, "device", device, {"cpu", "cuda", "trainium-sim"});
+}
+
+std::vector<OptionField> RunOptions::fields() { return {{"dir", &dir}}; }
+
+}  // namespace joule::trainer
