@@ -20,10 +20,7 @@ struct CheckpointOptions {
             {"every_minutes", &every_minutes, at_least(0), "0: off"},
             {"keep", &keep, at_least(1)}};
   }
-  void validate() const {
-    CheckpointOptions copy = *this;
-    check_option_ranges(kTable, copy.fields());
-  }
+  void validate() const { check_section_ranges(*this); }
 };
 
 }  // namespace joule::trainer

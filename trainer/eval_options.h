@@ -22,10 +22,7 @@ struct EvalOptions {
             {"batch", &batch, at_least(1)},
             {"max_batches", &max_batches, at_least(1)}};
   }
-  void validate() const {
-    EvalOptions copy = *this;
-    check_option_ranges(kTable, copy.fields());
-  }
+  void validate() const { check_section_ranges(*this); }
 };
 
 }  // namespace joule::trainer

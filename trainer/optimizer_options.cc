@@ -15,8 +15,7 @@ std::vector<OptionField> OptimizerOptions::fields() {
 }
 
 void OptimizerOptions::validate() const {
-  OptimizerOptions copy = *this;
-  check_option_ranges(kTable, copy.fields());
+  check_section_ranges(*this);
   check_option_choice(kTable, "name", name, {"lamb", "adamw"});
 }
 

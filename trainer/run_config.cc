@@ -12,7 +12,6 @@
 
 #include <toml.hpp>
 
-
 namespace joule::trainer {
 namespace {
 

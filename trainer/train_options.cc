@@ -23,8 +23,7 @@ std::vector<OptionField> TrainOptions::fields() {
 }
 
 void TrainOptions::validate() const {
-  TrainOptions copy = *this;
-  check_option_ranges(kTable, copy.fields());
+  check_section_ranges(*this);
   if (global_batch > 0 && global_batch % micro_batch != 0)
     throw ConfigError("run config: train.global_batch " + std::to_string(global_batch) + " is not divisible by train.micro_batch " +
                       std::to_string(micro_batch));

@@ -71,7 +71,7 @@ void rename_durably(const std::string& from, const std::string& to) {
 
 AtomicFile::AtomicFile(std::string path)
     : path_(std::move(path)),
-      tmp_(path_ + ".tmp"),
+      tmp_(path_ + ".tmp." + std::to_string(::getpid())),
       fd_(open_file(tmp_, O_WRONLY | O_CREAT | O_TRUNC, "open for writing")) {}
 
 AtomicFile::~AtomicFile() {

@@ -3,9 +3,10 @@
 // (rename_durably), and logs appended a line at a time (LineLog). Every failure is an IoError naming the file and the
 // cause (ENOSPC, EROFS, ...) with what to do, never a silent short file. No LibTorch.
 //
-// Atomic replacement: PATH.tmp is written, fsynced and renamed over PATH, then PATH's directory is fsynced, so a reader
-// never sees half a file, a crash leaves PATH either as it was or as it is now, and a failure leaves PATH as it was
-// with no PATH.tmp behind.
+// Atomic replacement: PATH.tmp.PID is written, fsynced and renamed over PATH, then PATH's directory is fsynced, so a
+// reader never sees half a file, a crash leaves PATH either as it was or as it is now, a failure leaves PATH as it was
+// with no temporary behind, and two processes replacing one file (two jobs refreshing a shared data set's index
+// cache) never write into each other's temporary.
 #pragma once
 
 #include <cstddef>
@@ -59,8 +60,8 @@ void fsync_directory(const std::string& dir);
 // rename(2) of `from` over `to` (files or directories), then an fsync of `to`'s directory.
 void rename_durably(const std::string& from, const std::string& to);
 
-// A file written as a whole and then put in place: bytes go to PATH.tmp; commit() fsyncs, closes, renames it over
-// PATH and fsyncs the directory. Destroyed without commit() (an error unwinding), it removes PATH.tmp.
+// A file written as a whole and then put in place: bytes go to PATH.tmp.PID; commit() fsyncs, closes, renames it over
+// PATH and fsyncs the directory. Destroyed without commit() (an error unwinding), it removes the temporary.
 class AtomicFile {
  public:
   explicit AtomicFile(std::string path);

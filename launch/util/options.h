@@ -55,6 +55,12 @@ std::string option_number_text(double v);
 
 // Every ranged field of `table` within its range, else ConfigError "run config: table.key = v is outside [..] (note)".
 void check_option_ranges(const std::string& table, const std::vector<OptionField>& fields);
+// check_option_ranges for a section struct (its kTable and fields()).
+template <typename Section>
+void check_section_ranges(const Section& section) {
+  Section copy = section;  // fields() hands out pointers to its members
+  check_option_ranges(Section::kTable, copy.fields());
+}
 // A string option among `valid` ("auto, bar, lines"), else ConfigError naming table.key, the value and the valid ones.
 void check_option_choice(const std::string& table, const char* name, const std::string& value,
                          const std::vector<std::string>& valid);

@@ -5,8 +5,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "launch/util/file_io.h"
 #include "launch/util/hash.h"
@@ -18,6 +21,14 @@ using joule::test::read_file;
 using joule::test::TempDir;
 
 bool fd_open(int fd) { return ::fcntl(fd, F_GETFD) != -1; }
+
+// The names in `dir`, sorted: what an atomic write left behind.
+std::vector<std::string> entries(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
 
 TEST(UniqueFd, ClosesOnceByItsLastOwner) {
   TempDir dir;
@@ -45,7 +56,7 @@ TEST(WriteFileAtomically, ReplacesTheWholeFileAndLeavesNoTemporary) {
   joule::write_file_atomically(path, "first");
   joule::write_file_atomically(path, "second, longer");
   EXPECT_EQ(read_file(path), "second, longer");
-  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  EXPECT_EQ(entries(dir.path()), std::vector<std::string>{"summary.json"});
 }
 
 TEST(WriteFileAtomically, AFailureLeavesTheOldFileAndNoTemporary) {
@@ -55,10 +66,12 @@ TEST(WriteFileAtomically, AFailureLeavesTheOldFileAndNoTemporary) {
   {
     joule::AtomicFile file(path);
     file.write("half of a new");
+    EXPECT_TRUE(std::filesystem::exists(file.tmp_path()));
+    EXPECT_NE(file.tmp_path(), path + ".tmp");  // this process's own temporary: PATH.tmp.PID
     // destroyed without commit(): an error unwinding
   }
   EXPECT_EQ(read_file(path), "old");
-  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  EXPECT_EQ(entries(dir.path()), std::vector<std::string>{"out"});
   // A directory where the file should go: the rename fails, named, and the temporary goes.
   std::filesystem::create_directories(dir.file("taken/inner"));
   try {
@@ -67,7 +80,7 @@ TEST(WriteFileAtomically, AFailureLeavesTheOldFileAndNoTemporary) {
   } catch (const joule::IoError& e) {
     EXPECT_NE(std::string(e.what()).find("taken: rename from"), std::string::npos) << e.what();
   }
-  EXPECT_FALSE(std::filesystem::exists(dir.file("taken.tmp")));
+  EXPECT_EQ(entries(dir.path()), (std::vector<std::string>{"out", "taken"}));
 }
 
 TEST(FileLock, ExclusiveUntilReleased) {

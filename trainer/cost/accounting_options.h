@@ -40,8 +40,7 @@ struct AccountingOptions {
             {"prometheus_file", &prometheus_file}};
   }
   void validate() const {
-    AccountingOptions copy = *this;
-    check_option_ranges(kTable, copy.fields());
+    check_section_ranges(*this);
     if (!std::isfinite(pue) || (pue != 0 && pue < 1))
       throw ConfigError("run config: accounting.pue must be >= 1 (or 0: the instance profile's)");
   }

@@ -15,10 +15,7 @@ struct SimOptions {
   int64_t nodes = 16;
 
   std::vector<OptionField> fields() { return {{"instance", &instance}, {"nodes", &nodes, at_least(1)}}; }
-  void validate() const {
-    SimOptions copy = *this;
-    check_option_ranges(kTable, copy.fields());
-  }
+  void validate() const { check_section_ranges(*this); }
 };
 
 }  // namespace joule::trainer
