@@ -168,8 +168,8 @@ PretrainingOutput BertForPreTrainingImpl::forward(const PretrainingBatch& b, con
   }
   if (options.compute_accuracy) {
     torch::NoGradGuard no_grad;
-    out.mlm_correct = logits.argmax(-1).eq(labels).sum().item<int64_t>();
-    out.nsp_correct = nsp_logits.argmax(-1).eq(b.next_sentence_labels).sum().item<int64_t>();
+    out.mlm_correct = logits.argmax(-1).eq(labels).sum();
+    out.nsp_correct = nsp_logits.argmax(-1).eq(b.next_sentence_labels).sum();
   }
   return out;
 }

@@ -22,8 +22,9 @@ struct PretrainingOutput {
   torch::Tensor mlm_loss;  // mean cross-entropy over the batch's masked predictions
   torch::Tensor nsp_loss;  // mean cross-entropy over the batch's sequences
   int64_t mlm_predictions = 0;  // number of masked predictions the MLM loss averaged over
-  int64_t mlm_correct = 0;
-  int64_t nsp_correct = 0;
+  // Correct predictions, 0-dim int64 on the model's device (undefined without ForwardOptions::compute_accuracy): left
+  // there, so a training step reads them with its other sums, not once per micro-batch.
+  torch::Tensor mlm_correct, nsp_correct;
   torch::Tensor mlm_logits;  // [M, V] at the masked positions, row by row; only with ForwardOptions::keep_logits
   torch::Tensor nsp_logits;  // [B, 2]; only with ForwardOptions::keep_logits
 };

@@ -15,16 +15,16 @@ BatchSums evaluate_slice(models::BertForPreTraining& model, const data::Dataset&
   torch::NoGradGuard no_grad;
   const bool was_training = model->is_training();
   model->eval();
-  BatchSums sums;
+  DeviceSums sums;
   const int64_t total = std::min<int64_t>(max_batches > 0 ? max_batches : INT64_MAX, (dataset.size() + batch - 1) / batch);
   for (int64_t b = rank; b < total; b += world) {
     std::vector<uint64_t> ids;
     for (int64_t i = b * batch; i < std::min<int64_t>(dataset.size(), (b + 1) * batch); ++i) ids.push_back(static_cast<uint64_t>(i));
     auto host = data::Loader::read_sequences(dataset, ids);
-    add_output(sums, model->forward(data::Loader::to_tensors(host)), static_cast<int64_t>(ids.size()));
+    sums.add(model->forward(data::Loader::to_tensors(host)), static_cast<int64_t>(ids.size()));
   }
   if (was_training) model->train();
-  return sums;
+  return sums.read();
 }
 
 namespace {

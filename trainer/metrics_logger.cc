@@ -23,7 +23,6 @@ double MetricsLogger::seq_per_s(double fallback) const {
 
 void MetricsLogger::record_step(const StepRecord& r) {
   last_ = r;
-  if (!r.skipped) interval_.add(r.sums);
   interval_step_s_ += r.seconds;
   interval_comm_s_ += r.comm_seconds;
   interval_exposed_s_ += r.exposed_comm_seconds;
@@ -96,7 +95,6 @@ void MetricsLogger::write_interval(const StepBoundary& reduced, RunAccounting& a
                   mlm_loss + nsp_loss, mlm_acc, last_.lr, rate, duration_text(eta).c_str());
     std::cout << (s_.interactive ? "\r\033[K" : "") << line << std::flush;
   }
-  interval_ = BatchSums{};
   interval_step_s_ = interval_comm_s_ = interval_exposed_s_ = interval_wait_s_ = 0;
   interval_steps_ = 0;
 }

@@ -1,4 +1,5 @@
-// The metrics stage of `joule train`: steps are gathered into logging intervals; at the end of each interval rank 0
+// The metrics stage of `joule train`: steps are gathered into logging intervals (their timings here; their losses and
+// accuracies in the training loop's DeviceSums, read once per interval and reduced over ranks); at the end of each interval rank 0
 // writes one JSON object to RUN/metrics.jsonl (loss, accuracy, lr, throughput, MFU, time split, power, energy,
 // cost, CO2, the projection, the simulated clock), rewrites the Prometheus textfile when one is configured, and
 // prints a line (or, on a terminal, keeps a live status line between intervals). Eval results go to the same
@@ -13,7 +14,6 @@
 #include "launch/util/file_io.h"
 #include "trainer/batch_sums.h"
 #include "trainer/run_accounting.h"
-#include "trainer/run_config.h"
 #include "trainer/sim_clock.h"
 #include "trainer/step_boundary.h"
 
@@ -24,8 +24,7 @@ struct StepRecord {
   int64_t step = 0;       // optimizer steps done, this one included
   int64_t sequences = 0;  // sequences trained on, all ranks, this step included
   int64_t nonfinite_skipped = 0;
-  bool skipped = false;   // NaN/Inf: the step's sums stay out of the interval
-  BatchSums sums;         // this rank's
+  bool skipped = false;   // NaN/Inf: the update was not applied
   double lr = 0, grad_norm = 0;
   double seconds = 0, comm_seconds = 0, exposed_comm_seconds = 0, data_wait_seconds = 0;
 };
@@ -48,7 +47,6 @@ class MetricsLogger {
 
   void record_step(const StepRecord& r);
   bool interval_ends(int64_t step) const { return step % s_.log_every_steps == 0 || step == s_.total_steps; }
-  const BatchSums& interval_sums() const { return interval_; }
   // Ends the interval with the values reduced over ranks: brings the ledger's segment up to date (every rank),
   // and on rank 0 writes the row, the Prometheus file and the printed line.
   void write_interval(const StepBoundary& reduced, RunAccounting& accounting, const SimulatedClock* sim);
@@ -64,7 +62,6 @@ class MetricsLogger {
   LineLog file_;  // RUN/metrics.jsonl on rank 0: every line checked
   std::chrono::steady_clock::time_point start_;
   StepRecord last_;
-  BatchSums interval_;
   double interval_step_s_ = 0, interval_comm_s_ = 0, interval_exposed_s_ = 0, interval_wait_s_ = 0;
   int64_t interval_steps_ = 0, timed_steps_ = 0;
   double timed_seconds_ = 0;

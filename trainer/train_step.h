@@ -25,13 +25,25 @@ class NonFiniteError : public joule::Error {
                      "train.max_nonfinite_steps)") {}
 };
 
-// Adds one batch's output (`rows` sequences) to `sums`.
-void add_output(BatchSums& sums, const models::PretrainingOutput& out, int64_t rows);
+// Sums over batches kept where the model computed them: the losses and correct counts stay on the device, in float64
+// (the same figures as adding each batch's values on the host), and come to the host in one copy when a figure is
+// needed (a logging interval's end, an eval's end); the counts the host knows without the device (predictions,
+// sequences, batches) are kept on the host. A step adds its micro-batches without reading anything back.
+class DeviceSums {
+ public:
+  void add(const models::PretrainingOutput& out, int64_t rows);  // one batch of `rows` sequences
+  void add(const DeviceSums& other);
+  BatchSums read() const;  // one device-to-host copy (none when nothing was added)
+
+ private:
+  torch::Tensor values_;  // float64 [mlm_loss, nsp_loss, mlm_correct, nsp_correct]; undefined while empty
+  BatchSums host_;        // mlm_predictions, sequences, batches
+};
 
 struct StepResult {
   double grad_norm = 0;  // global gradient norm before clipping
   bool skipped = false;  // the norm was NaN/Inf: no update was applied
-  BatchSums sums;        // this rank's micro-batches
+  DeviceSums sums;       // this rank's micro-batches, not yet read
   double comm_seconds = 0, exposed_comm_seconds = 0;  // the reducer's figures for the synchronizing micro-batch
 };
 

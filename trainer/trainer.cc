@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <utility>
 
 #include "data/loader.h"
 #include "launch/util/file_io.h"
@@ -212,7 +213,7 @@ class TrainingLoop {
     r.sequences = state.sequences;
     r.nonfinite_skipped = state.nonfinite_skipped;
     r.skipped = result.skipped;
-    r.sums = result.sums;
+    if (!result.skipped) interval_sums_.add(result.sums);  // a NaN/Inf step's sums stay out of the interval
     r.lr = lr;
     r.grad_norm = result.grad_norm;
     r.seconds = seconds_since(t0);
@@ -262,7 +263,7 @@ class TrainingLoop {
   StepBoundary local_boundary(const StepRecord& record, bool log, bool eval) {
     StepBoundary b;
     b.skipped = record.skipped ? 1.0 : 0.0;
-    if (log) b.interval = metrics_.interval_sums();
+    if (log) b.interval = std::exchange(interval_sums_, DeviceSums{}).read();  // the interval's one read from the device
     if (eval)
       b.eval = evaluate_slice(p_.objects.model, *p_.run.eval_set, cfg_.eval.batch, cfg_.eval.max_batches, p_.comm.info().rank, p_.run.world);
     if (log) b.energy = p_.accounting.local_energy();  // meters are read when the interval's figures need them
@@ -314,6 +315,7 @@ class TrainingLoop {
   MetricsLogger metrics_;
   CheckpointPolicy policy_;
   TrainStep step_;
+  DeviceSums interval_sums_;  // this rank's sums since the last logging interval, on the device
   std::optional<EvalResult> last_eval_;
   bool reached_target_ = false;
 };

@@ -52,9 +52,9 @@ TEST(Bert, ForwardShapesAndLossComposition) {
   // Untrained: MLM loss near log(vocab), NSP near log(2).
   EXPECT_NEAR(out.mlm_loss.item<double>(), std::log(211.0), 0.5);
   EXPECT_NEAR(out.nsp_loss.item<double>(), std::log(2.0), 0.2);
-  EXPECT_GE(out.mlm_correct, 0);
-  EXPECT_LE(out.mlm_correct, out.mlm_predictions);
-  EXPECT_LE(out.nsp_correct, 3);
+  EXPECT_GE(out.mlm_correct.item<int64_t>(), 0);
+  EXPECT_LE(out.mlm_correct.item<int64_t>(), out.mlm_predictions);
+  EXPECT_LE(out.nsp_correct.item<int64_t>(), 3);
 }
 
 TEST(Bert, UnusedPredictionSlotsDoNotAffectTheLoss) {

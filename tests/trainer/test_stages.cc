@@ -4,11 +4,14 @@
 
 #include <chrono>
 #include <thread>
+#include <utility>
 
 #include "trainer/checkpoint_policy.h"
 #include "trainer/fault.h"
 #include "trainer/run_config.h"
 #include "trainer/step_boundary.h"
+#include "trainer/train_step.h"
+#include "test_util.h"
 
 namespace {
 
@@ -82,6 +85,40 @@ TEST(CheckpointPolicy, ReducedVotesOfSeveralRanksStillMeanOneSave) {
   const CheckpointPolicy::Decision d = policy.decide(5, reduced(/*preempt=*/3, /*due=*/1));
   EXPECT_TRUE(d.save);
   EXPECT_TRUE(d.preempted);
+}
+
+// The step's sums stay on the device and are read once per logging interval: the figures must be exactly those of
+// reading every batch's losses and counts on the host and adding them there, as the trainer did before.
+TEST(DeviceSums, ReadOnceEqualsAddingEveryBatchOnTheHost) {
+  const joule::models::BertConfig config = joule::test::small_bert(211, 48, 3, 96, 64, 0.0);
+  joule::models::BertForPreTraining model(config, 7);
+  joule::trainer::DeviceSums device, interval;
+  joule::trainer::BatchSums host;
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    const joule::models::PretrainingBatch batch = joule::models::synthetic_batch(config, 3 + static_cast<int64_t>(seed), 32, 5, seed);
+    const joule::models::PretrainingOutput out = model->forward(batch);
+    device.add(out, batch.input_ids.size(0));
+    host.mlm_loss += out.mlm_loss.item<double>();
+    host.nsp_loss += out.nsp_loss.item<double>();
+    host.mlm_correct += static_cast<double>(out.mlm_correct.item<int64_t>());
+    host.nsp_correct += static_cast<double>(out.nsp_correct.item<int64_t>());
+    host.mlm_predictions += static_cast<double>(out.mlm_predictions);
+    host.sequences += static_cast<double>(batch.input_ids.size(0));
+    host.batches += 1;
+    if (seed == 2 || seed == 5) interval.add(std::exchange(device, joule::trainer::DeviceSums{}));  // two "steps"
+  }
+  const joule::trainer::BatchSums read = interval.read();
+  EXPECT_EQ(read.mlm_loss, host.mlm_loss);
+  EXPECT_EQ(read.nsp_loss, host.nsp_loss);
+  EXPECT_EQ(read.mlm_correct, host.mlm_correct);
+  EXPECT_EQ(read.nsp_correct, host.nsp_correct);
+  EXPECT_EQ(read.mlm_predictions, host.mlm_predictions);
+  EXPECT_EQ(read.sequences, host.sequences);
+  EXPECT_EQ(read.batches, 5);
+  EXPECT_GT(read.mlm_correct + read.nsp_correct, 0);  // the counts arrived, not zeros
+  const joule::trainer::BatchSums empty = joule::trainer::DeviceSums{}.read();
+  EXPECT_EQ(empty.batches, 0);
+  EXPECT_EQ(empty.mlm_loss, 0);
 }
 
 // A preempt fault at step 2 votes like a signal from then on (the signal is not forgotten: the run exits after the
