@@ -17,26 +17,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The batch arithmetic: accumulation from train.global_batch when set; the number of steps.
+// The batch arithmetic, and the data set's size checked against it, before anything is written (the sampler would
+// refuse it later, after the run directory).
 void resolve_batches(ResolvedRun& run) {
   RunConfig& cfg = run.cfg;
-  if (cfg.train.global_batch > 0) {
-    if (cfg.train.global_batch % (cfg.train.micro_batch * run.world) != 0)
-      throw RunConfigError("train.global_batch " + std::to_string(cfg.train.global_batch) + " is not divisible by train.micro_batch " +
-                           std::to_string(cfg.train.micro_batch) + " x world size " + std::to_string(run.world));
-    cfg.train.accumulation = cfg.train.global_batch / (cfg.train.micro_batch * run.world);
-  }
-  run.global_batch = cfg.train.micro_batch * cfg.train.accumulation * run.world;
-  run.total_steps = cfg.train.steps > 0 ? cfg.train.steps : (cfg.train.target_sequences + run.global_batch - 1) / run.global_batch;
-  if (run.total_steps <= 0) throw RunConfigError("run config: set train.steps or train.target_sequences");
-  run.target_sequences = cfg.train.target_sequences > 0 ? cfg.train.target_sequences : run.total_steps * run.global_batch;
-  // Checked here, before anything is written (the sampler would refuse it later, after the run directory).
-  const int64_t available = static_cast<int64_t>(run.dataset().size());
-  if (run.global_batch > available)
-    throw RunConfigError("the global batch " + std::to_string(run.global_batch) + " (train.micro_batch " + std::to_string(cfg.train.micro_batch) +
-                         " x accumulation " + std::to_string(cfg.train.accumulation) + " x " + std::to_string(run.world) +
-                         " ranks) is larger than the " + std::to_string(available) + " sequences of " + cfg.data.train,
-                         "lower train.global_batch (or train.micro_batch), or give data.train more shards");
+  const BatchPlan plan = plan_batches(cfg.train, run.world, static_cast<int64_t>(run.dataset().size()), cfg.data.train);
+  cfg.train.accumulation = plan.accumulation;
+  run.global_batch = plan.global_batch;
+  run.total_steps = plan.total_steps;
+  run.target_sequences = plan.target_sequences;
 }
 
 // `joule data create --out D` writes D/train, D/eval (with --eval-documents) and D/vocab.txt: data.train = D means
@@ -50,6 +39,27 @@ void resolve_data_create_output(RunConfig& cfg) {
 }
 
 }  // namespace
+
+BatchPlan plan_batches(const TrainOptions& train, int world, int64_t available, const std::string& data_name) {
+  BatchPlan p;
+  p.accumulation = train.accumulation;
+  if (train.global_batch > 0) {
+    if (train.global_batch % (train.micro_batch * world) != 0)
+      throw RunConfigError("train.global_batch " + std::to_string(train.global_batch) + " is not divisible by train.micro_batch " +
+                           std::to_string(train.micro_batch) + " x world size " + std::to_string(world));
+    p.accumulation = train.global_batch / (train.micro_batch * world);
+  }
+  p.global_batch = train.micro_batch * p.accumulation * world;
+  p.total_steps = train.steps > 0 ? train.steps : (train.target_sequences + p.global_batch - 1) / p.global_batch;
+  if (p.total_steps <= 0) throw RunConfigError("run config: set train.steps or train.target_sequences");
+  p.target_sequences = train.target_sequences > 0 ? train.target_sequences : p.total_steps * p.global_batch;
+  if (p.global_batch > available)
+    throw RunConfigError("the global batch " + std::to_string(p.global_batch) + " (train.micro_batch " + std::to_string(train.micro_batch) +
+                         " x accumulation " + std::to_string(p.accumulation) + " x " + std::to_string(world) +
+                         " ranks) is larger than the " + std::to_string(available) + " sequences of " + data_name,
+                         "lower train.global_batch (or train.micro_batch), or give data.train more shards");
+  return p;
+}
 
 TrainingProcess start_training_process(const TrainOptions& options) {
   launch::require_device(options.device);
@@ -145,10 +155,7 @@ TrainingObjects build_training(const TrainingSpec& spec, collectives::Communicat
   return o;
 }
 
-namespace {
-
-// Rank 0's choice, verified.
-StartPoint choose_on_root(const std::string& run_dir, const std::string& resume) {
+StartPoint choose_start_on_root(const std::string& run_dir, const std::string& resume) {
   const std::string ckpt_root = (fs::path(run_dir) / "checkpoints").string();
   StartPoint start;
   if (resume == "auto") {
@@ -190,6 +197,8 @@ StartPoint choose_on_root(const std::string& run_dir, const std::string& resume)
   return start;
 }
 
+namespace {
+
 // The newest complete checkpoint this rank lists (no checksums read): what it would have chosen on its own.
 std::string own_view(const std::string& run_dir, const FaultPoints& faults) {
   std::vector<std::string> listed;
@@ -204,7 +213,7 @@ std::string own_view(const std::string& run_dir, const FaultPoints& faults) {
 StartPoint choose_start(const std::string& run_dir, const std::string& resume, collectives::Communicator& comm, const FaultPoints& faults) {
   const int rank = comm.info().rank;
   StartPoint start;
-  if (rank == 0) start = choose_on_root(run_dir, resume);  // an error here ends the job on every rank (main)
+  if (rank == 0) start = choose_start_on_root(run_dir, resume);  // an error here ends the job on every rank (main)
   std::string dir = start.checkpoint.value_or("");
   collectives::broadcast_string(comm, dir, 0, 600, "the checkpoint to resume");
   collectives::broadcast_string(comm, start.manifest_checksum, 0, 600, "its manifest checksum");

@@ -47,6 +47,15 @@ struct ResolvedRun {
   const data::Dataset& dataset() const { return *train_set; }
 };
 
+// The batch arithmetic of a run on `world` ranks over `available` sequences (named `data_name` in errors): the
+// accumulation follows train.global_batch when it is set; the steps follow train.target_sequences when train.steps is
+// 0. RunConfigError naming the keys when the batch does not divide or exceeds the data.
+struct BatchPlan {
+  int64_t accumulation = 1, global_batch = 0, total_steps = 0;
+  int64_t target_sequences = 0;  // train.target_sequences, else steps x global batch
+};
+BatchPlan plan_batches(const TrainOptions& train, int world, int64_t available, const std::string& data_name);
+
 // Opens and validates the data (rank 0 first, so the others read its index cache), checks the config against
 // the data and the world size. Collective. Throws RunConfigError naming the key.
 ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_dir, collectives::Communicator& comm,
@@ -83,6 +92,9 @@ struct StartPoint {
   std::string manifest_checksum;      // of the checkpoint rank 0 verified: every rank loads exactly that one
   std::vector<std::string> warnings;  // checkpoints skipped by "auto" (rank 0)
 };
+// Rank 0's choice, verified (reads the checkpoint once): nothing for a fresh start, an error when a fresh start would
+// overwrite checkpoints or when --resume names something that is not a checkpoint that verifies.
+StartPoint choose_start_on_root(const std::string& run_dir, const std::string& resume);
 // Collective. Rank 0 alone chooses (fresh, --resume auto: the newest checkpoint that verifies, or --resume DIR) and
 // verifies the choice, reading it once; every rank gets its path and manifest checksum. A rank whose own listing
 // of checkpoints/ differs (a shared file system lagging) says so and still loads rank 0's choice.

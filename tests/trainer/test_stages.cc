@@ -3,14 +3,19 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
 #include <thread>
 #include <utility>
 
 #include "trainer/checkpoint_policy.h"
 #include "trainer/fault.h"
+#include "trainer/run_setup.h"
 #include "trainer/run_config.h"
 #include "trainer/step_boundary.h"
 #include "trainer/train_step.h"
+#include "launch/util/hash.h"
 #include "test_util.h"
 
 namespace {
@@ -85,6 +90,123 @@ TEST(CheckpointPolicy, ReducedVotesOfSeveralRanksStillMeanOneSave) {
   const CheckpointPolicy::Decision d = policy.decide(5, reduced(/*preempt=*/3, /*due=*/1));
   EXPECT_TRUE(d.save);
   EXPECT_TRUE(d.preempted);
+}
+
+// The batch arithmetic of run setup, case by case.
+TEST(RunSetup, PlansTheBatchFromTheGlobalBatchOrTheAccumulation) {
+  struct Case {
+    int64_t micro_batch, accumulation, global_batch, steps, target_sequences;
+    int world;
+    int64_t want_accumulation, want_global, want_steps, want_target;
+  };
+  const Case cases[] = {
+      {8, 1, 0, 100, 0, 2, 1, 16, 100, 1600},         // micro x accumulation x world; target from the steps
+      {8, 4, 0, 100, 0, 2, 4, 64, 100, 6400},
+      {8, 1, 64, 100, 0, 2, 4, 64, 100, 6400},        // the global batch sets the accumulation
+      {8, 3, 64, 0, 1000, 4, 2, 64, 16, 1000},        // steps from the target, rounded up; the target kept
+      {8, 1, 0, 0, 16, 2, 1, 16, 1, 16},
+      {2, 1, 0, 7, 450000000, 1, 1, 2, 7, 450000000}, // steps win over the target for the count; the target is kept
+  };
+  for (const Case& c : cases) {
+    joule::trainer::TrainOptions t;
+    t.micro_batch = c.micro_batch;
+    t.accumulation = c.accumulation;
+    t.global_batch = c.global_batch;
+    t.steps = c.steps;
+    t.target_sequences = c.target_sequences;
+    const joule::trainer::BatchPlan p = joule::trainer::plan_batches(t, c.world, 1 << 20, "shards");
+    EXPECT_EQ(p.accumulation, c.want_accumulation) << "global batch " << c.global_batch << ", world " << c.world;
+    EXPECT_EQ(p.global_batch, c.want_global);
+    EXPECT_EQ(p.total_steps, c.want_steps);
+    EXPECT_EQ(p.target_sequences, c.want_target);
+  }
+}
+
+TEST(RunSetup, RefusesABatchThatDoesNotDivideOrExceedsTheDataNamingTheKeys) {
+  joule::trainer::TrainOptions t;
+  t.micro_batch = 8;
+  t.global_batch = 48;
+  t.steps = 10;
+  auto message = [&](int world, int64_t available) {
+    try {
+      joule::trainer::plan_batches(t, world, available, "/data/train");
+    } catch (const joule::trainer::RunConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message(4, 1000), "train.global_batch 48 is not divisible by train.micro_batch 8 x world size 4");
+  EXPECT_EQ(message(2, 40), "the global batch 48 (train.micro_batch 8 x accumulation 3 x 2 ranks) is larger than the 40 sequences "
+                            "of /data/train");
+  t.global_batch = 0;
+  t.steps = 0;
+  EXPECT_EQ(message(1, 1000), "run config: set train.steps or train.target_sequences");
+}
+
+// A checkpoint directory that verifies (COMPLETE, a manifest with its one file's size and checksum); `damaged`: the
+// file changed after the manifest was written.
+std::string write_checkpoint(const std::string& run_dir, int step, bool damaged = false) {
+  char name[32];
+  std::snprintf(name, sizeof name, "step_%08d", step);
+  const std::string ck = run_dir + "/checkpoints/" + name;
+  std::filesystem::create_directories(ck);
+  const std::string state = "{\"step\": " + std::to_string(step) + "}";
+  joule::test::write_file(ck + "/trainer_state.json", state);
+  joule::test::write_file(ck + "/manifest.json", R"({"format": "joule-checkpoint", "format_version": 1, "files": {"trainer_state.json": {"bytes": )" +
+                                                     std::to_string(state.size()) + R"(, "fnv1a64": ")" +
+                                                     joule::hex64(joule::fnv1a64_file(ck + "/trainer_state.json")) + R"("}}})");
+  joule::test::write_file(ck + "/COMPLETE", "");
+  if (damaged) joule::test::write_file(ck + "/trainer_state.json", "{\"step\": " + std::to_string(step + 1) + "}");  // same size
+  return ck;
+}
+
+std::string start_error(const std::string& run_dir, const std::string& resume) {
+  try {
+    joule::trainer::choose_start_on_root(run_dir, resume);
+  } catch (const joule::Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// Where a run starts: every choice rank 0 makes before anything is loaded.
+TEST(RunSetup, ChoosesWhereToStart) {
+  joule::test::TempDir dir;
+  const std::string run = dir.file("run");
+  // Fresh: nothing to load, in a new directory and in one without checkpoints.
+  EXPECT_FALSE(joule::trainer::choose_start_on_root(run, "").checkpoint);
+  EXPECT_FALSE(joule::trainer::choose_start_on_root(run, "auto").checkpoint);
+  write_checkpoint(run, 2);
+  const std::string newest = write_checkpoint(run, 4);
+  // Fresh where checkpoints exist would overwrite them.
+  EXPECT_TRUE(contains(start_error(run, ""), "already holds checkpoints: pass --resume auto")) << start_error(run, "");
+  // auto: the newest that verifies, with its manifest's checksum for the other ranks.
+  joule::trainer::StartPoint s = joule::trainer::choose_start_on_root(run, "auto");
+  ASSERT_TRUE(s.checkpoint);
+  EXPECT_EQ(*s.checkpoint, newest);
+  EXPECT_EQ(s.manifest_checksum, joule::hex64(joule::fnv1a64_file(newest + "/manifest.json")));
+  EXPECT_TRUE(s.warnings.empty());
+  // A damaged newer one is skipped with a warning; a directory of the user's is left alone, said so.
+  write_checkpoint(run, 6, /*damaged=*/true);
+  std::filesystem::create_directories(run + "/checkpoints/best");
+  s = joule::trainer::choose_start_on_root(run, "auto");
+  ASSERT_TRUE(s.checkpoint);
+  EXPECT_EQ(*s.checkpoint, newest);
+  ASSERT_EQ(s.warnings.size(), 2u);
+  EXPECT_TRUE(contains(s.warnings[0], "step_00000006")) << s.warnings[0];
+  EXPECT_TRUE(contains(s.warnings[1], "best: not a name joule gives a checkpoint")) << s.warnings[1];
+  // A named checkpoint is taken when it verifies, refused with the reason when not.
+  EXPECT_EQ(*joule::trainer::choose_start_on_root(run, run + "/checkpoints/step_00000002").checkpoint, run + "/checkpoints/step_00000002");
+  EXPECT_TRUE(contains(start_error(run, run + "/checkpoints/step_00000006"), "checksum")) << start_error(run, run + "/checkpoints/step_00000006");
+  EXPECT_TRUE(contains(start_error(run, dir.file("absent")), ": no such directory"));
+  EXPECT_TRUE(contains(start_error(run, run), ": a run directory, not a checkpoint"));
+  EXPECT_TRUE(contains(start_error(run, "AUTO"), "did you mean --resume auto"));
+  // Checkpoints of which none verifies are not a fresh start: it would overwrite them.
+  const std::string broken = dir.file("broken");
+  write_checkpoint(broken, 3, /*damaged=*/true);
+  EXPECT_TRUE(contains(start_error(broken, "auto"), "--resume auto found checkpoints but none verifies")) << start_error(broken, "auto");
 }
 
 // The step's sums stay on the device and are read once per logging interval: the figures must be exactly those of
