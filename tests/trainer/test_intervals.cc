@@ -1,0 +1,242 @@
+// The accounting and metrics stages of a training run, without a model or a communicator: the ledger's segment
+// brought up to date at each interval's end (and a resumed ledger's segments), and the metrics line that rank 0
+// writes from the sums reduced over ranks. Expected figures are worked out by hand from the inputs.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "trainer/metrics_logger.h"
+#include "trainer/run_accounting.h"
+#include "trainer/step_boundary.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using joule::trainer::AccountingOptions;
+using joule::trainer::Component;
+using joule::trainer::EnergyTotals;
+using joule::trainer::MetricsLogger;
+using joule::trainer::MetricsSettings;
+using joule::trainer::RunAccounting;
+using joule::trainer::Source;
+using joule::trainer::StepBoundary;
+using joule::trainer::StepRecord;
+
+constexpr double kJoulesPerKwh = 3.6e6;
+
+std::string configs_dir() { return std::string(JOULE_TEST_FIXTURES) + "/../../configs"; }
+
+// A one-rank run billed at a fixed price with the model meter only: nothing depends on the host.
+AccountingOptions fixed_billing() {
+  AccountingOptions o;
+  o.meters = "model";
+  o.price_per_hour = 3.6;
+  o.pue = 1.5;
+  o.grid_intensity = 400;
+  return o;
+}
+
+EnergyTotals cpu_joules(double joules) {
+  EnergyTotals e;
+  e.at(Component::cpu, Source::model) = joules;
+  return e;
+}
+
+class TempDir {
+ public:
+  TempDir() : path_(fs::temp_directory_path() / ("joule-intervals-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++))) {
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  std::string str() const { return path_.string(); }
+
+ private:
+  static inline int counter_ = 0;
+  fs::path path_;
+};
+
+std::vector<nlohmann::json> read_lines(const std::string& path) {
+  std::vector<nlohmann::json> lines;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+StepRecord step(int64_t n, int64_t global_batch, double seconds) {
+  StepRecord r;
+  r.step = n;
+  r.sequences = n * global_batch;
+  r.seconds = seconds;
+  r.comm_seconds = seconds / 4;
+  r.exposed_comm_seconds = seconds / 8;
+  r.data_wait_seconds = seconds / 16;
+  r.lr = 1e-4 * static_cast<double>(n);
+  r.grad_norm = 2.0;
+  return r;
+}
+
+}  // namespace
+
+TEST(RunAccounting, ASegmentFollowsTheIntervalsAndAResumeAddsOne) {
+  const joule::collectives::ProcessGroupInfo one_rank;
+  RunAccounting first(fixed_billing(), "cpu", configs_dir(), one_rank);
+  first.begin_segment("", 0, 0, "intervals");
+  ASSERT_EQ(first.ledger().segments.size(), 1u);
+  EXPECT_FALSE(first.ledger().run_id.empty());
+  EXPECT_EQ(first.ledger().project_name, "intervals");
+  EXPECT_EQ(first.ledger().segments[0].status, "running");
+
+  // Each update replaces the segment's figures by the totals since the run began (the meters count from start).
+  first.update_segment(cpu_joules(0.5 * kJoulesPerKwh), 10, 80, "running");
+  first.update_segment(cpu_joules(kJoulesPerKwh), 20, 160, "running");
+  const auto& s = first.ledger().segments[0];
+  EXPECT_EQ(s.start_step, 0);
+  EXPECT_EQ(s.end_step, 20);
+  EXPECT_EQ(s.sequences, 160);
+  EXPECT_GT(s.wall_s, 0);
+  const auto spent = first.ledger().totals();
+  EXPECT_DOUBLE_EQ(spent.it_kwh, 1.0);
+  EXPECT_DOUBLE_EQ(spent.facility_kwh, 1.5);                    // PUE 1.5
+  EXPECT_DOUBLE_EQ(spent.co2_kg, 0.6);                          // 1.5 kWh at 400 g/kWh
+  EXPECT_DOUBLE_EQ(spent.usd, s.wall_s / 3600.0 * 3.6);         // one node at USD 3.6/h
+  const std::string saved = first.ledger().to_json().dump();    // as a checkpoint at step 20 keeps it
+
+  // Resumed from that checkpoint: the earlier segment is kept (marked interrupted, counted to its checkpoint) and a
+  // new one counts this process's sequences and energy from step 20 on.
+  RunAccounting second(fixed_billing(), "cpu", configs_dir(), one_rank);
+  second.begin_segment(saved, 20, 160, "intervals");
+  ASSERT_EQ(second.ledger().segments.size(), 2u);
+  EXPECT_EQ(second.ledger().run_id, first.ledger().run_id);
+  EXPECT_EQ(second.ledger().segments[0].status, "interrupted (counted to its last checkpoint)");
+  EXPECT_EQ(second.ledger().segments[0].sequences, 160);
+  second.update_segment(cpu_joules(0.25 * kJoulesPerKwh), 25, 200, "finished");
+  const auto& g = second.ledger().segments[1];
+  EXPECT_EQ(g.start_step, 20);
+  EXPECT_EQ(g.end_step, 25);
+  EXPECT_EQ(g.sequences, 40);
+  EXPECT_EQ(g.status, "finished");
+  EXPECT_DOUBLE_EQ(second.ledger().totals().it_kwh, 1.25);  // both segments
+  EXPECT_DOUBLE_EQ(second.ledger().wall_s(), second.ledger().segments[0].wall_s + g.wall_s);
+}
+
+TEST(MetricsLogger, AnIntervalEndsEveryNStepsAndAtTheLastStep) {
+  MetricsSettings m;
+  m.log_every_steps = 4;
+  m.total_steps = 10;
+  MetricsLogger logger(m, "", false);
+  std::vector<int64_t> ends;
+  for (int64_t s = 1; s <= 10; ++s)
+    if (logger.interval_ends(s)) ends.push_back(s);
+  EXPECT_EQ(ends, (std::vector<int64_t>{4, 8, 10}));
+}
+
+// Two intervals of two steps; the first step is the throughput warm-up. Every figure of the line is worked out
+// from the records, the reduced sums and the energy here.
+TEST(MetricsLogger, WritesEachIntervalsLineFromTheReducedSums) {
+  TempDir run;
+  const joule::collectives::ProcessGroupInfo one_rank;
+  RunAccounting accounting(fixed_billing(), "cpu", configs_dir(), one_rank);
+  accounting.begin_segment("", 0, 0, "intervals");
+  MetricsSettings m;
+  m.log_every_steps = 2;
+  m.throughput_warmup_steps = 1;
+  m.total_steps = 4;
+  m.global_batch = 8;
+  m.seq_len = 128;
+  m.target_sequences = 1000000;  // far away: no projection in these lines
+  MetricsLogger logger(m, run.str(), true);
+
+  logger.record_step(step(1, 8, 1.0));
+  logger.record_step(step(2, 8, 0.5));
+  StepBoundary reduced;  // as summed over the ranks: 3 micro-batches in the interval
+  reduced.interval.mlm_loss = 6.0;
+  reduced.interval.nsp_loss = 1.5;
+  reduced.interval.batches = 3;
+  reduced.interval.mlm_correct = 30;
+  reduced.interval.mlm_predictions = 100;
+  reduced.energy = cpu_joules(3600);
+  logger.write_interval(reduced, accounting, nullptr);
+
+  logger.record_step(step(3, 8, 2.0));
+  logger.record_step(step(4, 8, 2.0));
+  reduced.interval.mlm_loss = 4.0;
+  reduced.interval.nsp_loss = 2.0;
+  reduced.interval.batches = 4;
+  reduced.interval.mlm_correct = 50;
+  reduced.interval.mlm_predictions = 100;
+  reduced.energy = cpu_joules(7200);
+  logger.write_interval(reduced, accounting, nullptr);
+  logger.write_eval(4, joule::trainer::EvalFigures{2.0, 0.5, 2.5, 0.6, 0.9, 64});
+
+  const std::vector<nlohmann::json> lines = read_lines(run.str() + "/metrics.jsonl");
+  ASSERT_EQ(lines.size(), 3u);
+  const nlohmann::json& a = lines[0];
+  EXPECT_EQ(a["step"], 2);
+  EXPECT_EQ(a["sequences"], 16);
+  EXPECT_DOUBLE_EQ(a["mlm_loss"], 2.0);  // per micro-batch
+  EXPECT_DOUBLE_EQ(a["nsp_loss"], 0.5);
+  EXPECT_DOUBLE_EQ(a["loss"], 2.5);
+  EXPECT_DOUBLE_EQ(a["mlm_acc"], 0.3);
+  EXPECT_DOUBLE_EQ(a["lr"], 2e-4);  // the interval's last step
+  EXPECT_DOUBLE_EQ(a["seq_per_s"], 16.0);  // step 2 only (step 1 is the warm-up): 8 sequences in 0.5 s
+  EXPECT_DOUBLE_EQ(a["seq_per_hour"], 16.0 * 3600);
+  EXPECT_DOUBLE_EQ(a["tokens_per_s"], 16.0 * 128);
+  EXPECT_DOUBLE_EQ(a["step_s"], 0.75);  // the interval's mean step, warm-up included
+  EXPECT_DOUBLE_EQ(a["comm_s"], 0.75 / 4);
+  EXPECT_DOUBLE_EQ(a["exposed_comm_s"], 0.75 / 8);
+  EXPECT_DOUBLE_EQ(a["data_wait_s"], 0.75 / 16);
+  EXPECT_DOUBLE_EQ(a["it_kwh"], 0.001);  // 3600 J
+  EXPECT_DOUBLE_EQ(a["energy_kwh"], 0.0015);
+  EXPECT_FALSE(a.contains("projection"));
+
+  const nlohmann::json& b = lines[1];
+  EXPECT_EQ(b["step"], 4);
+  EXPECT_DOUBLE_EQ(b["mlm_loss"], 1.0);
+  EXPECT_DOUBLE_EQ(b["nsp_loss"], 0.5);
+  EXPECT_DOUBLE_EQ(b["mlm_acc"], 0.5);
+  EXPECT_DOUBLE_EQ(b["step_s"], 2.0);              // this interval's steps only
+  EXPECT_DOUBLE_EQ(b["seq_per_s"], 24.0 / 4.5);    // every step after the warm-up: 3 x 8 sequences in 4.5 s
+  EXPECT_DOUBLE_EQ(b["it_kwh"], 0.002);            // the meters' totals since start
+  EXPECT_GT(b["power_w"].get<double>(), 0);  // 3600 J over the wall time between the two lines
+  EXPECT_EQ(accounting.ledger().segments[0].end_step, 4);
+  EXPECT_EQ(accounting.ledger().segments[0].sequences, 32);
+
+  EXPECT_EQ(lines[2]["step"], 4);
+  EXPECT_DOUBLE_EQ(lines[2]["eval"]["mlm_accuracy"], 0.6);
+}
+
+TEST(MetricsLogger, AResumedRunTimesEveryStepAndOnlyRankZeroWrites) {
+  TempDir run;
+  const joule::collectives::ProcessGroupInfo one_rank;
+  RunAccounting accounting(fixed_billing(), "cpu", configs_dir(), one_rank);
+  accounting.begin_segment("", 10, 80, "intervals");
+  MetricsSettings m;
+  m.log_every_steps = 2;
+  m.throughput_warmup_steps = 100;  // would exclude every step of a fresh run
+  m.total_steps = 20;
+  m.global_batch = 8;
+  m.resumed = true;
+  m.wall_before = 1000;
+  MetricsLogger root(m, run.str(), true);
+  root.record_step(step(11, 8, 1.0));
+  EXPECT_DOUBLE_EQ(root.seq_per_s(-1), 8.0);
+  EXPECT_GE(root.wall_s(), 1000);  // earlier segments' training time counts
+
+  TempDir other;
+  MetricsLogger not_root(m, other.str(), false);
+  not_root.record_step(step(11, 8, 1.0));
+  not_root.record_step(step(12, 8, 1.0));
+  StepBoundary reduced;
+  reduced.interval.batches = 1;
+  not_root.write_interval(reduced, accounting, nullptr);
+  EXPECT_EQ(accounting.ledger().segments.back().end_step, 12);  // every rank keeps its ledger
+  EXPECT_FALSE(fs::exists(other.str() + "/metrics.jsonl"));
+}
