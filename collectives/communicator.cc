@@ -16,23 +16,32 @@ std::unique_ptr<Communicator> make_nccl_communicator();
 size_t dtype_bytes(DType d) {
   switch (d) {
     case DType::kFloat32:
-    case DType::kInt32: return 4;
+    case DType::kInt32:
+      return 4;
     case DType::kFloat64:
-    case DType::kInt64: return 8;
+    case DType::kInt64:
+      return 8;
     case DType::kBFloat16:
-    case DType::kFloat16: return 2;
+    case DType::kFloat16:
+      return 2;
   }
   return 0;
 }
 
 const char* dtype_name(DType d) {
   switch (d) {
-    case DType::kFloat32: return "float32";
-    case DType::kFloat64: return "float64";
-    case DType::kBFloat16: return "bfloat16";
-    case DType::kFloat16: return "float16";
-    case DType::kInt32: return "int32";
-    case DType::kInt64: return "int64";
+    case DType::kFloat32:
+      return "float32";
+    case DType::kFloat64:
+      return "float64";
+    case DType::kBFloat16:
+      return "bfloat16";
+    case DType::kFloat16:
+      return "float16";
+    case DType::kInt32:
+      return "int32";
+    case DType::kInt64:
+      return "int64";
   }
   return "?";
 }
@@ -54,11 +63,13 @@ launch::CoreView node_core_view(Communicator& comm, double timeout_seconds) {
   std::vector<int32_t> marks(kWidth * static_cast<size_t>(std::max(1, info.node_count)), 0);
   const size_t row = kWidth * static_cast<size_t>(std::max(0, info.node));
   for (int c : mine) marks[row + static_cast<size_t>(c)] = 1;
-  comm.all_reduce({marks.data(), marks.size(), DType::kInt32}, {ReduceOp::kSum, timeout_seconds, "cpu affinity masks"})->wait();
+  comm.all_reduce({marks.data(), marks.size(), DType::kInt32}, {ReduceOp::kSum, timeout_seconds, "cpu affinity masks"})
+      ->wait();
   launch::CoreView v;
   v.own = std::max<int>(1, static_cast<int>(mine.size()));
   v.node = static_cast<int>(std::count_if(marks.begin() + static_cast<std::ptrdiff_t>(row),
-                                          marks.begin() + static_cast<std::ptrdiff_t>(row + kWidth), [](int32_t m) { return m > 0; }));
+                                          marks.begin() + static_cast<std::ptrdiff_t>(row + kWidth),
+                                          [](int32_t m) { return m > 0; }));
   v.node = std::max(v.node, v.own);
   return v;
 }

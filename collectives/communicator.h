@@ -13,22 +13,26 @@
 #include <utility>
 #include <vector>
 
-#include "launch/util/error.h"
 #include "launch/placement.h"
+#include "launch/util/error.h"
 
 namespace joule::collectives {
 
 class CollectiveError : public joule::Error {
  public:
-  explicit CollectiveError(const std::string& message, std::string hint = "a collective failed on this rank; errors of other ranks, printed above, may say why. Then --resume auto")
+  explicit CollectiveError(
+      const std::string& message,
+      std::string hint =
+          "a collective failed on this rank; errors of other ranks, printed above, may say why. Then --resume auto")
       : joule::Error(message, std::move(hint)) {}
 };
 class CollectiveTimeout : public CollectiveError {
  public:
   explicit CollectiveTimeout(const std::string& message)
-      : CollectiveError(message,
-                        "another rank died or stalled (look for its error above); raise train.collective_timeout_seconds only if "
-                        "steps are legitimately that slow, then --resume auto") {}
+      : CollectiveError(
+            message,
+            "another rank died or stalled (look for its error above); raise train.collective_timeout_seconds only if "
+            "steps are legitimately that slow, then --resume auto") {}
 };
 
 enum class DType { kFloat32, kFloat64, kBFloat16, kFloat16, kInt32, kInt64 };
@@ -58,8 +62,8 @@ struct CollectiveOptions {
 class Work {
  public:
   virtual ~Work() = default;
-  virtual void wait() = 0;       // blocks until done; rethrows the operation's error
-  virtual bool completed() = 0;  // true once done or failed (never throws)
+  virtual void wait() = 0;             // blocks until done; rethrows the operation's error
+  virtual bool completed() = 0;        // true once done or failed (never throws)
   virtual double seconds() const = 0;  // launch to completion, once completed
 };
 using WorkHandle = std::shared_ptr<Work>;
@@ -108,8 +112,10 @@ inline void broadcast_string(Communicator& comm, std::string& text, int root, do
   std::vector<int32_t> words(static_cast<size_t>((length + 3) / 4));
   if (comm.info().rank == root && !text.empty()) std::memcpy(words.data(), text.data(), text.size());
   comm.broadcast({words.data(), words.size(), DType::kInt32}, root, {ReduceOp::kSum, timeout_seconds, label})->wait();
-  if (length == 0) text.clear();  // no bytes: words.data() may be null
-  else text.assign(reinterpret_cast<const char*>(words.data()), static_cast<size_t>(length));
+  if (length == 0)
+    text.clear();  // no bytes: words.data() may be null
+  else
+    text.assign(reinterpret_cast<const char*>(words.data()), static_cast<size_t>(length));
 }
 
 std::vector<std::string> available_backends();

@@ -12,23 +12,22 @@
 
 #include "collectives/communicator.h"
 
-#define CUDA_CHECK(call)                                                                                    \
-  do {                                                                                                      \
-    const cudaError_t cuda_check_err_ = (call);                                                             \
-    if (cuda_check_err_ != cudaSuccess)                                                                     \
-      throw ::joule::collectives::CollectiveError(std::string(#call " failed at " __FILE__ ":") +           \
-                                                  std::to_string(__LINE__) + ": " +                          \
-                                                  cudaGetErrorString(cuda_check_err_));                     \
+#define CUDA_CHECK(call)                                                                          \
+  do {                                                                                            \
+    const cudaError_t cuda_check_err_ = (call);                                                   \
+    if (cuda_check_err_ != cudaSuccess)                                                           \
+      throw ::joule::collectives::CollectiveError(std::string(#call " failed at " __FILE__ ":") + \
+                                                  std::to_string(__LINE__) + ": " +               \
+                                                  cudaGetErrorString(cuda_check_err_));           \
   } while (0)
 
-#define NCCL_CHECK(call)                                                                                     \
-  do {                                                                                                       \
-    const ncclResult_t nccl_check_res_ = (call);                                                             \
-    if (nccl_check_res_ != ncclSuccess)                                                                      \
-      throw ::joule::collectives::CollectiveError(std::string(#call " failed at " __FILE__ ":") +            \
-                                                  std::to_string(__LINE__) + ": " +                           \
-                                                  ncclGetErrorString(nccl_check_res_) +                       \
-                                                  " (NCCL_DEBUG=INFO shows why)");                            \
+#define NCCL_CHECK(call)                                                                    \
+  do {                                                                                      \
+    const ncclResult_t nccl_check_res_ = (call);                                            \
+    if (nccl_check_res_ != ncclSuccess)                                                     \
+      throw ::joule::collectives::CollectiveError(                                          \
+          std::string(#call " failed at " __FILE__ ":") + std::to_string(__LINE__) + ": " + \
+          ncclGetErrorString(nccl_check_res_) + " (NCCL_DEBUG=INFO shows why)");            \
   } while (0)
 
 namespace joule::collectives {
@@ -59,18 +58,22 @@ inline cudaError_t create_stream(cudaStream_t* s) { return cudaStreamCreateWithF
 inline cudaError_t destroy_event(cudaEvent_t e) { return cudaEventDestroy(e); }
 inline cudaError_t destroy_stream(cudaStream_t s) { return cudaStreamDestroy(s); }
 
-using CudaEvent = CudaHandle<cudaEvent_t, create_event, destroy_event>;    // no timing: only for ordering and polling
+using CudaEvent = CudaHandle<cudaEvent_t, create_event, destroy_event>;      // no timing: only for ordering and polling
 using CudaStream = CudaHandle<cudaStream_t, create_stream, destroy_stream>;  // non-blocking with respect to stream 0
 
 // The NCCL communicator, shared by the backend and every Work handle it returned (a handle may outlive the
 // backend's use of it). `failed` may be set by any thread that waits on a handle.
 class NcclComm {
  public:
-  NcclComm(int world_size, const ncclUniqueId& id, int rank) { NCCL_CHECK(ncclCommInitRank(&comm_, world_size, id, rank)); }
+  NcclComm(int world_size, const ncclUniqueId& id, int rank) {
+    NCCL_CHECK(ncclCommInitRank(&comm_, world_size, id, rank));
+  }
   ~NcclComm() {
     if (!comm_) return;
-    if (failed_.load()) ncclCommAbort(comm_);
-    else ncclCommDestroy(comm_);
+    if (failed_.load())
+      ncclCommAbort(comm_);
+    else
+      ncclCommDestroy(comm_);
   }
   NcclComm(const NcclComm&) = delete;
   NcclComm& operator=(const NcclComm&) = delete;

@@ -25,11 +25,12 @@ inline int world_rank_or_minus_one() {
 
 }  // namespace joule::collectives
 
-#define MPI_CHECK(call)                                                                                       \
-  do {                                                                                                        \
-    const int mpi_check_code_ = (call);                                                                       \
-    if (mpi_check_code_ != MPI_SUCCESS)                                                                       \
-      throw ::joule::collectives::CollectiveError(                                                            \
-          "[rank " + std::to_string(::joule::collectives::world_rank_or_minus_one()) + "] " #call " failed at " \
-          __FILE__ ":" + std::to_string(__LINE__) + ": " + ::joule::collectives::mpi_error_text(mpi_check_code_)); \
+#define MPI_CHECK(call)                                                                                              \
+  do {                                                                                                               \
+    const int mpi_check_code_ = (call);                                                                              \
+    if (mpi_check_code_ != MPI_SUCCESS)                                                                              \
+      throw ::joule::collectives::CollectiveError("[rank " +                                                         \
+                                                  std::to_string(::joule::collectives::world_rank_or_minus_one()) +  \
+                                                  "] " #call " failed at " __FILE__ ":" + std::to_string(__LINE__) + \
+                                                  ": " + ::joule::collectives::mpi_error_text(mpi_check_code_));     \
   } while (0)

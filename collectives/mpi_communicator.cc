@@ -70,13 +70,13 @@ uint16_t float_to_half_bits(float x, bool bf16) {
   std::memcpy(&f, &x, 4);
   if (bf16) {
     if ((f & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((f >> 16) | 0x40);  // quiet NaN
-    return static_cast<uint16_t>((f + 0x7fffu + ((f >> 16) & 1u)) >> 16);              // round to nearest even
+    return static_cast<uint16_t>((f + 0x7fffu + ((f >> 16) & 1u)) >> 16);                 // round to nearest even
   }
   const uint32_t sign = (f >> 16) & 0x8000u;
   const uint32_t abs = f & 0x7fffffffu;
   if (abs >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0));
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow to inf
-  if (abs < 0x38800000u) {                                                  // subnormal or zero
+  if (abs < 0x38800000u) {                                               // subnormal or zero
     if (abs < 0x33000000u) return static_cast<uint16_t>(sign);
     const uint32_t shift = 113 - (abs >> 23), mant = (abs & 0x7fffffu) | 0x800000u;
     uint32_t h = mant >> (shift + 13);
@@ -94,7 +94,8 @@ template <bool kBf16>
 void sum_half(void* in, void* inout, int* len, MPI_Datatype*) {
   auto* a = static_cast<const uint16_t*>(in);
   auto* b = static_cast<uint16_t*>(inout);
-  for (int i = 0; i < *len; ++i) b[i] = float_to_half_bits(half_bits_to_float(a[i], kBf16) + half_bits_to_float(b[i], kBf16), kBf16);
+  for (int i = 0; i < *len; ++i)
+    b[i] = float_to_half_bits(half_bits_to_float(a[i], kBf16) + half_bits_to_float(b[i], kBf16), kBf16);
 }
 
 class MpiWork : public Work {
@@ -140,11 +141,16 @@ class MpiWork : public Work {
 enum class Kind { kAllReduce, kBroadcast, kAllGather, kReduceScatter, kBarrier };
 const char* kind_name(Kind k) {
   switch (k) {
-    case Kind::kAllReduce: return "all_reduce";
-    case Kind::kBroadcast: return "broadcast";
-    case Kind::kAllGather: return "all_gather";
-    case Kind::kReduceScatter: return "reduce_scatter";
-    case Kind::kBarrier: return "barrier";
+    case Kind::kAllReduce:
+      return "all_reduce";
+    case Kind::kBroadcast:
+      return "broadcast";
+    case Kind::kAllGather:
+      return "all_gather";
+    case Kind::kReduceScatter:
+      return "reduce_scatter";
+    case Kind::kBarrier:
+      return "barrier";
   }
   return "?";
 }
@@ -204,7 +210,8 @@ class MpiCommunicator : public Communicator {
 
   WorkHandle all_reduce(Buffer b, const CollectiveOptions& o) override { return submit(Kind::kAllReduce, b, {}, 0, o); }
   WorkHandle broadcast(Buffer b, int root, const CollectiveOptions& o) override {
-    if (root < 0 || root >= info_.world_size) throw CollectiveError("broadcast root " + std::to_string(root) + " outside the world");
+    if (root < 0 || root >= info_.world_size)
+      throw CollectiveError("broadcast root " + std::to_string(root) + " outside the world");
     return submit(Kind::kBroadcast, b, {}, root, o);
   }
   WorkHandle all_gather(Buffer out, Buffer in, const CollectiveOptions& o) override {
@@ -229,7 +236,8 @@ class MpiCommunicator : public Communicator {
  private:
   WorkHandle submit(Kind kind, Buffer out, Buffer in, int root, const CollectiveOptions& o) {
     for (const Buffer* b : {&out, &in})
-      if (b->device >= 0) throw CollectiveError("the mpi backend takes host buffers; use the nccl backend for CUDA memory");
+      if (b->device >= 0)
+        throw CollectiveError("the mpi backend takes host buffers; use the nccl backend for CUDA memory");
     if (kind == Kind::kAllReduce || kind == Kind::kReduceScatter) {
       if (o.op == ReduceOp::kAverage && (out.dtype == DType::kInt32 || out.dtype == DType::kInt64))
         throw CollectiveError("average is defined for floating-point buffers only");
@@ -238,10 +246,12 @@ class MpiCommunicator : public Communicator {
       throw CollectiveError(std::string(kind_name(kind)) + ": more than INT_MAX elements per rank is not supported");
     std::string what = std::string(kind_name(kind)) + (o.label.empty() ? "" : " '" + o.label + "'") + " of " +
                        std::to_string(std::max(out.bytes(), in.bytes())) + " bytes";
-    auto op = std::make_shared<Op>(Op{kind, out, in, root, o, std::make_shared<MpiWork>(what, o.timeout_seconds, info_.rank), {}});
+    auto op = std::make_shared<Op>(
+        Op{kind, out, in, root, o, std::make_shared<MpiWork>(what, o.timeout_seconds, info_.rank), {}});
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (failed_) throw CollectiveError("[rank " + std::to_string(info_.rank) + "] communicator unusable after: " + failure_);
+      if (failed_)
+        throw CollectiveError("[rank " + std::to_string(info_.rank) + "] communicator unusable after: " + failure_);
       queue_.push_back(op);
     }
     cv_.notify_all();
@@ -250,12 +260,17 @@ class MpiCommunicator : public Communicator {
 
   MPI_Datatype mpi_type(DType d) const {
     switch (d) {
-      case DType::kFloat32: return MPI_FLOAT;
-      case DType::kFloat64: return MPI_DOUBLE;
-      case DType::kInt32: return MPI_INT32_T;
-      case DType::kInt64: return MPI_INT64_T;
+      case DType::kFloat32:
+        return MPI_FLOAT;
+      case DType::kFloat64:
+        return MPI_DOUBLE;
+      case DType::kInt32:
+        return MPI_INT32_T;
+      case DType::kInt64:
+        return MPI_INT64_T;
       case DType::kBFloat16:
-      case DType::kFloat16: return half_type_.get();
+      case DType::kFloat16:
+        return half_type_.get();
     }
     return MPI_BYTE;
   }
@@ -286,11 +301,13 @@ class MpiCommunicator : public Communicator {
         }
         break;
       case Kind::kAllGather:
-        MPI_CHECK(MPI_Iallgather(op.in.data, static_cast<int>(op.in.count), type, op.out.data, static_cast<int>(op.in.count), type, comm_.get(), &r));
+        MPI_CHECK(MPI_Iallgather(op.in.data, static_cast<int>(op.in.count), type, op.out.data,
+                                 static_cast<int>(op.in.count), type, comm_.get(), &r));
         op.requests.push_back(r);
         break;
       case Kind::kReduceScatter:
-        MPI_CHECK(MPI_Ireduce_scatter_block(op.in.data, op.out.data, static_cast<int>(op.out.count), type, mpi_sum(op.out.dtype), comm_.get(), &r));
+        MPI_CHECK(MPI_Ireduce_scatter_block(op.in.data, op.out.data, static_cast<int>(op.out.count), type,
+                                            mpi_sum(op.out.dtype), comm_.get(), &r));
         op.requests.push_back(r);
         break;
       case Kind::kBarrier:
@@ -318,10 +335,12 @@ class MpiCommunicator : public Communicator {
         case DType::kFloat16: {
           const bool bf16 = op.out.dtype == DType::kBFloat16;
           auto* p = static_cast<uint16_t*>(op.out.data);
-          for (size_t i = 0; i < op.out.count; ++i) p[i] = float_to_half_bits(static_cast<float>(half_bits_to_float(p[i], bf16) * scale), bf16);
+          for (size_t i = 0; i < op.out.count; ++i)
+            p[i] = float_to_half_bits(static_cast<float>(half_bits_to_float(p[i], bf16) * scale), bf16);
           break;
         }
-        default: break;
+        default:
+          break;
       }
     }
     op.work->finish();
@@ -349,7 +368,8 @@ class MpiCommunicator : public Communicator {
         bool progressed = false;
         for (auto it = in_flight.begin(); it != in_flight.end();) {
           int done = 0;
-          MPI_CHECK(MPI_Testall(static_cast<int>((*it)->requests.size()), (*it)->requests.data(), &done, MPI_STATUSES_IGNORE));
+          MPI_CHECK(MPI_Testall(static_cast<int>((*it)->requests.size()), (*it)->requests.data(), &done,
+                                MPI_STATUSES_IGNORE));
           if (done) {
             complete(**it);
             it = in_flight.erase(it);
@@ -363,8 +383,10 @@ class MpiCommunicator : public Communicator {
         // the cores that backward is computing on.
         if (progressed || !fresh.empty()) last_event = Clock::now();
         if (!progressed && !in_flight.empty()) {
-          if (Clock::now() - last_event < std::chrono::microseconds(kSpinMicroseconds)) std::this_thread::yield();
-          else std::this_thread::sleep_for(std::chrono::microseconds(kSleepMicroseconds));
+          if (Clock::now() - last_event < std::chrono::microseconds(kSpinMicroseconds))
+            std::this_thread::yield();
+          else
+            std::this_thread::sleep_for(std::chrono::microseconds(kSleepMicroseconds));
         }
       } catch (...) {
         const auto error = std::current_exception();

@@ -27,12 +27,18 @@ using Clock = std::chrono::steady_clock;
 
 ncclDataType_t nccl_type(DType d) {
   switch (d) {
-    case DType::kFloat32: return ncclFloat32;
-    case DType::kFloat64: return ncclFloat64;
-    case DType::kBFloat16: return ncclBfloat16;
-    case DType::kFloat16: return ncclFloat16;
-    case DType::kInt32: return ncclInt32;
-    case DType::kInt64: return ncclInt64;
+    case DType::kFloat32:
+      return ncclFloat32;
+    case DType::kFloat64:
+      return ncclFloat64;
+    case DType::kBFloat16:
+      return ncclBfloat16;
+    case DType::kFloat16:
+      return ncclFloat16;
+    case DType::kInt32:
+      return ncclInt32;
+    case DType::kInt64:
+      return ncclInt64;
   }
   return ncclFloat32;
 }
@@ -46,12 +52,14 @@ class NcclWork : public Work {
     while (true) {
       const cudaError_t q = cudaEventQuery(done_.get());
       if (q == cudaSuccess) break;
-      if (q != cudaErrorNotReady) throw CollectiveError("[rank " + std::to_string(rank_) + "] " + what_ + ": " + cudaGetErrorString(q));
+      if (q != cudaErrorNotReady)
+        throw CollectiveError("[rank " + std::to_string(rank_) + "] " + what_ + ": " + cudaGetErrorString(q));
       ncclResult_t async = ncclSuccess;
       ncclCommGetAsyncError(comm_->get(), &async);
       if (async != ncclSuccess) {
         comm_->mark_failed();
-        throw CollectiveError("[rank " + std::to_string(rank_) + "] " + what_ + ": NCCL asynchronous error: " + ncclGetErrorString(async));
+        throw CollectiveError("[rank " + std::to_string(rank_) + "] " + what_ +
+                              ": NCCL asynchronous error: " + ncclGetErrorString(async));
       }
       if (std::chrono::duration<double>(Clock::now() - start).count() > timeout_) {
         comm_->mark_failed();
@@ -81,7 +89,8 @@ class NcclCommunicator : public Communicator {
     const ProcessGroupInfo& info = bootstrap_->info();
     int devices = 0;
     CUDA_CHECK(cudaGetDeviceCount(&devices));
-    if (devices == 0) throw CollectiveError("nccl backend: no CUDA device visible to rank " + std::to_string(info.rank));
+    if (devices == 0)
+      throw CollectiveError("nccl backend: no CUDA device visible to rank " + std::to_string(info.rank));
     device_ = info.local_rank % devices;
     CUDA_CHECK(cudaSetDevice(device_));
     ncclUniqueId id;
@@ -101,23 +110,29 @@ class NcclCommunicator : public Communicator {
   WorkHandle all_reduce(Buffer b, const CollectiveOptions& o) override {
     if (b.device < 0) return bootstrap_->all_reduce(b, o);
     return launch("all_reduce", b, o, [&] {
-      return ncclAllReduce(b.data, b.data, b.count, nccl_type(b.dtype), o.op == ReduceOp::kAverage ? ncclAvg : ncclSum, comm_->get(), stream_->get());
+      return ncclAllReduce(b.data, b.data, b.count, nccl_type(b.dtype), o.op == ReduceOp::kAverage ? ncclAvg : ncclSum,
+                           comm_->get(), stream_->get());
     });
   }
   WorkHandle broadcast(Buffer b, int root, const CollectiveOptions& o) override {
     if (b.device < 0) return bootstrap_->broadcast(b, root, o);
-    return launch("broadcast", b, o, [&] { return ncclBroadcast(b.data, b.data, b.count, nccl_type(b.dtype), root, comm_->get(), stream_->get()); });
+    return launch("broadcast", b, o, [&] {
+      return ncclBroadcast(b.data, b.data, b.count, nccl_type(b.dtype), root, comm_->get(), stream_->get());
+    });
   }
   WorkHandle all_gather(Buffer out, Buffer in, const CollectiveOptions& o) override {
     if (out.device < 0 && in.device < 0) return bootstrap_->all_gather(out, in, o);
     check_same_side("all_gather", out, in);
-    return launch("all_gather", out, o, [&] { return ncclAllGather(in.data, out.data, in.count, nccl_type(in.dtype), comm_->get(), stream_->get()); });
+    return launch("all_gather", out, o, [&] {
+      return ncclAllGather(in.data, out.data, in.count, nccl_type(in.dtype), comm_->get(), stream_->get());
+    });
   }
   WorkHandle reduce_scatter(Buffer out, Buffer in, const CollectiveOptions& o) override {
     if (out.device < 0 && in.device < 0) return bootstrap_->reduce_scatter(out, in, o);
     check_same_side("reduce_scatter", out, in);
     return launch("reduce_scatter", out, o, [&] {
-      return ncclReduceScatter(in.data, out.data, out.count, nccl_type(in.dtype), o.op == ReduceOp::kAverage ? ncclAvg : ncclSum, comm_->get(), stream_->get());
+      return ncclReduceScatter(in.data, out.data, out.count, nccl_type(in.dtype),
+                               o.op == ReduceOp::kAverage ? ncclAvg : ncclSum, comm_->get(), stream_->get());
     });
   }
   void barrier(const CollectiveOptions& o) override { bootstrap_->barrier(o); }
@@ -131,7 +146,8 @@ class NcclCommunicator : public Communicator {
  private:
   static void check_same_side(const char* name, const Buffer& out, const Buffer& in) {
     if (out.device < 0 || in.device < 0)
-      throw CollectiveError(std::string("nccl ") + name + ": one buffer on the host and one on a GPU; give both on the same side");
+      throw CollectiveError(std::string("nccl ") + name +
+                            ": one buffer on the host and one on a GPU; give both on the same side");
   }
 
   template <typename Fn>
@@ -142,7 +158,8 @@ class NcclCommunicator : public Communicator {
     CUDA_CHECK(cudaStreamWaitEvent(stream_->get(), ready.get(), 0));
     NCCL_CHECK(call());
     CUDA_CHECK(cudaEventRecord(done.get(), stream_->get()));
-    const std::string what = std::string(name) + (o.label.empty() ? "" : " '" + o.label + "'") + " of " + std::to_string(b.bytes()) + " bytes";
+    const std::string what = std::string(name) + (o.label.empty() ? "" : " '" + o.label + "'") + " of " +
+                             std::to_string(b.bytes()) + " bytes";
     return std::make_shared<NcclWork>(what, o.timeout_seconds, info().rank, std::move(done), comm_);
   }
 

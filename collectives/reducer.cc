@@ -10,18 +10,21 @@ namespace joule::collectives {
 using Clock = std::chrono::steady_clock;
 
 struct GradientReducer::Bucket {
-  torch::Tensor flat;        // fp32 gradients of this bucket's parameters
-  torch::Tensor wire;        // the communicated buffer: `flat` itself, or a bf16/fp16 copy
+  torch::Tensor flat;  // fp32 gradients of this bucket's parameters
+  torch::Tensor wire;  // the communicated buffer: `flat` itself, or a bf16/fp16 copy
   std::vector<size_t> params;
-  size_t pending = 0;        // parameters not yet ready in this synchronizing backward
+  size_t pending = 0;  // parameters not yet ready in this synchronizing backward
   WorkHandle work;
 };
 
 Buffer buffer_of(const torch::Tensor& t) {
   DType d = DType::kFloat32;
-  if (t.scalar_type() == torch::kBFloat16) d = DType::kBFloat16;
-  else if (t.scalar_type() == torch::kFloat16) d = DType::kFloat16;
-  else if (t.scalar_type() == torch::kFloat64) d = DType::kFloat64;
+  if (t.scalar_type() == torch::kBFloat16)
+    d = DType::kBFloat16;
+  else if (t.scalar_type() == torch::kFloat16)
+    d = DType::kFloat16;
+  else if (t.scalar_type() == torch::kFloat64)
+    d = DType::kFloat64;
   // On CUDA, the stream backward (or the copy into the wire buffer) queued the gradients on: the nccl backend waits
   // for it on its own stream.
   return {t.data_ptr(), static_cast<size_t>(t.numel()), d, t.is_cuda() ? static_cast<int>(t.get_device()) : -1,
@@ -40,12 +43,14 @@ GradientReducer::GradientReducer(std::vector<std::pair<std::string, torch::Tenso
   if (params_.empty()) throw joule::InternalError("GradientReducer: no parameters");
   std::vector<int64_t> parameter_bytes;
   for (const auto& [name, p] : params_) {
-    if (p.scalar_type() != torch::kFloat32) throw joule::InternalError("GradientReducer: parameter '" + name + "' is not float32");
+    if (p.scalar_type() != torch::kFloat32)
+      throw joule::InternalError("GradientReducer: parameter '" + name + "' is not float32");
     parameter_bytes.push_back(p.numel() * 4);
   }
-  const std::vector<std::vector<size_t>> groups = plan_buckets(parameter_bytes, options_.bucket_bytes, options_.first_bucket_bytes);
+  const std::vector<std::vector<size_t>> groups =
+      plan_buckets(parameter_bytes, options_.bucket_bytes, options_.first_bucket_bytes);
   bucket_of_.resize(params_.size());
-  const auto wire_type = options_.compression == Compression::kBFloat16 ? torch::kBFloat16
+  const auto wire_type = options_.compression == Compression::kBFloat16  ? torch::kBFloat16
                          : options_.compression == Compression::kFloat16 ? torch::kFloat16
                                                                          : torch::kFloat32;
   for (size_t b = 0; b < groups.size(); ++b) {
@@ -182,8 +187,9 @@ void GradientReducer::finish() {
     const auto* base = static_cast<const char*>(flat.data_ptr());
     const auto* ptr = g.defined() ? static_cast<const char*>(g.data_ptr()) : nullptr;
     if (!ptr || ptr < base || ptr >= base + flat.numel() * 4)
-      throw joule::InternalError("GradientReducer: the gradient of '" + params_[k].first +
-                             "' no longer lives in its bucket (was zero_grad(set_to_none) or an optimizer resetting .grad() used?)");
+      throw joule::InternalError(
+          "GradientReducer: the gradient of '" + params_[k].first +
+          "' no longer lives in its bucket (was zero_grad(set_to_none) or an optimizer resetting .grad() used?)");
   }
   synchronize_ = false;
 }

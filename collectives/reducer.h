@@ -38,11 +38,11 @@ struct BucketInfo {
 
 // Figures for the last synchronizing micro-batch.
 struct ReducerStats {
-  double comm_seconds = 0;      // sum over buckets of launch-to-completion time
-  double exposed_seconds = 0;   // how long finish() waited: communication not hidden by backward
-  double backward_seconds = 0;  // begin_micro_batch() to finish()
+  double comm_seconds = 0;             // sum over buckets of launch-to-completion time
+  double exposed_seconds = 0;          // how long finish() waited: communication not hidden by backward
+  double backward_seconds = 0;         // begin_micro_batch() to finish()
   std::vector<double> launch_seconds;  // per bucket: launch time since begin_micro_batch()
-  size_t bytes = 0;             // bytes communicated
+  size_t bytes = 0;                    // bytes communicated
 };
 
 // A tensor's memory as a communicator Buffer: its dtype (fp32, bf16, fp16, fp64), its device, and on CUDA the stream

@@ -15,8 +15,8 @@ struct PretrainingBatch {
 
   // The same batch on `device`: one host-to-device copy per tensor.
   PretrainingBatch to(const torch::Device& device) const {
-    return {input_ids.to(device), token_type_ids.to(device), attention_mask.to(device), masked_positions.to(device),
-            masked_ids.to(device), next_sentence_labels.to(device)};
+    return {input_ids.to(device),        token_type_ids.to(device), attention_mask.to(device),
+            masked_positions.to(device), masked_ids.to(device),     next_sentence_labels.to(device)};
   }
 };
 

@@ -13,8 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/data_error.h"
 #include "data/create_output.h"
+#include "data/data_error.h"
 #include "data/shard.h"
 #include "data/text_input.h"
 #include "launch/util/hash.h"
@@ -22,9 +22,7 @@
 
 namespace joule::data {
 
-uint64_t Rng::next_u64() {
-  return mix64(state_ += kGoldenGamma);
-}
+uint64_t Rng::next_u64() { return mix64(state_ += kGoldenGamma); }
 
 double Rng::uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
 
@@ -65,8 +63,10 @@ struct Span {
 void truncate_pair(Span& a, Span& b, size_t max_tokens, Rng& rng) {
   while (a.size() + b.size() > max_tokens) {
     Span& t = a.size() > b.size() ? a : b;
-    if (rng.uniform() < 0.5) ++t.begin;
-    else --t.end;
+    if (rng.uniform() < 0.5)
+      ++t.begin;
+    else
+      --t.end;
   }
 }
 
@@ -115,15 +115,19 @@ void mask_instance(Instance& inst, const CreateOptions& o, const Vocab& vocab, c
   thread_local std::vector<int32_t> members;  // scratch, reused: no allocation per sequence
   thread_local std::vector<std::pair<int32_t, int32_t>> candidates, masked;
   thread_local std::vector<bool> covered;
-  const int64_t to_predict = std::min<int64_t>(
-      o.max_predictions, std::max<int64_t>(1, std::llround(static_cast<double>(inst.tokens.size()) * o.masked_lm_prob)));
-  masked.clear();  // (position, original id)
-  auto mask = [&](size_t index) {  // the reference's 80 % [MASK], 10 % unchanged, 10 % a random token
+  const int64_t to_predict =
+      std::min<int64_t>(o.max_predictions,
+                        std::max<int64_t>(1, std::llround(static_cast<double>(inst.tokens.size()) * o.masked_lm_prob)));
+  masked.clear();                                 // (position, original id)
+  auto mask = [&](size_t index) {                 // the reference's 80 % [MASK], 10 % unchanged, 10 % a random token
     const int32_t original = inst.tokens[index];  // not masked yet: every position is masked once at most
     int32_t replacement;
-    if (rng.uniform() < 0.8) replacement = vocab.mask_id();
-    else if (rng.uniform() < 0.5) replacement = original;
-    else replacement = static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab.size())));
+    if (rng.uniform() < 0.8)
+      replacement = vocab.mask_id();
+    else if (rng.uniform() < 0.5)
+      replacement = original;
+    else
+      replacement = static_cast<int32_t>(rng.below(static_cast<uint64_t>(vocab.size())));
     inst.tokens[index] = replacement;
     masked.emplace_back(static_cast<int32_t>(index), original);
   };
@@ -131,7 +135,8 @@ void mask_instance(Instance& inst, const CreateOptions& o, const Vocab& vocab, c
   members.resize(inst.tokens.size());
   size_t positions = 0;
   for (size_t i = 0; i < inst.tokens.size(); ++i)
-    if (inst.tokens[i] != vocab.cls_id() && inst.tokens[i] != vocab.sep_id()) members[positions++] = static_cast<int32_t>(i);
+    if (inst.tokens[i] != vocab.cls_id() && inst.tokens[i] != vocab.sep_id())
+      members[positions++] = static_cast<int32_t>(i);
   members.resize(positions);
   if (!o.whole_word_mask) {
     for (size_t k = 0; k < positions && static_cast<int64_t>(masked.size()) < to_predict; ++k) {
@@ -151,7 +156,9 @@ void mask_instance(Instance& inst, const CreateOptions& o, const Vocab& vocab, c
       std::swap(candidates[k], candidates[k + rng.below(candidates.size() - k)]);
       const auto [begin, end] = candidates[k];
       if (static_cast<int64_t>(masked.size()) + (end - begin) > to_predict) continue;
-      if (std::any_of(members.begin() + begin, members.begin() + end, [&](int32_t i) { return covered[static_cast<size_t>(i)]; })) continue;
+      if (std::any_of(members.begin() + begin, members.begin() + end,
+                      [&](int32_t i) { return covered[static_cast<size_t>(i)]; }))
+        continue;
       for (int32_t m = begin; m < end; ++m) {
         covered[static_cast<size_t>(members[static_cast<size_t>(m)])] = true;
         mask(static_cast<size_t>(members[static_cast<size_t>(m)]));
@@ -266,10 +273,11 @@ int64_t plan_chunk_bytes(const CreateOptions& o, const std::vector<std::string>&
   const int64_t affordable = static_cast<int64_t>(static_cast<double>(o.memory_budget - kReserve) / per_byte);
   auto mb = [](int64_t b) { return std::to_string((b + kMiB / 2) / kMiB) + " MB"; };
   if (affordable < kMiB)
-    throw joule::UsageError("data create: --memory-budget " + mb(o.memory_budget) + " leaves no room for a chunk of text (" +
-                                mb(kReserve) + " go to the process itself, and 1 MB of input needs about " +
-                                mb(static_cast<int64_t>(per_byte * kMiB)) + ")",
-                            "raise --memory-budget (at least " + mb(kReserve + static_cast<int64_t>(per_byte * 4 * kMiB)) + ")");
+    throw joule::UsageError(
+        "data create: --memory-budget " + mb(o.memory_budget) + " leaves no room for a chunk of text (" + mb(kReserve) +
+            " go to the process itself, and 1 MB of input needs about " + mb(static_cast<int64_t>(per_byte * kMiB)) +
+            ")",
+        "raise --memory-budget (at least " + mb(kReserve + static_cast<int64_t>(per_byte * 4 * kMiB)) + ")");
   int64_t chunk = 0;
   if (o.shards > 0) {
     const int64_t total = plain_text_bytes(files);
@@ -283,13 +291,14 @@ int64_t plan_chunk_bytes(const CreateOptions& o, const std::vector<std::string>&
     how = "--shard-mb";
   } else {
     chunk = std::min<int64_t>(affordable, static_cast<int64_t>(kDefaultChunkMb * kMiB));
-    how = affordable < kDefaultChunkMb * kMiB ? "as large as --memory-budget " + mb(o.memory_budget) + " allows" : "the default";
+    how = affordable < kDefaultChunkMb * kMiB ? "as large as --memory-budget " + mb(o.memory_budget) + " allows"
+                                              : "the default";
     chunk -= chunk % kMiB;  // a round figure: the same budget gives the same chunks on another machine
   }
   if (chunk > affordable)
     throw joule::UsageError("data create: chunks of " + mb(chunk) + " of text (" + how + ") need about " +
-                                mb(kReserve + static_cast<int64_t>(per_byte * static_cast<double>(chunk))) + ", over --memory-budget " +
-                                mb(o.memory_budget),
+                                mb(kReserve + static_cast<int64_t>(per_byte * static_cast<double>(chunk))) +
+                                ", over --memory-budget " + mb(o.memory_budget),
                             "ask for more shards (or a smaller --shard-mb), or raise --memory-budget");
   return chunk;
 }
@@ -300,7 +309,8 @@ nlohmann::json create_arguments(const CreateOptions& o, const std::vector<std::s
   for (const std::string& f : files) {
     std::error_code ec;
     const auto mtime = std::filesystem::last_write_time(f, ec).time_since_epoch();
-    inputs.push_back({{"path", f}, {"bytes", std::filesystem::file_size(f, ec)},
+    inputs.push_back({{"path", f},
+                      {"bytes", std::filesystem::file_size(f, ec)},
                       {"mtime_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(mtime).count()}});
   }
   return {{"inputs", inputs},
@@ -345,7 +355,8 @@ std::vector<Document> tokenize_chunk(const TextChunk& chunk, const ChunkContext&
     }
     document.tokens.shrink_to_fit();
   });
-  documents.erase(std::remove_if(documents.begin(), documents.end(), [](const Document& d) { return d.ends.empty(); }), documents.end());
+  documents.erase(std::remove_if(documents.begin(), documents.end(), [](const Document& d) { return d.ends.empty(); }),
+                  documents.end());
   return documents;
 }
 
@@ -364,11 +375,13 @@ class PackedInstances {
     const size_t n = inst.tokens.size() + 2 * inst.masked_positions.size();
     if (fill_ + n > kBlock) {  // the next block (sequences are far shorter than a block)
       if (++used_ > blocks_.size()) blocks_.emplace_back(new int32_t[kBlock]);
-      if (blocks_.size() > UINT32_MAX / kBlock) throw joule::InternalError("data create: one worker's sequences outgrew 32-bit offsets");
+      if (blocks_.size() > UINT32_MAX / kBlock)
+        throw joule::InternalError("data create: one worker's sequences outgrew 32-bit offsets");
       fill_ = 0;
     }
     refs_.push_back({static_cast<uint32_t>((used_ - 1) * kBlock + fill_), static_cast<uint16_t>(inst.tokens.size()),
-                     static_cast<uint16_t>(inst.segment_b), static_cast<uint16_t>(inst.masked_positions.size()), inst.is_random_next});
+                     static_cast<uint16_t>(inst.segment_b), static_cast<uint16_t>(inst.masked_positions.size()),
+                     inst.is_random_next});
     int32_t* to = blocks_[used_ - 1].get() + fill_;
     to = std::copy(inst.tokens.begin(), inst.tokens.end(), to);
     to = std::copy(inst.masked_positions.begin(), inst.masked_positions.end(), to);
@@ -403,14 +416,16 @@ struct Dupe {
   const int32_t* tokens(size_t row) const { return per_worker[order[row].first].data(ref(row)); }
 };
 
-void make_dupe(const std::vector<Document>& documents, int64_t chunk, uint64_t stream, const ChunkContext& c, Dupe& dupe) {
+void make_dupe(const std::vector<Document>& documents, int64_t chunk, uint64_t stream, const ChunkContext& c,
+               Dupe& dupe) {
   dupe.per_worker.resize(static_cast<size_t>(c.threads));
   for (PackedInstances& packed : dupe.per_worker) packed.clear();
   dupe.document_end.resize(documents.size());
   joule::parallel_for(documents.size(), c.threads, [&](size_t d, int worker) {
     Rng rng(chunk_seed(c.options, chunk, stream, d));
     PackedInstances& packed = dupe.per_worker[static_cast<size_t>(worker)];
-    each_instance(documents, d, c.options, c.vocab, c.is_continuation, rng, [&](const Instance& inst) { packed.add(inst); });
+    each_instance(documents, d, c.options, c.vocab, c.is_continuation, rng,
+                  [&](const Instance& inst) { packed.add(inst); });
     dupe.document_end[d] = {static_cast<uint32_t>(worker), static_cast<uint32_t>(packed.refs().size())};
   });
   size_t sequences = 0;
@@ -445,7 +460,8 @@ void to_host(const Dupe& dupe, size_t begin, size_t end, const ChunkContext& c, 
       int32_t* segment_ids = b.segment_ids.data() + r * seq_len;
       std::fill(std::copy(tokens, tokens + ref.tokens, input_ids), input_ids + seq_len, 0);
       std::fill(std::fill_n(input_mask, ref.tokens, 1), input_mask + seq_len, 0);
-      std::fill(std::fill_n(std::fill_n(segment_ids, ref.segment_b, 0), ref.tokens - ref.segment_b, 1), segment_ids + seq_len, 0);
+      std::fill(std::fill_n(std::fill_n(segment_ids, ref.segment_b, 0), ref.tokens - ref.segment_b, 1),
+                segment_ids + seq_len, 0);
       int32_t* masked_positions = b.masked_positions.data() + r * max_predictions;
       int32_t* masked_ids = b.masked_ids.data() + r * max_predictions;
       std::fill(std::copy(positions, positions + ref.masked, masked_positions), masked_positions + max_predictions, 0);
@@ -458,8 +474,8 @@ void to_host(const Dupe& dupe, size_t begin, size_t end, const ChunkContext& c, 
 // Writes `dupes` dupes of the documents as one shard, one dupe at a time (memory holds one dupe's sequences), each
 // dupe's sequences shuffled, appended a slice at a time (the padded layout is ~2x the sequences' size). Returns the
 // shard's counts.
-nlohmann::json write_dupes(const std::string& path, const std::vector<Document>& documents, int dupes, int64_t chunk, uint64_t stream,
-                           const ChunkContext& c) {
+nlohmann::json write_dupes(const std::string& path, const std::vector<Document>& documents, int dupes, int64_t chunk,
+                           uint64_t stream, const ChunkContext& c) {
   constexpr size_t kSlice = 8192;
   const CreateOptions& o = c.options;
   ShardWriter writer(path, ShardWriter::kGrowing, o.seq_len, o.max_predictions, 64, c.threads);
@@ -497,10 +513,12 @@ nlohmann::json process_chunk(TextChunk&& chunk, const ChunkContext& c, PartialDa
   std::vector<Document> eval_documents;
   if (index == 0 && o.eval_documents > 0) {
     if (o.eval_documents > static_cast<int64_t>(documents.size()) - 2)
-      throw joule::UsageError(where + " holds " + std::to_string(documents.size()) + " documents: --eval-documents " +
-                                  std::to_string(o.eval_documents) + " leaves fewer than 2 for training",
-                              "ask for fewer eval documents (they come from the first chunk), or a larger first chunk (--shard-mb)");
-    eval_documents.assign(std::make_move_iterator(documents.end() - o.eval_documents), std::make_move_iterator(documents.end()));
+      throw joule::UsageError(
+          where + " holds " + std::to_string(documents.size()) + " documents: --eval-documents " +
+              std::to_string(o.eval_documents) + " leaves fewer than 2 for training",
+          "ask for fewer eval documents (they come from the first chunk), or a larger first chunk (--shard-mb)");
+    eval_documents.assign(std::make_move_iterator(documents.end() - o.eval_documents),
+                          std::make_move_iterator(documents.end()));
     documents.resize(documents.size() - static_cast<size_t>(o.eval_documents));
     std::filesystem::create_directories(std::filesystem::path(out.dir()) / "eval");
     const nlohmann::json eval = write_dupes(out.shard_path("eval", 0), eval_documents, 1, index, kEvalDupes, c);
@@ -512,7 +530,8 @@ nlohmann::json process_chunk(TextChunk&& chunk, const ChunkContext& c, PartialDa
     throw CorpusError(where + " holds " + std::to_string(documents.size()) +
                       " document(s) with words; NSP needs at least 2 (separate documents with a blank line)");
   std::filesystem::create_directories(std::filesystem::path(out.dir()) / "train");
-  const nlohmann::json train = write_dupes(out.shard_path("train", index), documents, o.dupe_factor, index, kTrainDupes, c);
+  const nlohmann::json train =
+      write_dupes(out.shard_path("train", index), documents, o.dupe_factor, index, kTrainDupes, c);
   if (train["sequences"] == 0) throw CorpusError(where + " produced no training sequences");
   record["train"] = out.shard_record("train", index, train["sequences"]);
   record["documents"] = documents.size();
@@ -552,15 +571,19 @@ CreateSummary summary_of(const nlohmann::json& meta, const std::string& out) {
 }  // namespace
 
 CreateSummary create_pretraining_data(const CreateOptions& o) {
-  if (o.seq_len < 8 || o.seq_len > 65535 || o.max_predictions < 1 || o.dupe_factor < 1 || o.shards < 0 || o.shard_mb < 0)
-    throw joule::UsageError("data create: --seq-len must be in [8, 65535], --max-pred and --dupe-factor >= 1, --shards and --shard-mb >= 0");
+  if (o.seq_len < 8 || o.seq_len > 65535 || o.max_predictions < 1 || o.dupe_factor < 1 || o.shards < 0 ||
+      o.shard_mb < 0)
+    throw joule::UsageError(
+        "data create: --seq-len must be in [8, 65535], --max-pred and --dupe-factor >= 1, --shards and --shard-mb >= "
+        "0");
   if (o.eval_documents < 0) throw joule::UsageError("data create: --eval-documents must be >= 0");
   if (o.inputs.empty()) throw joule::UsageError("data create: no --input text");
   const std::vector<std::string> files = expand_inputs(o.inputs);
   const Vocab vocab = Vocab::load(o.vocab);
   const FullTokenizer tokenizer(vocab, o.lower_case);
   std::vector<bool> is_continuation(static_cast<size_t>(vocab.size()));
-  for (int64_t i = 0; i < vocab.size(); ++i) is_continuation[static_cast<size_t>(i)] = vocab.token(static_cast<int32_t>(i)).rfind("##", 0) == 0;
+  for (int64_t i = 0; i < vocab.size(); ++i)
+    is_continuation[static_cast<size_t>(i)] = vocab.token(static_cast<int32_t>(i)).rfind("##", 0) == 0;
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
   std::string how;
@@ -595,14 +618,23 @@ CreateSummary create_pretraining_data(const CreateOptions& o) {
 
   vocab.save((std::filesystem::path(out.dir()) / "vocab.txt").string());
   const TextStats& read = chunker.stats();
-  nlohmann::json meta = {{"format", "joule-pretraining-data"}, {"format_version", 2}, {"vocab_size", vocab.size()},
-                         {"seq_len", o.seq_len}, {"max_predictions", o.max_predictions}, {"arguments", arguments},
-                         {"chunks", records}, {"chunk_plan", how},
-                         {"order", "each shard holds one chunk of input documents: its sequences dupe after dupe, each dupe "
-                                   "shuffled; shards in input order (the trainer's loader shuffles globally)"},
-                         {"skipped", {{"invalid_utf8_lines", read.skipped_invalid_utf8_lines}, {"long_lines", read.skipped_long_lines},
-                                      {"long_documents", read.skipped_long_documents}, {"empty_files", read.skipped_empty_files},
-                                      {"first", read.first_skip}}}};
+  nlohmann::json meta = {{"format", "joule-pretraining-data"},
+                         {"format_version", 2},
+                         {"vocab_size", vocab.size()},
+                         {"seq_len", o.seq_len},
+                         {"max_predictions", o.max_predictions},
+                         {"arguments", arguments},
+                         {"chunks", records},
+                         {"chunk_plan", how},
+                         {"order",
+                          "each shard holds one chunk of input documents: its sequences dupe after dupe, each dupe "
+                          "shuffled; shards in input order (the trainer's loader shuffles globally)"},
+                         {"skipped",
+                          {{"invalid_utf8_lines", read.skipped_invalid_utf8_lines},
+                           {"long_lines", read.skipped_long_lines},
+                           {"long_documents", read.skipped_long_documents},
+                           {"empty_files", read.skipped_empty_files},
+                           {"first", read.first_skip}}}};
   CreateSummary summary = summary_of(meta, o.out);
   meta["documents"] = summary.documents;
   meta["eval_documents"] = summary.eval_documents;

@@ -25,12 +25,13 @@ class Rng {
  public:
   explicit Rng(uint64_t seed) : state_(seed) {}
   uint64_t next_u64();
-  double uniform();                          // [0, 1)
+  double uniform();                            // [0, 1)
   int64_t randint(int64_t low, int64_t high);  // inclusive, unbiased
   uint64_t below(uint64_t n);                  // [0, n), unbiased, n > 0: Lemire's multiply-shift, no division
   template <typename T>
   void shuffle(std::vector<T>& v) {
-    for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[static_cast<size_t>(randint(0, static_cast<int64_t>(i) - 1))]);
+    for (size_t i = v.size(); i > 1; --i)
+      std::swap(v[i - 1], v[static_cast<size_t>(randint(0, static_cast<int64_t>(i) - 1))]);
   }
 
  private:
@@ -39,8 +40,8 @@ class Rng {
 uint64_t mix_seed(uint64_t a, uint64_t b, uint64_t c = 0);
 
 struct Instance {
-  std::vector<int32_t> tokens;  // [CLS] a [SEP] b [SEP], after masking
-  int32_t segment_b = 0;        // where segment B begins (segment ids: 0 before, 1 from here)
+  std::vector<int32_t> tokens;                        // [CLS] a [SEP] b [SEP], after masking
+  int32_t segment_b = 0;                              // where segment B begins (segment ids: 0 before, 1 from here)
   std::vector<int32_t> masked_positions, masked_ids;  // sorted by position
   bool is_random_next = false;
 };
@@ -66,7 +67,7 @@ struct CreateOptions {
   int64_t eval_documents = 0;  // documents of the first chunk held out (after its shuffle) for one eval shard
   int threads = 0;             // 0: all cores; the output does not depend on it
   bool replace = false;        // replace an `out` that holds another data set (swapped in when the new one is complete)
-  bool skip_bad_input = false; // skip and count bad lines, documents and empty files instead of stopping
+  bool skip_bad_input = false;  // skip and count bad lines, documents and empty files instead of stopping
 };
 constexpr double kDefaultChunkMb = 256;
 

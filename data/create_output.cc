@@ -59,9 +59,11 @@ std::string argument_differences(const nlohmann::json& ours, const nlohmann::jso
 nlohmann::json existing_data_set(const std::string& out, const nlohmann::json& arguments, bool replace) {
   std::error_code ec;
   if (empty_or_absent(out)) return nullptr;
-  if (!fs::is_directory(out, ec)) throw joule::UsageError("data create: --out " + out + " exists and is not a directory");
+  if (!fs::is_directory(out, ec))
+    throw joule::UsageError("data create: --out " + out + " exists and is not a directory");
   const nlohmann::json meta = read_json((fs::path(out) / "metadata.json").string());
-  const bool ours = meta.is_object() && meta.value("format", "") == "joule-pretraining-data" && meta.contains("arguments");
+  const bool ours =
+      meta.is_object() && meta.value("format", "") == "joule-pretraining-data" && meta.contains("arguments");
   if (ours && meta["arguments"] == arguments) return meta;
   if (replace) return nullptr;
   std::string what;
@@ -74,9 +76,10 @@ nlohmann::json existing_data_set(const std::string& out, const nlohmann::json& a
       if (count++ < 4) entries += (entries.empty() ? "" : ", ") + e.path().filename().string();
     what = "is not empty (" + std::to_string(count) + " entries: " + entries + (count > 4 ? ", ..." : "") + ")";
   }
-  throw joule::UsageError("data create: --out " + out + " " + what + "; writing into it would mix two data sets",
-                          "choose a new or empty directory, or pass --replace to replace it (the new data set is built in " + out +
-                              ".partial and swapped in when complete)");
+  throw joule::UsageError(
+      "data create: --out " + out + " " + what + "; writing into it would mix two data sets",
+      "choose a new or empty directory, or pass --replace to replace it (the new data set is built in " + out +
+          ".partial and swapped in when complete)");
 }
 
 PartialDataSet::PartialDataSet(std::string out, nlohmann::json arguments, bool replace)
@@ -91,12 +94,14 @@ PartialDataSet::PartialDataSet(std::string out, nlohmann::json arguments, bool r
                          "wait for it to finish, or give this one another --out");
   const nlohmann::json earlier = read_json((fs::path(dir_) / kProgress).string());
   const bool same = earlier.is_object() && earlier.contains("arguments") && earlier["arguments"] == arguments_;
-  const bool has_work = earlier.is_object() && earlier.contains("chunks") && earlier["chunks"].is_array() && !earlier["chunks"].empty();
+  const bool has_work =
+      earlier.is_object() && earlier.contains("chunks") && earlier["chunks"].is_array() && !earlier["chunks"].empty();
   if (!same && has_work && earlier.contains("arguments") && !replace)
     throw joule::UsageError("data create: " + dir_ + " holds part of a data set made with other arguments (" +
                                 argument_differences(arguments_, earlier["arguments"]) + ")",
                             "rerun with the arguments it was made with to finish it, or pass --replace to discard it");
-  progress_ = {{"format", "joule-data-create-progress"}, {"arguments", arguments_}, {"chunks", nlohmann::json::array()}};
+  progress_ = {
+      {"format", "joule-data-create-progress"}, {"arguments", arguments_}, {"chunks", nlohmann::json::array()}};
   if (same) verify_and_keep(earlier);
   // Everything else here is a killed run's unfinished work, a discarded partial data set, or one that had not
   // completed a shard (nothing to keep): removed.
@@ -104,7 +109,8 @@ PartialDataSet::PartialDataSet(std::string out, nlohmann::json arguments, bool r
   for (const auto& c : chunks())
     for (const char* split : {"train", "eval"})
       if (c.contains(split)) keep.insert(c[split]["file"].get<std::string>());
-  for (auto it = fs::recursive_directory_iterator(dir_, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+  for (auto it = fs::recursive_directory_iterator(dir_, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
     const std::string rel = fs::relative(it->path(), dir_, ec).string();
     if (it->is_regular_file(ec) && !keep.count(rel)) fs::remove(it->path(), ec);
   }
@@ -156,7 +162,9 @@ void PartialDataSet::record_chunk(nlohmann::json record) {
   save_progress();
 }
 
-void PartialDataSet::save_progress() const { write_file_atomically((fs::path(dir_) / kProgress).string(), progress_.dump(1) + "\n"); }
+void PartialDataSet::save_progress() const {
+  write_file_atomically((fs::path(dir_) / kProgress).string(), progress_.dump(1) + "\n");
+}
 
 void PartialDataSet::finish(const nlohmann::json& metadata) {
   write_file_atomically((fs::path(dir_) / "metadata.json").string(), metadata.dump(2) + "\n");

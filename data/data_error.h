@@ -12,8 +12,9 @@ namespace joule::data {
 class CorpusError : public joule::Error {
  public:
   explicit CorpusError(const std::string& message,
-                       std::string hint = "give more input text (documents separated by blank lines), or ask for fewer shards or "
-                                          "eval documents")
+                       std::string hint =
+                           "give more input text (documents separated by blank lines), or ask for fewer shards or "
+                           "eval documents")
       : joule::Error(message, std::move(hint)) {}
 };
 
@@ -21,8 +22,9 @@ class CorpusError : public joule::Error {
 class SamplerError : public joule::Error {
  public:
   explicit SamplerError(const std::string& message,
-                        std::string hint = "make train.global_batch a multiple of train.micro_batch x ranks and no larger than the "
-                                           "dataset, or train on more data")
+                        std::string hint =
+                            "make train.global_batch a multiple of train.micro_batch x ranks and no larger than the "
+                            "dataset, or train on more data")
       : joule::Error(message, std::move(hint), ErrorKind::usage) {}
 };
 

@@ -33,7 +33,8 @@ std::vector<std::string> list_shards(const std::string& spec, std::string* cache
       for (size_t i = 0; i < g.gl_pathc; ++i) paths.push_back(g.gl_pathv[i]);
     globfree(&g);
     if (!paths.empty()) *cache_dir = fs::path(paths.front()).parent_path().string();
-  } else if (fs::is_regular_file(spec) && fs::path(spec).extension() != ".hdf5" && fs::path(spec).extension() != ".h5") {
+  } else if (fs::is_regular_file(spec) && fs::path(spec).extension() != ".hdf5" &&
+             fs::path(spec).extension() != ".h5") {
     // A list file: one shard path per line ('#' comments), relative to the list's directory.
     std::ifstream in(spec);
     std::string line;
@@ -89,24 +90,34 @@ void check_against_metadata(const std::string& spec, size_t shards, int64_t sequ
     std::ifstream in(meta_path);
     meta = nlohmann::json::parse(in);
   } catch (const std::exception&) {
-    throw ShardError(meta_path.string() + ": not valid JSON", "the data set's metadata is damaged: run `joule data create --replace` again");
+    throw ShardError(meta_path.string() + ": not valid JSON",
+                     "the data set's metadata is damaged: run `joule data create --replace` again");
   }
   if (!meta.is_object() || meta.value("format", "") != "joule-pretraining-data") return;
   const int64_t want_shards = split == "train" ? meta.value("train_shards", int64_t{-1}) : 1;
   const int64_t want_sequences = meta.value(split + "_sequences", int64_t{-1});
-  if ((want_shards >= 0 && static_cast<int64_t>(shards) != want_shards) || (want_sequences >= 0 && sequences != want_sequences))
-    throw ShardError(dir.string() + ": holds " + std::to_string(shards) + " shard(s) of " + std::to_string(sequences) + " sequences, but " +
-                         meta_path.string() + " records " + std::to_string(want_shards) + " of " + std::to_string(want_sequences) +
-                         ": files of two data sets are mixed",
-                     "recreate the data set into a new directory (or `joule data create --replace`), or remove the files that do not "
+  if ((want_shards >= 0 && static_cast<int64_t>(shards) != want_shards) ||
+      (want_sequences >= 0 && sequences != want_sequences))
+    throw ShardError(dir.string() + ": holds " + std::to_string(shards) + " shard(s) of " + std::to_string(sequences) +
+                         " sequences, but " + meta_path.string() + " records " + std::to_string(want_shards) + " of " +
+                         std::to_string(want_sequences) + ": files of two data sets are mixed",
+                     "recreate the data set into a new directory (or `joule data create --replace`), or remove the "
+                     "files that do not "
                      "belong to it");
 }
 
 nlohmann::json stats_json(const ShardEntry& e) {
   const ShardStats& s = e.stats;
-  return {{"bytes", e.bytes}, {"mtime_ns", e.mtime_ns}, {"fingerprint", e.fingerprint}, {"sequences", s.sequences}, {"seq_len", s.seq_len},
-          {"max_predictions", s.max_predictions}, {"int64_layout", s.int64_layout}, {"max_token_id", s.max_token_id},
-          {"masked_predictions", s.masked_predictions}, {"real_tokens", s.real_tokens}};
+  return {{"bytes", e.bytes},
+          {"mtime_ns", e.mtime_ns},
+          {"fingerprint", e.fingerprint},
+          {"sequences", s.sequences},
+          {"seq_len", s.seq_len},
+          {"max_predictions", s.max_predictions},
+          {"int64_layout", s.int64_layout},
+          {"max_token_id", s.max_token_id},
+          {"masked_predictions", s.masked_predictions},
+          {"real_tokens", s.real_tokens}};
 }
 
 }  // namespace
@@ -139,7 +150,8 @@ Dataset Dataset::open(const std::string& spec, const DatasetOptions& options) {
     e.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
     e.fingerprint = content_fingerprint(path, e.bytes);
     const auto it = entries.find(e.path);
-    if (it != entries.end() && (*it)["bytes"] == e.bytes && (*it)["mtime_ns"] == e.mtime_ns && it->value("fingerprint", "") == e.fingerprint) {
+    if (it != entries.end() && (*it)["bytes"] == e.bytes && (*it)["mtime_ns"] == e.mtime_ns &&
+        it->value("fingerprint", "") == e.fingerprint) {
       const auto& j = *it;
       e.stats.sequences = j["sequences"];
       e.stats.seq_len = j["seq_len"];
@@ -159,9 +171,10 @@ Dataset Dataset::open(const std::string& spec, const DatasetOptions& options) {
       d.seq_len_ = e.stats.seq_len;
       d.max_predictions_ = e.stats.max_predictions;
     } else if (e.stats.seq_len != d.seq_len_ || e.stats.max_predictions != d.max_predictions_) {
-      throw ShardError(path + ": dataset 'input_ids'/'masked_lm_positions': sequence length " + std::to_string(e.stats.seq_len) +
-                       " and max predictions " + std::to_string(e.stats.max_predictions) + " differ from " +
-                       d.shards_.front().path + " (" + std::to_string(d.seq_len_) + ", " + std::to_string(d.max_predictions_) +
+      throw ShardError(path + ": dataset 'input_ids'/'masked_lm_positions': sequence length " +
+                       std::to_string(e.stats.seq_len) + " and max predictions " +
+                       std::to_string(e.stats.max_predictions) + " differ from " + d.shards_.front().path + " (" +
+                       std::to_string(d.seq_len_) + ", " + std::to_string(d.max_predictions_) +
                        "); one dataset must have one shape");
     }
     d.offsets_.push_back(d.total_);
@@ -183,8 +196,11 @@ Dataset Dataset::open(const std::string& spec, const DatasetOptions& options) {
 }
 
 std::pair<size_t, int64_t> Dataset::locate(int64_t id) const {
-  if (id < 0 || id >= total_) throw joule::InternalError("sequence id " + std::to_string(id) + " outside the dataset's " + std::to_string(total_));
-  const size_t shard = static_cast<size_t>(std::upper_bound(offsets_.begin(), offsets_.end(), id) - offsets_.begin()) - 1;
+  if (id < 0 || id >= total_)
+    throw joule::InternalError("sequence id " + std::to_string(id) + " outside the dataset's " +
+                               std::to_string(total_));
+  const size_t shard =
+      static_cast<size_t>(std::upper_bound(offsets_.begin(), offsets_.end(), id) - offsets_.begin()) - 1;
   return {shard, id - offsets_[shard]};
 }
 

@@ -14,7 +14,9 @@ namespace joule::data {
 
 class Hdf5Error : public joule::Error {
  public:
-  explicit Hdf5Error(const std::string& message, std::string hint = "check the shard with `joule data inspect FILE`, regenerate it with `joule data create`, or leave it out of data.train")
+  explicit Hdf5Error(const std::string& message, std::string hint =
+                                                     "check the shard with `joule data inspect FILE`, regenerate it "
+                                                     "with `joule data create`, or leave it out of data.train")
       : joule::Error(message, std::move(hint)) {}
 };
 
@@ -43,11 +45,11 @@ std::string hdf5_version();
 
 // Calls an HDF5 function returning hid_t or herr_t; a negative result throws Hdf5Error with the call,
 // the file and line of the caller, and `what` (the file/dataset being accessed).
-#define H5_CHECK(call, what)                                                                         \
-  ([&]() {                                                                                          \
-    auto h5_check_result_ = (call);                                                                 \
-    if (h5_check_result_ < 0)                                                                       \
+#define H5_CHECK(call, what)                                                                             \
+  ([&]() {                                                                                               \
+    auto h5_check_result_ = (call);                                                                      \
+    if (h5_check_result_ < 0)                                                                            \
       throw ::joule::data::Hdf5Error(std::string(what) + ": HDF5 call " #call " failed (" __FILE__ ":" + \
-                                     std::to_string(__LINE__) + ")");                               \
-    return h5_check_result_;                                                                        \
+                                     std::to_string(__LINE__) + ")");                                    \
+    return h5_check_result_;                                                                             \
   }())

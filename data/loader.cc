@@ -53,7 +53,8 @@ HostBatch read_with(ShardCache& cache, const Dataset& dataset, const std::vector
     for (const auto& r : rows) row_ids.push_back(r.first);
     tmp.resize(static_cast<int64_t>(rows.size()), dataset.seq_len(), dataset.max_predictions());
     cache.get(shard).read_rows(row_ids, tmp, 0);
-    for (size_t k = 0; k < rows.size(); ++k) copy_row(tmp, static_cast<int64_t>(k), out, static_cast<int64_t>(rows[k].second));
+    for (size_t k = 0; k < rows.size(); ++k)
+      copy_row(tmp, static_cast<int64_t>(k), out, static_cast<int64_t>(rows[k].second));
   }
   return out;
 }
@@ -83,8 +84,8 @@ HostBatch Loader::read_sequences(const Dataset& dataset, const std::vector<uint6
 Loader::Loader(const Dataset& dataset, const SamplerConfig& sampler, SamplerState start, LoaderOptions options)
     : dataset_(dataset), sampler_(sampler), options_(options), state_(start) {
   if (static_cast<int64_t>(sampler.num_sequences) != dataset.size())
-    throw joule::InternalError("loader: sampler covers " + std::to_string(sampler.num_sequences) + " sequences but the dataset has " +
-                                std::to_string(dataset.size()));
+    throw joule::InternalError("loader: sampler covers " + std::to_string(sampler.num_sequences) +
+                               " sequences but the dataset has " + std::to_string(dataset.size()));
   thread_ = std::thread([this, start] { run(start); });
 }
 

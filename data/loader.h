@@ -18,7 +18,7 @@
 namespace joule::data {
 
 struct LoaderOptions {
-  int prefetch = 4;         // ready batches kept ahead
+  int prefetch = 4;          // ready batches kept ahead
   int max_open_shards = 16;  // shard files kept open (least recently used closed first)
 };
 

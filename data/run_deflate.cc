@@ -27,7 +27,8 @@ struct LengthTable {
   LengthTable() {
     // Each symbol up to the next one's base: 258 gets its own symbol (285), not 284 with all extra bits set.
     for (int c = 0; c < 29; ++c)
-      for (int len = kLengthBase[c]; len < (c + 1 < 29 ? kLengthBase[c + 1] : kMaxMatch + 1); ++len) code[len] = static_cast<uint8_t>(c);
+      for (int len = kLengthBase[c]; len < (c + 1 < 29 ? kLengthBase[c + 1] : kMaxMatch + 1); ++len)
+        code[len] = static_cast<uint8_t>(c);
   }
 };
 const LengthTable kLengths;
@@ -110,9 +111,11 @@ void code_lengths(const uint32_t* freq, int symbols, int max_length, uint8_t* le
   }
   // Limit the depth: count codes per length (deeper ones counted at max_length), then restore the Kraft equality.
   std::array<int, kMaxCodeLength + 1> count{};
-  for (int i = 0; i < n; ++i) ++count[static_cast<size_t>(std::min<uint32_t>(a[static_cast<size_t>(i)], static_cast<uint32_t>(max_length)))];
+  for (int i = 0; i < n; ++i)
+    ++count[static_cast<size_t>(std::min<uint32_t>(a[static_cast<size_t>(i)], static_cast<uint32_t>(max_length)))];
   uint32_t kraft = 0;
-  for (int len = max_length; len > 0; --len) kraft += static_cast<uint32_t>(count[static_cast<size_t>(len)]) << (max_length - len);
+  for (int len = max_length; len > 0; --len)
+    kraft += static_cast<uint32_t>(count[static_cast<size_t>(len)]) << (max_length - len);
   while (kraft != (1u << max_length)) {
     --count[static_cast<size_t>(max_length)];
     for (int len = max_length - 1; len > 0; --len)
@@ -125,7 +128,8 @@ void code_lengths(const uint32_t* freq, int symbols, int max_length, uint8_t* le
   }
   std::fill(lengths, lengths + symbols, 0);
   for (int len = 1, i = n; len <= max_length; ++len)
-    for (int k = count[static_cast<size_t>(len)]; k > 0; --k) lengths[used[static_cast<size_t>(--i)] & 0xFFFF] = static_cast<uint8_t>(len);
+    for (int k = count[static_cast<size_t>(len)]; k > 0; --k)
+      lengths[used[static_cast<size_t>(--i)] & 0xFFFF] = static_cast<uint8_t>(len);
 }
 
 // Every byte with its bits in reverse order.
@@ -153,7 +157,8 @@ void canonical_codes(const uint8_t* lengths, int symbols, uint16_t* codes) {
     const int len = lengths[s];
     if (!len) continue;
     const uint32_t code = next[static_cast<size_t>(len)]++;
-    const uint32_t reversed16 = static_cast<uint32_t>(kReversedByte.bits[code & 0xFF]) << 8 | kReversedByte.bits[code >> 8];
+    const uint32_t reversed16 =
+        static_cast<uint32_t>(kReversedByte.bits[code & 0xFF]) << 8 | kReversedByte.bits[code >> 8];
     codes[s] = static_cast<uint16_t>(reversed16 >> (16 - len));
   }
 }
@@ -205,7 +210,8 @@ size_t run_length(const uint8_t* p, size_t limit, uint8_t b) {
 }  // namespace
 
 void zlib_compress_runs(const uint8_t* in, size_t size, std::string& out) {
-  if (size > UINT32_MAX) throw joule::InternalError("zlib_compress_runs: an input over 4 GiB (symbol counts are 32-bit)");
+  if (size > UINT32_MAX)
+    throw joule::InternalError("zlib_compress_runs: an input over 4 GiB (symbol counts are 32-bit)");
   // 1. The block's symbols: each byte a literal, and the bytes repeating it after it as runs (distance 1).
   thread_local std::vector<uint16_t> tokens;
   tokens.resize(size + 1);
@@ -255,14 +261,16 @@ void zlib_compress_runs(const uint8_t* in, size_t size, std::string& out) {
     while (i + run < total_lengths && lengths[static_cast<size_t>(i + run)] == len) ++run;
     i += run;
     if (len == 0) {
-      for (; run >= 11; run -= std::min(run, 138)) cl_tokens[static_cast<size_t>(cl_count++)] = {18, 7, static_cast<uint8_t>(std::min(run, 138) - 11)};
+      for (; run >= 11; run -= std::min(run, 138))
+        cl_tokens[static_cast<size_t>(cl_count++)] = {18, 7, static_cast<uint8_t>(std::min(run, 138) - 11)};
       if (run >= 3) {
         cl_tokens[static_cast<size_t>(cl_count++)] = {17, 3, static_cast<uint8_t>(run - 3)};
         run = 0;
       }
     } else {
       cl_tokens[static_cast<size_t>(cl_count++)] = {len, 0, 0};
-      for (--run; run >= 3; run -= std::min(run, 6)) cl_tokens[static_cast<size_t>(cl_count++)] = {16, 2, static_cast<uint8_t>(std::min(run, 6) - 3)};
+      for (--run; run >= 3; run -= std::min(run, 6))
+        cl_tokens[static_cast<size_t>(cl_count++)] = {16, 2, static_cast<uint8_t>(std::min(run, 6) - 3)};
     }
     for (; run > 0; --run) cl_tokens[static_cast<size_t>(cl_count++)] = {len, 0, 0};
   }
@@ -300,10 +308,12 @@ void zlib_compress_runs(const uint8_t* in, size_t size, std::string& out) {
     uint32_t count;
   };
   std::array<Bits, kRun + kMaxMatch + 1> table;
-  for (int b = 0; b < 256; ++b) table[static_cast<size_t>(b)] = {codes[static_cast<size_t>(b)], lengths[static_cast<size_t>(b)]};
+  for (int b = 0; b < 256; ++b)
+    table[static_cast<size_t>(b)] = {codes[static_cast<size_t>(b)], lengths[static_cast<size_t>(b)]};
   for (int len = kMinMatch; len <= kMaxMatch; ++len) {
     const size_t c = kLengths.code[static_cast<size_t>(len)], symbol = 257 + c;
-    table[kRun + static_cast<size_t>(len)] = {codes[symbol] | static_cast<uint32_t>(len - kLengthBase[c]) << lengths[symbol],
+    table[kRun + static_cast<size_t>(len)] = {codes[symbol] | static_cast<uint32_t>(len - kLengthBase[c])
+                                                                  << lengths[symbol],
                                               lengths[symbol] + kLengthExtra[c] + 1u};
   }
   const uint16_t* t = tokens.data();

@@ -26,12 +26,18 @@ enum Column { kInputIds, kInputMask, kSegmentIds, kPositions, kMaskedIds, kNsp }
 
 std::vector<int32_t>* column(HostBatch& b, int c) {
   switch (c) {
-    case kInputIds: return &b.input_ids;
-    case kInputMask: return &b.input_mask;
-    case kSegmentIds: return &b.segment_ids;
-    case kPositions: return &b.masked_positions;
-    case kMaskedIds: return &b.masked_ids;
-    default: return &b.next_sentence_labels;
+    case kInputIds:
+      return &b.input_ids;
+    case kInputMask:
+      return &b.input_mask;
+    case kSegmentIds:
+      return &b.segment_ids;
+    case kPositions:
+      return &b.masked_positions;
+    case kMaskedIds:
+      return &b.masked_ids;
+    default:
+      return &b.next_sentence_labels;
   }
 }
 
@@ -102,7 +108,9 @@ ShardReader::ShardReader(const std::string& path) : path_(path) {
   for (int c = 0; c < 6; ++c) {
     const char* name = kShardDatasets[c];
     if (H5Lexists(file_.get(), name, H5P_DEFAULT) <= 0)
-      fail(path, name, "missing (a shard needs input_ids, input_mask, segment_ids, masked_lm_positions, masked_lm_ids, next_sentence_labels)");
+      fail(path, name,
+           "missing (a shard needs input_ids, input_mask, segment_ids, masked_lm_positions, masked_lm_ids, "
+           "next_sentence_labels)");
     datasets_[c] = Hdf5Handle(H5Dopen2(file_.get(), name, H5P_DEFAULT));
     if (!datasets_[c].valid()) fail(path, name, "cannot be opened as a dataset");
     Hdf5Handle type(H5Dget_type(datasets_[c].get()));
@@ -115,17 +123,19 @@ ShardReader::ShardReader(const std::string& path) : path_(path) {
       unsigned flags = 0, config = 0;
       size_t nelements = 0;
       char filter_name[128] = {0};
-      const H5Z_filter_t id = H5Pget_filter2(plist.get(), static_cast<unsigned>(f), &flags, &nelements, nullptr, sizeof filter_name,
-                                             filter_name, &config);
+      const H5Z_filter_t id = H5Pget_filter2(plist.get(), static_cast<unsigned>(f), &flags, &nelements, nullptr,
+                                             sizeof filter_name, filter_name, &config);
       if (id >= 0 && H5Zfilter_avail(id) <= 0)
-        throw ShardError(path + ": dataset '" + name + "' is compressed with HDF5 filter " + std::to_string(id) + " (" +
-                             (filter_name[0] ? filter_name : "unnamed") + "), which this HDF5 library does not have",
-                         "rewrite the shard without that filter (gzip and shuffle are built in), e.g. h5repack -f NONE IN OUT, or "
-                         "install the filter plugin and set HDF5_PLUGIN_PATH");
+        throw ShardError(
+            path + ": dataset '" + name + "' is compressed with HDF5 filter " + std::to_string(id) + " (" +
+                (filter_name[0] ? filter_name : "unnamed") + "), which this HDF5 library does not have",
+            "rewrite the shard without that filter (gzip and shuffle are built in), e.g. h5repack -f NONE IN OUT, or "
+            "install the filter plugin and set HDF5_PLUGIN_PATH");
     }
     Hdf5Handle space(H5Dget_space(datasets_[c].get()));
     const int rank = H5Sget_simple_extent_ndims(space.get());
-    if (rank < 1 || rank > 2) fail(path, name, "expected " + std::string(c == kNsp ? "1" : "2") + " dimensions, found " + std::to_string(rank));
+    if (rank < 1 || rank > 2)
+      fail(path, name, "expected " + std::string(c == kNsp ? "1" : "2") + " dimensions, found " + std::to_string(rank));
     dims[c].resize(static_cast<size_t>(rank));
     H5Sget_simple_extent_dims(space.get(), dims[c].data(), nullptr);
   }
@@ -139,17 +149,23 @@ ShardReader::ShardReader(const std::string& path) : path_(path) {
   max_predictions_ = static_cast<int64_t>(dims[kPositions][1]);
   for (int c = 0; c < 6; ++c) {
     if (static_cast<int64_t>(dims[c][0]) != sequences_)
-      fail(path, kShardDatasets[c], "has " + std::to_string(dims[c][0]) + " rows but input_ids has " + std::to_string(sequences_));
+      fail(path, kShardDatasets[c],
+           "has " + std::to_string(dims[c][0]) + " rows but input_ids has " + std::to_string(sequences_));
   }
   for (int c : {kInputMask, kSegmentIds})
     if (static_cast<int64_t>(dims[c][1]) != seq_len_)
-      fail(path, kShardDatasets[c], "expected shape [" + std::to_string(sequences_) + ", " + std::to_string(seq_len_) +
-                                        "] like input_ids, found " + dims_str(dims[c]));
+      fail(path, kShardDatasets[c],
+           "expected shape [" + std::to_string(sequences_) + ", " + std::to_string(seq_len_) +
+               "] like input_ids, found " + dims_str(dims[c]));
   if (static_cast<int64_t>(dims[kMaskedIds][1]) != max_predictions_)
-    fail(path, kShardDatasets[kMaskedIds], "expected shape [" + std::to_string(sequences_) + ", " + std::to_string(max_predictions_) +
-                                               "] like masked_lm_positions, found " + dims_str(dims[kMaskedIds]));
+    fail(path, kShardDatasets[kMaskedIds],
+         "expected shape [" + std::to_string(sequences_) + ", " + std::to_string(max_predictions_) +
+             "] like masked_lm_positions, found " + dims_str(dims[kMaskedIds]));
   if (sequences_ == 0) throw ShardError(path + ": empty shard (0 sequences)");
-  if (seq_len_ < 2 || max_predictions_ < 1) fail(path, "input_ids", "sequence length " + std::to_string(seq_len_) + " or max predictions " + std::to_string(max_predictions_) + " too small");
+  if (seq_len_ < 2 || max_predictions_ < 1)
+    fail(path, "input_ids",
+         "sequence length " + std::to_string(seq_len_) + " or max predictions " + std::to_string(max_predictions_) +
+             " too small");
 }
 
 void ShardReader::read_rows(const std::vector<int64_t>& rows, HostBatch& out, int64_t offset) {
@@ -159,7 +175,8 @@ void ShardReader::read_rows(const std::vector<int64_t>& rows, HostBatch& out, in
   std::sort(sorted.begin(), sorted.end());
   sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
   if (sorted.front() < 0 || sorted.back() >= sequences_)
-    throw ShardError(path_ + ": row " + std::to_string(sorted.front() < 0 ? sorted.front() : sorted.back()) + " out of range [0, " + std::to_string(sequences_) + ")");
+    throw ShardError(path_ + ": row " + std::to_string(sorted.front() < 0 ? sorted.front() : sorted.back()) +
+                     " out of range [0, " + std::to_string(sequences_) + ")");
   HostBatch tmp;
   tmp.resize(static_cast<int64_t>(sorted.size()), seq_len_, max_predictions_);
   QuietHdf5 quiet;
@@ -176,7 +193,8 @@ void ShardReader::read_rows(const std::vector<int64_t>& rows, HostBatch& out, in
     }
     hsize_t mem_dims[2] = {sorted.size(), width};
     Hdf5Handle mem_space(H5_CHECK(H5Screate_simple(c == kNsp ? 1 : 2, mem_dims, nullptr), path_));
-    if (H5Dread(datasets_[c].get(), H5T_NATIVE_INT32, mem_space.get(), file_space.get(), H5P_DEFAULT, column(tmp, c)->data()) < 0)
+    if (H5Dread(datasets_[c].get(), H5T_NATIVE_INT32, mem_space.get(), file_space.get(), H5P_DEFAULT,
+                column(tmp, c)->data()) < 0)
       fail(path_, kShardDatasets[c], "read failed (corrupt or truncated file?)");
   }
   for (size_t r = 0; r < rows.size(); ++r) {
@@ -211,8 +229,10 @@ ShardStats validate_shard(const std::string& path, int64_t vocab_size) {
     for (int64_t i = 0; i < n * s.seq_len; ++i) {
       const int32_t id = b.input_ids[i], m = b.input_mask[i], seg = b.segment_ids[i];
       if (id < 0) fail(path, "input_ids", "negative token id " + std::to_string(id) + where(i / s.seq_len));
-      if (m != 0 && m != 1) fail(path, "input_mask", "values must be 0 or 1, found " + std::to_string(m) + where(i / s.seq_len));
-      if (seg != 0 && seg != 1) fail(path, "segment_ids", "values must be 0 or 1, found " + std::to_string(seg) + where(i / s.seq_len));
+      if (m != 0 && m != 1)
+        fail(path, "input_mask", "values must be 0 or 1, found " + std::to_string(m) + where(i / s.seq_len));
+      if (seg != 0 && seg != 1)
+        fail(path, "segment_ids", "values must be 0 or 1, found " + std::to_string(seg) + where(i / s.seq_len));
       s.max_token_id = std::max<int64_t>(s.max_token_id, id);
       s.real_tokens += m;
     }
@@ -225,7 +245,9 @@ ShardStats validate_shard(const std::string& path, int64_t vocab_size) {
       for (int64_t k = 0; k < s.max_predictions; ++k) {
         const int32_t pos = b.masked_positions[r * s.max_predictions + k], id = b.masked_ids[r * s.max_predictions + k];
         if (pos < 0 || pos >= s.seq_len)
-          fail(path, "masked_lm_positions", "position " + std::to_string(pos) + " is outside the sequence length " + std::to_string(s.seq_len) + where(r));
+          fail(path, "masked_lm_positions",
+               "position " + std::to_string(pos) + " is outside the sequence length " + std::to_string(s.seq_len) +
+                   where(r));
         if (id < 0) fail(path, "masked_lm_ids", "negative token id " + std::to_string(id) + where(r));
         ended |= pos == 0;
         if (!ended) {
@@ -234,17 +256,20 @@ ShardStats validate_shard(const std::string& path, int64_t vocab_size) {
         }
       }
       const int32_t label = b.next_sentence_labels[r];
-      if (label != 0 && label != 1) fail(path, "next_sentence_labels", "values must be 0 or 1, found " + std::to_string(label) + where(r));
+      if (label != 0 && label != 1)
+        fail(path, "next_sentence_labels", "values must be 0 or 1, found " + std::to_string(label) + where(r));
     }
   }
   if (empty_rows > 0)
-    fail(path, "input_mask", std::to_string(empty_rows) + " of " + std::to_string(s.sequences) +
-                                 " rows have no real token (all-zero rows, first row " + std::to_string(first_empty) +
-                                 "): a pre-allocated shard that was never filled?");
+    fail(path, "input_mask",
+         std::to_string(empty_rows) + " of " + std::to_string(s.sequences) +
+             " rows have no real token (all-zero rows, first row " + std::to_string(first_empty) +
+             "): a pre-allocated shard that was never filled?");
   if (unmasked_rows > 0)
-    fail(path, "masked_lm_positions", std::to_string(unmasked_rows) + " of " + std::to_string(s.sequences) +
-                                          " rows have no masked prediction (first row " + std::to_string(first_unmasked) +
-                                          "): the masked-LM loss of such rows is undefined");
+    fail(path, "masked_lm_positions",
+         std::to_string(unmasked_rows) + " of " + std::to_string(s.sequences) +
+             " rows have no masked prediction (first row " + std::to_string(first_unmasked) +
+             "): the masked-LM loss of such rows is undefined");
   if (vocab_size > 0) check_vocab(path, s, vocab_size);
   return s;
 }
@@ -259,10 +284,12 @@ void check_vocab(const std::string& path, const ShardStats& s, int64_t vocab_siz
 namespace {
 constexpr int kDeflateLevel = 4;  // the filter's parameter: h5py's compression="gzip" default, as NVIDIA's shards
 bool one_byte_column(int c) { return c == kInputMask || c == kSegmentIds || c == kNsp; }
-static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the shard writer stores int32 values as their bytes in memory");
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "the shard writer stores int32 values as their bytes in memory");
 }  // namespace
 
-ShardWriter::ShardWriter(std::string path, int64_t rows, int64_t seq_len, int64_t max_predictions, int chunk_rows, int threads)
+ShardWriter::ShardWriter(std::string path, int64_t rows, int64_t seq_len, int64_t max_predictions, int chunk_rows,
+                         int threads)
     : path_(std::move(path)), tmp_(path_ + ".tmp"), rows_(rows), threads_(std::max(1, threads)) {
   file_ = Hdf5Handle(H5_CHECK(H5Fcreate(tmp_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), tmp_));
   const hid_t file_types[6] = {H5T_STD_I32LE, H5T_STD_I8LE, H5T_STD_I8LE, H5T_STD_I32LE, H5T_STD_I32LE, H5T_STD_I8LE};
@@ -272,7 +299,8 @@ ShardWriter::ShardWriter(std::string path, int64_t rows, int64_t seq_len, int64_
     widths_[c] = c == kNsp ? 1 : (c >= kPositions ? max_predictions : seq_len);
     const hsize_t width = static_cast<hsize_t>(widths_[c]);
     const int rank = c == kNsp ? 1 : 2;
-    hsize_t dims[2] = {static_cast<hsize_t>(growing ? 0 : rows), width}, max_dims[2] = {growing ? H5S_UNLIMITED : dims[0], width};
+    hsize_t dims[2] = {static_cast<hsize_t>(growing ? 0 : rows), width},
+            max_dims[2] = {growing ? H5S_UNLIMITED : dims[0], width};
     hsize_t chunk[2] = {static_cast<hsize_t>(chunk_rows_), width};
     Hdf5Handle space(H5_CHECK(H5Screate_simple(rank, dims, max_dims), tmp_));
     Hdf5Handle props(H5_CHECK(H5Pcreate(H5P_DATASET_CREATE), tmp_));
@@ -282,8 +310,9 @@ ShardWriter::ShardWriter(std::string path, int64_t rows, int64_t seq_len, int64_
       H5_CHECK(H5Pset_shuffle(props.get()), tmp_);  // int32 ids below 2^16: two bytes of four are zeros, in runs
       H5_CHECK(H5Pset_deflate(props.get(), kDeflateLevel), tmp_);
     }
-    datasets_[c] = Hdf5Handle(
-        H5_CHECK(H5Dcreate2(file_.get(), kShardDatasets[c], file_types[c], space.get(), H5P_DEFAULT, props.get(), H5P_DEFAULT), tmp_));
+    datasets_[c] = Hdf5Handle(H5_CHECK(
+        H5Dcreate2(file_.get(), kShardDatasets[c], file_types[c], space.get(), H5P_DEFAULT, props.get(), H5P_DEFAULT),
+        tmp_));
   }
 }
 
@@ -297,7 +326,8 @@ ShardWriter::~ShardWriter() {
 
 void ShardWriter::append(const HostBatch& b) {
   if (b.rows == 0) return;
-  if (rows_ != kGrowing && appended_ + b.rows > rows_) throw joule::InternalError(tmp_ + ": rows written past the shard's end");
+  if (rows_ != kGrowing && appended_ + b.rows > rows_)
+    throw joule::InternalError(tmp_ + ": rows written past the shard's end");
   for (int c = 0; c < 6; ++c)
     if (width_of(b, c) != widths_[c]) throw joule::InternalError(tmp_ + ": rows of another width appended");
   appended_ += b.rows;
@@ -365,8 +395,10 @@ int64_t ShardWriter::write_chunks(const int32_t* const columns[6], int64_t rows,
   });
   for (size_t k = 0; k < compressed.size(); ++k) {
     const int c = static_cast<int>(k / static_cast<size_t>(chunks));
-    const hsize_t offset[2] = {static_cast<hsize_t>(written_ + static_cast<int64_t>(k % static_cast<size_t>(chunks)) * chunk_rows_), 0};
-    H5_CHECK(H5Dwrite_chunk(datasets_[c].get(), H5P_DEFAULT, 0, offset, compressed[k].size(), compressed[k].data()), tmp_);
+    const hsize_t offset[2] = {
+        static_cast<hsize_t>(written_ + static_cast<int64_t>(k % static_cast<size_t>(chunks)) * chunk_rows_), 0};
+    H5_CHECK(H5Dwrite_chunk(datasets_[c].get(), H5P_DEFAULT, 0, offset, compressed[k].size(), compressed[k].data()),
+             tmp_);
   }
   const int64_t done = std::min(rows, chunks * chunk_rows_);
   written_ += done;
@@ -375,7 +407,8 @@ int64_t ShardWriter::write_chunks(const int32_t* const columns[6], int64_t rows,
 
 void ShardWriter::commit() {
   if (rows_ != kGrowing && appended_ != rows_)
-    throw joule::InternalError(tmp_ + ": " + std::to_string(appended_) + " of " + std::to_string(rows_) + " rows written at commit");
+    throw joule::InternalError(tmp_ + ": " + std::to_string(appended_) + " of " + std::to_string(rows_) +
+                               " rows written at commit");
   write_pending(true);
   H5_CHECK(H5Fflush(file_.get(), H5F_SCOPE_GLOBAL), tmp_);
   for (auto& d : datasets_) d.reset();

@@ -10,25 +10,27 @@
 #include <utility>
 #include <vector>
 
-#include "launch/util/error.h"
 #include "data/hdf5.h"
+#include "launch/util/error.h"
 
 namespace joule::data {
 
 // A shard that does not fit the layout; the message names the file, the dataset, expected vs found.
 class ShardError : public joule::Error {
  public:
-  explicit ShardError(const std::string& message, std::string hint = "check the shard with `joule data inspect FILE`, regenerate it with `joule data create`, or leave it out of data.train")
+  explicit ShardError(const std::string& message, std::string hint =
+                                                      "check the shard with `joule data inspect FILE`, regenerate it "
+                                                      "with `joule data create`, or leave it out of data.train")
       : joule::Error(message, std::move(hint)) {}
 };
 
 // Rows of a shard in host memory, all widened to int32, row-major.
 struct HostBatch {
   int64_t rows = 0, seq_len = 0, max_predictions = 0;
-  std::vector<int32_t> input_ids, input_mask, segment_ids;  // rows * seq_len
-  std::vector<int32_t> masked_positions, masked_ids;        // rows * max_predictions
-  std::vector<int32_t> next_sentence_labels;                // rows
-  void resize(int64_t rows, int64_t seq_len, int64_t max_predictions);  // all zeros
+  std::vector<int32_t> input_ids, input_mask, segment_ids;                            // rows * seq_len
+  std::vector<int32_t> masked_positions, masked_ids;                                  // rows * max_predictions
+  std::vector<int32_t> next_sentence_labels;                                          // rows
+  void resize(int64_t rows, int64_t seq_len, int64_t max_predictions);                // all zeros
   void resize_for_overwrite(int64_t rows, int64_t seq_len, int64_t max_predictions);  // contents unspecified
 };
 
@@ -38,8 +40,8 @@ void copy_row(const HostBatch& from, int64_t from_row, HostBatch& to, int64_t to
 // What validating a shard's values found: enough to check it against any vocabulary later.
 struct ShardStats {
   int64_t sequences = 0, seq_len = 0, max_predictions = 0;
-  bool int64_layout = false;  // the older all-int64 variant
-  int64_t max_token_id = -1;  // over input_ids and masked_lm_ids
+  bool int64_layout = false;       // the older all-int64 variant
+  int64_t max_token_id = -1;       // over input_ids and masked_lm_ids
   int64_t masked_predictions = 0;  // used prediction slots (before each row's first 0)
   int64_t real_tokens = 0;         // sum of input_mask
 };
@@ -84,7 +86,8 @@ class ShardReader {
 class ShardWriter {
  public:
   static constexpr int64_t kGrowing = -1;
-  ShardWriter(std::string path, int64_t rows, int64_t seq_len, int64_t max_predictions, int chunk_rows = 64, int threads = 1);
+  ShardWriter(std::string path, int64_t rows, int64_t seq_len, int64_t max_predictions, int chunk_rows = 64,
+              int threads = 1);
   ~ShardWriter();
   ShardWriter(const ShardWriter&) = delete;
   ShardWriter& operator=(const ShardWriter&) = delete;

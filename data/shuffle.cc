@@ -30,7 +30,8 @@ uint64_t Permutation::feistel(uint64_t x) const {
 }
 
 uint64_t Permutation::operator()(uint64_t index) const {
-  if (index >= n_) throw joule::InternalError("Permutation: index " + std::to_string(index) + " >= size " + std::to_string(n_));
+  if (index >= n_)
+    throw joule::InternalError("Permutation: index " + std::to_string(index) + " >= size " + std::to_string(n_));
   uint64_t x = feistel(index);
   while (x >= n_) x = feistel(x);  // cycle-walking: stays a bijection on [0, n)
   return x;

@@ -8,20 +8,22 @@
 namespace joule::data {
 namespace {
 
-const char* const kNumbers[] = {"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
-                                "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
-                                "eighteen", "nineteen", "twenty"};
+const char* const kNumbers[] = {"zero",     "one",     "two",     "three",     "four",     "five",     "six",
+                                "seven",    "eight",   "nine",    "ten",       "eleven",   "twelve",   "thirteen",
+                                "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"};
 const char* const kDays[] = {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"};
-const char* const kMonths[] = {"january", "february", "march", "april", "may", "june", "july",
-                               "august", "september", "october", "november", "december"};
-const char* const kCities[] = {"london", "paris", "berlin", "madrid", "rome", "vienna", "prague", "lisbon", "dublin",
-                               "oslo", "helsinki", "athens", "warsaw", "budapest", "zurich", "amsterdam", "brussels",
-                               "copenhagen", "stockholm", "edinburgh", "seattle", "boston", "chicago", "denver"};
-const char* const kJobs[] = {"teacher", "doctor", "baker", "farmer", "pilot", "painter", "writer", "nurse",
+const char* const kMonths[] = {"january", "february", "march",     "april",   "may",      "june",
+                               "july",    "august",   "september", "october", "november", "december"};
+const char* const kCities[] = {"london",    "paris",     "berlin",  "madrid",    "rome",     "vienna",
+                               "prague",    "lisbon",    "dublin",  "oslo",      "helsinki", "athens",
+                               "warsaw",    "budapest",  "zurich",  "amsterdam", "brussels", "copenhagen",
+                               "stockholm", "edinburgh", "seattle", "boston",    "chicago",  "denver"};
+const char* const kJobs[] = {"teacher",  "doctor",  "baker",  "farmer",   "pilot",  "painter",  "writer",    "nurse",
                              "engineer", "chemist", "sailor", "gardener", "lawyer", "musician", "carpenter", "tailor"};
 const char* const kPets[] = {"cat", "dog", "parrot", "rabbit", "horse", "goat", "turtle", "hamster"};
 const char* const kColors[] = {"red", "blue", "green", "yellow", "purple", "orange", "white", "black"};
-const char* const kOnsets[] = {"b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "tr", "st", "ch"};
+const char* const kOnsets[] = {"b", "d", "f", "g", "k", "l",  "m",  "n",  "p",
+                               "r", "s", "t", "v", "z", "br", "tr", "st", "ch"};
 const char* const kVowels[] = {"a", "e", "i", "o", "u", "ai", "ou"};
 const char* const kCodas[] = {"", "n", "r", "l", "s", "m"};
 
@@ -42,7 +44,8 @@ struct Person {
 std::string make_name(Rng& rng) {
   std::string s;
   const int syllables = static_cast<int>(rng.randint(2, 3));
-  for (int i = 0; i < syllables; ++i) s += std::string(pick(kOnsets, rng)) + pick(kVowels, rng) + (i + 1 == syllables ? pick(kCodas, rng) : "");
+  for (int i = 0; i < syllables; ++i)
+    s += std::string(pick(kOnsets, rng)) + pick(kVowels, rng) + (i + 1 == syllables ? pick(kCodas, rng) : "");
   return s;
 }
 
@@ -95,8 +98,10 @@ int64_t write_synthetic_corpus(const std::string& path, const SynthOptions& o) {
     const int64_t a = rng.randint(0, 10), b = rng.randint(0, 10);
     say(std::string(kNumbers[a]) + " plus " + kNumbers[b] + " is " + kNumbers[a + b] + ".");
     const int64_t day = rng.randint(0, 5), month = rng.randint(0, 10);
-    if (rng.uniform() < 0.5) say(std::string(kDays[day]) + " comes before " + kDays[day + 1] + ".");
-    else say(std::string(kMonths[month]) + " comes before " + kMonths[month + 1] + ".");
+    if (rng.uniform() < 0.5)
+      say(std::string(kDays[day]) + " comes before " + kDays[day + 1] + ".");
+    else
+      say(std::string(kMonths[month]) + " comes before " + kMonths[month + 1] + ".");
     out << "\n";
   }
   if (!out.flush()) throw joule::IoError(path + ": write failed");

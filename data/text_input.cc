@@ -42,7 +42,8 @@ void expand_one(const std::string& spec, std::vector<std::string>& out, int dept
   }
   if (fs::is_directory(spec, ec)) {
     std::vector<std::string> files;
-    for (auto it = fs::recursive_directory_iterator(spec, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    for (auto it = fs::recursive_directory_iterator(spec, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
       const std::string name = it->path().filename().string();
       if (!name.empty() && name[0] == '.') {
         if (it->is_directory(ec)) it.disable_recursion_pending();
@@ -202,8 +203,9 @@ class DocumentChunker::LineReader {
       if (code != Z_OK && code != Z_BUF_ERROR)
         throw joule::IoError(path_ + ": damaged gzip data after " + std::to_string(bytes_) + " bytes (" + what + ")");
       if (code == Z_BUF_ERROR)
-        throw CorpusError(path_ + ": the gzip stream ends early (a truncated file?) after " + std::to_string(bytes_) + " bytes",
-                          "copy or decompress the file again; or leave it out of --input");
+        throw CorpusError(
+            path_ + ": the gzip stream ends early (a truncated file?) after " + std::to_string(bytes_) + " bytes",
+            "copy or decompress the file again; or leave it out of --input");
       eof_ = true;
       return false;
     }
@@ -241,7 +243,9 @@ bool DocumentChunker::read_chunk(TextChunk& c, size_t documents) {
     }
     in_document = dropping = false;
   };
-  auto full = [&] { return documents > 0 ? c.documents() >= documents : c.input_bytes >= chunk_bytes_ && c.documents() >= 2; };
+  auto full = [&] {
+    return documents > 0 ? c.documents() >= documents : c.input_bytes >= chunk_bytes_ && c.documents() >= 2;
+  };
   for (;;) {
     if (!reader_) {
       if (file_index_ == files_.size()) {
@@ -260,9 +264,11 @@ bool DocumentChunker::read_chunk(TextChunk& c, size_t documents) {
     if (kind == LineReader::Kind::end) {  // a new file starts a new document
       end_document();
       if (!file_has_text_) {
-        const std::string why = reader_->path() + (reader_->bytes() == 0 ? ": an empty input file" : ": holds only blank lines");
+        const std::string why =
+            reader_->path() + (reader_->bytes() == 0 ? ": an empty input file" : ": holds only blank lines");
         if (!limits_.skip_bad)
-          throw CorpusError("data create: " + why, "remove it from --input, or pass --skip-bad-input to skip and count such files");
+          throw CorpusError("data create: " + why,
+                            "remove it from --input, or pass --skip-bad-input to skip and count such files");
         skip(stats_.skipped_empty_files, why);
       }
       reader_.reset();
@@ -273,9 +279,11 @@ bool DocumentChunker::read_chunk(TextChunk& c, size_t documents) {
     ++stats_.lines;
     auto here = [&] { return reader_->path() + ":" + std::to_string(reader_->line_number()); };
     if (kind == LineReader::Kind::too_long) {
-      const std::string why = here() + ": a line longer than " + megabytes(limits_.max_line_bytes) + " (one sentence per line is expected)";
+      const std::string why =
+          here() + ": a line longer than " + megabytes(limits_.max_line_bytes) + " (one sentence per line is expected)";
       if (!limits_.skip_bad)
-        throw CorpusError("data create: " + why, "split the text into one sentence per line, or pass --skip-bad-input to skip such lines");
+        throw CorpusError("data create: " + why,
+                          "split the text into one sentence per line, or pass --skip-bad-input to skip such lines");
       skip(stats_.skipped_long_lines, why);
       file_has_text_ = true;
       continue;
@@ -290,10 +298,12 @@ bool DocumentChunker::read_chunk(TextChunk& c, size_t documents) {
     if (const size_t bad = invalid_utf8_at(sentence); bad != std::string_view::npos) {
       char byte[8];
       std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(sentence[bad]));
-      const std::string why = here() + ": invalid UTF-8 at byte " + std::to_string(bad + 1 + (sentence.data() - line.data())) +
-                              " (" + byte + ")";
+      const std::string why = here() + ": invalid UTF-8 at byte " +
+                              std::to_string(bad + 1 + (sentence.data() - line.data())) + " (" + byte + ")";
       if (!limits_.skip_bad)
-        throw CorpusError("data create: " + why, "convert the file to UTF-8 (iconv -f ... -t UTF-8), or pass --skip-bad-input to skip such lines");
+        throw CorpusError(
+            "data create: " + why,
+            "convert the file to UTF-8 (iconv -f ... -t UTF-8), or pass --skip-bad-input to skip such lines");
       skip(stats_.skipped_invalid_utf8_lines, why);
       continue;
     }
@@ -307,12 +317,14 @@ bool DocumentChunker::read_chunk(TextChunk& c, size_t documents) {
     }
     if (static_cast<int64_t>(c.text.size() - document_text + sentence.size()) > limits_.max_document_bytes) {
       const std::string why = reader_->path() + ":" + std::to_string(document_line) + ": a document of more than " +
-                              megabytes(limits_.max_document_bytes) + " (no blank line from line " + std::to_string(document_line) +
-                              " to line " + std::to_string(reader_->line_number()) + ")";
+                              megabytes(limits_.max_document_bytes) + " (no blank line from line " +
+                              std::to_string(document_line) + " to line " + std::to_string(reader_->line_number()) +
+                              ")";
       if (!limits_.skip_bad)
-        throw CorpusError("data create: " + why,
-                          "documents are separated by blank lines: is the whole file one document? Add the blank lines, raise "
-                          "--memory-budget (the limit is one chunk), or pass --skip-bad-input to skip such documents");
+        throw CorpusError(
+            "data create: " + why,
+            "documents are separated by blank lines: is the whole file one document? Add the blank lines, raise "
+            "--memory-budget (the limit is one chunk), or pass --skip-bad-input to skip such documents");
       skip(stats_.skipped_long_documents, why);
       c.text.resize(document_text);
       c.sentence_ends.resize(document_sentences);
@@ -332,7 +344,7 @@ bool DocumentChunker::next(TextChunk& chunk) {
   if (chunk.documents() == 0) return false;
   chunk.index = next_index_++;
   if (!exhausted_) {
-    exhausted_ = !read_chunk(ahead_, 2);  // the next chunk's first two documents, no more
+    exhausted_ = !read_chunk(ahead_, 2);         // the next chunk's first two documents, no more
     if (exhausted_ && ahead_.documents() < 2) {  // the input ends with a single document: it joins this chunk
       const size_t text_offset = chunk.text.size(), sentence_offset = chunk.sentence_ends.size();
       chunk.text += ahead_.text;

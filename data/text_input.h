@@ -30,7 +30,9 @@ struct TextStats {
   int64_t files = 0, input_bytes = 0, lines = 0, documents = 0;
   int64_t skipped_invalid_utf8_lines = 0, skipped_long_lines = 0, skipped_long_documents = 0, skipped_empty_files = 0;
   std::string first_skip;  // FILE:LINE and why, of the first thing skipped
-  int64_t skipped() const { return skipped_invalid_utf8_lines + skipped_long_lines + skipped_long_documents + skipped_empty_files; }
+  int64_t skipped() const {
+    return skipped_invalid_utf8_lines + skipped_long_lines + skipped_long_documents + skipped_empty_files;
+  }
 };
 
 // Whole documents, their sentences' bytes end to end (leading/trailing whitespace stripped, as Google's script).
@@ -38,9 +40,9 @@ struct TextChunk {
   int64_t index = 0;        // 0, 1, 2, ... in input order
   int64_t input_bytes = 0;  // uncompressed input bytes it covers (blank lines included)
   std::string text;
-  std::vector<size_t> sentence_ends;   // end offset in `text` of each sentence
-  std::vector<size_t> document_ends;   // one past each document's last sentence (an index into sentence_ends)
-  std::string first_line;              // FILE:LINE where its first document begins, for errors
+  std::vector<size_t> sentence_ends;  // end offset in `text` of each sentence
+  std::vector<size_t> document_ends;  // one past each document's last sentence (an index into sentence_ends)
+  std::string first_line;             // FILE:LINE where its first document begins, for errors
 
   size_t documents() const { return document_ends.size(); }
   size_t sentences() const { return sentence_ends.size(); }

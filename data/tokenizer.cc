@@ -104,8 +104,10 @@ bool is_punctuation(char32_t c) {  // the reference's _is_punctuation: ASCII non
     case U_CONNECTOR_PUNCTUATION:
     case U_OTHER_PUNCTUATION:
     case U_INITIAL_PUNCTUATION:
-    case U_FINAL_PUNCTUATION: return true;
-    default: return false;
+    case U_FINAL_PUNCTUATION:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -233,7 +235,8 @@ class FullTokenizer::PieceIndex {
     for (size_t i = hash(piece) & mask_;; i = (i + 1) & mask_) {
       const Slot& s = table[i];
       if (s.id < 0) return -1;
-      if (s.length == piece.size() && std::memcmp(arena_.data() + s.offset, piece.data(), piece.size()) == 0) return s.id;
+      if (s.length == piece.size() && std::memcmp(arena_.data() + s.offset, piece.data(), piece.size()) == 0)
+        return s.id;
     }
   }
 
@@ -393,7 +396,8 @@ std::vector<int32_t> FullTokenizer::to_ids(const std::vector<std::string>& token
 Vocab Vocab::from_tokens(std::vector<std::string> tokens, const std::string& where) {
   Vocab v;
   v.tokens_ = std::move(tokens);
-  for (size_t i = 0; i < v.tokens_.size(); ++i) v.ids_[v.tokens_[i]] = static_cast<int32_t>(i);  // last wins, as the reference
+  for (size_t i = 0; i < v.tokens_.size(); ++i)
+    v.ids_[v.tokens_[i]] = static_cast<int32_t>(i);  // last wins, as the reference
   auto need = [&](const char* t) {
     int32_t id = v.id(t);
     if (id < 0)

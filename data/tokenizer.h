@@ -8,9 +8,9 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
-#include <utility>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "launch/util/error.h"
@@ -19,7 +19,8 @@ namespace joule::data {
 
 class VocabError : public joule::Error {
  public:
-  explicit VocabError(const std::string& message, std::string hint = "point data.vocab (--vocab) at the vocab.txt the shards were made with")
+  explicit VocabError(const std::string& message,
+                      std::string hint = "point data.vocab (--vocab) at the vocab.txt the shards were made with")
       : joule::Error(message, std::move(hint)) {}
 };
 

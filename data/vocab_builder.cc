@@ -38,7 +38,8 @@ std::unordered_map<std::string, int64_t> count_words(const VocabBuildOptions& o)
 
 Vocab build_vocab(const VocabBuildOptions& o) {
   const std::vector<std::string> specials = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
-  if (o.size <= static_cast<int64_t>(specials.size())) throw joule::UsageError("data vocab: --size must exceed the 5 special tokens");
+  if (o.size <= static_cast<int64_t>(specials.size()))
+    throw joule::UsageError("data vocab: --size must exceed the 5 special tokens");
   auto counts = count_words(o);
   if (counts.empty()) throw CorpusError("data vocab: the input holds no words");
 

@@ -12,9 +12,9 @@ namespace joule::data {
 
 struct VocabBuildOptions {
   std::vector<std::string> inputs;
-  int64_t size = 8000;         // including the special tokens
+  int64_t size = 8000;  // including the special tokens
   bool lower_case = true;
-  int64_t min_frequency = 2;   // a merge must occur at least this often
+  int64_t min_frequency = 2;  // a merge must occur at least this often
   int threads = 0;
 };
 

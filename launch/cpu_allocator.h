@@ -15,10 +15,10 @@
 namespace joule::launch {
 
 struct CpuCacheStats {
-  uint64_t hits = 0, misses = 0;   // large requests served from the cache / by a new mapping
-  uint64_t mapped_bytes = 0;       // all mappings: in use and cached
-  uint64_t cached_bytes = 0;       // of those, free in the cache
-  uint64_t released_bytes = 0;     // returned to the OS so far
+  uint64_t hits = 0, misses = 0;  // large requests served from the cache / by a new mapping
+  uint64_t mapped_bytes = 0;      // all mappings: in use and cached
+  uint64_t cached_bytes = 0;      // of those, free in the cache
+  uint64_t released_bytes = 0;    // returned to the OS so far
 };
 
 // Installs the allocator as LibTorch's CPU allocator (before tensors are made; tensors made earlier keep their

@@ -60,11 +60,16 @@ CpuIsa CpuIsa::parse(const std::string& list) {
   std::stringstream in(list);
   std::string word;
   while (std::getline(in, word, ',')) {
-    if (word == "avx2") isa.avx2 = true;
-    else if (word == "fma") isa.fma = true;
-    else if (word == "avx512f") isa.avx512f = true;
-    else if (word == "avx512_bf16") isa.avx512_bf16 = true;
-    else if (word == "amx_bf16") isa.amx_bf16 = true;
+    if (word == "avx2")
+      isa.avx2 = true;
+    else if (word == "fma")
+      isa.fma = true;
+    else if (word == "avx512f")
+      isa.avx512f = true;
+    else if (word == "avx512_bf16")
+      isa.avx512_bf16 = true;
+    else if (word == "amx_bf16")
+      isa.amx_bf16 = true;
     else
       throw Error("JOULE_CPU_ISA: unknown instruction set '" + word + "'",
                   "use a comma-separated list of avx2, fma, avx512f, avx512_bf16, amx_bf16, or none", ErrorKind::usage);

@@ -19,9 +19,9 @@ struct CpuIsa {
   bool native_bf16() const { return avx512_bf16 || amx_bf16; }
   std::string describe() const;  // "avx2 fma avx512f avx512_bf16", or "none"
 
-  static CpuIsa detect();             // the hardware's, ignoring JOULE_CPU_ISA
+  static CpuIsa detect();                        // the hardware's, ignoring JOULE_CPU_ISA
   static CpuIsa parse(const std::string& list);  // "avx2,fma" (a joule::Error naming an unknown word)
-  static const CpuIsa& current();     // JOULE_CPU_ISA when set, else detect(); read once per process
+  static const CpuIsa& current();                // JOULE_CPU_ISA when set, else detect(); read once per process
 };
 
 }  // namespace joule::launch

@@ -12,10 +12,10 @@ void require_device(const std::string& setting) {
   if (setting != "cuda") return;
   if (!compat::built_with_cuda()) compat::no_cuda("--device cuda");
   if (compat::cuda_device_count() == 0)
-    throw DeviceError("--device cuda: no GPU is visible to this process (CUDA_VISIBLE_DEVICES=" +
-                          std::string(std::getenv("CUDA_VISIBLE_DEVICES") ? std::getenv("CUDA_VISIBLE_DEVICES") : "(unset)") +
-                          ")",
-                      "run on a GPU node (srun --gpus-per-node, or mpirun on the GPU hosts), or train with --device cpu");
+    throw DeviceError(
+        "--device cuda: no GPU is visible to this process (CUDA_VISIBLE_DEVICES=" +
+            std::string(std::getenv("CUDA_VISIBLE_DEVICES") ? std::getenv("CUDA_VISIBLE_DEVICES") : "(unset)") + ")",
+        "run on a GPU node (srun --gpus-per-node, or mpirun on the GPU hosts), or train with --device cpu");
 }
 
 DeviceChoice choose_device(const std::string& setting, int local_rank) {
@@ -30,8 +30,8 @@ DeviceChoice choose_device(const std::string& setting, int local_rank) {
   compat::set_cuda_device(index);
   c.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
   c.pci_bus_id = compat::cuda_pci_bus_id(index);
-  c.description = "cuda:" + std::to_string(index) + " (" + compat::cuda_device_name(index) + "; " + std::to_string(visible) +
-                  " GPU(s) visible)";
+  c.description = "cuda:" + std::to_string(index) + " (" + compat::cuda_device_name(index) + "; " +
+                  std::to_string(visible) + " GPU(s) visible)";
   return c;
 }
 

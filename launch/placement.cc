@@ -14,7 +14,8 @@ int integer(const EnvLookup& env, const char* name, int fallback, int minimum = 
   const long x = std::strtol(v, &end, 10);
   if (*end != '\0' && *end != '(')  // SLURM_TASKS_PER_NODE looks like "4(x2)"
     throw LaunchError(std::string("environment variable ") + name + "=\"" + v + "\" is not an integer");
-  if (x < minimum || x > 1 << 24) throw LaunchError(std::string("environment variable ") + name + "=" + v + " is out of range");
+  if (x < minimum || x > 1 << 24)
+    throw LaunchError(std::string("environment variable ") + name + "=" + v + " is out of range");
   return static_cast<int>(x);
 }
 
@@ -22,7 +23,8 @@ void check(const Placement& p, const char* launcher) {
   if (p.rank >= p.world_size || p.local_rank >= p.local_size || (p.node_count > 0 && p.node >= p.node_count))
     throw LaunchError(std::string(launcher) + " environment is inconsistent: rank " + std::to_string(p.rank) + " of " +
                       std::to_string(p.world_size) + ", local rank " + std::to_string(p.local_rank) + " of " +
-                      std::to_string(p.local_size) + ", node " + std::to_string(p.node) + " of " + std::to_string(p.node_count));
+                      std::to_string(p.local_size) + ", node " + std::to_string(p.node) + " of " +
+                      std::to_string(p.node_count));
 }
 
 }  // namespace
@@ -77,12 +79,14 @@ int threads_per_rank(const CoreView& cores, int local_size, int requested, std::
   if (warning) {
     warning->clear();
     if (local_size * threads > node)
-      *warning = std::to_string(local_size) + " rank(s) x " + std::to_string(threads) + " thread(s) on this node oversubscribe its " +
-                 std::to_string(node) + " core(s): expect each rank to run slower than it could";
+      *warning = std::to_string(local_size) + " rank(s) x " + std::to_string(threads) +
+                 " thread(s) on this node oversubscribe its " + std::to_string(node) +
+                 " core(s): expect each rank to run slower than it could";
     else if (threads > own)
-      *warning = std::to_string(threads) + " thread(s) per rank, but the launcher binds each rank to " + std::to_string(own) +
-                 " core(s): its threads share them (bind to more cores, e.g. mpirun --map-by slot:PE=" + std::to_string(threads) +
-                 ", or lower train.threads)";
+      *warning = std::to_string(threads) + " thread(s) per rank, but the launcher binds each rank to " +
+                 std::to_string(own) +
+                 " core(s): its threads share them (bind to more cores, e.g. mpirun --map-by slot:PE=" +
+                 std::to_string(threads) + ", or lower train.threads)";
   }
   return threads;
 }

@@ -15,14 +15,17 @@ namespace joule::launch {
 
 class LaunchError : public joule::Error {
  public:
-  explicit LaunchError(const std::string& message, std::string hint = "check the launcher's environment (OMPI_COMM_WORLD_*, SLURM_*, PMIX_RANK, PMI_*): launch with mpirun or srun")
+  explicit LaunchError(
+      const std::string& message,
+      std::string hint =
+          "check the launcher's environment (OMPI_COMM_WORLD_*, SLURM_*, PMIX_RANK, PMI_*): launch with mpirun or srun")
       : joule::Error(message, std::move(hint)) {}
 };
 
 struct Placement {
   int rank = 0, world_size = 1;
   int local_rank = 0, local_size = 1;
-  int node = 0, node_count = 1;  // -1 where the launcher does not say
+  int node = 0, node_count = 1;   // -1 where the launcher does not say
   std::string launcher = "none";  // "openmpi", "slurm", "pmix", "pmi" or "none"
 };
 

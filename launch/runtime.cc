@@ -89,9 +89,7 @@ struct MpiFinalizer {
 MpiFinalizer mpi_finalizer;
 }  // namespace
 
-void prefer_ring_allreduce() {
-  setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", /*overwrite=*/0);
-}
+void prefer_ring_allreduce() { setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", /*overwrite=*/0); }
 
 int ensure_mpi_initialized() {
   int initialized = 0, provided = 0;
@@ -105,7 +103,8 @@ int ensure_mpi_initialized() {
   }
   if (provided < MPI_THREAD_MULTIPLE)
     throw joule::Error("MPI provides thread level " + std::to_string(provided) + ", joule needs MPI_THREAD_MULTIPLE (" +
-                           std::to_string(MPI_THREAD_MULTIPLE) + "): the communicator's progress thread runs MPI calls while the "
+                           std::to_string(MPI_THREAD_MULTIPLE) +
+                           "): the communicator's progress thread runs MPI calls while the "
                            "main thread may call MPI_Abort or query the rank",
                        "use an MPI built with thread support (Debian's Open MPI provides MPI_THREAD_MULTIPLE)");
   return provided;

@@ -14,10 +14,10 @@ inline double seconds_since(std::chrono::steady_clock::time_point start) {
 }
 
 struct BlasInfo {
-  std::string library;      // the shared object that provides sgemm_ (dladdr), or "unknown"
-  std::string description;  // e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64"
+  std::string library;        // the shared object that provides sgemm_ (dladdr), or "unknown"
+  std::string description;    // e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64"
   bool is_reference = false;  // netlib reference BLAS: matmuls ~20x slower than OpenBLAS
-  int threads = 0;          // OpenBLAS's thread count, 0 when not OpenBLAS
+  int threads = 0;            // OpenBLAS's thread count, 0 when not OpenBLAS
 };
 BlasInfo detect_blas();
 

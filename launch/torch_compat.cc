@@ -54,7 +54,9 @@ int64_t cuda_peak_allocated_bytes(int index) {
   return c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(index)).allocated_bytes[0].peak;
 }
 
-void reset_cuda_peak(int index) { c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(index)); }
+void reset_cuda_peak(int index) {
+  c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(index));
+}
 
 #else
 

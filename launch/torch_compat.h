@@ -25,7 +25,8 @@ class DeviceError : public joule::Error {
 
 namespace compat {
 
-// What torch::autograd::impl::grad_accumulator returns: a std::shared_ptr<Node> in 1.13, a c10::intrusive_ptr<Node> in 2.x.
+// What torch::autograd::impl::grad_accumulator returns: a std::shared_ptr<Node> in 1.13, a c10::intrusive_ptr<Node>
+// in 2.x.
 using GradAccumulatorPtr = decltype(torch::autograd::impl::grad_accumulator(std::declval<const torch::Tensor&>()));
 
 // True when this build of joule was compiled against a LibTorch with CUDA.

@@ -70,7 +70,8 @@ const uint16_t* bits(const torch::Tensor& t) { return reinterpret_cast<const uin
 uint16_t* bits(torch::Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_ptr<bf16>()); }
 
 struct CpuScaledMaskedSoftmax : torch::autograd::Function<CpuScaledMaskedSoftmax> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& scores, const torch::Tensor& mask_bias, double scale) {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& scores, const torch::Tensor& mask_bias,
+                               double scale) {
     RECORD_FUNCTION("joule::attention_softmax", std::vector<c10::IValue>());
     const torch::Tensor s = scores.contiguous();
     const int64_t n = s.size(-1), rows = s.numel() / n, rows_per_batch = rows / s.size(0);
@@ -82,7 +83,8 @@ struct CpuScaledMaskedSoftmax : torch::autograd::Function<CpuScaledMaskedSoftmax
     const float sc = static_cast<float>(scale);
     at::parallel_for(0, rows, kRowGrain, [&](int64_t r0, int64_t r1) {
       std::vector<float> buf(n);
-      for (int64_t r = r0; r < r1; ++r) softmax_row(sp + r * n, mp + (r / rows_per_batch) * n, sc, n, buf.data(), pp + r * n);
+      for (int64_t r = r0; r < r1; ++r)
+        softmax_row(sp + r * n, mp + (r / rows_per_batch) * n, sc, n, buf.data(), pp + r * n);
     });
     ctx->save_for_backward({p});
     ctx->saved_data["scale"] = scale;

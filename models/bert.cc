@@ -22,7 +22,9 @@ nn::LayerNorm layer_norm(nn::Module& parent, int64_t hidden, double eps) {
   return parent.register_module("LayerNorm", nn::LayerNorm(nn::LayerNormOptions({hidden}).eps(eps)));
 }
 
-torch::Tensor maybe_dropout(const torch::Tensor& x, double p, bool training) { return training ? train_dropout(x, p) : x; }
+torch::Tensor maybe_dropout(const torch::Tensor& x, double p, bool training) {
+  return training ? train_dropout(x, p) : x;
+}
 
 }  // namespace
 
@@ -37,8 +39,8 @@ BertForPreTrainingImpl::BertForPreTrainingImpl(const BertConfig& config, uint64_
       "word_embeddings", nn::Embedding(nn::EmbeddingOptions(config.vocab_size, h).padding_idx(0)));
   position_embeddings_ = embeddings->register_module(
       "position_embeddings", nn::Embedding(nn::EmbeddingOptions(config.max_position_embeddings, h)));
-  token_type_embeddings_ = embeddings->register_module(
-      "token_type_embeddings", nn::Embedding(nn::EmbeddingOptions(config.type_vocab_size, h)));
+  token_type_embeddings_ = embeddings->register_module("token_type_embeddings",
+                                                       nn::Embedding(nn::EmbeddingOptions(config.type_vocab_size, h)));
   embedding_norm_ = layer_norm(*embeddings, h, eps);
 
   auto encoder = scope(*bert, "encoder");
@@ -86,7 +88,7 @@ void BertForPreTrainingImpl::init_weights(uint64_t seed) {
       host.fill_(1.0);
     } else if (p.dim() == 1) {  // biases, LayerNorm biases, the MLM output bias
       host.zero_();
-    } else {                    // Linear and Embedding weights
+    } else {  // Linear and Embedding weights
       host.normal_(0.0, std, gen);
     }
     if (name == "bert.embeddings.word_embeddings.weight") host[0].zero_();  // padding_idx = [PAD] = 0
@@ -122,7 +124,8 @@ torch::Tensor BertForPreTrainingImpl::encode(const PretrainingBatch& b) {
     torch::Tensor probs = ops_.attention_probs(torch::matmul(q, k.transpose(-1, -2)), mask_bias, scale);
     probs = maybe_dropout(probs, p_attn, is_training());
     torch::Tensor context = torch::matmul(probs, v).transpose(1, 2).reshape({batch, len, h});
-    x = ops_.layer_norm(maybe_dropout(ops_.linear(context, l.attention_output), p_hidden, is_training()) + x, l.attention_norm);
+    x = ops_.layer_norm(maybe_dropout(ops_.linear(context, l.attention_output), p_hidden, is_training()) + x,
+                        l.attention_norm);
     torch::Tensor inner = torch::gelu(ops_.linear(x, l.intermediate));
     x = ops_.layer_norm(maybe_dropout(ops_.linear(inner, l.output), p_hidden, is_training()) + x, l.output_norm);
   }
@@ -144,12 +147,12 @@ PretrainingOutput BertForPreTrainingImpl::forward(const PretrainingBatch& b, con
 
   // A row's predictions end at its first 0 position (NVIDIA's loader convention).
   torch::Tensor valid = (b.masked_positions != 0).to(torch::kInt64).cumprod(1).to(torch::kBool);  // [B, P]
-  torch::Tensor labels = b.masked_ids.masked_select(valid);                                          // [M]
-  torch::Tensor logits;                                                                              // [M, V]
+  torch::Tensor labels = b.masked_ids.masked_select(valid);                                       // [M]
+  torch::Tensor logits;                                                                           // [M, V]
   if (options.mlm_head == MlmHeadMode::kMaskedOnly) {
-    torch::Tensor index = b.masked_positions.masked_select(valid);                         // [M] positions
+    torch::Tensor index = b.masked_positions.masked_select(valid);  // [M] positions
     torch::Tensor rows = torch::arange(batch, index.options()).unsqueeze(1).expand_as(valid).masked_select(valid);
-    torch::Tensor gathered = x.view({-1, h}).index_select(0, rows * x.size(1) + index);    // [M, H]
+    torch::Tensor gathered = x.view({-1, h}).index_select(0, rows * x.size(1) + index);  // [M, H]
     logits = mlm_logits(gathered);
   } else {
     torch::Tensor all = mlm_logits(x);  // [B, L, V]

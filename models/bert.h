@@ -18,9 +18,9 @@ namespace joule::models {
 using PretrainingBatch = data::PretrainingBatch;
 
 struct PretrainingOutput {
-  torch::Tensor loss;      // mlm_loss + nsp_loss
-  torch::Tensor mlm_loss;  // mean cross-entropy over the batch's masked predictions
-  torch::Tensor nsp_loss;  // mean cross-entropy over the batch's sequences
+  torch::Tensor loss;           // mlm_loss + nsp_loss
+  torch::Tensor mlm_loss;       // mean cross-entropy over the batch's masked predictions
+  torch::Tensor nsp_loss;       // mean cross-entropy over the batch's sequences
   int64_t mlm_predictions = 0;  // number of masked predictions the MLM loss averaged over
   // Correct predictions, 0-dim int64 on the model's device (undefined without ForwardOptions::compute_accuracy): left
   // there, so a training step reads them with its other sums, not once per micro-batch.
@@ -72,7 +72,7 @@ class BertForPreTrainingImpl : public torch::nn::Module {
     torch::nn::LayerNorm output_norm{nullptr};
   };
 
-  torch::Tensor encode(const PretrainingBatch& batch);  // [B, L, H] final hidden states
+  torch::Tensor encode(const PretrainingBatch& batch);    // [B, L, H] final hidden states
   torch::Tensor mlm_logits(const torch::Tensor& hidden);  // transform + tied decoder + bias
 
   BertConfig config_;

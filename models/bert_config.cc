@@ -14,17 +14,36 @@ using nlohmann::json;
 
 // Keys HuggingFace's BertConfig writes that carry no architectural meaning for joule, with the
 // values joule accepts where the value would matter.
-const std::set<std::string> kIgnoredKeys = {
-    "architectures", "transformers_version", "pad_token_id", "bos_token_id", "eos_token_id",
-    "gradient_checkpointing", "use_cache", "classifier_dropout", "torch_dtype", "dtype",
-    "_name_or_path", "output_past", "directionality", "pooler_fc_size", "pooler_num_attention_heads",
-    "pooler_num_fc_layers", "pooler_size_per_head", "pooler_type", "is_decoder", "add_cross_attention",
-    "tie_word_embeddings", "chunk_size_feed_forward", "id2label", "label2id", "problem_type"};
+const std::set<std::string> kIgnoredKeys = {"architectures",
+                                            "transformers_version",
+                                            "pad_token_id",
+                                            "bos_token_id",
+                                            "eos_token_id",
+                                            "gradient_checkpointing",
+                                            "use_cache",
+                                            "classifier_dropout",
+                                            "torch_dtype",
+                                            "dtype",
+                                            "_name_or_path",
+                                            "output_past",
+                                            "directionality",
+                                            "pooler_fc_size",
+                                            "pooler_num_attention_heads",
+                                            "pooler_num_fc_layers",
+                                            "pooler_size_per_head",
+                                            "pooler_type",
+                                            "is_decoder",
+                                            "add_cross_attention",
+                                            "tie_word_embeddings",
+                                            "chunk_size_feed_forward",
+                                            "id2label",
+                                            "label2id",
+                                            "problem_type"};
 
-const char* kRequiredKeys[] = {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                               "intermediate_size", "max_position_embeddings", "type_vocab_size",
-                               "hidden_dropout_prob", "attention_probs_dropout_prob", "layer_norm_eps",
-                               "initializer_range", "hidden_act"};
+const char* kRequiredKeys[] = {"vocab_size",          "hidden_size",         "num_hidden_layers",
+                               "num_attention_heads", "intermediate_size",   "max_position_embeddings",
+                               "type_vocab_size",     "hidden_dropout_prob", "attention_probs_dropout_prob",
+                               "layer_norm_eps",      "initializer_range",   "hidden_act"};
 
 std::string list_keys() {
   std::string s;
@@ -32,9 +51,7 @@ std::string list_keys() {
   return s;
 }
 
-[[noreturn]] void fail(const std::string& where, const std::string& what) {
-  throw ConfigError(where + ": " + what);
-}
+[[noreturn]] void fail(const std::string& where, const std::string& what) { throw ConfigError(where + ": " + what); }
 
 int64_t get_int(const json& j, const char* key, const std::string& where) {
   const json& v = j.at(key);
@@ -69,7 +86,8 @@ void BertConfig::validate(const std::string& where) const {
   };
   probability(hidden_dropout_prob, "hidden_dropout_prob");
   probability(attention_probs_dropout_prob, "attention_probs_dropout_prob");
-  if (!(layer_norm_eps > 0.0)) fail(where, "'layer_norm_eps' must be positive, found " + std::to_string(layer_norm_eps));
+  if (!(layer_norm_eps > 0.0))
+    fail(where, "'layer_norm_eps' must be positive, found " + std::to_string(layer_norm_eps));
   if (!(initializer_range > 0.0))
     fail(where, "'initializer_range' must be positive, found " + std::to_string(initializer_range));
   if (hidden_act != "gelu")
@@ -93,7 +111,8 @@ BertConfig BertConfig::from_json_text(const std::string& text, const std::string
       continue;
     }
     if (key == "position_embedding_type") {
-      if (value != "absolute") fail(where, "'position_embedding_type' is " + value.dump() + "; only \"absolute\" is supported");
+      if (value != "absolute")
+        fail(where, "'position_embedding_type' is " + value.dump() + "; only \"absolute\" is supported");
       continue;
     }
     fail(where, "unknown key '" + key + "'; a BERT config has: " + list_keys());
@@ -113,7 +132,8 @@ BertConfig BertConfig::from_json_text(const std::string& text, const std::string
   c.attention_probs_dropout_prob = get_double(j, "attention_probs_dropout_prob", where);
   c.layer_norm_eps = get_double(j, "layer_norm_eps", where);
   c.initializer_range = get_double(j, "initializer_range", where);
-  if (!j.at("hidden_act").is_string()) fail(where, "key 'hidden_act' must be a string, found " + j.at("hidden_act").dump());
+  if (!j.at("hidden_act").is_string())
+    fail(where, "key 'hidden_act' must be a string, found " + j.at("hidden_act").dump());
   c.hidden_act = j.at("hidden_act").get<std::string>();
   c.validate(where);
   return c;
@@ -152,11 +172,11 @@ ParameterCounts parameter_counts(const BertConfig& c) {
   const int64_t h = c.hidden_size, i = c.intermediate_size;
   ParameterCounts p;
   p.embeddings = (c.vocab_size + c.max_position_embeddings + c.type_vocab_size) * h + 2 * h;
-  p.per_layer = 4 * (h * h + h)      // query, key, value, attention output dense
-                + 2 * h              // attention output LayerNorm
-                + (h * i + i)        // intermediate dense
-                + (i * h + h)        // output dense
-                + 2 * h;             // output LayerNorm
+  p.per_layer = 4 * (h * h + h)  // query, key, value, attention output dense
+                + 2 * h          // attention output LayerNorm
+                + (h * i + i)    // intermediate dense
+                + (i * h + h)    // output dense
+                + 2 * h;         // output LayerNorm
   p.encoder = c.num_hidden_layers * p.per_layer;
   p.pooler = h * h + h;
   p.mlm_head = (h * h + h) + 2 * h + c.vocab_size;  // transform dense, LayerNorm, output bias

@@ -15,7 +15,10 @@ namespace joule::models {
 // Thrown for a config.json that cannot describe a valid BERT; the message names the file and key.
 class ConfigError : public joule::Error {
  public:
-  explicit ConfigError(const std::string& message, std::string hint = "fix that key in the model's config.json, or choose a preset (bert-tiny, bert-base, bert-large)")
+  explicit ConfigError(
+      const std::string& message,
+      std::string hint =
+          "fix that key in the model's config.json, or choose a preset (bert-tiny, bert-base, bert-large)")
       : joule::Error(message, std::move(hint)) {}
 };
 
@@ -54,7 +57,7 @@ struct ParameterCounts {
   int64_t encoder = 0;     // all layers
   int64_t per_layer = 0;
   int64_t pooler = 0;
-  int64_t mlm_head = 0;    // transform dense + LayerNorm + output bias (decoder weight is tied)
+  int64_t mlm_head = 0;  // transform dense + LayerNorm + output bias (decoder weight is tied)
   int64_t nsp_head = 0;
   int64_t total() const { return embeddings + encoder + pooler + mlm_head + nsp_head; }
 };

@@ -1,7 +1,7 @@
 #include "models/dropout.h"
-#include "models/cpu_vector.h"
 #include "launch/torch_compat.h"
 #include "launch/util/hash.h"
+#include "models/cpu_vector.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/record_function.h>
@@ -83,7 +83,8 @@ struct CpuDropout : torch::autograd::Function<CpuDropout> {
     uint8_t* m = mask.data_ptr<uint8_t>();
     // Chunks start at even offsets, so each hash's two draws land in one chunk whatever the threads.
     at::parallel_for(0, (n + kChunk - 1) / kChunk, 1, [&](int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c) draw_mask(seed, c * kChunk, std::min(kChunk, n - c * kChunk), keep_below, m + c * kChunk);
+      for (int64_t c = c0; c < c1; ++c)
+        draw_mask(seed, c * kChunk, std::min(kChunk, n - c * kChunk), keep_below, m + c * kChunk);
     });
     masked_scale(x, mask, scale, out);
     ctx->save_for_backward({mask});

@@ -2,9 +2,9 @@
 // per-element generator call), divides it, multiplies, and keeps the 4-byte mask for backward. This one derives a
 // keep bit per element from a counter-based hash of one 64-bit seed drawn from torch's default CPU generator, so it
 // is seeded by torch::manual_seed and resumes bit-exactly from the generator state checkpoints save; it keeps a
-// 1-byte mask and runs in parallel chunks whose results do not depend on the thread count. fp32 and bf16 tensors draw the
-// same masks. On a GPU, torch::dropout runs with the device's generator reseeded, per call, from the CPU
-// generator: seeded and resumed the same way, with the device's own masks. Other CPU dtypes get torch::dropout.
+// 1-byte mask and runs in parallel chunks whose results do not depend on the thread count. fp32 and bf16 tensors draw
+// the same masks. On a GPU, torch::dropout runs with the device's generator reseeded, per call, from the CPU generator:
+// seeded and resumed the same way, with the device's own masks. Other CPU dtypes get torch::dropout.
 #pragma once
 
 #include <torch/torch.h>

@@ -19,7 +19,8 @@ struct GemmShape {
 
 // Every GEMM of one training step for `sequences` sequences of `seq_len` tokens with `predictions` masked
 // positions in total (the masked-only MLM head).
-std::vector<GemmShape> training_gemms(const BertConfig& config, int64_t sequences, int64_t seq_len, int64_t predictions);
+std::vector<GemmShape> training_gemms(const BertConfig& config, int64_t sequences, int64_t seq_len,
+                                      int64_t predictions);
 double total_flops(const std::vector<GemmShape>& gemms);
 
 // GEMM FLOPs to train on one sequence (forward + backward), `predictions` masked positions per sequence.

@@ -12,20 +12,25 @@ namespace st = safetensors;
 
 torch::ScalarType to_torch(st::DType d) {
   switch (d) {
-    case st::DType::F32: return torch::kFloat32;
-    case st::DType::F16: return torch::kFloat16;
-    case st::DType::BF16: return torch::kBFloat16;
-    case st::DType::F64: return torch::kFloat64;
-    case st::DType::I64: return torch::kInt64;
-    case st::DType::I32: return torch::kInt32;
+    case st::DType::F32:
+      return torch::kFloat32;
+    case st::DType::F16:
+      return torch::kFloat16;
+    case st::DType::BF16:
+      return torch::kBFloat16;
+    case st::DType::F64:
+      return torch::kFloat64;
+    case st::DType::I64:
+      return torch::kInt64;
+    case st::DType::I32:
+      return torch::kInt32;
   }
   return torch::kFloat32;
 }
 
 // A CPU tensor viewing the mapped bytes (valid while `file` lives).
 torch::Tensor view_of(const st::File& file, const st::TensorInfo& t) {
-  return torch::from_blob(const_cast<uint8_t*>(file.data(t)), t.shape,
-                          torch::TensorOptions().dtype(to_torch(t.dtype)));
+  return torch::from_blob(const_cast<uint8_t*>(file.data(t)), t.shape, torch::TensorOptions().dtype(to_torch(t.dtype)));
 }
 
 std::string shape_str(torch::IntArrayRef s) {
@@ -88,7 +93,8 @@ void load_weights(BertForPreTraining& model, const std::string& path) {
   for (const auto& [copy, source] : tied) {
     const st::TensorInfo* t = file.find(copy);
     if (!t) continue;
-    if (t->shape != params[source].sizes().vec() || !view_of(file, *t).to(params[source].device(), params[source].dtype()).equal(params[source]))
+    if (t->shape != params[source].sizes().vec() ||
+        !view_of(file, *t).to(params[source].device(), params[source].dtype()).equal(params[source]))
       fail(std::string("tensor '") + copy + "' differs from '" + source + "', to which BertForPreTraining ties it");
   }
 }

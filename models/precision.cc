@@ -14,9 +14,10 @@ PrecisionChoice choose_precision(const std::string& setting, bool cuda, const la
   const bool native = cuda || isa.native_bf16();
   if (setting == "fp32") return {Precision::kFp32, "precision fp32 (as set)"};
   if (setting == "bf16")
-    return {Precision::kBf16, native ? "precision bf16 (as set)"
-                                     : "precision bf16 (as set), but " + where +
-                                           " has neither AVX512-BF16 nor AMX-BF16: bf16 matmuls are emulated and slower than fp32"};
+    return {Precision::kBf16,
+            native ? "precision bf16 (as set)"
+                   : "precision bf16 (as set), but " + where +
+                         " has neither AVX512-BF16 nor AMX-BF16: bf16 matmuls are emulated and slower than fp32"};
   if (native)
     return {Precision::kBf16, "precision auto -> bf16 mixed precision: " + where +
                                   (cuda ? " runs bf16 matmuls natively" : " has bf16 matmul instructions")};

@@ -19,14 +19,13 @@ namespace {
 
 using nlohmann::json;
 
-[[noreturn]] void fail(const std::string& where, const std::string& what) {
-  throw FormatError(where + ": " + what);
-}
+[[noreturn]] void fail(const std::string& where, const std::string& what) { throw FormatError(where + ": " + what); }
 
 bool mul_overflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_mul_overflow(a, b, out); }
 
 uint64_t get_offset(const json& v, const std::string& where, const std::string& name) {
-  if (!v.is_number_unsigned()) fail(where, "tensor '" + name + "': data_offsets must be non-negative integers, found " + v.dump());
+  if (!v.is_number_unsigned())
+    fail(where, "tensor '" + name + "': data_offsets must be non-negative integers, found " + v.dump());
   return v.get<uint64_t>();
 }
 
@@ -34,12 +33,18 @@ uint64_t get_offset(const json& v, const std::string& where, const std::string& 
 
 const char* dtype_name(DType d) {
   switch (d) {
-    case DType::F32: return "F32";
-    case DType::F16: return "F16";
-    case DType::BF16: return "BF16";
-    case DType::F64: return "F64";
-    case DType::I64: return "I64";
-    case DType::I32: return "I32";
+    case DType::F32:
+      return "F32";
+    case DType::F16:
+      return "F16";
+    case DType::BF16:
+      return "BF16";
+    case DType::F64:
+      return "F64";
+    case DType::I64:
+      return "I64";
+    case DType::I32:
+      return "I32";
   }
   return "?";
 }
@@ -47,11 +52,14 @@ const char* dtype_name(DType d) {
 size_t dtype_bytes(DType d) {
   switch (d) {
     case DType::F16:
-    case DType::BF16: return 2;
+    case DType::BF16:
+      return 2;
     case DType::F32:
-    case DType::I32: return 4;
+    case DType::I32:
+      return 4;
     case DType::F64:
-    case DType::I64: return 8;
+    case DType::I64:
+      return 8;
   }
   return 0;
 }
@@ -69,13 +77,17 @@ int64_t TensorInfo::numel() const {
 }
 
 Header parse(const uint8_t* data, uint64_t size, const std::string& where) {
-  if (size < 8) fail(where, "truncated: " + std::to_string(size) + " bytes, but a safetensors file starts with an 8-byte header length");
+  if (size < 8)
+    fail(where,
+         "truncated: " + std::to_string(size) + " bytes, but a safetensors file starts with an 8-byte header length");
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | data[i];
   if (header_len > kMaxHeaderBytes)
-    fail(where, "header length " + std::to_string(header_len) + " exceeds the " + std::to_string(kMaxHeaderBytes) + "-byte limit (not a safetensors file?)");
+    fail(where, "header length " + std::to_string(header_len) + " exceeds the " + std::to_string(kMaxHeaderBytes) +
+                    "-byte limit (not a safetensors file?)");
   if (header_len > size - 8)
-    fail(where, "header length " + std::to_string(header_len) + " runs past the end of the file (" + std::to_string(size) + " bytes): truncated or not a safetensors file");
+    fail(where, "header length " + std::to_string(header_len) + " runs past the end of the file (" +
+                    std::to_string(size) + " bytes): truncated or not a safetensors file");
   if (header_len < 2 || data[8] != '{') fail(where, "header does not start with '{' (not a safetensors file?)");
 
   // nlohmann::json keeps the last of duplicate keys silently, so detect duplicates while parsing.
@@ -119,7 +131,8 @@ Header parse(const uint8_t* data, uint64_t size, const std::string& where) {
     if (!shape.is_array()) fail(where, "tensor '" + name + "': shape must be an array");
     uint64_t numel = 1;
     for (const json& d : shape) {
-      if (!d.is_number_unsigned()) fail(where, "tensor '" + name + "': shape entries must be non-negative integers, found " + d.dump());
+      if (!d.is_number_unsigned())
+        fail(where, "tensor '" + name + "': shape entries must be non-negative integers, found " + d.dump());
       uint64_t dim = d.get<uint64_t>();
       if (dim > static_cast<uint64_t>(INT64_MAX) || mul_overflows(numel, dim, &numel))
         fail(where, "tensor '" + name + "': shape " + shape.dump() + " overflows");
@@ -129,14 +142,18 @@ Header parse(const uint8_t* data, uint64_t size, const std::string& where) {
     if (!off.is_array() || off.size() != 2) fail(where, "tensor '" + name + "': data_offsets must be [begin, end]");
     t.begin = get_offset(off[0], where, name);
     t.end = get_offset(off[1], where, name);
-    if (t.begin > t.end) fail(where, "tensor '" + name + "': data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) + "] are reversed");
+    if (t.begin > t.end)
+      fail(where, "tensor '" + name + "': data_offsets [" + std::to_string(t.begin) + ", " + std::to_string(t.end) +
+                      "] are reversed");
     if (t.end > data_bytes)
-      fail(where, "tensor '" + name + "': data_offsets end " + std::to_string(t.end) + " is out of range (the data section holds " +
-                      std::to_string(data_bytes) + " bytes): truncated file?");
+      fail(where, "tensor '" + name + "': data_offsets end " + std::to_string(t.end) +
+                      " is out of range (the data section holds " + std::to_string(data_bytes) +
+                      " bytes): truncated file?");
     uint64_t expected = 0;
     if (mul_overflows(numel, dtype_bytes(t.dtype), &expected) || expected != t.bytes())
       fail(where, "tensor '" + name + "': shape " + shape.dump() + " of " + dtype_name(t.dtype) + " needs " +
-                      std::to_string(numel * dtype_bytes(t.dtype)) + " bytes but data_offsets span " + std::to_string(t.bytes()));
+                      std::to_string(numel * dtype_bytes(t.dtype)) + " bytes but data_offsets span " +
+                      std::to_string(t.bytes()));
     h.tensors.push_back(std::move(t));
   }
 
@@ -147,10 +164,11 @@ Header parse(const uint8_t* data, uint64_t size, const std::string& where) {
   for (size_t i = 0; i < h.tensors.size(); ++i) {
     const TensorInfo& t = h.tensors[i];
     if (t.begin < cursor)
-      fail(where, "tensor '" + t.name + "' [" + std::to_string(t.begin) + ", " + std::to_string(t.end) + ") overlaps tensor '" +
-                      h.tensors[i - 1].name + "' which ends at " + std::to_string(cursor));
+      fail(where, "tensor '" + t.name + "' [" + std::to_string(t.begin) + ", " + std::to_string(t.end) +
+                      ") overlaps tensor '" + h.tensors[i - 1].name + "' which ends at " + std::to_string(cursor));
     if (t.begin > cursor)
-      fail(where, "bytes [" + std::to_string(cursor) + ", " + std::to_string(t.begin) + ") of the data section belong to no tensor (gap before '" + t.name + "')");
+      fail(where, "bytes [" + std::to_string(cursor) + ", " + std::to_string(t.begin) +
+                      ") of the data section belong to no tensor (gap before '" + t.name + "')");
     cursor = t.end;
   }
   if (cursor != data_bytes)

@@ -18,12 +18,13 @@ namespace joule::models::safetensors {
 // Every problem with a file; the message starts with the file's path.
 class FormatError : public joule::Error {
  public:
-  explicit FormatError(const std::string& message, std::string hint = "the file is not a complete safetensors file: export or download it again")
+  explicit FormatError(const std::string& message,
+                       std::string hint = "the file is not a complete safetensors file: export or download it again")
       : joule::Error(message, std::move(hint)) {}
 };
 
 enum class DType { F32, F16, BF16, F64, I64, I32 };
-const char* dtype_name(DType d);          // "F32", ...
+const char* dtype_name(DType d);  // "F32", ...
 size_t dtype_bytes(DType d);
 DType dtype_from_name(const std::string& name, const std::string& where);  // throws FormatError
 

@@ -15,9 +15,9 @@
 #include "collectives/communicator.h"
 #include "collectives/reducer.h"
 #include "launch/runtime.h"
-#include "tools/stats.h"
 #include "models/bert.h"
 #include "tools/model_commands.h"
+#include "tools/stats.h"
 
 namespace joule::tools {
 namespace {
@@ -91,19 +91,29 @@ int bench_comm(const CommBenchOptions& o) {
     if (n < 2) throw UsageError("bench comm --pingpong needs 2 or more ranks");
     const PingPongFit fit = ping_pong(rank, o.iterations);
     for (const auto& [bytes, t] : fit.one_way) {
-      if (o.json) say(nlohmann::json({{"pingpong_bytes", bytes}, {"one_way_us", t * 1e6}}).dump() + "\n");
-      else std::snprintf(line, sizeof line, "ping-pong %10lld bytes: one way %10.1f us\n", static_cast<long long>(bytes), t * 1e6), say(line);
+      if (o.json)
+        say(nlohmann::json({{"pingpong_bytes", bytes}, {"one_way_us", t * 1e6}}).dump() + "\n");
+      else
+        std::snprintf(line, sizeof line, "ping-pong %10lld bytes: one way %10.1f us\n", static_cast<long long>(bytes),
+                      t * 1e6),
+            say(line);
     }
-    const nlohmann::json j = {{"alpha_s", fit.alpha_s}, {"beta_s_per_byte", fit.beta_s_per_byte}, {"bytes_per_s", 1.0 / fit.beta_s_per_byte}};
-    if (o.json) say(j.dump() + "\n");
-    else std::snprintf(line, sizeof line, "fit t = alpha + beta n: alpha %.1f us, 1/beta %.2f MB/s\n", fit.alpha_s * 1e6, 1e-6 / fit.beta_s_per_byte), say(line);
+    const nlohmann::json j = {
+        {"alpha_s", fit.alpha_s}, {"beta_s_per_byte", fit.beta_s_per_byte}, {"bytes_per_s", 1.0 / fit.beta_s_per_byte}};
+    if (o.json)
+      say(j.dump() + "\n");
+    else
+      std::snprintf(line, sizeof line, "fit t = alpha + beta n: alpha %.1f us, 1/beta %.2f MB/s\n", fit.alpha_s * 1e6,
+                    1e-6 / fit.beta_s_per_byte),
+          say(line);
   }
   const bool predict = o.predict_bytes_per_s > 0;
   const trainer::Link link{o.predict_alpha_s, o.predict_bytes_per_s};
 
   // ---- the table --------------------------------------------------------------------------------
   if (!o.json) {
-    std::snprintf(line, sizeof line, "all_reduce (sum, float32) on %d ranks, %d node(s), median of %d\n%14s %12s %12s %12s %8s\n", n,
+    std::snprintf(line, sizeof line,
+                  "all_reduce (sum, float32) on %d ranks, %d node(s), median of %d\n%14s %12s %12s %12s %8s\n", n,
                   comm->info().node_count, o.iterations, "bytes", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "check");
     say(line);
   }
@@ -132,7 +142,8 @@ int bench_comm(const CommBenchOptions& o) {
     last_busbw = busbw;
     const double predicted = predict ? trainer::ring_all_reduce_seconds(n, static_cast<double>(bytes), link) : 0;
     if (o.json) {
-      nlohmann::json row = {{"bytes", bytes}, {"time_us", t * 1e6}, {"algbw", algbw}, {"busbw", busbw}, {"ok", !any_bad}};
+      nlohmann::json row = {
+          {"bytes", bytes}, {"time_us", t * 1e6}, {"algbw", algbw}, {"busbw", busbw}, {"ok", !any_bad}};
       if (predict) {
         row["predicted_us"] = predicted * 1e6;
         row["predicted_busbw"] = trainer::all_reduce_bus_bandwidth(static_cast<double>(bytes), predicted, n) / 1e9;
@@ -140,8 +151,8 @@ int bench_comm(const CommBenchOptions& o) {
       }
       say(row.dump() + "\n");
     } else {
-      std::snprintf(line, sizeof line, "%14lld %12.1f %12.3f %12.3f %8s\n", static_cast<long long>(bytes), t * 1e6, algbw, busbw,
-                    any_bad ? "WRONG" : "ok");
+      std::snprintf(line, sizeof line, "%14lld %12.1f %12.3f %12.3f %8s\n", static_cast<long long>(bytes), t * 1e6,
+                    algbw, busbw, any_bad ? "WRONG" : "ok");
       say(line);
     }
   }
@@ -156,7 +167,8 @@ int bench_comm(const CommBenchOptions& o) {
     code = 1;
   }
   if (o.min_busbw > 0 && last_busbw < o.min_busbw) {
-    std::snprintf(line, sizeof line, "bench comm: busbw %.3f GB/s at the largest size is below --min-busbw %.3f\n", last_busbw, o.min_busbw);
+    std::snprintf(line, sizeof line, "bench comm: busbw %.3f GB/s at the largest size is below --min-busbw %.3f\n",
+                  last_busbw, o.min_busbw);
     say(line);
     code = 2;
   }
@@ -199,21 +211,21 @@ void reducer_versus_one_shot(const CommBenchOptions& o, collectives::Communicato
   const double reducer_busbw = grad_bytes / median(reducer_times) / 1e9 * bus_factor(n);
   const double oneshot_busbw = grad_bytes / median(oneshot_times) / 1e9 * bus_factor(n);
   summary.update({{"gradient_model", o.gradient_model},
-                            {"gradient_bytes", grad_bytes},
-                            {"buckets", reducer.buckets().size()},
-                            {"reducer_s", median(reducer_times)},
-                            {"oneshot_s", median(oneshot_times)},
-                            {"reducer_busbw", reducer_busbw},
-                            {"oneshot_busbw", oneshot_busbw},
-                            {"reducer_vs_oneshot", reducer_busbw / oneshot_busbw}});
+                  {"gradient_bytes", grad_bytes},
+                  {"buckets", reducer.buckets().size()},
+                  {"reducer_s", median(reducer_times)},
+                  {"oneshot_s", median(oneshot_times)},
+                  {"reducer_busbw", reducer_busbw},
+                  {"oneshot_busbw", oneshot_busbw},
+                  {"reducer_vs_oneshot", reducer_busbw / oneshot_busbw}});
   if (!o.json) {
     std::snprintf(line, sizeof line,
                   "\n%s gradient, %.2f GB in %zu buckets (25 MB, first 1 MB):\n"
                   "  reducer (bucketed, in order)   %8.3f s   busbw %7.3f GB/s\n"
                   "  one MPI_Allreduce              %8.3f s   busbw %7.3f GB/s\n"
                   "  reducer / one-shot             %8.2f\n",
-                  o.gradient_model.c_str(), grad_bytes / 1e9, reducer.buckets().size(), median(reducer_times), reducer_busbw,
-                  median(oneshot_times), oneshot_busbw, reducer_busbw / oneshot_busbw);
+                  o.gradient_model.c_str(), grad_bytes / 1e9, reducer.buckets().size(), median(reducer_times),
+                  reducer_busbw, median(oneshot_times), oneshot_busbw, reducer_busbw / oneshot_busbw);
     say(line);
   }
 
@@ -247,7 +259,8 @@ void reducer_versus_one_shot(const CommBenchOptions& o, collectives::Communicato
       std::snprintf(line, sizeof line,
                     "\n%s training step (batch %d x seq 128 per rank), median of %d:\n"
                     "  step %.3f s, communication %.3f s, exposed %.3f s -> exposed fraction %.2f\n",
-                    o.overlap_model.c_str(), o.overlap_batch, o.overlap_steps, median(step_s), median(comm_s), median(exposed_s), fraction);
+                    o.overlap_model.c_str(), o.overlap_batch, o.overlap_steps, median(step_s), median(comm_s),
+                    median(exposed_s), fraction);
       say(line);
     }
   }

@@ -15,10 +15,10 @@ struct CommBenchOptions {
   int iterations = 5;
   int warmup = 2;
   std::string gradient_model = "bert-large";  // whose gradient the reducer moves; "none" skips that part
-  bool pingpong = false;       // rank 0 <-> rank 1 ping-pong first: one-way times and the α, β they fit
+  bool pingpong = false;           // rank 0 <-> rank 1 ping-pong first: one-way times and the α, β they fit
   double predict_alpha_s = 0;      // with predict_bytes_per_s > 0: every table row also gets the ring all-reduce's
   double predict_bytes_per_s = 0;  // α-β time (trainer/sim/alpha_beta.h) and its error against the measured one
-  std::string overlap_model;                  // "" to skip the training-step measurement
+  std::string overlap_model;       // "" to skip the training-step measurement
   int overlap_batch = 8;
   int overlap_steps = 3;
   double min_busbw = 0;  // GB/s; below it on the largest table row the command fails

@@ -7,14 +7,14 @@
 #include <map>
 #include <stdexcept>
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
-#include "launch/torch_compat.h"
 #include "launch/runtime.h"
-#include "tools/stats.h"
-#include "models/bert.h"
+#include "launch/torch_compat.h"
 #include "launch/util/error.h"
+#include "models/bert.h"
+#include "tools/stats.h"
 
 namespace joule::tools {
 namespace {
@@ -25,9 +25,11 @@ using launch::seconds_since;
 
 }  // namespace
 
-double measure_matmul_gflops(const std::vector<GemmShape>& gemms, models::Precision precision, const torch::Device& device,
-                             double seconds_per_shape) {
-  const auto dtype = torch::TensorOptions().dtype(precision == models::Precision::kBf16 ? torch::kBFloat16 : torch::kFloat).device(device);
+double measure_matmul_gflops(const std::vector<GemmShape>& gemms, models::Precision precision,
+                             const torch::Device& device, double seconds_per_shape) {
+  const auto dtype = torch::TensorOptions()
+                         .dtype(precision == models::Precision::kBf16 ? torch::kBFloat16 : torch::kFloat)
+                         .device(device);
   torch::NoGradGuard no_grad;
   // Time each distinct shape once, then weight by how many FLOPs the step spends in it.
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, double> seconds_per_call;
@@ -40,8 +42,10 @@ double measure_matmul_gflops(const std::vector<GemmShape>& gemms, models::Precis
       torch::Tensor c = torch::empty({s.batch, s.m, s.n}, dtype);
       torch::Tensor a0 = a[0], b0 = b[0], c0 = c[0];
       auto run = [&] {
-        if (s.batch == 1) torch::mm_out(c0, a0, b0);
-        else torch::bmm_out(c, a, b);
+        if (s.batch == 1)
+          torch::mm_out(c0, a0, b0);
+        else
+          torch::bmm_out(c, a, b);
         launch::compat::synchronize(device);  // a GPU's call has finished when the clock stops
       };
       run();  // warm-up
@@ -66,7 +70,7 @@ double measure_matmul_gflops(const std::vector<GemmShape>& gemms, models::Precis
 ModelBenchResult bench_model(const ModelBenchOptions& o) {
   if (o.seq_len > o.config.max_position_embeddings)
     throw joule::UsageError("--seq-len " + std::to_string(o.seq_len) + " exceeds the model's max_position_embeddings " +
-                                std::to_string(o.config.max_position_embeddings));
+                            std::to_string(o.config.max_position_embeddings));
   if (o.batch < 1 || o.iterations < 1 || o.warmup < 0) throw joule::UsageError("--batch and --iterations must be >= 1");
   ModelBenchResult r;
   r.threads = o.threads > 0 ? o.threads : launch::physical_cores();
@@ -90,7 +94,8 @@ ModelBenchResult bench_model(const ModelBenchOptions& o) {
     out.loss.backward();
     const double s = seconds_since(t0);
     r.loss = out.loss.item<double>();
-    if (!std::isfinite(r.loss)) throw joule::InternalError("bench model: the loss is not finite (" + std::to_string(r.loss) + ")");
+    if (!std::isfinite(r.loss))
+      throw joule::InternalError("bench model: the loss is not finite (" + std::to_string(r.loss) + ")");
     if (i >= o.warmup) step_seconds.push_back(s);
   }
   const std::vector<GemmShape> gemms = training_gemms(o.config, o.batch, o.seq_len, predictions);
@@ -104,23 +109,24 @@ ModelBenchResult bench_model(const ModelBenchOptions& o) {
 }
 
 std::string ModelBenchResult::to_json() const {
-  nlohmann::json j = {{"threads", threads}, {"precision", precision},         {"step_s", step_s_median},   {"seq_per_s", seq_per_s},
-                      {"gflop_per_step", gflop_per_step}, {"gflops", gflops}, {"sgemm_gflops", sgemm_gflops},
-                      {"sgemm_fraction", sgemm_fraction}, {"loss", loss}};
+  nlohmann::json j = {{"threads", threads},           {"precision", precision},           {"step_s", step_s_median},
+                      {"seq_per_s", seq_per_s},       {"gflop_per_step", gflop_per_step}, {"gflops", gflops},
+                      {"sgemm_gflops", sgemm_gflops}, {"sgemm_fraction", sgemm_fraction}, {"loss", loss}};
   return j.dump();
 }
 
 std::string ModelBenchResult::to_text(const ModelBenchOptions& o) const {
   char buf[1024];
-  std::snprintf(buf, sizeof buf,
-                "model: %lld layers, hidden %lld, %lld heads, vocab %lld | batch %lld x seq %lld, %d thread(s), %s\n"
-                "forward+backward step (median of %d): %.3f s  ->  %.2f seq/s\n"
-                "GEMM work per step: %.1f GFLOP  ->  achieved %.1f GFLOP/s\n"
-                "matmul in the same dtype on the same shapes (this process): %.1f GFLOP/s  ->  fraction of that rate: %.2f\n",
-                static_cast<long long>(o.config.num_hidden_layers), static_cast<long long>(o.config.hidden_size),
-                static_cast<long long>(o.config.num_attention_heads), static_cast<long long>(o.config.vocab_size),
-                static_cast<long long>(o.batch), static_cast<long long>(o.seq_len), threads, precision.c_str(), o.iterations,
-                step_s_median, seq_per_s, gflop_per_step, gflops, sgemm_gflops, sgemm_fraction);
+  std::snprintf(
+      buf, sizeof buf,
+      "model: %lld layers, hidden %lld, %lld heads, vocab %lld | batch %lld x seq %lld, %d thread(s), %s\n"
+      "forward+backward step (median of %d): %.3f s  ->  %.2f seq/s\n"
+      "GEMM work per step: %.1f GFLOP  ->  achieved %.1f GFLOP/s\n"
+      "matmul in the same dtype on the same shapes (this process): %.1f GFLOP/s  ->  fraction of that rate: %.2f\n",
+      static_cast<long long>(o.config.num_hidden_layers), static_cast<long long>(o.config.hidden_size),
+      static_cast<long long>(o.config.num_attention_heads), static_cast<long long>(o.config.vocab_size),
+      static_cast<long long>(o.batch), static_cast<long long>(o.seq_len), threads, precision.c_str(), o.iterations,
+      step_s_median, seq_per_s, gflop_per_step, gflops, sgemm_gflops, sgemm_fraction);
   return buf;
 }
 

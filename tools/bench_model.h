@@ -30,21 +30,22 @@ struct ModelBenchOptions {
 
 struct ModelBenchResult {
   int threads = 0;
-  std::string precision;      // the one used
+  std::string precision;  // the one used
   double step_s_median = 0;
   double seq_per_s = 0;
   double gflop_per_step = 0;  // GEMM FLOPs of one forward+backward step
   double gflops = 0;          // achieved: GEMM FLOPs / step time
   double sgemm_gflops = 0;    // measured matmul rate on the same shapes in the compute dtype, FLOP-weighted
   double sgemm_fraction = 0;
-  double loss = 0;            // last step's loss, to show the step computed something finite
+  double loss = 0;  // last step's loss, to show the step computed something finite
   std::string to_json() const;
   std::string to_text(const ModelBenchOptions& options) const;
 };
 
 // The matmul roofline (fp32 or bf16 GEMMs) on the given shapes and device: each shape's fastest call (at least 3
 // calls, for at least `seconds_per_shape`), weighted by the FLOPs the step spends in it.
-double measure_matmul_gflops(const std::vector<GemmShape>& gemms, models::Precision precision = models::Precision::kFp32,
+double measure_matmul_gflops(const std::vector<GemmShape>& gemms,
+                             models::Precision precision = models::Precision::kFp32,
                              const torch::Device& device = torch::kCPU, double seconds_per_shape = 0.15);
 
 ModelBenchResult bench_model(const ModelBenchOptions& options);

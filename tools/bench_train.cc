@@ -8,17 +8,17 @@
 #include <cstdio>
 #include <fstream>
 
-#include <nlohmann/json.hpp>
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "collectives/communicator.h"
 #include "collectives/reducer.h"
 #include "launch/cpu_allocator.h"
 #include "launch/device.h"
-#include "launch/torch_compat.h"
 #include "launch/placement.h"
 #include "launch/runtime.h"
+#include "launch/torch_compat.h"
 #include "models/bert.h"
 #include "models/flops.h"
 #include "tools/bench_model.h"
@@ -45,7 +45,8 @@ using Clock = std::chrono::steady_clock;
 // (p = predictions): fp32 ~5 p h + 2 p v (logits, log-softmax); bf16 2 p h (gathered rows' copy), 2 p h (transform),
 // 4 p h (GELU output's fp32 copy for LayerNorm), 2 p h (LayerNorm output's copy), 4 p v (fp32 log-softmax; the bf16
 // logits are not kept).
-double activation_bytes(const models::BertConfig& c, int64_t b, int64_t s, int64_t predictions, models::Precision precision) {
+double activation_bytes(const models::BertConfig& c, int64_t b, int64_t s, int64_t predictions,
+                        models::Precision precision) {
   const double h = c.hidden_size, a = c.num_attention_heads, i = c.intermediate_size;
   const double bsh = static_cast<double>(b) * s * h, ass = a * s * s * b;
   const double p = static_cast<double>(b) * predictions;
@@ -79,7 +80,8 @@ std::string bench_train(const TrainBenchOptions& o) {
   const bool cuda = device.device.is_cuda();
   const int threads = process.threads;
   const models::PrecisionChoice precision = models::choose_precision(o.precision, cuda, launch::CpuIsa::current());
-  if (info.rank == 0) std::fprintf(stderr, "joule bench train: device %s; %s\n", device.description.c_str(), precision.reason.c_str());
+  if (info.rank == 0)
+    std::fprintf(stderr, "joule bench train: device %s; %s\n", device.description.c_str(), precision.reason.c_str());
   nlohmann::json rss = {{"startup", rss_now()}};
 
   trainer::TrainingSpec spec;  // LAMB as NVIDIA's recipe (the [optimizer] defaults), fresh weights
@@ -94,7 +96,8 @@ std::string bench_train(const TrainBenchOptions& o) {
   collectives::GradientReducer& reducer = *objects.reducer;
   trainer::Optimizer* optimizer = objects.optimizer.get();
   const models::PretrainingBatch batch =
-      models::synthetic_batch(o.config, o.micro_batch, o.seq_len, o.max_predictions, o.seed + static_cast<uint64_t>(info.rank))
+      models::synthetic_batch(o.config, o.micro_batch, o.seq_len, o.max_predictions,
+                              o.seed + static_cast<uint64_t>(info.rank))
           .to(device.device);  // once: the loader's host-to-device copy is not what this measures
 
   rss["state"] = rss_now();
@@ -134,8 +137,10 @@ std::string bench_train(const TrainBenchOptions& o) {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   comm->barrier();
-  const double device_peak_bytes = cuda ? static_cast<double>(launch::compat::cuda_peak_allocated_bytes(device.cuda_index())) : 0;
-  const double sgemm = measure_matmul_gflops(gemms, precision.precision, device.device);  // every rank at once, as in training
+  const double device_peak_bytes =
+      cuda ? static_cast<double>(launch::compat::cuda_peak_allocated_bytes(device.cuda_index())) : 0;
+  const double sgemm =
+      measure_matmul_gflops(gemms, precision.precision, device.device);  // every rank at once, as in training
 
   std::vector<double> per_rank(static_cast<size_t>(info.world_size) * 2, 0.0);
   per_rank[static_cast<size_t>(info.rank) * 2] = static_cast<double>(ru.ru_maxrss) * 1024.0;
@@ -149,7 +154,8 @@ std::string bench_train(const TrainBenchOptions& o) {
   }
   const double params = static_cast<double>(models::parameter_counts(o.config).total());
   const double state_bytes = 16 * params;  // fp32 weights, gradients (bucket buffers), LAMB's two moments
-  // bf16: each matmul's bf16 copy of its weight, kept from forward for backward's input gradient (2 bytes per parameter).
+  // bf16: each matmul's bf16 copy of its weight, kept from forward for backward's input gradient (2 bytes per
+  // parameter).
   const double weight_copies = precision.precision == models::Precision::kBf16 ? 2 * params : 0;
   const double act = activation_bytes(o.config, o.micro_batch, o.seq_len, o.max_predictions, precision.precision);
   nlohmann::json j = {{"impl", "joule"},
@@ -170,8 +176,12 @@ std::string bench_train(const TrainBenchOptions& o) {
                       {"roofline_fraction", gflop / step_s / sgemm_mean},
                       {"peak_rss_bytes", peak_rss},
                       {"rss_rank0_after", rss},
-                      {"cpu_cache", {{"hits", cache.hits}, {"misses", cache.misses}, {"mapped_bytes", cache.mapped_bytes},
-                                     {"cached_bytes", cache.cached_bytes}, {"released_bytes", cache.released_bytes}}},
+                      {"cpu_cache",
+                       {{"hits", cache.hits},
+                        {"misses", cache.misses},
+                        {"mapped_bytes", cache.mapped_bytes},
+                        {"cached_bytes", cache.cached_bytes},
+                        {"released_bytes", cache.released_bytes}}},
                       {"params", params},
                       {"state_bytes", state_bytes},
                       {"weight_copy_bytes", weight_copies},

@@ -19,15 +19,15 @@ struct TrainBenchOptions {
   int64_t seq_len = 128;
   int64_t micro_batch = 8;  // per rank
   int64_t max_predictions = 20;
-  int threads = 0;          // per rank; 0: cores / local ranks
+  int threads = 0;  // per rank; 0: cores / local ranks
   int warmup = 2;
   int steps = 5;
   uint64_t seed = 1;
   std::string precision = "auto";  // auto | fp32 | bf16 (models/precision.h)
   std::string wire = "fp32";       // the all-reduce's buffer dtype: fp32 | bf16 (gradients stay fp32 either side of it)
-  std::string profile;      // "": none; else rank 0's timed steps as a Chrome trace (LibTorch's profiler)
-  std::string device = "cpu";  // cpu | cuda (launch/device.h)
-  double peak_tflops = 0;      // the device's dense peak at the precision, for "mfu"; 0: not reported
+  std::string profile;             // "": none; else rank 0's timed steps as a Chrome trace (LibTorch's profiler)
+  std::string device = "cpu";      // cpu | cuda (launch/device.h)
+  double peak_tflops = 0;          // the device's dense peak at the precision, for "mfu"; 0: not reported
 };
 
 // Activation bytes autograd keeps for one micro-batch of BertForPreTraining in fp32 (what backward needs),

@@ -21,20 +21,22 @@ std::string data_inspect(const std::string& spec, int samples, const std::string
   const data::Dataset dataset = data::Dataset::open(spec);
   const std::string vocab_path = vocab_arg.empty() ? data::find_vocab_beside(spec) : vocab_arg;
   std::ostringstream out;
-  out << "dataset " << spec << ": " << dataset.shards().size() << " shard(s), " << dataset.size() << " sequences, seq_len "
-      << dataset.seq_len() << ", max predictions " << dataset.max_predictions() << "\n";
+  out << "dataset " << spec << ": " << dataset.shards().size() << " shard(s), " << dataset.size()
+      << " sequences, seq_len " << dataset.seq_len() << ", max predictions " << dataset.max_predictions() << "\n";
   int64_t masked = 0, tokens = 0, max_id = -1;
   for (const auto& s : dataset.shards()) {
     masked += s.stats.masked_predictions;
     tokens += s.stats.real_tokens;
     max_id = std::max(max_id, s.stats.max_token_id);
-    out << "  " << s.path << ": " << s.stats.sequences << " sequences" << (s.stats.int64_layout ? " (int64 layout)" : "") << "\n";
+    out << "  " << s.path << ": " << s.stats.sequences << " sequences"
+        << (s.stats.int64_layout ? " (int64 layout)" : "") << "\n";
   }
   char line[256];
-  std::snprintf(line, sizeof line, "tokens %lld (%.1f per sequence), masked %lld (%.2f%% of tokens, %.1f per sequence), max id %lld\n",
-                static_cast<long long>(tokens), static_cast<double>(tokens) / dataset.size(), static_cast<long long>(masked),
-                100.0 * masked / std::max<int64_t>(1, tokens), static_cast<double>(masked) / dataset.size(),
-                static_cast<long long>(max_id));
+  std::snprintf(line, sizeof line,
+                "tokens %lld (%.1f per sequence), masked %lld (%.2f%% of tokens, %.1f per sequence), max id %lld\n",
+                static_cast<long long>(tokens), static_cast<double>(tokens) / dataset.size(),
+                static_cast<long long>(masked), 100.0 * masked / std::max<int64_t>(1, tokens),
+                static_cast<double>(masked) / dataset.size(), static_cast<long long>(max_id));
   out << line;
 
   // Length histogram over real tokens, 8 buckets.
@@ -54,13 +56,16 @@ std::string data_inspect(const std::string& spec, int samples, const std::string
       }
     }
   }
-  std::snprintf(line, sizeof line, "next sentence: %.1f%% random\nlength histogram (real tokens):\n", 100.0 * random_next / dataset.size());
+  std::snprintf(line, sizeof line, "next sentence: %.1f%% random\nlength histogram (real tokens):\n",
+                100.0 * random_next / dataset.size());
   out << line;
   const int64_t peak = *std::max_element(hist.begin(), hist.end());
   for (int i = 0; i < buckets; ++i) {
-    std::snprintf(line, sizeof line, "  %4lld-%-4lld %10lld  %s\n", static_cast<long long>(i * dataset.seq_len() / buckets + 1),
-                  static_cast<long long>((i + 1) * dataset.seq_len() / buckets), static_cast<long long>(hist[static_cast<size_t>(i)]),
-                  std::string(static_cast<size_t>(40 * hist[static_cast<size_t>(i)] / std::max<int64_t>(1, peak)), '#').c_str());
+    std::snprintf(
+        line, sizeof line, "  %4lld-%-4lld %10lld  %s\n", static_cast<long long>(i * dataset.seq_len() / buckets + 1),
+        static_cast<long long>((i + 1) * dataset.seq_len() / buckets),
+        static_cast<long long>(hist[static_cast<size_t>(i)]),
+        std::string(static_cast<size_t>(40 * hist[static_cast<size_t>(i)] / std::max<int64_t>(1, peak)), '#').c_str());
     out << line;
   }
 
@@ -71,10 +76,12 @@ std::string data_inspect(const std::string& spec, int samples, const std::string
     }
     const data::Vocab vocab = data::Vocab::load(vocab_path);
     std::vector<uint64_t> ids;
-    for (int i = 0; i < samples && i < dataset.size(); ++i) ids.push_back(static_cast<uint64_t>(i * (dataset.size() / samples)));
+    for (int i = 0; i < samples && i < dataset.size(); ++i)
+      ids.push_back(static_cast<uint64_t>(i * (dataset.size() / samples)));
     const data::HostBatch b = data::Loader::read_sequences(dataset, ids);
     for (int64_t r = 0; r < b.rows; ++r) {
-      out << "\nsequence " << ids[static_cast<size_t>(r)] << (b.next_sentence_labels[r] ? " (random next)" : " (is next)") << ":\n  ";
+      out << "\nsequence " << ids[static_cast<size_t>(r)]
+          << (b.next_sentence_labels[r] ? " (random next)" : " (is next)") << ":\n  ";
       for (int64_t i = 0; i < b.seq_len && b.input_mask[r * b.seq_len + i]; ++i) {
         const int32_t id = b.input_ids[r * b.seq_len + i];
         out << (id < vocab.size() ? vocab.token(id) : "<" + std::to_string(id) + ">") << " ";
@@ -93,8 +100,12 @@ std::string data_inspect(const std::string& spec, int samples, const std::string
 
 std::string bench_data(const std::string& spec, int64_t micro_batch, int batches, int warmup, bool json) {
   const data::Dataset dataset = data::Dataset::open(spec);
-  data::SamplerConfig sc{static_cast<uint64_t>(dataset.size()), static_cast<uint64_t>(micro_batch),
-                         static_cast<uint64_t>(micro_batch), 1, 0, 1};
+  data::SamplerConfig sc{static_cast<uint64_t>(dataset.size()),
+                         static_cast<uint64_t>(micro_batch),
+                         static_cast<uint64_t>(micro_batch),
+                         1,
+                         0,
+                         1};
   data::Loader loader(dataset, sc, {});
   for (int i = 0; i < warmup; ++i) loader.next();
   const double waited_before = loader.wait_seconds();
@@ -103,12 +114,17 @@ std::string bench_data(const std::string& spec, int64_t micro_batch, int batches
   for (int i = 0; i < batches; ++i) sequences += loader.next().input_ids.size(0);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double seq_per_s = sequences / seconds;
-  nlohmann::json j = {{"sequences", sequences}, {"seconds", seconds}, {"seq_per_s", seq_per_s},
-                      {"shards", dataset.shards().size()}, {"dataset_sequences", dataset.size()},
+  nlohmann::json j = {{"sequences", sequences},
+                      {"seconds", seconds},
+                      {"seq_per_s", seq_per_s},
+                      {"shards", dataset.shards().size()},
+                      {"dataset_sequences", dataset.size()},
                       {"wait_s", loader.wait_seconds() - waited_before}};
   if (json) return j.dump() + "\n";
   char line[256];
-  std::snprintf(line, sizeof line, "loader: %lld sequences in %.2f s -> %.0f seq/s (global shuffle over %lld sequences in %zu shard(s), micro-batch %lld)\n",
+  std::snprintf(line, sizeof line,
+                "loader: %lld sequences in %.2f s -> %.0f seq/s (global shuffle over %lld sequences in %zu shard(s), "
+                "micro-batch %lld)\n",
                 static_cast<long long>(sequences), seconds, seq_per_s, static_cast<long long>(dataset.size()),
                 dataset.shards().size(), static_cast<long long>(micro_batch));
   return line;
@@ -157,11 +173,17 @@ std::string tokenizer_speed(std::istream& in, const std::string& vocab_path, boo
     return ids.size();
   });
   // The reference-shaped path (a string per word and per piece), for comparison.
-  const auto [string_s, string_tokens] = time_path([&](std::string_view line) { return tokenizer.to_ids(tokenizer.tokenize(line)).size(); });
+  const auto [string_s, string_tokens] =
+      time_path([&](std::string_view line) { return tokenizer.to_ids(tokenizer.tokenize(line)).size(); });
   const double mb = static_cast<double>(text.size()) / 1e6;
-  nlohmann::json j = {{"bytes", text.size()}, {"lines", lines.size()}, {"tokens", tokens}, {"seconds", fast_s},
-                      {"mb_per_s", mb / fast_s}, {"tokens_per_s", static_cast<double>(tokens) / fast_s},
-                      {"string_path_mb_per_s", mb / string_s}, {"same_token_count", tokens == string_tokens}};
+  nlohmann::json j = {{"bytes", text.size()},
+                      {"lines", lines.size()},
+                      {"tokens", tokens},
+                      {"seconds", fast_s},
+                      {"mb_per_s", mb / fast_s},
+                      {"tokens_per_s", static_cast<double>(tokens) / fast_s},
+                      {"string_path_mb_per_s", mb / string_s},
+                      {"same_token_count", tokens == string_tokens}};
   return j.dump() + "\n";
 }
 

@@ -14,26 +14,26 @@
 #include <cxxopts.hpp>
 
 #include "collectives/communicator.h"
+#include "data/create.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
+#include "data/vocab_builder.h"
 #include "launch/cpu_allocator.h"
 #include "launch/runtime.h"
 #include "models/bert_config.h"
 #include "models/safetensors.h"
-#include "trainer/checkpoint.h"
-#include "trainer/fault.h"
-#include "trainer/cost/hardware.h"
-#include "data/create.h"
-#include "data/vocab_builder.h"
 #include "tools/bench_comm.h"
 #include "tools/bench_model.h"
 #include "tools/bench_train.h"
 #include "tools/data_commands.h"
-#include "trainer/trainer.h"
 #include "tools/model_commands.h"
 #include "tools/plan.h"
-#include "trainer/sim/validation.h"
 #include "tools/report.h"
+#include "trainer/checkpoint.h"
+#include "trainer/cost/hardware.h"
+#include "trainer/fault.h"
+#include "trainer/sim/validation.h"
+#include "trainer/trainer.h"
 
 namespace {
 
@@ -93,8 +93,8 @@ int cmd_model_init(int argc, char** argv) {
   cxxopts::Options o("joule model init", "write a freshly initialized HuggingFace model directory");
   o.add_options()("config", "preset name, config.json or model directory", cxxopts::value<std::string>())(
       "seed", "initialization seed", cxxopts::value<uint64_t>()->default_value("0"))(
-      "out", "output directory", cxxopts::value<std::string>())(
-      "dtype", "F32, F16 or BF16", cxxopts::value<std::string>()->default_value("F32"));
+      "out", "output directory", cxxopts::value<std::string>())("dtype", "F32, F16 or BF16",
+                                                                cxxopts::value<std::string>()->default_value("F32"));
   auto r = parse(o, argc, argv);
   std::cout << joule::tools::model_init(required(r, "config"), r["seed"].as<uint64_t>(), required(r, "out"),
                                         r["dtype"].as<std::string>())
@@ -124,8 +124,7 @@ int cmd_bench_model(int argc, char** argv) {
       "iterations", "timed steps", cxxopts::value<int>()->default_value("6"))(
       "warmup", "untimed steps first", cxxopts::value<int>()->default_value("2"))(
       "precision", "auto, fp32 or bf16 (auto: bf16 where the CPU has AVX512-BF16 or AMX-BF16)",
-      cxxopts::value<std::string>()->default_value("auto"))(
-      "json", "print one JSON object");
+      cxxopts::value<std::string>()->default_value("auto"))("json", "print one JSON object");
   auto r = parse(o, argc, argv);
   joule::tools::ModelBenchOptions b;
   b.config = joule::tools::resolve_model_config(r["config"].as<std::string>());
@@ -170,10 +169,10 @@ int cmd_train(int argc, char** argv) {
   cxxopts::Options o("joule train", "pretrain BERT; launch with mpirun -np N or srun --mpi=pmix");
   o.add_options()("config", "run config (TOML)", cxxopts::value<std::string>())(
       "set", "override a key: table.key=value (repeatable; the value may hold commas)", cxxopts::value<std::string>())(
-      "run-dir", "run directory (run.dir)", cxxopts::value<std::string>())(
-      "data", "training shards (data.train)", cxxopts::value<std::string>())(
-      "eval-data", "held-out shards (data.eval)", cxxopts::value<std::string>())(
-      "vocab", "vocab.txt (data.vocab)", cxxopts::value<std::string>())(
+      "run-dir", "run directory (run.dir)", cxxopts::value<std::string>())("data", "training shards (data.train)",
+                                                                           cxxopts::value<std::string>())(
+      "eval-data", "held-out shards (data.eval)", cxxopts::value<std::string>())("vocab", "vocab.txt (data.vocab)",
+                                                                                 cxxopts::value<std::string>())(
       "model", "preset, config.json or HF model directory (model.config)", cxxopts::value<std::string>())(
       "steps", "optimizer steps (train.steps)", cxxopts::value<std::string>())(
       "device", "cpu, cuda (one GPU per rank) or trainium-sim (train.device)", cxxopts::value<std::string>())(
@@ -185,15 +184,25 @@ int cmd_train(int argc, char** argv) {
       "pue", "data-centre PUE (accounting.pue)", cxxopts::value<std::string>())(
       "region", "grid region for CO2 (accounting.region)", cxxopts::value<std::string>())(
       "grid-intensity", "g CO2 per kWh (accounting.grid_intensity)", cxxopts::value<std::string>())(
-      "resume", "auto (newest complete checkpoint) or a checkpoint directory", cxxopts::value<std::string>()->default_value(""));
+      "resume", "auto (newest complete checkpoint) or a checkpoint directory",
+      cxxopts::value<std::string>()->default_value(""));
   auto r = parse(o, argc, argv);
   joule::trainer::TrainRequest t;
   t.config = joule::trainer::RunConfig::from_toml_file(required(r, "config"));
-  const std::pair<const char*, const char*> named[] = {{"run-dir", "run.dir"}, {"data", "data.train"}, {"eval-data", "data.eval"},
-                                                       {"vocab", "data.vocab"}, {"model", "model.config"}, {"steps", "train.steps"},
-                                                       {"device", "train.device"}, {"precision", "train.precision"}, {"sim-instance", "sim.instance"},
-                                                       {"sim-nodes", "sim.nodes"}, {"instance", "accounting.instance"}, {"price-per-hour", "accounting.price_per_hour"},
-                                                       {"pue", "accounting.pue"}, {"region", "accounting.region"},
+  const std::pair<const char*, const char*> named[] = {{"run-dir", "run.dir"},
+                                                       {"data", "data.train"},
+                                                       {"eval-data", "data.eval"},
+                                                       {"vocab", "data.vocab"},
+                                                       {"model", "model.config"},
+                                                       {"steps", "train.steps"},
+                                                       {"device", "train.device"},
+                                                       {"precision", "train.precision"},
+                                                       {"sim-instance", "sim.instance"},
+                                                       {"sim-nodes", "sim.nodes"},
+                                                       {"instance", "accounting.instance"},
+                                                       {"price-per-hour", "accounting.price_per_hour"},
+                                                       {"pue", "accounting.pue"},
+                                                       {"region", "accounting.region"},
                                                        {"grid-intensity", "accounting.grid_intensity"}};
   for (const auto& [flag, key] : named)
     if (r.count(flag)) t.config.set(std::string(key) + "=" + r[flag].as<std::string>());
@@ -223,22 +232,29 @@ int cmd_report(int argc, char** argv) {
   auto r = parse(o, argc, argv);
   const int nodes = r["nodes"].as<int>();
   if (nodes < 1) throw UsageError("--nodes must be >= 1");
-  std::cout << joule::tools::write_report(required(r, "run"), r["out"].as<std::string>(), joule::tools::config_dir(), nodes) << "\n";
+  std::cout << joule::tools::write_report(required(r, "run"), r["out"].as<std::string>(), joule::tools::config_dir(),
+                                          nodes)
+            << "\n";
   return 0;
 }
 
 int cmd_plan(int argc, char** argv) {
-  cxxopts::Options o("joule plan", "predict hours, seq/hour, kWh, USD and CO2 of a workload on N instances of each profile");
+  cxxopts::Options o("joule plan",
+                     "predict hours, seq/hour, kWh, USD and CO2 of a workload on N instances of each profile");
   o.add_options()("model", "model preset or config.json", cxxopts::value<std::string>()->default_value("bert-large"))(
       "seq-len", "sequence length", cxxopts::value<int64_t>()->default_value("128"))(
-      "max-predictions", "masked positions per sequence (0: 20 at 128, 80 at 512)", cxxopts::value<int64_t>()->default_value("0"))(
-      "global-batch", "sequences per optimizer step", cxxopts::value<int64_t>()->default_value("65536"))(
+      "max-predictions", "masked positions per sequence (0: 20 at 128, 80 at 512)",
+      cxxopts::value<int64_t>()->default_value("0"))("global-batch", "sequences per optimizer step",
+                                                     cxxopts::value<int64_t>()->default_value("65536"))(
       "micro-batch", "sequences per device per forward/backward", cxxopts::value<int64_t>()->default_value("32"))(
       "sequences", "sequences to train on", cxxopts::value<std::string>()->default_value("450e6"))(
       "precision", "compute dtype: bf16, fp16, tf32, fp32", cxxopts::value<std::string>()->default_value("bf16"))(
       "nodes", "instances", cxxopts::value<int>()->default_value("16"))(
-      "instance", "instance profile, or PROFILE:PRECISION for that row (repeatable; default: every accelerator profile at --precision)", cxxopts::value<std::vector<std::string>>())(
-      "region", "grid region for CO2", cxxopts::value<std::string>()->default_value("world"))(
+      "instance",
+      "instance profile, or PROFILE:PRECISION for that row (repeatable; default: every accelerator profile at "
+      "--precision)",
+      cxxopts::value<std::vector<std::string>>())("region", "grid region for CO2",
+                                                  cxxopts::value<std::string>()->default_value("world"))(
       "grid-intensity", "g CO2 per kWh (overrides --region)", cxxopts::value<double>()->default_value("0"))(
       "scaling", "node counts for the scaling curve", cxxopts::value<std::string>()->default_value("1,2,4,8,16,32,64"))(
       "json", "print {\"rows\": [...], \"scaling\": [...]}")(
@@ -261,7 +277,8 @@ int cmd_plan(int argc, char** argv) {
     p.sequences = std::stod(seqs, &used);
   } catch (const std::exception&) {
   }
-  if (used != seqs.size() || !(p.sequences > 0)) throw UsageError("--sequences '" + seqs + "' is not a positive number");
+  if (used != seqs.size() || !(p.sequences > 0))
+    throw UsageError("--sequences '" + seqs + "' is not a positive number");
   p.precision = r["precision"].as<std::string>();
   p.nodes = r["nodes"].as<int>();
   if (p.nodes < 1) throw UsageError("--nodes must be >= 1");
@@ -281,18 +298,21 @@ int cmd_plan(int argc, char** argv) {
 
 int cmd_eval(int argc, char** argv) {
   cxxopts::Options o("joule eval", "masked-LM and NSP accuracy of a model directory on shards");
-  o.add_options()("model", "HF model directory", cxxopts::value<std::string>())("data", "shards", cxxopts::value<std::string>())(
-      "batch", "sequences per batch", cxxopts::value<int64_t>()->default_value("32"))(
+  o.add_options()("model", "HF model directory", cxxopts::value<std::string>())(
+      "data", "shards", cxxopts::value<std::string>())("batch", "sequences per batch",
+                                                       cxxopts::value<int64_t>()->default_value("32"))(
       "max-batches", "batches to evaluate (0: all)", cxxopts::value<int64_t>()->default_value("0"))(
       "precision", "auto, fp32 or bf16 (auto: bf16 where the CPU has AVX512-BF16 or AMX-BF16)",
       cxxopts::value<std::string>()->default_value("auto"))(
       "dump", "also write the first batch, joule's logits on it and its losses to this safetensors file",
       cxxopts::value<std::string>()->default_value(""));
   auto r = parse(o, argc, argv);
-  const auto precision = joule::models::choose_precision(r["precision"].as<std::string>(), false, joule::launch::CpuIsa::current());
+  const auto precision =
+      joule::models::choose_precision(r["precision"].as<std::string>(), false, joule::launch::CpuIsa::current());
   std::cerr << "joule eval: " << precision.reason << "\n";
   std::cout << joule::trainer::evaluate_model_dir(required(r, "model"), required(r, "data"), r["batch"].as<int64_t>(),
-                                                  r["max-batches"].as<int64_t>(), precision.precision, r["dump"].as<std::string>())
+                                                  r["max-batches"].as<int64_t>(), precision.precision,
+                                                  r["dump"].as<std::string>())
                    .to_json()
             << "\n";
   return 0;
@@ -309,21 +329,24 @@ int cmd_export(int argc, char** argv) {
 }
 
 int cmd_bench_train(int argc, char** argv) {
-  cxxopts::Options o("joule bench train", "the whole training step (dropout, bucketed all-reduce, LAMB) on synthetic batches; run under mpirun");
-  o.add_options()("config", "model preset, config.json or model directory", cxxopts::value<std::string>()->default_value("bert-base"))(
+  cxxopts::Options o(
+      "joule bench train",
+      "the whole training step (dropout, bucketed all-reduce, LAMB) on synthetic batches; run under mpirun");
+  o.add_options()("config", "model preset, config.json or model directory",
+                  cxxopts::value<std::string>()->default_value("bert-base"))(
       "seq-len", "sequence length", cxxopts::value<int64_t>()->default_value("128"))(
       "micro-batch", "sequences per rank per step", cxxopts::value<int64_t>()->default_value("8"))(
       "max-predictions", "masked positions per sequence", cxxopts::value<int64_t>()->default_value("20"))(
       "threads", "intra-op threads per rank (0: cores / local ranks)", cxxopts::value<int>()->default_value("0"))(
-      "warmup", "untimed steps", cxxopts::value<int>()->default_value("2"))(
-      "steps", "timed steps", cxxopts::value<int>()->default_value("5"))(
+      "warmup", "untimed steps", cxxopts::value<int>()->default_value("2"))("steps", "timed steps",
+                                                                            cxxopts::value<int>()->default_value("5"))(
       "precision", "auto, fp32 or bf16 (auto: bf16 where the CPU has AVX512-BF16 or AMX-BF16)",
       cxxopts::value<std::string>()->default_value("auto"))(
       "wire", "all-reduce buffer dtype: fp32 or bf16 (gradients stay fp32; bf16 halves the bytes sent)",
       cxxopts::value<std::string>()->default_value("fp32"))(
       "profile", "write rank 0's timed steps as a Chrome trace (tools/bench/op_profile.py sums it per op)",
-      cxxopts::value<std::string>()->default_value(""))(
-      "device", "cpu or cuda (one GPU per rank)", cxxopts::value<std::string>()->default_value("cpu"))(
+      cxxopts::value<std::string>()->default_value(""))("device", "cpu or cuda (one GPU per rank)",
+                                                        cxxopts::value<std::string>()->default_value("cpu"))(
       "peak-tflops", "the device's dense peak TFLOP/s at --precision: adds \"mfu\" (H100/H200 SXM bf16: 989)",
       cxxopts::value<double>()->default_value("0"));
   auto r = parse(o, argc, argv);
@@ -342,23 +365,28 @@ int cmd_bench_train(int argc, char** argv) {
   b.steps = r["steps"].as<int>();
   b.precision = r["precision"].as<std::string>();
   b.wire = r["wire"].as<std::string>();
-  if (b.steps < 1 || b.micro_batch < 1 || b.seq_len < 2) throw UsageError("--steps, --micro-batch and --seq-len must be positive");
+  if (b.steps < 1 || b.micro_batch < 1 || b.seq_len < 2)
+    throw UsageError("--steps, --micro-batch and --seq-len must be positive");
   const std::string line = joule::tools::bench_train(b);
   if (!line.empty()) std::cout << line << std::endl;
   return 0;
 }
 
 int cmd_bench_comm(int argc, char** argv) {
-  cxxopts::Options o("joule bench comm", "all-reduce busbw table and the bucketed reducer vs one all-reduce (run under mpirun)");
+  cxxopts::Options o("joule bench comm",
+                     "all-reduce busbw table and the bucketed reducer vs one all-reduce (run under mpirun)");
   o.add_options()("min-bytes", "smallest message", cxxopts::value<int64_t>()->default_value("1024"))(
       "max-bytes", "largest message", cxxopts::value<int64_t>()->default_value("268435456"))(
       "iterations", "timed repetitions per size", cxxopts::value<int>()->default_value("5"))(
-      "gradient-model", "model whose gradient the reducer moves (none: skip that part)", cxxopts::value<std::string>()->default_value("bert-large"))(
+      "gradient-model", "model whose gradient the reducer moves (none: skip that part)",
+      cxxopts::value<std::string>()->default_value("bert-large"))(
       "pingpong", "first a rank 0 <-> rank 1 ping-pong: one-way times, and the alpha and beta they fit")(
-      "predict-alpha-us", "with --predict-mbps: each row's ring all-reduce time from the alpha-beta model", cxxopts::value<double>()->default_value("0"))(
-      "predict-mbps", "link bandwidth for the prediction, MB/s", cxxopts::value<double>()->default_value("0"))(
-      "overlap-model", "measure exposed communication in training steps of this model", cxxopts::value<std::string>()->default_value(""))(
-      "overlap-batch", "sequences per rank in those steps", cxxopts::value<int>()->default_value("8"))(
+      "predict-alpha-us", "with --predict-mbps: each row's ring all-reduce time from the alpha-beta model",
+      cxxopts::value<double>()->default_value("0"))("predict-mbps", "link bandwidth for the prediction, MB/s",
+                                                    cxxopts::value<double>()->default_value("0"))(
+      "overlap-model", "measure exposed communication in training steps of this model",
+      cxxopts::value<std::string>()->default_value(""))("overlap-batch", "sequences per rank in those steps",
+                                                        cxxopts::value<int>()->default_value("8"))(
       "min-busbw", "fail below this busbw (GB/s) at the largest size", cxxopts::value<double>()->default_value("0"))(
       "json", "JSON lines: one per table row, then a summary");
   auto r = parse(o, argc, argv);
@@ -406,8 +434,8 @@ int cmd_data_synth(int argc, char** argv) {
 int cmd_data_vocab(int argc, char** argv) {
   cxxopts::Options o("joule data vocab", "build a WordPiece vocabulary from a corpus");
   o.add_options()("input", "text file(s)", cxxopts::value<std::vector<std::string>>())(
-      "out", "vocab.txt to write", cxxopts::value<std::string>())(
-      "size", "vocabulary size, special tokens included", cxxopts::value<int64_t>()->default_value("8000"))(
+      "out", "vocab.txt to write", cxxopts::value<std::string>())("size", "vocabulary size, special tokens included",
+                                                                  cxxopts::value<int64_t>()->default_value("8000"))(
       "min-frequency", "least count of a merged piece", cxxopts::value<int64_t>()->default_value("2"))(
       "lower-case", "lower-case and strip accents", cxxopts::value<bool>()->default_value("true"))(
       "no-lower-case", "keep case and accents");
@@ -437,32 +465,45 @@ int64_t parse_size(const std::string& flag, const std::string& text) {
   for (char& ch : unit) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
   if (unit.size() > 1 && unit.back() == 'B') unit.pop_back();
   if (unit.size() > 1 && unit.back() == 'I') unit.pop_back();  // GiB, MiB
-  const double scale = unit.empty() || unit == "B" ? 1 : unit == "K" ? 1024.0 : unit == "M" ? 1048576.0 : unit == "G" ? 1073741824.0 : unit == "T" ? 1099511627776.0 : -1;
-  if (value <= 0 || scale < 0) throw UsageError("--" + flag + " \"" + text + "\": expected a size such as 512MB or 2GB");
+  const double scale = unit.empty() || unit == "B" ? 1
+                       : unit == "K"               ? 1024.0
+                       : unit == "M"               ? 1048576.0
+                       : unit == "G"               ? 1073741824.0
+                       : unit == "T"               ? 1099511627776.0
+                                                   : -1;
+  if (value <= 0 || scale < 0)
+    throw UsageError("--" + flag + " \"" + text + "\": expected a size such as 512MB or 2GB");
   return static_cast<int64_t>(value * scale);
 }
 
 int cmd_data_create(int argc, char** argv) {
   cxxopts::Options o("joule data create", "raw text + vocab.txt -> pretraining shards, streamed in bounded memory");
-  o.add_options()("input", "text: files, directories, glob patterns or @LIST files; plain or .gz; one sentence per line, a blank line "
-                           "between documents (repeatable)",
-                  cxxopts::value<std::vector<std::string>>())(
-      "vocab", "vocab.txt", cxxopts::value<std::string>())("out", "output directory", cxxopts::value<std::string>())(
-      "phase", "NVIDIA's phase presets: 1 = --seq-len 128 --max-pred 20, 2 = --seq-len 512 --max-pred 80", cxxopts::value<int>())(
-      "seq-len", "tokens per sequence (default 128)", cxxopts::value<int>())(
+  o.add_options()(
+      "input",
+      "text: files, directories, glob patterns or @LIST files; plain or .gz; one sentence per line, a blank line "
+      "between documents (repeatable)",
+      cxxopts::value<std::vector<std::string>>())("vocab", "vocab.txt", cxxopts::value<std::string>())(
+      "out", "output directory", cxxopts::value<std::string>())(
+      "phase", "NVIDIA's phase presets: 1 = --seq-len 128 --max-pred 20, 2 = --seq-len 512 --max-pred 80",
+      cxxopts::value<int>())("seq-len", "tokens per sequence (default 128)", cxxopts::value<int>())(
       "max-pred", "masked positions per sequence (default 20)", cxxopts::value<int>())(
       "dupe-factor", "times each document is used with different masks", cxxopts::value<int>()->default_value("5"))(
-      "shards", "training shards: the input cut into this many equal parts (plain-text input)", cxxopts::value<int>()->default_value("0"))(
-      "shard-mb", "input MB per training shard (instead of --shards)", cxxopts::value<double>()->default_value("0"))(
-      "memory-budget", "peak memory to stay under (chunks are sized to it)", cxxopts::value<std::string>()->default_value("2GB"))(
-      "seed", "seed", cxxopts::value<uint64_t>()->default_value("12345"))(
+      "shards", "training shards: the input cut into this many equal parts (plain-text input)",
+      cxxopts::value<int>()->default_value("0"))("shard-mb", "input MB per training shard (instead of --shards)",
+                                                 cxxopts::value<double>()->default_value("0"))(
+      "memory-budget", "peak memory to stay under (chunks are sized to it)",
+      cxxopts::value<std::string>()->default_value("2GB"))("seed", "seed",
+                                                           cxxopts::value<uint64_t>()->default_value("12345"))(
       "lower-case", "lower-case and strip accents", cxxopts::value<bool>()->default_value("true"))(
       "no-lower-case", "keep case and accents")("whole-word-mask", "mask whole words")(
       "masked-lm-prob", "fraction of tokens masked", cxxopts::value<double>()->default_value("0.15"))(
       "short-seq-prob", "probability of a shorter target length", cxxopts::value<double>()->default_value("0.1"))(
-      "eval-documents", "documents of the first chunk held out for an eval shard", cxxopts::value<int64_t>()->default_value("0"))(
-      "threads", "worker threads (0: all cores); the output does not depend on it", cxxopts::value<int>()->default_value("0"))(
-      "skip-bad-input", "skip and count invalid UTF-8 lines, over-long lines or documents and empty files instead of stopping")(
+      "eval-documents", "documents of the first chunk held out for an eval shard",
+      cxxopts::value<int64_t>()->default_value("0"))("threads",
+                                                     "worker threads (0: all cores); the output does not depend on it",
+                                                     cxxopts::value<int>()->default_value("0"))(
+      "skip-bad-input",
+      "skip and count invalid UTF-8 lines, over-long lines or documents and empty files instead of stopping")(
       "replace", "replace an --out holding another data set (built in OUT.partial, swapped in when complete)");
   auto r = parse(o, argc, argv);
   if (!r.count("input")) throw UsageError("missing required option --input");
@@ -472,8 +513,10 @@ int cmd_data_create(int argc, char** argv) {
   c.out = required(r, "out");
   if (r.count("phase")) {
     const int phase = r["phase"].as<int>();
-    if (phase != 1 && phase != 2) throw UsageError("--phase " + std::to_string(phase) + ": expected 1 (seq 128) or 2 (seq 512)");
-    if (r.count("seq-len") || r.count("max-pred")) throw UsageError("--phase sets --seq-len and --max-pred: give one or the other");
+    if (phase != 1 && phase != 2)
+      throw UsageError("--phase " + std::to_string(phase) + ": expected 1 (seq 128) or 2 (seq 512)");
+    if (r.count("seq-len") || r.count("max-pred"))
+      throw UsageError("--phase sets --seq-len and --max-pred: give one or the other");
     c.seq_len = phase == 1 ? 128 : 512;
     c.max_predictions = phase == 1 ? 20 : 80;
   }
@@ -494,19 +537,24 @@ int cmd_data_create(int argc, char** argv) {
   c.replace = r.count("replace") > 0;
   c.skip_bad_input = r.count("skip-bad-input") > 0;
   const auto s = joule::data::create_pretraining_data(c);
-  if (s.already_complete) std::cout << c.out << " already holds this data set (same inputs and arguments): nothing to do\n";
-  if (s.resumed_chunks > 0) std::cout << "resumed: kept " << s.resumed_chunks << " verified shard(s) from an earlier run\n";
-  if (s.skipped > 0) std::cout << "skipped " << s.skipped << " bad input item(s) (--skip-bad-input), the first: " << s.first_skip << "\n";
+  if (s.already_complete)
+    std::cout << c.out << " already holds this data set (same inputs and arguments): nothing to do\n";
+  if (s.resumed_chunks > 0)
+    std::cout << "resumed: kept " << s.resumed_chunks << " verified shard(s) from an earlier run\n";
+  if (s.skipped > 0)
+    std::cout << "skipped " << s.skipped << " bad input item(s) (--skip-bad-input), the first: " << s.first_skip
+              << "\n";
   std::cout << "wrote " << c.out << ": " << s.train_sequences << " training sequences in " << s.train_shards.size()
             << " shard(s) from " << s.documents << " documents";
-  if (s.eval_sequences) std::cout << ", " << s.eval_sequences << " eval sequences from " << s.eval_documents << " held-out documents";
+  if (s.eval_sequences)
+    std::cout << ", " << s.eval_sequences << " eval sequences from " << s.eval_documents << " held-out documents";
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   const std::string chunk = s.chunk_bytes >= (1 << 20) ? std::to_string((s.chunk_bytes + (1 << 19)) >> 20) + " MB"
                                                        : std::to_string((s.chunk_bytes + 512) >> 10) + " KB";
   std::cout << "; " << s.masked_predictions << " masked predictions; " << s.chunks << " chunk(s) of up to " << chunk
-            << " of text; peak memory " << usage.ru_maxrss / 1024 << " MB (budget "
-            << c.memory_budget / (1 << 20) << " MB)\n";
+            << " of text; peak memory " << usage.ru_maxrss / 1024 << " MB (budget " << c.memory_budget / (1 << 20)
+            << " MB)\n";
   return 0;
 }
 
@@ -527,7 +575,8 @@ int cmd_data_tokenize(int argc, char** argv) {
       "lower-case", "lower-case and strip accents (default)")("no-lower-case", "keep case and accents")(
       "speed", "print the tokenizer's throughput on stdin (one thread, text in memory) instead of the tokens");
   auto r = parse(o, argc, argv);
-  if (r.count("lower-case") && r.count("no-lower-case")) throw UsageError("give --lower-case or --no-lower-case, not both");
+  if (r.count("lower-case") && r.count("no-lower-case"))
+    throw UsageError("give --lower-case or --no-lower-case, not both");
   if (r.count("speed"))
     std::cout << joule::tools::tokenizer_speed(std::cin, required(r, "vocab"), !r.count("no-lower-case"));
   else
@@ -541,7 +590,8 @@ int cmd_data_tokenize(int argc, char** argv) {
 // interleave), ends the whole job so that no rank is left waiting, and returns the exit code.
 int report_error(const std::string& cmd, const std::string& what, const std::string& hint, int exit_code) {
   const std::string prefix = joule::launch::rank_prefix();
-  std::cerr << (prefix + "joule " + cmd + ": error: " + what + "\n" + prefix + "what to do: " + hint + "\n") << std::flush;
+  std::cerr << (prefix + "joule " + cmd + ": error: " + what + "\n" + prefix + "what to do: " + hint + "\n")
+            << std::flush;
   joule::launch::abort_job_if_distributed(exit_code);
   return exit_code;
 }
@@ -598,6 +648,7 @@ int main(int argc, char** argv) {
     return report_error(cmd, e.what(), e.hint(), e.exit_code());
   } catch (const std::exception& e) {
     // Not joule's own error type (LibTorch, the standard library): still one clear line on every rank.
-    return report_error(cmd, e.what(), "this error did not come with advice from joule; the message above names what failed", 1);
+    return report_error(cmd, e.what(),
+                        "this error did not come with advice from joule; the message above names what failed", 1);
   }
 }

@@ -8,10 +8,10 @@
 #include "data/hdf5.h"
 #include "launch/cpu_allocator.h"
 #include "launch/runtime.h"
+#include "launch/util/error.h"
 #include "models/bert.h"
 #include "models/model_dir.h"
 #include "models/safetensors.h"
-#include "launch/util/error.h"
 
 #ifndef JOULE_SOURCE_CONFIG_DIR
 #define JOULE_SOURCE_CONFIG_DIR "configs"
@@ -51,7 +51,7 @@ std::string model_info(const std::string& arg) {
   for (const auto& [name, t] : model->hf_named_parameters()) instantiated += t.numel();
   if (instantiated != p.total())
     throw joule::InternalError("model info: instantiated model has " + std::to_string(instantiated) +
-                           " parameters but the closed form gives " + std::to_string(p.total()));
+                               " parameters but the closed form gives " + std::to_string(p.total()));
 
   std::ostringstream out;
   out << "BertForPreTraining: " << c.num_hidden_layers << " layers, hidden " << c.hidden_size << ", "
@@ -93,7 +93,8 @@ std::string model_init(const std::string& config_arg, uint64_t seed, const std::
   models::BertForPreTraining model(c, seed);
   models::save_model_dir(model, out_dir, d);
   return "wrote " + out_dir + "/config.json and " + out_dir + "/model.safetensors (" +
-         with_commas(models::parameter_counts(c).total()) + " parameters, " + dtype + ", seed " + std::to_string(seed) + ")";
+         with_commas(models::parameter_counts(c).total()) + " parameters, " + dtype + ", seed " + std::to_string(seed) +
+         ")";
 }
 
 std::string version_report(std::string* blas_warning) {
@@ -106,17 +107,17 @@ std::string version_report(std::string* blas_warning) {
       << "  BLAS     " << blas.description << " (" << blas.library << ")\n"
       << "  cores    " << launch::physical_cores() << " available to this process\n"
       << "  memory   "
-      << (launch::caching_cpu_allocator_active() ? "caching CPU allocator for tensors of 1 MiB or more (JOULE_CPU_CACHING=0 turns it off)"
-                                                 : "LibTorch's default CPU allocator (JOULE_CPU_CACHING=0)")
+      << (launch::caching_cpu_allocator_active()
+              ? "caching CPU allocator for tensors of 1 MiB or more (JOULE_CPU_CACHING=0 turns it off)"
+              : "LibTorch's default CPU allocator (JOULE_CPU_CACHING=0)")
       << "\n";
   if (blas_warning) {
     blas_warning->clear();
     if (blas.is_reference || blas.description == "unrecognized BLAS")
-      *blas_warning =
-          "WARNING: LibTorch's matmuls run on " + blas.description + " (" + blas.library +
-          "), about 20x slower than OpenBLAS.\n"
-          "         Install OpenBLAS and select it: apt-get install libopenblas0-pthread && "
-          "update-alternatives --auto libblas.so.3-x86_64-linux-gnu\n";
+      *blas_warning = "WARNING: LibTorch's matmuls run on " + blas.description + " (" + blas.library +
+                      "), about 20x slower than OpenBLAS.\n"
+                      "         Install OpenBLAS and select it: apt-get install libopenblas0-pthread && "
+                      "update-alternatives --auto libblas.so.3-x86_64-linux-gnu\n";
   }
   return out.str();
 }

@@ -8,11 +8,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "trainer/sim/alpha_beta.h"
+#include "launch/util/error.h"
 #include "trainer/cost/accounting.h"
 #include "trainer/cost/hardware.h"
+#include "trainer/sim/alpha_beta.h"
 #include "trainer/sim/perf_model.h"
-#include "launch/util/error.h"
 
 namespace joule::tools {
 namespace fs = std::filesystem;
@@ -42,12 +42,15 @@ std::vector<InstanceRow> instances_of(const PlanOptions& o, const std::string& c
   std::vector<InstanceRow> out;
   for (const std::string& spec : o.instances) {
     const size_t colon = spec.find(':');
-    if (colon == std::string::npos) out.push_back({spec, o.precision});
-    else out.push_back({spec.substr(0, colon), checked_precision(spec.substr(colon + 1), "--instance " + spec)});
+    if (colon == std::string::npos)
+      out.push_back({spec, o.precision});
+    else
+      out.push_back({spec.substr(0, colon), checked_precision(spec.substr(colon + 1), "--instance " + spec)});
   }
   if (!out.empty()) return out;
   for (const auto& name : trainer::list_instance_profiles(hardware_dir(config_dir)))
-    if (trainer::load_instance_profile(name, hardware_dir(config_dir)).device_kind != "cpu") out.push_back({name, o.precision});
+    if (trainer::load_instance_profile(name, hardware_dir(config_dir)).device_kind != "cpu")
+      out.push_back({name, o.precision});
   return out;
 }
 
@@ -61,8 +64,10 @@ Workload workload_of(const PlanOptions& o, const std::string& config_dir) {
   w.sequences = o.sequences;
   w.dtype = checked_precision(o.precision, "--precision");
   if (w.seq_len < 1 || w.seq_len > w.model.max_position_embeddings)
-    throw joule::UsageError("--seq-len " + std::to_string(w.seq_len) + " is outside 1.." + std::to_string(w.model.max_position_embeddings));
-  if (w.global_batch < 1 || w.micro_batch < 1 || !(w.sequences > 0)) throw joule::UsageError("--global-batch, --micro-batch and --sequences must be positive");
+    throw joule::UsageError("--seq-len " + std::to_string(w.seq_len) + " is outside 1.." +
+                            std::to_string(w.model.max_position_embeddings));
+  if (w.global_batch < 1 || w.micro_batch < 1 || !(w.sequences > 0))
+    throw joule::UsageError("--global-batch, --micro-batch and --sequences must be positive");
   return w;
 }
 
@@ -110,27 +115,29 @@ std::string plan_text(const PlanOptions& o, const std::string& config_dir) {
   const auto& planned = plan.instances;
   const Workload& w = plan.workload;
   std::ostringstream out;
-  out << "joule plan: " << o.model << ", seq " << o.seq_len << " (" << w.max_predictions << " predictions), global batch " << o.global_batch
-      << ", micro-batch " << o.micro_batch << " per device, " << f("%.4g", o.sequences) << " sequences, " << o.precision << " unless a row says otherwise, grid "
+  out << "joule plan: " << o.model << ", seq " << o.seq_len << " (" << w.max_predictions
+      << " predictions), global batch " << o.global_batch << ", micro-batch " << o.micro_batch << " per device, "
+      << f("%.4g", o.sequences) << " sequences, " << o.precision << " unless a row says otherwise, grid "
       << f("%.1f", plan.grid_g_per_kwh) << " g CO2/kWh\n\n";
   char line[512];
-  std::snprintf(line, sizeof line, "%-16s %-9s %6s %8s %12s %13s %10s %11s %10s\n", "instance", "precision", "nodes", "hours", "seq/hour", "kWh",
-                "USD", "CO2 kg", "seq/s");
+  std::snprintf(line, sizeof line, "%-16s %-9s %6s %8s %12s %13s %10s %11s %10s\n", "instance", "precision", "nodes",
+                "hours", "seq/hour", "kWh", "USD", "CO2 kg", "seq/s");
   out << line;
   for (const auto& p : planned) {
     const StepPrediction& r = p.at_nodes;
-    std::snprintf(line, sizeof line, "%-16s %-9s %6d %8.2f %12.4g %13.1f %10.0f %11.1f %10.0f\n", r.instance.c_str(), p.precision.c_str(), r.nodes,
-                  r.hours, r.seq_per_hour, r.kwh, r.usd, r.co2_kg, r.seq_per_s);
+    std::snprintf(line, sizeof line, "%-16s %-9s %6d %8.2f %12.4g %13.1f %10.0f %11.1f %10.0f\n", r.instance.c_str(),
+                  p.precision.c_str(), r.nodes, r.hours, r.seq_per_hour, r.kwh, r.usd, r.co2_kg, r.seq_per_s);
     out << line;
   }
   out << "\nstep time breakdown at " << o.nodes << " nodes (seconds per step):\n";
-  std::snprintf(line, sizeof line, "%-16s %9s %9s %11s %9s %9s %6s  %s\n", "instance", "step", "compute", "exposed comm", "comm", "other", "accum",
-                "compute efficiency");
+  std::snprintf(line, sizeof line, "%-16s %9s %9s %11s %9s %9s %6s  %s\n", "instance", "step", "compute",
+                "exposed comm", "comm", "other", "accum", "compute efficiency");
   out << line;
   for (const auto& p : planned) {
     const StepPrediction& r = p.at_nodes;
-    std::snprintf(line, sizeof line, "%-16s %9.4f %9.4f %11.4f %9.4f %9.4f %6lld  %.3f, %s\n", r.instance.c_str(), r.step_s, r.compute_s,
-                  r.exposed_comm_s, r.comm_s, r.optimizer_s, static_cast<long long>(r.accumulation), p.model.efficiency(o.seq_len),
+    std::snprintf(line, sizeof line, "%-16s %9.4f %9.4f %11.4f %9.4f %9.4f %6lld  %.3f, %s\n", r.instance.c_str(),
+                  r.step_s, r.compute_s, r.exposed_comm_s, r.comm_s, r.optimizer_s,
+                  static_cast<long long>(r.accumulation), p.model.efficiency(o.seq_len),
                   p.model.efficiency_basis().c_str());
     out << line;
   }
@@ -148,7 +155,8 @@ std::string plan_text(const PlanOptions& o, const std::string& config_dir) {
     }
     out << "\n";
   }
-  out << "\nCompute-bound time from each profile's calibration; communication from the profile's links (α-β, hierarchical\n"
+  out << "\nCompute-bound time from each profile's calibration; communication from the profile's links (α-β, "
+         "hierarchical\n"
          "all-reduce of DDP's buckets, overlapped with the last backward); energy at device power by compute share.\n";
   return out.str();
 }

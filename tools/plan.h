@@ -18,7 +18,8 @@ struct PlanOptions {
   double sequences = 450e6;
   std::string precision = "bf16";
   int nodes = 16;
-  std::vector<std::string> instances;  // NAME or NAME:PRECISION (that row's precision); empty: every accelerator profile
+  std::vector<std::string>
+      instances;  // NAME or NAME:PRECISION (that row's precision); empty: every accelerator profile
   std::string region = "world";
   double grid_intensity = 0;
   std::vector<int> scaling = {1, 2, 4, 8, 16, 32, 64};

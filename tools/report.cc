@@ -10,11 +10,11 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "launch/util/error.h"
+#include "launch/util/file_io.h"
 #include "models/flops.h"
 #include "trainer/cost/run_summary.h"
 #include "trainer/sim/perf_model.h"
-#include "launch/util/error.h"
-#include "launch/util/file_io.h"
 
 namespace joule::tools {
 namespace fs = std::filesystem;
@@ -31,11 +31,20 @@ std::string esc(const std::string& s) {
   std::string o;
   for (char c : s) {
     switch (c) {
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '&': o += "&amp;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '&':
+        o += "&amp;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      default:
+        o += c;
     }
   }
   return o;
@@ -78,7 +87,8 @@ std::string si(double v) { return tick_label(v); }
 
 // An SVG line chart: the title, a legend row under it, the plot with five ticks per axis (SI labels), axis names.
 // Nothing is drawn over the title and no label leaves the canvas (tests/e2e/train_resume.sh checks it in Chromium).
-std::string line_chart(const std::string& title, const std::string& x_label, const std::string& y_label, const std::vector<Series>& series) {
+std::string line_chart(const std::string& title, const std::string& x_label, const std::string& y_label,
+                       const std::vector<Series>& series) {
   const double w = 640, h = 320, left = 64, right = 24, legend_y = 36, top = 58, bottom = 44;
   double x0 = 1e300, x1 = -1e300, y0 = 1e300, y1 = -1e300;
   for (const Series& s : series)
@@ -86,38 +96,44 @@ std::string line_chart(const std::string& title, const std::string& x_label, con
       x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
     }
   std::ostringstream o;
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w << "\" height=\"" << h << "\" viewBox=\"0 0 " << w << " " << h
-    << "\" role=\"img\" aria-label=\"" << esc(title) << "\">\n<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n"
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w << "\" height=\"" << h << "\" viewBox=\"0 0 " << w
+    << " " << h << "\" role=\"img\" aria-label=\"" << esc(title)
+    << "\">\n<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n"
     << "<text x=\"10\" y=\"20\" font-size=\"14\" font-weight=\"bold\">" << esc(title) << "</text>\n";
   // The legend: one row under the title, entries side by side.
   double lx = left;
   for (const Series& s : series) {
-    o << "<rect x=\"" << lx << "\" y=\"" << legend_y - 9 << "\" width=\"10\" height=\"10\" fill=\"" << s.color << "\"/><text x=\"" << lx + 14
-      << "\" y=\"" << legend_y << "\" font-size=\"11\">" << esc(s.name) << "</text>\n";
+    o << "<rect x=\"" << lx << "\" y=\"" << legend_y - 9 << "\" width=\"10\" height=\"10\" fill=\"" << s.color
+      << "\"/><text x=\"" << lx + 14 << "\" y=\"" << legend_y << "\" font-size=\"11\">" << esc(s.name) << "</text>\n";
     lx += 14 + 6.5 * static_cast<double>(s.name.size()) + 18;  // ~6.5 px per character at 11 px
   }
-  if (x0 > x1) return o.str() + "<text x=\"" + num(left, "%.0f") + "\" y=\"100\" font-size=\"12\">no data</text>\n</svg>\n";
+  if (x0 > x1)
+    return o.str() + "<text x=\"" + num(left, "%.0f") + "\" y=\"100\" font-size=\"12\">no data</text>\n</svg>\n";
   if (x1 == x0) x1 = x0 + 1;
   if (y1 == y0) y1 = y0 + std::max(1e-9, std::fabs(y0) * 0.1);
   const double pad = (y1 - y0) * 0.05;
   y0 -= pad, y1 += pad;
   auto px = [&](double x) { return left + (x - x0) / (x1 - x0) * (w - left - right); };
   auto py = [&](double y) { return h - bottom - (y - y0) / (y1 - y0) * (h - top - bottom); };
-  o << "<g stroke=\"#999\" stroke-width=\"1\"><line x1=\"" << left << "\" y1=\"" << h - bottom << "\" x2=\"" << w - right << "\" y2=\"" << h - bottom
-    << "\"/><line x1=\"" << left << "\" y1=\"" << top << "\" x2=\"" << left << "\" y2=\"" << h - bottom << "\"/></g>\n<g font-size=\"10\" fill=\"#444\">\n";
+  o << "<g stroke=\"#999\" stroke-width=\"1\"><line x1=\"" << left << "\" y1=\"" << h - bottom << "\" x2=\""
+    << w - right << "\" y2=\"" << h - bottom << "\"/><line x1=\"" << left << "\" y1=\"" << top << "\" x2=\"" << left
+    << "\" y2=\"" << h - bottom << "\"/></g>\n<g font-size=\"10\" fill=\"#444\">\n";
   for (int i = 0; i <= 4; ++i) {
     const double xv = x0 + (x1 - x0) * i / 4, yv = y0 + (y1 - y0) * i / 4;
     const char* anchor = i == 0 ? "start" : i == 4 ? "end" : "middle";  // the end ticks stay inside the canvas
-    o << "<text x=\"" << px(xv) << "\" y=\"" << h - bottom + 14 << "\" text-anchor=\"" << anchor << "\">" << si(xv) << "</text>"
+    o << "<text x=\"" << px(xv) << "\" y=\"" << h - bottom + 14 << "\" text-anchor=\"" << anchor << "\">" << si(xv)
+      << "</text>"
       << "<text x=\"" << left - 6 << "\" y=\"" << py(yv) + 3 << "\" text-anchor=\"end\">" << si(yv) << "</text>"
-      << "<line x1=\"" << left << "\" y1=\"" << py(yv) << "\" x2=\"" << w - right << "\" y2=\"" << py(yv) << "\" stroke=\"#eee\"/>\n";
+      << "<line x1=\"" << left << "\" y1=\"" << py(yv) << "\" x2=\"" << w - right << "\" y2=\"" << py(yv)
+      << "\" stroke=\"#eee\"/>\n";
   }
-  o << "<text x=\"" << (left + w - right) / 2 << "\" y=\"" << h - 8 << "\" text-anchor=\"middle\" font-size=\"11\">" << esc(x_label)
-    << "</text><text transform=\"translate(14," << (top + h - bottom) / 2 << ") rotate(-90)\" text-anchor=\"middle\" font-size=\"11\">"
-    << esc(y_label) << "</text>\n</g>\n";
+  o << "<text x=\"" << (left + w - right) / 2 << "\" y=\"" << h - 8 << "\" text-anchor=\"middle\" font-size=\"11\">"
+    << esc(x_label) << "</text><text transform=\"translate(14," << (top + h - bottom) / 2
+    << ") rotate(-90)\" text-anchor=\"middle\" font-size=\"11\">" << esc(y_label) << "</text>\n</g>\n";
   for (const Series& s : series) {
     if (s.dots) {
-      for (auto [x, y] : s.points) o << "<circle cx=\"" << px(x) << "\" cy=\"" << py(y) << "\" r=\"3.5\" fill=\"" << s.color << "\"/>";
+      for (auto [x, y] : s.points)
+        o << "<circle cx=\"" << px(x) << "\" cy=\"" << py(y) << "\" r=\"3.5\" fill=\"" << s.color << "\"/>";
     } else {
       o << "<polyline fill=\"none\" stroke=\"" << s.color << "\" stroke-width=\"2\" points=\"";
       for (auto [x, y] : s.points) o << px(x) << "," << py(y) << " ";
@@ -135,9 +151,9 @@ struct Bar {
 
 // A horizontal stacked bar chart; colours by part name.
 std::string bar_chart(const std::string& title, const std::string& unit, const std::vector<Bar>& bars) {
-  static const std::map<std::string, std::string> colours = {{"rapl", "#1b9e77"}, {"nvml", "#7570b3"}, {"neuron", "#e7298a"},
-                                                            {"model", "#d95f02"}, {"hours", "#386cb0"}, {"kWh", "#1b9e77"},
-                                                            {"USD", "#d95f02"}};
+  static const std::map<std::string, std::string> colours = {
+      {"rapl", "#1b9e77"},  {"nvml", "#7570b3"}, {"neuron", "#e7298a"}, {"model", "#d95f02"},
+      {"hours", "#386cb0"}, {"kWh", "#1b9e77"},  {"USD", "#d95f02"}};
   const double w = 640, left = 250, right = 90, row = 26, top = 36;
   const double h = top + row * std::max<size_t>(1, bars.size()) + 30;
   double max_total = 0;
@@ -148,8 +164,9 @@ std::string bar_chart(const std::string& title, const std::string& unit, const s
   }
   if (max_total <= 0) max_total = 1;
   std::ostringstream o;
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w << "\" height=\"" << h << "\" viewBox=\"0 0 " << w << " " << h
-    << "\" role=\"img\" aria-label=\"" << esc(title) << "\">\n<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n<text x=\"10\" y=\"20\" "
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w << "\" height=\"" << h << "\" viewBox=\"0 0 " << w
+    << " " << h << "\" role=\"img\" aria-label=\"" << esc(title)
+    << "\">\n<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n<text x=\"10\" y=\"20\" "
     << "font-size=\"14\" font-weight=\"bold\">" << esc(title) << "</text>\n";
   std::map<std::string, bool> legend;
   for (size_t i = 0; i < bars.size(); ++i) {
@@ -157,26 +174,28 @@ std::string bar_chart(const std::string& title, const std::string& unit, const s
     // At most 36 characters (~6.5 px each at 11 px): the label ends inside the canvas.
     const std::string& full = bars[i].label;
     const std::string label = full.size() > 36 ? full.substr(0, 35) + "\u2026" : full;
-    o << "<text x=\"" << left - 8 << "\" y=\"" << y + 15 << "\" text-anchor=\"end\" font-size=\"11\">" << esc(label) << "<title>" << esc(full)
-      << "</title></text>";
+    o << "<text x=\"" << left - 8 << "\" y=\"" << y + 15 << "\" text-anchor=\"end\" font-size=\"11\">" << esc(label)
+      << "<title>" << esc(full) << "</title></text>";
     double x = left, total = 0;
     for (const auto& [name, v] : bars[i].parts) {
       const double bw = v / max_total * (w - left - right);
       const auto c = colours.count(name) ? colours.at(name) : "#666";
-      o << "<rect x=\"" << x << "\" y=\"" << y + 3 << "\" width=\"" << std::max(0.5, bw) << "\" height=\"" << row - 8 << "\" fill=\"" << c
-        << "\"><title>" << esc(name) << ": " << fig(v) << " " << esc(unit) << "</title></rect>";
+      o << "<rect x=\"" << x << "\" y=\"" << y + 3 << "\" width=\"" << std::max(0.5, bw) << "\" height=\"" << row - 8
+        << "\" fill=\"" << c << "\"><title>" << esc(name) << ": " << fig(v) << " " << esc(unit) << "</title></rect>";
       x += bw;
       total += v;
       legend[name] = true;
     }
-    o << "<text x=\"" << x + 6 << "\" y=\"" << y + 15 << "\" font-size=\"11\">" << si(total) << " " << esc(unit) << "</text>\n";
+    o << "<text x=\"" << x + 6 << "\" y=\"" << y + 15 << "\" font-size=\"11\">" << si(total) << " " << esc(unit)
+      << "</text>\n";
   }
   int k = 0;
   for (const auto& [name, unused] : legend) {
     (void)unused;
     const auto c = colours.count(name) ? colours.at(name) : "#666";
-    o << "<rect x=\"" << left + 90 * k << "\" y=\"" << h - 18 << "\" width=\"10\" height=\"10\" fill=\"" << c << "\"/><text x=\""
-      << left + 90 * k + 14 << "\" y=\"" << h - 9 << "\" font-size=\"11\">" << esc(name) << "</text>";
+    o << "<rect x=\"" << left + 90 * k << "\" y=\"" << h - 18 << "\" width=\"10\" height=\"10\" fill=\"" << c
+      << "\"/><text x=\"" << left + 90 * k + 14 << "\" y=\"" << h - 9 << "\" font-size=\"11\">" << esc(name)
+      << "</text>";
     ++k;
   }
   return o.str() + "\n</svg>\n";
@@ -222,15 +241,18 @@ std::string write_report(const std::string& run_dir, const std::string& out, con
 
   // The projection's history: predicted wall time for the run's target against the actual one.
   Series predicted{"projected wall time for the target", "#7570b3", {}}, actual{"actual wall time", "#666", {}};
-  for (const trainer::ProjectionPoint& p : s.ledger.history) predicted.points.push_back({static_cast<double>(p.step), p.target_wall_s / 60.0});
+  for (const trainer::ProjectionPoint& p : s.ledger.history)
+    predicted.points.push_back({static_cast<double>(p.step), p.target_wall_s / 60.0});
   const double billed_wall_s = s.ledger.wall_s();
   if (!predicted.points.empty() && s.status == "finished")
-    actual.points = {{predicted.points.front().first, billed_wall_s / 60.0}, {predicted.points.back().first, billed_wall_s / 60.0}};
+    actual.points = {{predicted.points.front().first, billed_wall_s / 60.0},
+                     {predicted.points.back().first, billed_wall_s / 60.0}};
 
   // This run's workload (model, sequence length, the 450M-sequence target) on each instance profile.
   const trainer::WorkloadInfo& w = s.workload;
   const trainer::CostSettings& inst = s.instance();
-  const models::BertConfig model = models::BertConfig::from_json_file((fs::path(run_dir) / "model_config.json").string());
+  const models::BertConfig model =
+      models::BertConfig::from_json_file((fs::path(run_dir) / "model_config.json").string());
   const double target = static_cast<double>(s.card.sequences);
   const double grid = inst.region.g_per_kwh;
   std::vector<ProfileEstimate> estimates;
@@ -243,12 +265,14 @@ std::string write_report(const std::string& run_dir, const std::string& out, con
   workload.sequences = target;
   for (const std::string& name : trainer::list_instance_profiles((fs::path(config_dir) / "hardware").string())) {
     try {
-      const trainer::InstanceProfile p = trainer::load_instance_profile(name, (fs::path(config_dir) / "hardware").string());
+      const trainer::InstanceProfile p =
+          trainer::load_instance_profile(name, (fs::path(config_dir) / "hardware").string());
       if (p.device_kind == "cpu") continue;  // the measured row stands for the CPU host
       const trainer::ClusterModel m(p, (fs::path(config_dir) / "models").string());
       const trainer::StepPrediction r = m.predict(workload, nodes, {}, grid);
-      estimates.push_back({p.name, workload.dtype, nodes, r.seq_per_s, r.hours, r.kwh, r.usd, r.co2_kg,
-                           "cluster model: " + m.efficiency_basis() + ", exposed comm " + num(r.exposed_comm_s, "%.3g") + " s/step"});
+      estimates.push_back(
+          {p.name, workload.dtype, nodes, r.seq_per_s, r.hours, r.kwh, r.usd, r.co2_kg,
+           "cluster model: " + m.efficiency_basis() + ", exposed comm " + num(r.exposed_comm_s, "%.3g") + " s/step"});
     } catch (const std::exception& e) {
       skipped.push_back(name + ": " + e.what());
     }
@@ -266,14 +290,15 @@ std::string write_report(const std::string& run_dir, const std::string& out, con
   measured.basis = "measured rates of this run";
   std::vector<Bar> hours_bars, kwh_bars, usd_bars;
   std::ostringstream table;
-  table << "<table><tr><th>instance</th><th>precision</th><th>nodes</th><th>seq/s</th><th>hours</th><th>kWh (facility)</th><th>USD</th><th>kg CO2</th>"
+  table << "<table><tr><th>instance</th><th>precision</th><th>nodes</th><th>seq/s</th><th>hours</th><th>kWh "
+           "(facility)</th><th>USD</th><th>kg CO2</th>"
         << "<th>basis</th></tr>\n";
   std::vector<ProfileEstimate> rows = estimates;
   rows.push_back(measured);
   for (const ProfileEstimate& e : rows) {
-    table << "<tr><td>" << esc(e.instance) << "</td><td>" << esc(e.precision) << "</td><td>" << e.nodes << "</td><td>" << num(e.seq_per_s, "%.0f") << "</td><td>" << fig(e.hours)
-          << "</td><td>" << fig(e.kwh) << "</td><td>" << fig(e.usd) << "</td><td>" << fig(e.co2_kg) << "</td><td>"
-          << esc(e.basis) << "</td></tr>\n";
+    table << "<tr><td>" << esc(e.instance) << "</td><td>" << esc(e.precision) << "</td><td>" << e.nodes << "</td><td>"
+          << num(e.seq_per_s, "%.0f") << "</td><td>" << fig(e.hours) << "</td><td>" << fig(e.kwh) << "</td><td>"
+          << fig(e.usd) << "</td><td>" << fig(e.co2_kg) << "</td><td>" << esc(e.basis) << "</td></tr>\n";
     const std::string label = e.instance + " x" + std::to_string(e.nodes);
     hours_bars.push_back({label, {{"hours", e.hours}}});
     kwh_bars.push_back({label, {{"kWh", e.kwh}}});
@@ -283,35 +308,48 @@ std::string write_report(const std::string& run_dir, const std::string& out, con
 
   const trainer::Figures spent = s.ledger.totals();
   std::ostringstream h;
-  h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>joule run " << esc(s.ledger.run_id) << "</title>\n"
-    << "<style>body{font-family:sans-serif;margin:24px;color:#222;max-width:1340px}h1{font-size:20px}h2{font-size:16px;margin-top:28px}"
+  h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>joule run " << esc(s.ledger.run_id)
+    << "</title>\n"
+    << "<style>body{font-family:sans-serif;margin:24px;color:#222;max-width:1340px}h1{font-size:20px}h2{font-size:16px;"
+       "margin-top:28px}"
     << "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}"
     << ".charts{display:flex;flex-wrap:wrap;gap:16px}.note{color:#666;font-size:12px}</style></head><body>\n"
-    << "<h1>joule training-cost report</h1>\n<p>run <code>" << esc(s.ledger.run_id) << "</code> in <code>" << esc(run_dir) << "</code>: "
-    << esc(s.status) << "</p>\n<table>\n";
-  auto kv = [&](const std::string& k, const std::string& v) { h << "<tr><th>" << esc(k) << "</th><td>" << esc(v) << "</td></tr>\n"; };
+    << "<h1>joule training-cost report</h1>\n<p>run <code>" << esc(s.ledger.run_id) << "</code> in <code>"
+    << esc(run_dir) << "</code>: " << esc(s.status) << "</p>\n<table>\n";
+  auto kv = [&](const std::string& k, const std::string& v) {
+    h << "<tr><th>" << esc(k) << "</th><td>" << esc(v) << "</td></tr>\n";
+  };
   kv("sequences", std::to_string(s.sequences) + " in " + std::to_string(s.steps) + " steps");
   kv("ranks / nodes", std::to_string(s.ranks) + " / " + std::to_string(s.nodes));
-  kv("wall time", trainer::duration_text(s.wall_s) + " (billed " + trainer::duration_text(billed_wall_s) + ", " + std::to_string(s.segments) +
-                      " segment(s))");
+  kv("wall time", trainer::duration_text(s.wall_s) + " (billed " + trainer::duration_text(billed_wall_s) + ", " +
+                      std::to_string(s.segments) + " segment(s))");
   kv("throughput", num(s.seq_per_s, "%.2f") + " seq/s");
-  kv("energy (facility)", fig(spent.facility_kwh) + " kWh, source: " + trainer::energy_json(energy)["source"].get<std::string>());
-  kv("cost", "USD " + fig(spent.usd) + " (" + inst.instance + ", USD " + fig(inst.usd_per_hour) + "/h, " + inst.price_source + ")");
+  kv("energy (facility)",
+     fig(spent.facility_kwh) + " kWh, source: " + trainer::energy_json(energy)["source"].get<std::string>());
+  kv("cost", "USD " + fig(spent.usd) + " (" + inst.instance + ", USD " + fig(inst.usd_per_hour) + "/h, " +
+                 inst.price_source + ")");
   kv("CO2", fig(spent.co2_kg) + " kg at " + fig(grid) + " g/kWh (" + inst.grid_source + ")");
-  kv("projected for 450M sequences", trainer::duration_text(card.wall_s) + ", " + fig(card.kwh) + " kWh, USD " + fig(card.usd) + " for " + w.model + " on this cluster (measured rates; the table below predicts this workload on each instance profile)");
+  kv("projected for 450M sequences",
+     trainer::duration_text(card.wall_s) + ", " + fig(card.kwh) + " kWh, USD " + fig(card.usd) + " for " + w.model +
+         " on this cluster (measured rates; the table below predicts this workload on each instance profile)");
   h << "</table>\n<h2>Training</h2>\n<div class=\"charts\">\n"
     << line_chart("Loss over sequences", "sequences", "loss", {loss, eval_loss})
     << line_chart("Masked-LM accuracy over sequences", "sequences", "accuracy", {acc, eval_acc})
-    << line_chart("Throughput over time", "wall time (min)", "seq/s", {rate}) << "</div>\n<h2>Energy</h2>\n<div class=\"charts\">\n"
+    << line_chart("Throughput over time", "wall time (min)", "seq/s", {rate})
+    << "</div>\n<h2>Energy</h2>\n<div class=\"charts\">\n"
     << bar_chart("Energy by component and source (IT equipment)", "Wh", energy_bars)
-    << line_chart("Projection history: wall time for the run's target", "step", "minutes", {predicted, actual}) << "</div>\n"
+    << line_chart("Projection history: wall time for the run's target", "step", "minutes", {predicted, actual})
+    << "</div>\n"
     << "<h2>This workload on each instance profile</h2>\n<p class=\"note\">" << si(target) << " sequences of "
     << w.seq_len << " tokens, model " << esc(w.model) << ", " << nodes
-    << " nodes, global batch 65,536, bf16: the cluster performance model of <code>joule plan</code> (compute calibrated on each "
-    << "profile's single-node figure, hierarchical all-reduce of the gradient buckets, see VALIDATION.md). The last row projects this "
+    << " nodes, global batch 65,536, bf16: the cluster performance model of <code>joule plan</code> (compute "
+       "calibrated on each "
+    << "profile's single-node figure, hierarchical all-reduce of the gradient buckets, see VALIDATION.md). The last "
+       "row projects this "
     << "run's measured rates.</p>\n"
     << table.str() << "<div class=\"charts\">\n"
-    << bar_chart("Hours for the workload", "h", hours_bars) << bar_chart("Energy for the workload (facility)", "kWh", kwh_bars)
+    << bar_chart("Hours for the workload", "h", hours_bars)
+    << bar_chart("Energy for the workload (facility)", "kWh", kwh_bars)
     << bar_chart("Cost for the workload", "USD", usd_bars) << "</div>\n";
   for (const std::string& n : s.notices) h << "<p class=\"note\">note: " << esc(n) << "</p>\n";
   for (const auto& n : skipped) h << "<p class=\"note\">profile skipped: " << esc(n) << "</p>\n";

@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-
 namespace joule::tools {
 
 // Prints the table and rewrites RUN_DIR/emissions.csv from RUN_DIR/summary.json; returns the table.

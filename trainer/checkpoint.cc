@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -27,13 +27,16 @@ namespace {
 
 // What to do about a failed write, by its cause.
 std::string write_hint(int err) {
-  if (err == ENOSPC || err == EDQUOT) return "the file system is full: free space (or lower checkpoint.keep), then --resume auto";
-  if (err == EROFS || err == EACCES || err == EPERM) return "the run directory is not writable: fix its permissions or choose another --run-dir";
+  if (err == ENOSPC || err == EDQUOT)
+    return "the file system is full: free space (or lower checkpoint.keep), then --resume auto";
+  if (err == EROFS || err == EACCES || err == EPERM)
+    return "the run directory is not writable: fix its permissions or choose another --run-dir";
   return "check the file system of the run directory, then --resume auto (the previous checkpoint is untouched)";
 }
 
 [[noreturn]] void write_failed(const std::string& path, const std::string& what, int err) {
-  throw CheckpointError(path + ": " + what + " failed: " + std::strerror(err) + " (the checkpoint is incomplete and will not be marked COMPLETE)",
+  throw CheckpointError(path + ": " + what + " failed: " + std::strerror(err) +
+                            " (the checkpoint is incomplete and will not be marked COMPLETE)",
                         write_hint(err));
 }
 
@@ -63,7 +66,6 @@ std::string read_file(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-
 void write_tensors(const std::string& path, const std::vector<std::pair<std::string, torch::Tensor>>& named) {
   std::vector<torch::Tensor> keep;
   std::vector<st::TensorToWrite> tensors;
@@ -75,8 +77,9 @@ void write_tensors(const std::string& path, const std::vector<std::pair<std::str
     st::write(path, tensors);
   } catch (const st::FormatError& e) {  // the writer names the file and the system's reason
     const std::string what = e.what();
-    const int err = what.find(std::strerror(ENOSPC)) != std::string::npos ? ENOSPC
-                    : what.find(std::strerror(EROFS)) != std::string::npos ? EROFS : EIO;
+    const int err = what.find(std::strerror(ENOSPC)) != std::string::npos  ? ENOSPC
+                    : what.find(std::strerror(EROFS)) != std::string::npos ? EROFS
+                                                                           : EIO;
     throw CheckpointError(what + " (the checkpoint is incomplete and will not be marked COMPLETE)", write_hint(err));
   }
 }
@@ -96,18 +99,25 @@ bool is_checkpoint_name(std::string name) {
 }
 
 nlohmann::json state_json(const TrainerState& s) {
-  nlohmann::json j = {{"step", s.step},         {"epoch", s.sampler.epoch},       {"position", s.sampler.position},
-          {"sequences", s.sequences}, {"wall_seconds", s.wall_seconds}, {"segments", s.segments},
-          {"world_size", s.world_size}, {"config_hash", s.config_hash},
-          {"nonfinite_skipped", s.nonfinite_skipped}, {"nonfinite_streak", s.nonfinite_streak}};
+  nlohmann::json j = {{"step", s.step},
+                      {"epoch", s.sampler.epoch},
+                      {"position", s.sampler.position},
+                      {"sequences", s.sequences},
+                      {"wall_seconds", s.wall_seconds},
+                      {"segments", s.segments},
+                      {"world_size", s.world_size},
+                      {"config_hash", s.config_hash},
+                      {"nonfinite_skipped", s.nonfinite_skipped},
+                      {"nonfinite_streak", s.nonfinite_streak}};
   if (!s.ledger_json.empty()) j["ledger"] = nlohmann::json::parse(s.ledger_json);
   return j;
 }
 
 }  // namespace
 
-std::string save_checkpoint(const std::string& root, const models::BertForPreTraining& model, const Optimizer& optimizer,
-                            const TrainerState& state, collectives::Communicator& comm, int64_t keep, const CheckpointFaults& faults) {
+std::string save_checkpoint(const std::string& root, const models::BertForPreTraining& model,
+                            const Optimizer& optimizer, const TrainerState& state, collectives::Communicator& comm,
+                            int64_t keep, const CheckpointFaults& faults) {
   auto stage = [&](const char* name) {
     if (faults.after_stage) faults.after_stage(name);
   };
@@ -137,12 +147,15 @@ std::string save_checkpoint(const std::string& root, const models::BertForPreTra
     s["optimizer_steps"] = optimizer.steps();
     write_file((fs::path(tmp) / "trainer_state.json").string(), s.dump(1) + "\n");
     stage("state");
-    nlohmann::json manifest = {{"format", "joule-checkpoint"}, {"format_version", kCheckpointFormatVersion},
-                               {"step", state.step},          {"world_size", state.world_size},
+    nlohmann::json manifest = {{"format", "joule-checkpoint"},
+                               {"format_version", kCheckpointFormatVersion},
+                               {"step", state.step},
+                               {"world_size", state.world_size},
                                {"config_hash", state.config_hash}};
     for (const auto& e : fs::directory_iterator(tmp)) {
       fsync_path(e.path().string());
-      manifest["files"][e.path().filename().string()] = {{"bytes", fs::file_size(e.path())}, {"fnv1a64", joule::hex64(joule::fnv1a64_file(e.path().string()))}};
+      manifest["files"][e.path().filename().string()] = {
+          {"bytes", fs::file_size(e.path())}, {"fnv1a64", joule::hex64(joule::fnv1a64_file(e.path().string()))}};
     }
     write_file((fs::path(tmp) / "manifest.json").string(), manifest.dump(1) + "\n");
     fsync_path((fs::path(tmp) / "manifest.json").string());
@@ -189,9 +202,11 @@ std::string verify(const std::string& dir) {
   const std::string path = (fs::path(dir) / "manifest.json").string();
   try {
     const nlohmann::json manifest = parse_json_file(path);
-    if (field<std::string>(manifest, "format", path) != "joule-checkpoint") return "manifest.json is not a joule checkpoint manifest";
+    if (field<std::string>(manifest, "format", path) != "joule-checkpoint")
+      return "manifest.json is not a joule checkpoint manifest";
     if (const int version = field<int>(manifest, "format_version", path); version != kCheckpointFormatVersion)
-      return "format version " + std::to_string(version) + ", this joule reads version " + std::to_string(kCheckpointFormatVersion);
+      return "format version " + std::to_string(version) + ", this joule reads version " +
+             std::to_string(kCheckpointFormatVersion);
     const nlohmann::json files = field<nlohmann::json>(manifest, "files", path);
     for (const auto& [name, info] : files.items()) {
       const fs::path p = fs::path(dir) / name;
@@ -199,7 +214,8 @@ std::string verify(const std::string& dir) {
       if (!fs::exists(p)) return name + " is missing";
       if (fs::file_size(p) != field<uint64_t>(info, "bytes", where))
         return name + " has " + std::to_string(fs::file_size(p)) + " bytes, the manifest says " + info["bytes"].dump();
-      if (joule::hex64(joule::fnv1a64_file(p.string())) != field<std::string>(info, "fnv1a64", where)) return name + ": checksum mismatch (corrupt file)";
+      if (joule::hex64(joule::fnv1a64_file(p.string())) != field<std::string>(info, "fnv1a64", where))
+        return name + ": checksum mismatch (corrupt file)";
     }
   } catch (const joule::Error& e) {  // CheckpointError (a bad manifest), IoError (a file that cannot be read)
     return e.what();
@@ -285,9 +301,10 @@ TrainerState load_checkpoint(const std::string& dir, models::BertForPreTraining&
     // files of the manifest's sizes (a shared file system that has not caught up fails here, clearly).
     const std::string problem = matches_manifest(dir, verified_manifest);
     if (!problem.empty())
-      throw CheckpointError(dir + ": rank " + std::to_string(rank) + " does not see the checkpoint rank 0 verified: " + problem,
-                            "the ranks' views of the run directory differ (a shared file system still propagating?): wait and "
-                            "--resume auto again, or check that every node mounts the same run directory");
+      throw CheckpointError(
+          dir + ": rank " + std::to_string(rank) + " does not see the checkpoint rank 0 verified: " + problem,
+          "the ranks' views of the run directory differ (a shared file system still propagating?): wait and "
+          "--resume auto again, or check that every node mounts the same run directory");
   }
   int64_t optimizer_steps = 0;
   TrainerState state = read_trainer_state(dir, &optimizer_steps);

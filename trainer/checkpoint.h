@@ -12,9 +12,9 @@
 #include <utility>
 #include <vector>
 
-#include "launch/util/error.h"
 #include "collectives/communicator.h"
 #include "data/shuffle.h"
+#include "launch/util/error.h"
 #include "models/bert.h"
 #include "trainer/optimizer.h"
 
@@ -23,21 +23,24 @@ namespace joule::trainer {
 inline constexpr int kCheckpointFormatVersion = 1;
 
 struct TrainerState {
-  int64_t step = 0;             // optimizer steps done
-  data::SamplerState sampler;   // where the data stands after `step`
-  int64_t sequences = 0;        // sequences trained on, all ranks
-  double wall_seconds = 0;      // training wall time so far, all segments
-  int64_t segments = 1;         // runs that contributed (1 + resumes)
+  int64_t step = 0;            // optimizer steps done
+  data::SamplerState sampler;  // where the data stands after `step`
+  int64_t sequences = 0;       // sequences trained on, all ranks
+  double wall_seconds = 0;     // training wall time so far, all segments
+  int64_t segments = 1;        // runs that contributed (1 + resumes)
   int world_size = 1;
   std::string config_hash;
-  std::string ledger_json;      // the accounting ledger (energy, cost, segments), JSON; "" before the first save
+  std::string ledger_json;        // the accounting ledger (energy, cost, segments), JSON; "" before the first save
   int64_t nonfinite_skipped = 0;  // steps whose update was skipped for NaN/Inf gradients, all segments
   int64_t nonfinite_streak = 0;   // of those, how many in a row up to `step`
 };
 
 class CheckpointError : public joule::Error {
  public:
-  explicit CheckpointError(const std::string& message, std::string hint = "resume from another checkpoint with --resume DIR (--resume auto takes the newest that verifies), or start a new --run-dir")
+  explicit CheckpointError(const std::string& message,
+                           std::string hint =
+                               "resume from another checkpoint with --resume DIR (--resume auto takes the newest that "
+                               "verifies), or start a new --run-dir")
       : joule::Error(message, std::move(hint)) {}
 };
 
@@ -52,8 +55,9 @@ struct CheckpointFaults {
 // is a CheckpointError naming the file and the cause (ENOSPC, EROFS, EIO), and the directory is never marked
 // COMPLETE. Keeps the newest `keep` checkpoints with joule's own names (step_NNNNNNNN); other directories are
 // left alone.
-std::string save_checkpoint(const std::string& root, const models::BertForPreTraining& model, const Optimizer& optimizer,
-                            const TrainerState& state, collectives::Communicator& comm, int64_t keep, const CheckpointFaults& faults = {});
+std::string save_checkpoint(const std::string& root, const models::BertForPreTraining& model,
+                            const Optimizer& optimizer, const TrainerState& state, collectives::Communicator& comm,
+                            int64_t keep, const CheckpointFaults& faults = {});
 
 // The checkpoints under `root` with joule's names (step_ and digits, or that with .tmp while being written), newest
 // first; complete or not.
@@ -75,6 +79,5 @@ std::string manifest_checksum(const std::string& dir);
 // verifies every file here. Throws CheckpointError naming the file.
 TrainerState load_checkpoint(const std::string& dir, models::BertForPreTraining& model, Optimizer& optimizer, int rank,
                              int world_size, const std::string& verified_manifest = "");
-
 
 }  // namespace joule::trainer

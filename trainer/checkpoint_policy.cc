@@ -27,7 +27,8 @@ CheckpointPolicy::CheckpointPolicy(const CheckpointOptions& options, bool root)
 void CheckpointPolicy::vote(int64_t step, const FaultPoints& faults, StepBoundary& boundary) const {
   if (faults.preempts(step)) g_signal.store(SIGUSR1);
   boundary.preempt = g_signal.load() != 0 ? 1.0 : 0.0;
-  boundary.checkpoint_due = root_ && every_minutes_ > 0 && launch::seconds_since(last_save_) >= every_minutes_ * 60 ? 1.0 : 0.0;
+  boundary.checkpoint_due =
+      root_ && every_minutes_ > 0 && launch::seconds_since(last_save_) >= every_minutes_ * 60 ? 1.0 : 0.0;
 }
 
 CheckpointPolicy::Decision CheckpointPolicy::decide(int64_t step, const StepBoundary& reduced) const {

@@ -7,8 +7,8 @@
 #include <chrono>
 #include <cstdint>
 
-#include "trainer/fault.h"
 #include "trainer/checkpoint_options.h"
+#include "trainer/fault.h"
 #include "trainer/step_boundary.h"
 
 namespace joule::trainer {

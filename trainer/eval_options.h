@@ -11,10 +11,10 @@ namespace joule::trainer {
 
 struct EvalOptions {
   static constexpr const char* kTable = "eval";
-  int64_t every_steps = 0;           // 0: at the end only
-  double target_mlm_accuracy = 0;    // > 0: stop once reached (time-to-accuracy)
-  int64_t batch = 32;                // sequences per eval batch
-  int64_t max_batches = 50;          // eval batches per evaluation, over all ranks
+  int64_t every_steps = 0;         // 0: at the end only
+  double target_mlm_accuracy = 0;  // > 0: stop once reached (time-to-accuracy)
+  int64_t batch = 32;              // sequences per eval batch
+  int64_t max_batches = 50;        // eval batches per evaluation, over all ranks
 
   std::vector<OptionField> fields() {
     return {{"every_steps", &every_steps, at_least(0), "0: at the end only"},

@@ -10,16 +10,18 @@
 
 namespace joule::trainer {
 
-BatchSums evaluate_slice(models::BertForPreTraining& model, const data::Dataset& dataset, int64_t batch, int64_t max_batches,
-                         int rank, int world) {
+BatchSums evaluate_slice(models::BertForPreTraining& model, const data::Dataset& dataset, int64_t batch,
+                         int64_t max_batches, int rank, int world) {
   torch::NoGradGuard no_grad;
   const bool was_training = model->is_training();
   model->eval();
   DeviceSums sums;
-  const int64_t total = std::min<int64_t>(max_batches > 0 ? max_batches : INT64_MAX, (dataset.size() + batch - 1) / batch);
+  const int64_t total =
+      std::min<int64_t>(max_batches > 0 ? max_batches : INT64_MAX, (dataset.size() + batch - 1) / batch);
   for (int64_t b = rank; b < total; b += world) {
     std::vector<uint64_t> ids;
-    for (int64_t i = b * batch; i < std::min<int64_t>(dataset.size(), (b + 1) * batch); ++i) ids.push_back(static_cast<uint64_t>(i));
+    for (int64_t i = b * batch; i < std::min<int64_t>(dataset.size(), (b + 1) * batch); ++i)
+      ids.push_back(static_cast<uint64_t>(i));
     auto host = data::Loader::read_sequences(dataset, ids);
     sums.add(model->forward(data::Loader::to_tensors(host)), static_cast<int64_t>(ids.size()));
   }
@@ -29,7 +31,8 @@ BatchSums evaluate_slice(models::BertForPreTraining& model, const data::Dataset&
 
 namespace {
 
-void dump_first_batch(models::BertForPreTraining& model, const data::Dataset& dataset, int64_t batch, const std::string& path) {
+void dump_first_batch(models::BertForPreTraining& model, const data::Dataset& dataset, int64_t batch,
+                      const std::string& path) {
   torch::NoGradGuard no_grad;
   model->eval();
   std::vector<uint64_t> ids;
@@ -44,7 +47,8 @@ void dump_first_batch(models::BertForPreTraining& model, const data::Dataset& da
   auto add = [&](const std::string& name, const torch::Tensor& t) {
     const bool integer = t.scalar_type() == torch::kInt64;
     keep.push_back(t.detach().to(torch::kCPU, integer ? torch::kInt64 : torch::kFloat).contiguous());
-    tensors.push_back({name, integer ? st::DType::I64 : st::DType::F32, keep.back().sizes().vec(), keep.back().data_ptr()});
+    tensors.push_back(
+        {name, integer ? st::DType::I64 : st::DType::F32, keep.back().sizes().vec(), keep.back().data_ptr()});
   };
   add("input_ids", b.input_ids);
   add("token_type_ids", b.token_type_ids);
@@ -61,8 +65,8 @@ void dump_first_batch(models::BertForPreTraining& model, const data::Dataset& da
 
 }  // namespace
 
-EvalResult evaluate_model_dir(const std::string& model_dir, const std::string& data_spec, int64_t batch, int64_t max_batches,
-                              models::Precision precision, const std::string& dump) {
+EvalResult evaluate_model_dir(const std::string& model_dir, const std::string& data_spec, int64_t batch,
+                              int64_t max_batches, models::Precision precision, const std::string& dump) {
   models::BertForPreTraining model = models::load_model_dir(model_dir);
   model->set_precision(precision);
   const data::Dataset dataset = data::Dataset::open(data_spec, {model->config().vocab_size, true});

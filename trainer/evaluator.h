@@ -14,8 +14,8 @@ namespace joule::trainer {
 
 // Batches of `dataset` in order, `batch` sequences each, at most `max_batches` (0: all); rank r of `world`
 // takes batches r, r + world, ... Dropout is off while it runs; the model's mode is restored after.
-BatchSums evaluate_slice(models::BertForPreTraining& model, const data::Dataset& dataset, int64_t batch, int64_t max_batches,
-                         int rank, int world);
+BatchSums evaluate_slice(models::BertForPreTraining& model, const data::Dataset& dataset, int64_t batch,
+                         int64_t max_batches, int rank, int world);
 
 // `joule eval`: dropout off, one process, in `precision`. `max_batches` 0: the whole dataset. `dump` (when not
 // empty): a safetensors file with the first batch (its six tensors under their batch names, int64), joule's logits

@@ -16,9 +16,9 @@
 namespace joule::trainer {
 namespace {
 
-constexpr FaultKind kKinds[] = {FaultKind::kill,          FaultKind::kill_in_checkpoint, FaultKind::stall,
-                                FaultKind::nan,           FaultKind::preempt,            FaultKind::corrupt_shard,
-                                FaultKind::fail_fsync,    FaultKind::stale_checkpoint_view};
+constexpr FaultKind kKinds[] = {
+    FaultKind::kill,    FaultKind::kill_in_checkpoint, FaultKind::stall,      FaultKind::nan,
+    FaultKind::preempt, FaultKind::corrupt_shard,      FaultKind::fail_fsync, FaultKind::stale_checkpoint_view};
 const char* const kStages[] = {"rng", "model", "optimizer", "state", "manifest", "renamed"};
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -35,8 +35,10 @@ T number(const std::string& text, const std::string& where) {
   size_t used = 0;
   try {
     T v;
-    if constexpr (std::is_floating_point_v<T>) v = static_cast<T>(std::stod(text, &used));
-    else v = static_cast<T>(std::stoll(text, &used));
+    if constexpr (std::is_floating_point_v<T>)
+      v = static_cast<T>(std::stod(text, &used));
+    else
+      v = static_cast<T>(std::stoll(text, &used));
     if (used == text.size()) return v;
   } catch (const std::exception&) {
   }
@@ -47,14 +49,22 @@ T number(const std::string& text, const std::string& where) {
 
 const char* fault_kind_name(FaultKind kind) {
   switch (kind) {
-    case FaultKind::kill: return "kill";
-    case FaultKind::kill_in_checkpoint: return "kill-in-checkpoint";
-    case FaultKind::stall: return "stall";
-    case FaultKind::nan: return "nan";
-    case FaultKind::preempt: return "preempt";
-    case FaultKind::corrupt_shard: return "corrupt-shard";
-    case FaultKind::fail_fsync: return "fail-fsync";
-    case FaultKind::stale_checkpoint_view: return "stale-checkpoint-view";
+    case FaultKind::kill:
+      return "kill";
+    case FaultKind::kill_in_checkpoint:
+      return "kill-in-checkpoint";
+    case FaultKind::stall:
+      return "stall";
+    case FaultKind::nan:
+      return "nan";
+    case FaultKind::preempt:
+      return "preempt";
+    case FaultKind::corrupt_shard:
+      return "corrupt-shard";
+    case FaultKind::fail_fsync:
+      return "fail-fsync";
+    case FaultKind::stale_checkpoint_view:
+      return "stale-checkpoint-view";
   }
   return "?";
 }
@@ -69,21 +79,28 @@ FaultPlan FaultPlan::parse(const std::string& spec) {
     for (FaultKind k : kKinds)
       if (kind == fault_kind_name(k)) f.kind = k, known = true;
     if (!known)
-      throw FaultError("JOULE_FAULT: unknown fault '" + kind + "' in '" + item +
-                       "'; valid: kill, kill-in-checkpoint, stall, nan, preempt, corrupt-shard, fail-fsync, stale-checkpoint-view");
+      throw FaultError(
+          "JOULE_FAULT: unknown fault '" + kind + "' in '" + item +
+          "'; valid: kill, kill-in-checkpoint, stall, nan, preempt, corrupt-shard, fail-fsync, stale-checkpoint-view");
     bool has_step = false;
     for (const std::string& kv : split(colon == std::string::npos ? "" : item.substr(colon + 1), ',')) {
       const size_t eq = kv.find('=');
       if (eq == std::string::npos) throw FaultError("JOULE_FAULT: '" + kv + "' in '" + item + "' is not key=value");
       const std::string key = kv.substr(0, eq), value = kv.substr(eq + 1), where = item + ": " + key;
-      if (key == "rank") f.rank = number<int>(value, where);
-      else if (key == "step") f.step = number<int64_t>(value, where), has_step = true;
-      else if (key == "count" && f.kind == FaultKind::nan) f.count = number<int64_t>(value, where);
-      else if (key == "seconds" && f.kind == FaultKind::stall) f.seconds = number<double>(value, where);
+      if (key == "rank")
+        f.rank = number<int>(value, where);
+      else if (key == "step")
+        f.step = number<int64_t>(value, where), has_step = true;
+      else if (key == "count" && f.kind == FaultKind::nan)
+        f.count = number<int64_t>(value, where);
+      else if (key == "seconds" && f.kind == FaultKind::stall)
+        f.seconds = number<double>(value, where);
       else if (key == "stage" && f.kind == FaultKind::kill_in_checkpoint) {
         bool ok = false;
         for (const char* s : kStages) ok = ok || value == s;
-        if (!ok) throw FaultError("JOULE_FAULT: stage '" + value + "' in '" + item + "'; valid: rng, model, optimizer, state, manifest, renamed");
+        if (!ok)
+          throw FaultError("JOULE_FAULT: stage '" + value + "' in '" + item +
+                           "'; valid: rng, model, optimizer, state, manifest, renamed");
         f.stage = value;
       } else {
         throw FaultError("JOULE_FAULT: key '" + key + "' does not apply to '" + kind + "' (" + item + ")");
@@ -95,7 +112,8 @@ FaultPlan FaultPlan::parse(const std::string& spec) {
     } else if (!has_step || f.step < 1) {
       throw FaultError("JOULE_FAULT: '" + item + "' needs step=N with N >= 1");
     }
-    if (f.rank < 0 || f.count < 1 || f.seconds < 0) throw FaultError("JOULE_FAULT: '" + item + "': rank must be >= 0, count >= 1 and seconds >= 0");
+    if (f.rank < 0 || f.count < 1 || f.seconds < 0)
+      throw FaultError("JOULE_FAULT: '" + item + "': rank must be >= 0, count >= 1 and seconds >= 0");
     plan.faults_.push_back(f);
   }
   return plan;
@@ -115,14 +133,16 @@ const Fault* FaultPlan::at(FaultKind kind, int rank, int64_t step) const {
 void FaultPoints::announce() const {
   for (const Fault& f : plan_.faults())
     if (f.rank == rank_)
-      std::cerr << (launch::rank_prefix() + "fault injection armed: " + fault_kind_name(f.kind) + " at step " + std::to_string(f.step) + "\n");
+      std::cerr << (launch::rank_prefix() + "fault injection armed: " + fault_kind_name(f.kind) + " at step " +
+                    std::to_string(f.step) + "\n");
 }
 
 void FaultPoints::before_step(int64_t step) const {
   if (const Fault* f = plan_.at(FaultKind::stall, rank_, step)) {
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, "%g s", f->seconds);
-    std::cerr << (launch::rank_prefix() + "fault injection: stalling " + seconds + " before step " + std::to_string(step) + "\n")
+    std::cerr << (launch::rank_prefix() + "fault injection: stalling " + seconds + " before step " +
+                  std::to_string(step) + "\n")
               << std::flush;
     std::this_thread::sleep_for(std::chrono::duration<double>(f->seconds));
   }
@@ -132,13 +152,15 @@ void FaultPoints::after_update(int64_t step, const std::function<void()>& corrup
   if (plan_.at(FaultKind::kill, rank_, step)) kill_self("after step " + std::to_string(step));
   if (plan_.at(FaultKind::corrupt_shard, rank_, step)) {
     corrupt_shards();
-    std::cerr << (launch::rank_prefix() + "fault injection: corrupted every training shard after step " + std::to_string(step) + "\n");
+    std::cerr << (launch::rank_prefix() + "fault injection: corrupted every training shard after step " +
+                  std::to_string(step) + "\n");
   }
 }
 
 void FaultPoints::checkpoint_stage(int64_t step, const std::string& stage) const {
   const Fault* f = plan_.at(FaultKind::kill_in_checkpoint, rank_, step);
-  if (f && f->stage == stage) kill_self("inside the checkpoint of step " + std::to_string(step) + ", after stage '" + stage + "'");
+  if (f && f->stage == stage)
+    kill_self("inside the checkpoint of step " + std::to_string(step) + ", after stage '" + stage + "'");
 }
 
 void kill_self(const std::string& why) {

@@ -30,7 +30,16 @@
 
 namespace joule::trainer {
 
-enum class FaultKind { kill, kill_in_checkpoint, stall, nan, preempt, corrupt_shard, fail_fsync, stale_checkpoint_view };
+enum class FaultKind {
+  kill,
+  kill_in_checkpoint,
+  stall,
+  nan,
+  preempt,
+  corrupt_shard,
+  fail_fsync,
+  stale_checkpoint_view
+};
 // As spelled in JOULE_FAULT: "kill", "kill-in-checkpoint", "stall", "nan", "preempt", "corrupt-shard", "fail-fsync",
 // "stale-checkpoint-view".
 const char* fault_kind_name(FaultKind kind);
@@ -38,15 +47,16 @@ const char* fault_kind_name(FaultKind kind);
 struct Fault {
   FaultKind kind = FaultKind::kill;
   int rank = 0;
-  int64_t step = 0;       // >= 1
-  int64_t count = 1;      // consecutive steps (only nan takes count=)
-  double seconds = 3600;  // stall
+  int64_t step = 0;             // >= 1
+  int64_t count = 1;            // consecutive steps (only nan takes count=)
+  double seconds = 3600;        // stall
   std::string stage = "model";  // kill-in-checkpoint
 };
 
 class FaultError : public joule::Error {
  public:
-  explicit FaultError(const std::string& message, std::string hint = "fix JOULE_FAULT (see trainer/fault.h) or unset it")
+  explicit FaultError(const std::string& message,
+                      std::string hint = "fix JOULE_FAULT (see trainer/fault.h) or unset it")
       : joule::Error(message, std::move(hint), ErrorKind::usage) {}
 };
 

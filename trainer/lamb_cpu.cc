@@ -36,8 +36,8 @@ double sum_squares(const float* __restrict__ x, int64_t n) {
   return sum_lanes(lanes);
 }
 
-Norms moments_and_norms(const float* __restrict__ g, float* __restrict__ m, float* __restrict__ v, const float* __restrict__ p,
-                        int64_t n, const Hyper& h) {
+Norms moments_and_norms(const float* __restrict__ g, float* __restrict__ m, float* __restrict__ v,
+                        const float* __restrict__ p, int64_t n, const Hyper& h) {
   double us[kLanes] = {}, ps[kLanes] = {};
   auto one = [&](int64_t i, int k) {
     moments(g[i], m[i], v[i], h);
@@ -52,12 +52,13 @@ Norms moments_and_norms(const float* __restrict__ g, float* __restrict__ m, floa
   return {sum_lanes(us), sum_lanes(ps)};
 }
 
-void apply(float* __restrict__ p, const float* __restrict__ m, const float* __restrict__ v, int64_t n, const Hyper& h, float step) {
+void apply(float* __restrict__ p, const float* __restrict__ m, const float* __restrict__ v, int64_t n, const Hyper& h,
+           float step) {
   for (int64_t i = 0; i < n; ++i) p[i] -= step * direction(m[i], v[i], p[i], h);
 }
 
-void moments_and_apply(const float* __restrict__ g, float* __restrict__ m, float* __restrict__ v, float* __restrict__ p, int64_t n,
-                       const Hyper& h, float step) {
+void moments_and_apply(const float* __restrict__ g, float* __restrict__ m, float* __restrict__ v, float* __restrict__ p,
+                       int64_t n, const Hyper& h, float step) {
   for (int64_t i = 0; i < n; ++i) {
     moments(g[i], m[i], v[i], h);
     p[i] -= step * direction(m[i], v[i], p[i], h);

@@ -13,10 +13,10 @@ namespace joule::trainer::lamb_cpu {
 struct Hyper {
   float beta1, beta2;
   float one_minus_beta1, one_minus_beta2;  // from the betas in double: 1 - 0.999f loses 5 digits
-  float c1, c2;          // bias corrections 1 - beta^t
+  float c1, c2;                            // bias corrections 1 - beta^t
   float eps;
-  float weight_decay;    // 0 for biases and LayerNorm parameters
-  float grad_scale;      // global-norm clipping, applied as the gradient is read
+  float weight_decay;  // 0 for biases and LayerNorm parameters
+  float grad_scale;    // global-norm clipping, applied as the gradient is read
 };
 
 // The sum of x[i]² in double.

@@ -34,9 +34,11 @@ void MetricsLogger::record_step(const StepRecord& r) {
   }
   // On a terminal, rank 0 keeps one live status line between the logged intervals.
   if (root_ && s_.interactive && !interval_ends(r.step)) {
-    const double rate = timed_steps_ > 0 ? timed_steps_ * s_.global_batch / timed_seconds_ : s_.global_batch / r.seconds;
-    std::printf("\r\033[Kstep %lld/%lld | %.2f seq/s | ETA %s", static_cast<long long>(r.step), static_cast<long long>(s_.total_steps),
-                rate, duration_text((s_.total_steps - r.step) * s_.global_batch / rate).c_str());
+    const double rate =
+        timed_steps_ > 0 ? timed_steps_ * s_.global_batch / timed_seconds_ : s_.global_batch / r.seconds;
+    std::printf("\r\033[Kstep %lld/%lld | %.2f seq/s | ETA %s", static_cast<long long>(r.step),
+                static_cast<long long>(s_.total_steps), rate,
+                duration_text((s_.total_steps - r.step) * s_.global_batch / rate).c_str());
     std::fflush(stdout);
   }
 }
@@ -83,16 +85,20 @@ void MetricsLogger::write_interval(const StepBoundary& reduced, RunAccounting& a
     // After a warm-up fraction of the target, project the whole run from the measured rates.
     if (timed_steps_ > 0 && last_.sequences >= s_.project_after_fraction * s_.target_sequences) {
       const Projection p = project_target(s_.target_sequences, last_.sequences, ledger.wall_s(), spent, rate);
-      accounting.ledger().add_projection({last_.step, last_.sequences, ledger.wall_s(), p.wall_s, p.kwh, p.usd, p.co2_kg});
-      j["projection"] = {{"sequences", p.sequences}, {"wall_s", p.wall_s}, {"kwh", p.kwh}, {"usd", p.usd}, {"co2_kg", p.co2_kg}};
+      accounting.ledger().add_projection(
+          {last_.step, last_.sequences, ledger.wall_s(), p.wall_s, p.kwh, p.usd, p.co2_kg});
+      j["projection"] = {
+          {"sequences", p.sequences}, {"wall_s", p.wall_s}, {"kwh", p.kwh}, {"usd", p.usd}, {"co2_kg", p.co2_kg}};
     }
     file_.write_line(j.dump());
     // Written whole, then renamed: a scraper never sees half a file.
     if (!s_.prometheus_file.empty()) write_file_atomically(s_.prometheus_file, prometheus_text(j, ledger.run_id));
     char line[320];
-    std::snprintf(line, sizeof line, "step %lld/%lld | %lld seq | loss %.4f | mlm_acc %.3f | lr %.2e | %.2f seq/s | ETA %s\n",
-                  static_cast<long long>(last_.step), static_cast<long long>(s_.total_steps), static_cast<long long>(last_.sequences),
-                  mlm_loss + nsp_loss, mlm_acc, last_.lr, rate, duration_text(eta).c_str());
+    std::snprintf(line, sizeof line,
+                  "step %lld/%lld | %lld seq | loss %.4f | mlm_acc %.3f | lr %.2e | %.2f seq/s | ETA %s\n",
+                  static_cast<long long>(last_.step), static_cast<long long>(s_.total_steps),
+                  static_cast<long long>(last_.sequences), mlm_loss + nsp_loss, mlm_acc, last_.lr, rate,
+                  duration_text(eta).c_str());
     std::cout << (s_.interactive ? "\r\033[K" : "") << line << std::flush;
   }
   interval_step_s_ = interval_comm_s_ = interval_exposed_s_ = interval_wait_s_ = 0;
@@ -102,8 +108,9 @@ void MetricsLogger::write_interval(const StepBoundary& reduced, RunAccounting& a
 void MetricsLogger::write_eval(int64_t step, const EvalResult& eval) {
   if (!root_) return;
   file_.write_line(nlohmann::json({{"step", step}, {"eval", eval.to_json()}}).dump());
-  std::printf("eval at step %lld: mlm_acc %.4f, nsp_acc %.4f, loss %.4f (%lld sequences)\n", static_cast<long long>(step),
-              eval.mlm_accuracy, eval.nsp_accuracy, eval.loss, static_cast<long long>(eval.sequences));
+  std::printf("eval at step %lld: mlm_acc %.4f, nsp_acc %.4f, loss %.4f (%lld sequences)\n",
+              static_cast<long long>(step), eval.mlm_accuracy, eval.nsp_accuracy, eval.loss,
+              static_cast<long long>(eval.sequences));
   std::fflush(stdout);
 }
 

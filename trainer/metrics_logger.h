@@ -1,7 +1,7 @@
 // The metrics stage of `joule train`: steps are gathered into logging intervals (their timings here; their losses and
-// accuracies in the training loop's DeviceSums, read once per interval and reduced over ranks); at the end of each interval rank 0
-// writes one JSON object to RUN/metrics.jsonl (loss, accuracy, lr, throughput, MFU, time split, power, energy,
-// cost, CO2, the projection, the simulated clock), rewrites the Prometheus textfile when one is configured, and
+// accuracies in the training loop's DeviceSums, read once per interval and reduced over ranks); at the end of each
+// interval rank 0 writes one JSON object to RUN/metrics.jsonl (loss, accuracy, lr, throughput, MFU, time split, power,
+// energy, cost, CO2, the projection, the simulated clock), rewrites the Prometheus textfile when one is configured, and
 // prints a line (or, on a terminal, keeps a live status line between intervals). Eval results go to the same
 // file. No LibTorch.
 #pragma once
@@ -24,7 +24,7 @@ struct StepRecord {
   int64_t step = 0;       // optimizer steps done, this one included
   int64_t sequences = 0;  // sequences trained on, all ranks, this step included
   int64_t nonfinite_skipped = 0;
-  bool skipped = false;   // NaN/Inf: the update was not applied
+  bool skipped = false;  // NaN/Inf: the update was not applied
   double lr = 0, grad_norm = 0;
   double seconds = 0, comm_seconds = 0, exposed_comm_seconds = 0, data_wait_seconds = 0;
 };
@@ -35,9 +35,9 @@ struct MetricsSettings {
   double project_after_fraction = 0.05;
   std::string prometheus_file;
   std::string precision = "fp32";  // the compute precision, named in every line (MFU is against its peak)
-  bool interactive = false;  // a live status line on a terminal
-  bool resumed = false;      // every step of a resumed run counts towards throughput
-  double wall_before = 0;    // training wall time of earlier segments
+  bool interactive = false;        // a live status line on a terminal
+  bool resumed = false;            // every step of a resumed run counts towards throughput
+  double wall_before = 0;          // training wall time of earlier segments
 };
 
 class MetricsLogger {

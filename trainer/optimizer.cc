@@ -7,10 +7,10 @@
 
 #include <ATen/record_function.h>
 
+#include "launch/util/options.h"
 #include "models/bert.h"
 #include "trainer/checkpoint.h"
 #include "trainer/lamb_cpu.h"
-#include "launch/util/options.h"
 
 namespace joule::trainer {
 
@@ -46,7 +46,8 @@ void Optimizer::load_state(const std::vector<std::pair<std::string, torch::Tenso
       auto it = by_name.find(prefix + s.name);
       if (it == by_name.end()) throw CheckpointError("optimizer state has no '" + std::string(prefix) + s.name + "'");
       if (it->second.sizes() != dst->sizes())
-        throw CheckpointError("optimizer state '" + std::string(prefix) + s.name + "' has another shape than the parameter");
+        throw CheckpointError("optimizer state '" + std::string(prefix) + s.name +
+                              "' has another shape than the parameter");
       dst->copy_(it->second);
     }
   }
@@ -67,7 +68,9 @@ namespace {
 constexpr int64_t kChunk = int64_t{1} << 16;
 
 // float32, contiguous and on the CPU, parameter, gradient and moments alike: lamb_cpu's loops apply.
-bool cpu_float32(const torch::Tensor& t) { return t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous(); }
+bool cpu_float32(const torch::Tensor& t) {
+  return t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous();
+}
 
 // f(chunk, begin, end) for every chunk of [0, n), in parallel over the intra-op threads.
 template <class F>
@@ -109,7 +112,8 @@ double Optimizer::step(double lr) {
     if (s.param.grad().defined()) sum += squared_norm(s.param.grad());
   const double norm = std::sqrt(sum);
   if (!std::isfinite(norm)) return norm;  // NaN/Inf gradients: nothing changes, not even the step count
-  const double grad_scale = (options_.max_grad_norm > 0 && norm > options_.max_grad_norm) ? options_.max_grad_norm / norm : 1.0;
+  const double grad_scale =
+      (options_.max_grad_norm > 0 && norm > options_.max_grad_norm) ? options_.max_grad_norm / norm : 1.0;
   ++steps_;
   const double c1 = 1.0 - std::pow(options_.beta1, static_cast<double>(steps_));
   const double c2 = 1.0 - std::pow(options_.beta2, static_cast<double>(steps_));
@@ -138,7 +142,8 @@ namespace {
 
 class Lamb : public Optimizer {
  public:
-  Lamb(std::vector<std::pair<std::string, torch::Tensor>> p, OptimizerOptions o) : Optimizer(std::move(p), std::move(o)) {}
+  Lamb(std::vector<std::pair<std::string, torch::Tensor>> p, OptimizerOptions o)
+      : Optimizer(std::move(p), std::move(o)) {}
 
  protected:
   void update_slot(Slot& s, double lr, double c1, double c2, double grad_scale) override {
@@ -148,22 +153,28 @@ class Lamb : public Optimizer {
       return;
     }
     const bool trust = s.decay && options_.weight_decay != 0;
-    const lamb_cpu::Hyper h{static_cast<float>(options_.beta1), static_cast<float>(options_.beta2),
-                            static_cast<float>(1.0 - options_.beta1), static_cast<float>(1.0 - options_.beta2), static_cast<float>(c1),
-                            static_cast<float>(c2), static_cast<float>(options_.eps),
-                            trust ? static_cast<float>(options_.weight_decay) : 0.0f, static_cast<float>(grad_scale)};
+    const lamb_cpu::Hyper h{static_cast<float>(options_.beta1),
+                            static_cast<float>(options_.beta2),
+                            static_cast<float>(1.0 - options_.beta1),
+                            static_cast<float>(1.0 - options_.beta2),
+                            static_cast<float>(c1),
+                            static_cast<float>(c2),
+                            static_cast<float>(options_.eps),
+                            trust ? static_cast<float>(options_.weight_decay) : 0.0f,
+                            static_cast<float>(grad_scale)};
     const float* gp = g.data_ptr<float>();
     float *m = s.exp_avg.data_ptr<float>(), *v = s.exp_avg_sq.data_ptr<float>(), *p = s.param.data_ptr<float>();
     const int64_t n = s.param.numel();
     if (!trust) {
       const float step = static_cast<float>(lr);
-      for_chunks(n, [&](int64_t, int64_t b, int64_t e) { lamb_cpu::moments_and_apply(gp + b, m + b, v + b, p + b, e - b, h, step); });
+      for_chunks(n, [&](int64_t, int64_t b, int64_t e) {
+        lamb_cpu::moments_and_apply(gp + b, m + b, v + b, p + b, e - b, h, step);
+      });
       return;
     }
     // Pass 1 writes the moments and sums ||u||² and ||w||²; pass 2 applies the step scaled by the trust ratio.
-    const lamb_cpu::Norms norms = chunked_sum(n, [&](int64_t b, int64_t e) {
-      return lamb_cpu::moments_and_norms(gp + b, m + b, v + b, p + b, e - b, h);
-    });
+    const lamb_cpu::Norms norms = chunked_sum(
+        n, [&](int64_t b, int64_t e) { return lamb_cpu::moments_and_norms(gp + b, m + b, v + b, p + b, e - b, h); });
     const double ratio = norms.param_sq > 0 && norms.update_sq > 0 ? std::sqrt(norms.param_sq / norms.update_sq) : 1.0;
     const float step = static_cast<float>(lr * ratio);
     for_chunks(n, [&](int64_t, int64_t b, int64_t e) { lamb_cpu::apply(p + b, m + b, v + b, e - b, h, step); });
@@ -186,7 +197,8 @@ class Lamb : public Optimizer {
 
 class AdamW : public Optimizer {
  public:
-  AdamW(std::vector<std::pair<std::string, torch::Tensor>> p, OptimizerOptions o) : Optimizer(std::move(p), std::move(o)) {}
+  AdamW(std::vector<std::pair<std::string, torch::Tensor>> p, OptimizerOptions o)
+      : Optimizer(std::move(p), std::move(o)) {}
 
  protected:
   void apply_update(Slot& s, double lr, double c1, double c2) override {

@@ -17,8 +17,8 @@ struct OptimizerOptions {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-6;
-  double weight_decay = 0.01;   // not applied to biases and LayerNorm parameters
-  double max_grad_norm = 1.0;   // global-norm clipping before the update; 0 turns it off
+  double weight_decay = 0.01;  // not applied to biases and LayerNorm parameters
+  double max_grad_norm = 1.0;  // global-norm clipping before the update; 0 turns it off
 
   std::vector<OptionField> fields();
   void validate() const;

@@ -21,15 +21,18 @@ MeterContext meter_context(const InstanceProfile& profile, const collectives::Pr
 }  // namespace
 
 RunAccounting::RunAccounting(const AccountingOptions& options, const std::string& device, const std::string& config_dir,
-                             const collectives::ProcessGroupInfo& info, int cuda_device, const std::string& cuda_pci_bus_id)
+                             const collectives::ProcessGroupInfo& info, int cuda_device,
+                             const std::string& cuda_pci_bus_id)
     : cost_(resolve_cost_settings(options, device, config_dir, &profile_)),
-      monitor_(options.meters, meter_context(profile_, info, cuda_device, cuda_pci_bus_id), options.meter_sample_seconds),
+      monitor_(options.meters, meter_context(profile_, info, cuda_device, cuda_pci_bus_id),
+               options.meter_sample_seconds),
       ranks_(info.world_size),
       nodes_(info.node_count),
       segment_start_(std::chrono::steady_clock::now()),
       segment_started_utc_(utc_now_iso()) {}
 
-void RunAccounting::begin_segment(const std::string& ledger_json, int64_t step, int64_t sequences, const std::string& project_name) {
+void RunAccounting::begin_segment(const std::string& ledger_json, int64_t step, int64_t sequences,
+                                  const std::string& project_name) {
   if (!ledger_json.empty()) {
     ledger_ = Ledger::from_json(nlohmann::json::parse(ledger_json), "the checkpoint's ledger");
     for (Segment& g : ledger_.segments)
@@ -48,7 +51,8 @@ void RunAccounting::begin_segment(const std::string& ledger_json, int64_t step, 
   segment_start_sequences_ = sequences;
 }
 
-void RunAccounting::update_segment(const EnergyTotals& energy, int64_t step, int64_t sequences, const std::string& status) {
+void RunAccounting::update_segment(const EnergyTotals& energy, int64_t step, int64_t sequences,
+                                   const std::string& status) {
   Segment& g = ledger_.segments.back();
   g.energy = energy;
   g.wall_s = launch::seconds_since(segment_start_);

@@ -20,10 +20,11 @@ namespace joule::trainer {
 class RunAccounting {
  public:
   // Resolves the cost settings and starts the meters (host meters on local rank 0 of each node).
-  // `cuda_device` and `cuda_pci_bus_id`: the GPU this rank trains on (NVML meters it, found by its bus id), -1 for none.
-  // `device`: train.device (an instance profile of "auto" follows it).
+  // `cuda_device` and `cuda_pci_bus_id`: the GPU this rank trains on (NVML meters it, found by its bus id), -1 for
+  // none. `device`: train.device (an instance profile of "auto" follows it).
   RunAccounting(const AccountingOptions& options, const std::string& device, const std::string& config_dir,
-                const collectives::ProcessGroupInfo& info, int cuda_device = -1, const std::string& cuda_pci_bus_id = "");
+                const collectives::ProcessGroupInfo& info, int cuda_device = -1,
+                const std::string& cuda_pci_bus_id = "");
 
   const CostSettings& cost() const { return cost_; }
   const InstanceProfile& profile() const { return profile_; }

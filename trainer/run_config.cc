@@ -67,14 +67,18 @@ std::string toml_string(const std::string& s) {
   std::string out = "\"";
   for (const char ch : s) {
     const auto c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\') out += '\\', out += ch;
-    else if (c == '\n') out += "\\n";
-    else if (c == '\t') out += "\\t";
+    if (c == '"' || c == '\\')
+      out += '\\', out += ch;
+    else if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
     else if (c < 0x20 || c == 0x7f) {
       char buf[8];
       std::snprintf(buf, sizeof buf, "\\u%04x", c);
       out += buf;
-    } else out += ch;
+    } else
+      out += ch;
   }
   return out + "\"";
 }
@@ -113,16 +117,23 @@ RunConfig RunConfig::from_toml_text(const std::string& text, const std::string& 
       Field* f = find(all, key);
       if (!f) unknown(where, key);
       auto bad_type = [&] {
-        throw RunConfigError(where + ": key '" + key + "' must be " + option_type_name(f->target) + ", found " + toml::format(value));
+        throw RunConfigError(where + ": key '" + key + "' must be " + option_type_name(f->target) + ", found " +
+                             toml::format(value));
       };
       if (auto* i = std::get_if<int64_t*>(&f->target)) {
-        if (value.is_integer()) **i = value.as_integer();
-        else if (value.is_floating() && whole_int64(value.as_floating())) **i = static_cast<int64_t>(value.as_floating());
-        else bad_type();
+        if (value.is_integer())
+          **i = value.as_integer();
+        else if (value.is_floating() && whole_int64(value.as_floating()))
+          **i = static_cast<int64_t>(value.as_floating());
+        else
+          bad_type();
       } else if (auto* d = std::get_if<double*>(&f->target)) {
-        if (value.is_floating()) **d = value.as_floating();
-        else if (value.is_integer()) **d = static_cast<double>(value.as_integer());
-        else bad_type();
+        if (value.is_floating())
+          **d = value.as_floating();
+        else if (value.is_integer())
+          **d = static_cast<double>(value.as_integer());
+        else
+          bad_type();
       } else if (auto* s = std::get_if<std::string*>(&f->target)) {
         if (!value.is_string()) bad_type();
         **s = value.as_string().str;
@@ -135,7 +146,8 @@ RunConfig RunConfig::from_toml_text(const std::string& text, const std::string& 
 
 RunConfig RunConfig::from_toml_file(const std::string& path) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw RunConfigError(path + ": a directory, not a run config (TOML) file");
+  if (std::filesystem::is_directory(path, ec))
+    throw RunConfigError(path + ": a directory, not a run config (TOML) file");
   std::ifstream in(path);
   if (!in) throw RunConfigError(path + ": cannot open run config");
   std::stringstream ss;
@@ -186,15 +198,16 @@ std::string RunConfig::to_toml() const {
     const std::string t = key.substr(0, key.find('.')), name = key.substr(key.find('.') + 1);
     if (t != table) out << (table.empty() ? "" : "\n") << "[" << (table = t) << "]\n";
     out << name << " = ";
-    if (auto* i = std::get_if<int64_t*>(&f.target)) out << **i;
+    if (auto* i = std::get_if<int64_t*>(&f.target))
+      out << **i;
     else if (auto* d = std::get_if<double*>(&f.target)) {
       char buf[64];  // shortest text that reads back to the same double
       const auto res = std::to_chars(buf, buf + sizeof buf, **d);
       std::string text(buf, res.ptr);
       if (text.find_first_of(".eEn") == std::string::npos) text += ".0";  // keep it a TOML float
       out << text;
-    }
-    else out << toml_string(*std::get<std::string*>(f.target));
+    } else
+      out << toml_string(*std::get<std::string*>(f.target));
     out << "\n";
   }
   return out.str();

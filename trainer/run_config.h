@@ -30,15 +30,15 @@ using RunConfigError = joule::ConfigError;
 // table, `--set`, the key listing in errors and the resolved config.toml are all made from the sections' field
 // tables, in the order below.
 struct RunConfig {
-  TrainOptions train;               // [train]       trainer/train_options.h
-  OptimizerOptions optimizer;       // [optimizer]   trainer/optimizer_options.h
-  CheckpointOptions checkpoint;     // [checkpoint]  trainer/checkpoint_options.h
-  EvalOptions eval;                 // [eval]        trainer/eval_options.h
-  data::DataOptions data;           // [data]        data/data_options.h
-  models::ModelOptions model;       // [model]       models/model_options.h
-  RunOptions run;                   // [run]         trainer/train_options.h
-  SimOptions sim;                   // [sim]         trainer/sim/sim_options.h
-  AccountingOptions accounting;     // [accounting]  trainer/cost/accounting_options.h
+  TrainOptions train;            // [train]       trainer/train_options.h
+  OptimizerOptions optimizer;    // [optimizer]   trainer/optimizer_options.h
+  CheckpointOptions checkpoint;  // [checkpoint]  trainer/checkpoint_options.h
+  EvalOptions eval;              // [eval]        trainer/eval_options.h
+  data::DataOptions data;        // [data]        data/data_options.h
+  models::ModelOptions model;    // [model]       models/model_options.h
+  RunOptions run;                // [run]         trainer/train_options.h
+  SimOptions sim;                // [sim]         trainer/sim/sim_options.h
+  AccountingOptions accounting;  // [accounting]  trainer/cost/accounting_options.h
 
   static RunConfig from_toml_file(const std::string& path);
   static RunConfig from_toml_text(const std::string& text, const std::string& where);

@@ -28,7 +28,8 @@ std::string host_name() {
 RunLock RunLock::acquire(const std::string& run_dir, std::string* previous) {
   std::error_code ec;
   if (fs::exists(run_dir, ec) && !fs::is_directory(run_dir, ec))
-    throw RunLockError(run_dir + ": exists and is not a directory", "give --run-dir a directory (it is created if missing)");
+    throw RunLockError(run_dir + ": exists and is not a directory",
+                       "give --run-dir a directory (it is created if missing)");
   RunLock lock;
   lock.created_dir_ = !fs::exists(run_dir, ec);
   if (lock.created_dir_) lock.dir_ = run_dir;
@@ -49,21 +50,26 @@ RunLock RunLock::acquire(const std::string& run_dir, std::string* previous) {
       const UniqueFd fd(::open(lock.path_.c_str(), O_RDONLY | O_CLOEXEC));
       const std::string holder = fd ? FileLock::read_text(fd.get()) : "";
       lock.created_dir_ = false;
-      throw RunLockError(run_dir + " is in use by another joule train (" + (holder.empty() ? "holder unknown" : holder) + ")",
-                         "two jobs on one run directory would mix their metrics and checkpoints: wait for that job, stop it, or "
-                         "use another --run-dir");
+      throw RunLockError(
+          run_dir + " is in use by another joule train (" + (holder.empty() ? "holder unknown" : holder) + ")",
+          "two jobs on one run directory would mix their metrics and checkpoints: wait for that job, stop it, or "
+          "use another --run-dir");
     }
     if (held->still_at_path()) {
       lock.lock_ = std::move(held);
       break;
     }
-    if (attempt == 10) throw RunLockError(lock.path_ + ": keeps being replaced while locking", "another process is recreating the lock file");
+    if (attempt == 10)
+      throw RunLockError(lock.path_ + ": keeps being replaced while locking",
+                         "another process is recreating the lock file");
   }
   const std::string before = FileLock::read_text(lock.lock_->fd());
   if (previous && !before.empty())
-    *previous = "the previous job on this run directory (" + before + ") ended without releasing its lock (killed?); it no longer "
+    *previous = "the previous job on this run directory (" + before +
+                ") ended without releasing its lock (killed?); it no longer "
                 "holds it, so this job takes it over";
-  lock.lock_->replace_text("host " + host_name() + " pid " + std::to_string(::getpid()) + " started " + utc_now_iso() + "\n");
+  lock.lock_->replace_text("host " + host_name() + " pid " + std::to_string(::getpid()) + " started " + utc_now_iso() +
+                           "\n");
   return lock;
 }
 

@@ -6,10 +6,10 @@
 #include <iostream>
 
 #include "data/shard.h"
-#include "launch/util/hash.h"
+#include "data/tokenizer.h"
 #include "launch/placement.h"
 #include "launch/runtime.h"
-#include "data/tokenizer.h"
+#include "launch/util/hash.h"
 #include "models/model_dir.h"
 
 namespace joule::trainer {
@@ -45,8 +45,9 @@ BatchPlan plan_batches(const TrainOptions& train, int world, int64_t available, 
   p.accumulation = train.accumulation;
   if (train.global_batch > 0) {
     if (train.global_batch % (train.micro_batch * world) != 0)
-      throw RunConfigError("train.global_batch " + std::to_string(train.global_batch) + " is not divisible by train.micro_batch " +
-                           std::to_string(train.micro_batch) + " x world size " + std::to_string(world));
+      throw RunConfigError("train.global_batch " + std::to_string(train.global_batch) +
+                           " is not divisible by train.micro_batch " + std::to_string(train.micro_batch) +
+                           " x world size " + std::to_string(world));
     p.accumulation = train.global_batch / (train.micro_batch * world);
   }
   p.global_batch = train.micro_batch * p.accumulation * world;
@@ -54,9 +55,10 @@ BatchPlan plan_batches(const TrainOptions& train, int world, int64_t available, 
   if (p.total_steps <= 0) throw RunConfigError("run config: set train.steps or train.target_sequences");
   p.target_sequences = train.target_sequences > 0 ? train.target_sequences : p.total_steps * p.global_batch;
   if (p.global_batch > available)
-    throw RunConfigError("the global batch " + std::to_string(p.global_batch) + " (train.micro_batch " + std::to_string(train.micro_batch) +
-                         " x accumulation " + std::to_string(p.accumulation) + " x " + std::to_string(world) +
-                         " ranks) is larger than the " + std::to_string(available) + " sequences of " + data_name,
+    throw RunConfigError("the global batch " + std::to_string(p.global_batch) + " (train.micro_batch " +
+                             std::to_string(train.micro_batch) + " x accumulation " + std::to_string(p.accumulation) +
+                             " x " + std::to_string(world) + " ranks) is larger than the " + std::to_string(available) +
+                             " sequences of " + data_name,
                          "lower train.global_batch (or train.micro_batch), or give data.train more shards");
   return p;
 }
@@ -68,8 +70,8 @@ TrainingProcess start_training_process(const TrainOptions& options) {
   const collectives::ProcessGroupInfo& info = p.comm->info();
   p.device = launch::choose_device(options.device, info.local_rank);
   std::string oversubscribed;
-  p.threads = launch::threads_per_rank(collectives::node_core_view(*p.comm, options.collective_timeout_seconds), info.local_size,
-                                       static_cast<int>(options.threads), &oversubscribed);
+  p.threads = launch::threads_per_rank(collectives::node_core_view(*p.comm, options.collective_timeout_seconds),
+                                       info.local_size, static_cast<int>(options.threads), &oversubscribed);
   launch::set_threads(p.threads);
   if (!oversubscribed.empty() && info.local_rank == 0)
     std::cerr << (launch::rank_prefix() + "warning: " + oversubscribed + "\n") << std::flush;
@@ -87,13 +89,15 @@ ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_d
   resolve_data_create_output(cfg);
   const std::string vocab_path = cfg.data.vocab.empty() ? data::find_vocab_beside(cfg.data.train) : cfg.data.vocab;
   if (vocab_path.empty())
-    throw RunConfigError(cfg.data.train + ": no vocab.txt beside the shards or their parent; set data.vocab (--vocab FILE)");
+    throw RunConfigError(cfg.data.train +
+                         ": no vocab.txt beside the shards or their parent; set data.vocab (--vocab FILE)");
   const int64_t vocab_size = data::Vocab::load(vocab_path).size();
   run.model_config = models::load_config(cfg.model.config, presets_dir);
   run.model_config.vocab_size = vocab_size;  // the vocabulary the shards were made with
   if (run.model_config.type_vocab_size < 2)
-    throw RunConfigError("model.config " + cfg.model.config + ": type_vocab_size is " + std::to_string(run.model_config.type_vocab_size) +
-                         ", but pretraining shards mark two segments (segment_ids 0 and 1)",
+    throw RunConfigError("model.config " + cfg.model.config + ": type_vocab_size is " +
+                             std::to_string(run.model_config.type_vocab_size) +
+                             ", but pretraining shards mark two segments (segment_ids 0 and 1)",
                          "set type_vocab_size to 2 in the model's config.json (BERT's value)");
   // Rank 0 validates the shards and writes the index cache first; the other ranks then find them in
   // the cache instead of reading every shard again. A bad shard on rank 0 aborts the job (main).
@@ -104,8 +108,10 @@ ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_d
     try {
       run.eval_set.emplace(data::Dataset::open(cfg.data.eval, {vocab_size, true}));
     } catch (const data::ShardError& e) {  // the same error, with advice about the key that named these shards
-      throw data::ShardError(e.what(), "check data.eval (--eval-data), which names the eval shards: a directory, a glob or a list "
-                                       "file; or leave data.eval unset to train without eval");
+      throw data::ShardError(
+          e.what(),
+          "check data.eval (--eval-data), which names the eval shards: a directory, a glob or a list "
+          "file; or leave data.eval unset to train without eval");
     }
   }
   if (root) comm.barrier();
@@ -114,13 +120,16 @@ ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_d
                          std::to_string(run.dataset().seq_len()));
   cfg.train.seq_len = run.dataset().seq_len();
   if (cfg.train.seq_len > run.model_config.max_position_embeddings)
-    throw RunConfigError("the shards' sequence length " + std::to_string(cfg.train.seq_len) + " exceeds the model's max_position_embeddings");
+    throw RunConfigError("the shards' sequence length " + std::to_string(cfg.train.seq_len) +
+                         " exceeds the model's max_position_embeddings");
   resolve_batches(run);
   run.resolved_toml = cfg.to_toml();
-  run.precision = models::choose_precision(cfg.train.precision, /*cuda=*/cfg.train.device == "cuda", launch::CpuIsa::current());
+  run.precision =
+      models::choose_precision(cfg.train.precision, /*cuda=*/cfg.train.device == "cuda", launch::CpuIsa::current());
   // auto may resolve differently on another machine: the arithmetic actually used is part of what ranks agree on
   // and what a resume compares.
-  run.config_hash = joule::fnv1a64_hex(run.resolved_toml + "# compute precision: " + models::precision_name(run.precision.precision) + "\n");
+  run.config_hash = joule::fnv1a64_hex(
+      run.resolved_toml + "# compute precision: " + models::precision_name(run.precision.precision) + "\n");
   return run;
 }
 
@@ -166,15 +175,17 @@ StartPoint choose_start_on_root(const std::string& run_dir, const std::string& r
       const std::vector<std::string> ours = list_checkpoints(ckpt_root);
       for (const auto& e : fs::directory_iterator(ckpt_root, ec))
         if (std::find(ours.begin(), ours.end(), e.path().string()) == ours.end())
-          ignored.push_back("ignoring " + e.path().string() + ": not a name joule gives a checkpoint (step_NNNNNNNN); left alone");
+          ignored.push_back("ignoring " + e.path().string() +
+                            ": not a name joule gives a checkpoint (step_NNNNNNNN); left alone");
     }
     start.checkpoint = find_latest_checkpoint(ckpt_root, &start.warnings);
     // Checkpoints that all fail to verify are not a fresh start: starting over would overwrite them.
     if (!start.checkpoint && !start.warnings.empty()) {
       std::string why;
       for (const auto& w : start.warnings) why += "\n  " + w;
-      throw CheckpointError(ckpt_root + ": --resume auto found checkpoints but none verifies:" + why +
-                            "\nresume from a checkpoint of your own with --resume DIR, or move them away to start over");
+      throw CheckpointError(
+          ckpt_root + ": --resume auto found checkpoints but none verifies:" + why +
+          "\nresume from a checkpoint of your own with --resume DIR, or move them away to start over");
     }
     start.warnings.insert(start.warnings.end(), ignored.begin(), ignored.end());
   } else if (!resume.empty()) {
@@ -183,15 +194,18 @@ StartPoint choose_start_on_root(const std::string& run_dir, const std::string& r
     if (lower == "auto") throw joule::UsageError("--resume " + resume + ": did you mean --resume auto (lower case)?");
     std::error_code ec;
     if (!fs::is_directory(resume, ec))
-      throw CheckpointError("--resume " + resume + (fs::exists(resume, ec) ? ": not a directory" : ": no such directory"),
-                            "give a checkpoint directory (RUN/checkpoints/step_NNNNNNNN) or --resume auto");
+      throw CheckpointError(
+          "--resume " + resume + (fs::exists(resume, ec) ? ": not a directory" : ": no such directory"),
+          "give a checkpoint directory (RUN/checkpoints/step_NNNNNNNN) or --resume auto");
     if (!fs::exists(fs::path(resume) / "manifest.json") && fs::is_directory(fs::path(resume) / "checkpoints"))
       throw CheckpointError("--resume " + resume + ": a run directory, not a checkpoint",
                             "pass --run-dir " + resume + " --resume auto, or one of its checkpoints/step_NNNNNNNN");
-    if (const std::string problem = verify_checkpoint(resume); !problem.empty()) throw CheckpointError(resume + ": " + problem);
+    if (const std::string problem = verify_checkpoint(resume); !problem.empty())
+      throw CheckpointError(resume + ": " + problem);
     start.checkpoint = resume;
   } else if (find_latest_checkpoint(ckpt_root, nullptr)) {
-    throw RunConfigError(ckpt_root + " already holds checkpoints: pass --resume auto to continue, or use another --run-dir");
+    throw RunConfigError(ckpt_root +
+                         " already holds checkpoints: pass --resume auto to continue, or use another --run-dir");
   }
   if (start.checkpoint) start.manifest_checksum = manifest_checksum(*start.checkpoint);
   return start;
@@ -210,7 +224,8 @@ std::string own_view(const std::string& run_dir, const FaultPoints& faults) {
 
 }  // namespace
 
-StartPoint choose_start(const std::string& run_dir, const std::string& resume, collectives::Communicator& comm, const FaultPoints& faults) {
+StartPoint choose_start(const std::string& run_dir, const std::string& resume, collectives::Communicator& comm,
+                        const FaultPoints& faults) {
   const int rank = comm.info().rank;
   StartPoint start;
   if (rank == 0) start = choose_start_on_root(run_dir, resume);  // an error here ends the job on every rank (main)
@@ -221,13 +236,15 @@ StartPoint choose_start(const std::string& run_dir, const std::string& resume, c
   start.checkpoint = dir;
   if (resume == "auto")
     if (const std::string mine = own_view(run_dir, faults); mine != dir)
-      std::cerr << launch::rank_prefix() + "note: this rank lists " + mine + " as the newest checkpoint; rank 0 chose " + dir +
+      std::cerr << launch::rank_prefix() + "note: this rank lists " + mine +
+                       " as the newest checkpoint; rank 0 chose " + dir +
                        " (a shared file system still propagating?): loading rank 0's choice\n"
                 << std::flush;
   return start;
 }
 
-TrainerState start_state(const ResolvedRun& run, const StartPoint& start, TrainingObjects& objects, collectives::Communicator& comm) {
+TrainerState start_state(const ResolvedRun& run, const StartPoint& start, TrainingObjects& objects,
+                         collectives::Communicator& comm) {
   const int rank = comm.info().rank;
   auto say = [&](const std::string& s) {
     if (rank == 0) std::cout << s << std::flush;
@@ -240,10 +257,13 @@ TrainerState start_state(const ResolvedRun& run, const StartPoint& start, Traini
     objects.reducer->broadcast_parameters(0);
     return state;
   }
-  const TrainerState loaded = load_checkpoint(*start.checkpoint, objects.model, *objects.optimizer, rank, run.world, start.manifest_checksum);
-  if (loaded.config_hash != run.config_hash) say("warning: resuming with a config that differs from the checkpoint's\n");
+  const TrainerState loaded =
+      load_checkpoint(*start.checkpoint, objects.model, *objects.optimizer, rank, run.world, start.manifest_checksum);
+  if (loaded.config_hash != run.config_hash)
+    say("warning: resuming with a config that differs from the checkpoint's\n");
   if (loaded.world_size != run.world)
-    say("note: resuming on " + std::to_string(run.world) + " ranks a run saved on " + std::to_string(loaded.world_size) + "\n");
+    say("note: resuming on " + std::to_string(run.world) + " ranks a run saved on " +
+        std::to_string(loaded.world_size) + "\n");
   state = loaded;
   state.world_size = run.world;
   state.config_hash = run.config_hash;

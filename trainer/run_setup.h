@@ -12,13 +12,13 @@
 #include "collectives/communicator.h"
 #include "collectives/reducer.h"
 #include "data/dataset.h"
+#include "launch/device.h"
 #include "models/bert.h"
 #include "models/bert_config.h"
+#include "models/precision.h"
 #include "trainer/checkpoint.h"
 #include "trainer/fault.h"
 #include "trainer/optimizer.h"
-#include "launch/device.h"
-#include "models/precision.h"
 #include "trainer/run_config.h"
 
 namespace joule::trainer {
@@ -35,8 +35,8 @@ struct TrainingProcess {
 TrainingProcess start_training_process(const TrainOptions& options);
 
 struct ResolvedRun {
-  RunConfig cfg;  // seq_len and accumulation resolved
-  models::BertConfig model_config;  // vocab_size from the shards' vocab.txt
+  RunConfig cfg;                      // seq_len and accumulation resolved
+  models::BertConfig model_config;    // vocab_size from the shards' vocab.txt
   models::PrecisionChoice precision;  // train.precision resolved on this machine (part of config_hash)
   launch::DeviceChoice device;        // this rank's device (train.device)
   std::optional<data::Dataset> train_set, eval_set;
@@ -66,8 +66,9 @@ struct TrainingSpec {
   models::BertConfig model;
   models::Precision precision = models::Precision::kFp32;
   launch::DeviceChoice device;
-  uint64_t seed = 42;           // initial weights; dropout streams are seeded per rank from it
-  std::string initial_weights;  // "": fresh weights; else a model.safetensors to start from (the optimizer starts fresh)
+  uint64_t seed = 42;  // initial weights; dropout streams are seeded per rank from it
+  std::string
+      initial_weights;  // "": fresh weights; else a model.safetensors to start from (the optimizer starts fresh)
   OptimizerOptions optimizer;
   collectives::ReducerOptions reducer;
 };
@@ -98,10 +99,12 @@ StartPoint choose_start_on_root(const std::string& run_dir, const std::string& r
 // Collective. Rank 0 alone chooses (fresh, --resume auto: the newest checkpoint that verifies, or --resume DIR) and
 // verifies the choice, reading it once; every rank gets its path and manifest checksum. A rank whose own listing
 // of checkpoints/ differs (a shared file system lagging) says so and still loads rank 0's choice.
-StartPoint choose_start(const std::string& run_dir, const std::string& resume, collectives::Communicator& comm, const FaultPoints& faults);
+StartPoint choose_start(const std::string& run_dir, const std::string& resume, collectives::Communicator& comm,
+                        const FaultPoints& faults);
 
 // Loads the chosen checkpoint into `objects` (or broadcasts rank 0's fresh weights) and returns the state the
 // loop starts from. Collective.
-TrainerState start_state(const ResolvedRun& run, const StartPoint& start, TrainingObjects& objects, collectives::Communicator& comm);
+TrainerState start_state(const ResolvedRun& run, const StartPoint& start, TrainingObjects& objects,
+                         collectives::Communicator& comm);
 
 }  // namespace joule::trainer

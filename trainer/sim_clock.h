@@ -18,14 +18,14 @@ namespace joule::trainer {
 
 class SimulatedClock {
  public:
-  // `per_device`: what one simulated device does per forward/backward (model, sequence length, predictions, micro-batch,
-  // the run's target sequences); its global batch follows from `accumulation` and the simulated cluster's devices.
-  // `bucket_bytes`: the reducer's buckets in launch order (fp32 bytes). `config_dir`: configs/.
-  SimulatedClock(const SimOptions& options, Workload per_device, int64_t accumulation, const std::vector<double>& bucket_bytes,
-                 const std::string& config_dir, double grid_g_per_kwh);
+  // `per_device`: what one simulated device does per forward/backward (model, sequence length, predictions,
+  // micro-batch, the run's target sequences); its global batch follows from `accumulation` and the simulated cluster's
+  // devices. `bucket_bytes`: the reducer's buckets in launch order (fp32 bytes). `config_dir`: configs/.
+  SimulatedClock(const SimOptions& options, Workload per_device, int64_t accumulation,
+                 const std::vector<double>& bucket_bytes, const std::string& config_dir, double grid_g_per_kwh);
 
-  std::string start_line() const;                  // what rank 0 prints at start
-  SimulatedFigures figures(int64_t step) const;    // metrics.jsonl's "sim" and the summary's "simulated"
+  std::string start_line() const;                // what rank 0 prints at start
+  SimulatedFigures figures(int64_t step) const;  // metrics.jsonl's "sim" and the summary's "simulated"
 
  private:
   std::optional<ClusterModel> model_;

@@ -34,14 +34,17 @@ HostInfo host_info(const InstanceProfile& p) {
 std::vector<std::string> notices(RunAccounting& accounting) {
   std::vector<std::string> out = accounting.meters().notices();
   if (energy_json(accounting.ledger().energy())["source"].get<std::string>().find("model") != std::string::npos)
-    out.push_back("energy partly or wholly modelled: instance profile watts x measured CPU utilization, steal time (other tenants' work on a shared VM) not counted as busy (" + accounting.cost().instance_file + ")");
+    out.push_back(
+        "energy partly or wholly modelled: instance profile watts x measured CPU utilization, steal time (other "
+        "tenants' work on a shared VM) not counted as busy (" +
+        accounting.cost().instance_file + ")");
   return out;
 }
 
 }  // namespace
 
-void write_summary(const std::string& run_dir, const RunOutcome& o, const collectives::ProcessGroupInfo& info, RunAccounting& accounting,
-                   const SimulatedClock* sim) {
+void write_summary(const std::string& run_dir, const RunOutcome& o, const collectives::ProcessGroupInfo& info,
+                   RunAccounting& accounting, const SimulatedClock* sim) {
   RunSummary s;
   s.ledger = accounting.ledger();
   const Figures spent = s.ledger.totals();

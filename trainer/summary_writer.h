@@ -16,8 +16,8 @@ namespace joule::trainer {
 // What was trained and how it ended.
 struct RunOutcome {
   int64_t steps = 0, sequences = 0, segments = 1, nonfinite_skipped = 0;
-  double wall_s = 0;      // training wall time, all segments
-  double seq_per_s = 0;   // measured after the warm-up steps
+  double wall_s = 0;     // training wall time, all segments
+  double seq_per_s = 0;  // measured after the warm-up steps
   bool preempted = false, reached_target = false;
   std::optional<EvalResult> eval;  // the last eval
   // The workload.
@@ -29,7 +29,7 @@ struct RunOutcome {
 };
 
 // Rank 0 only. `sim`: the simulated cluster's block, when the run has one.
-void write_summary(const std::string& run_dir, const RunOutcome& outcome, const collectives::ProcessGroupInfo& info, RunAccounting& accounting,
-                   const SimulatedClock* sim);
+void write_summary(const std::string& run_dir, const RunOutcome& outcome, const collectives::ProcessGroupInfo& info,
+                   RunAccounting& accounting, const SimulatedClock* sim);
 
 }  // namespace joule::trainer

@@ -13,20 +13,22 @@ namespace joule::trainer {
 
 struct TrainOptions {
   static constexpr const char* kTable = "train";
-  int64_t steps = 0;              // optimizer steps; 0: derived from target_sequences
-  int64_t target_sequences = 0;   // sequences to train on (450e6 for the card's run)
-  int64_t micro_batch = 8;        // sequences per rank per forward/backward
-  int64_t accumulation = 1;       // micro-batches per rank per optimizer step
-  int64_t global_batch = 0;       // 0: micro_batch x accumulation x world size; else accumulation follows
-  int64_t seq_len = 0;            // 0: the shards' sequence length (must match when set)
-  int64_t threads = 0;            // intra-op threads per rank; 0: cores / local ranks
+  int64_t steps = 0;             // optimizer steps; 0: derived from target_sequences
+  int64_t target_sequences = 0;  // sequences to train on (450e6 for the card's run)
+  int64_t micro_batch = 8;       // sequences per rank per forward/backward
+  int64_t accumulation = 1;      // micro-batches per rank per optimizer step
+  int64_t global_batch = 0;      // 0: micro_batch x accumulation x world size; else accumulation follows
+  int64_t seq_len = 0;           // 0: the shards' sequence length (must match when set)
+  int64_t threads = 0;           // intra-op threads per rank; 0: cores / local ranks
   int64_t seed = 42;
   int64_t log_every_steps = 10;
   int64_t throughput_warmup_steps = 2;  // excluded from the throughput figures
-  int64_t max_nonfinite_steps = 10;      // consecutive steps with NaN/Inf gradients (each skipped) before the run stops
-  double collective_timeout_seconds = 600;  // a collective not done by then fails and aborts the job (a dead or stalled rank)
-  std::string precision = "auto";  // auto | fp32 | bf16: bf16 mixed precision where matmuls run it natively (models/precision.h)
-  std::string device = "cpu";     // cpu | cuda (one GPU per rank) | trainium-sim (CPU numerics + [sim]'s cluster's clock)
+  int64_t max_nonfinite_steps = 10;     // consecutive steps with NaN/Inf gradients (each skipped) before the run stops
+  double collective_timeout_seconds =
+      600;  // a collective not done by then fails and aborts the job (a dead or stalled rank)
+  std::string precision =
+      "auto";  // auto | fp32 | bf16: bf16 mixed precision where matmuls run it natively (models/precision.h)
+  std::string device = "cpu";  // cpu | cuda (one GPU per rank) | trainium-sim (CPU numerics + [sim]'s cluster's clock)
   // "auto": a live status line when a single process writes to a terminal, else a plain line per
   // interval (under mpirun every rank gets a pseudo-terminal, so it cannot tell); "bar"; "lines".
   std::string progress = "auto";

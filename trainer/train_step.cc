@@ -9,9 +9,10 @@ namespace joule::trainer {
 
 void DeviceSums::add(const models::PretrainingOutput& out, int64_t rows) {
   const auto zero = [&] { return torch::zeros({}, out.mlm_loss.options().dtype(torch::kInt64)); };
-  const torch::Tensor batch = torch::stack({out.mlm_loss.detach().to(torch::kFloat64), out.nsp_loss.detach().to(torch::kFloat64),
-                                            (out.mlm_correct.defined() ? out.mlm_correct : zero()).to(torch::kFloat64),
-                                            (out.nsp_correct.defined() ? out.nsp_correct : zero()).to(torch::kFloat64)});
+  const torch::Tensor batch =
+      torch::stack({out.mlm_loss.detach().to(torch::kFloat64), out.nsp_loss.detach().to(torch::kFloat64),
+                    (out.mlm_correct.defined() ? out.mlm_correct : zero()).to(torch::kFloat64),
+                    (out.nsp_correct.defined() ? out.nsp_correct : zero()).to(torch::kFloat64)});
   values_ = values_.defined() ? values_ + batch : batch;
   host_.mlm_predictions += static_cast<double>(out.mlm_predictions);
   host_.sequences += static_cast<double>(rows);
@@ -54,7 +55,7 @@ StepResult TrainStep::run(const BatchSource& next_batch, double lr, const StepOp
   }
   reducer_.finish();
   if (options.after_backward) options.after_backward();
-  r.grad_norm = optimizer_.step(lr);     // leaves everything as it was when the norm is NaN/Inf
+  r.grad_norm = optimizer_.step(lr);    // leaves everything as it was when the norm is NaN/Inf
   launch::release_unused_cpu_blocks();  // sizes this step did not reuse (see launch/cpu_allocator.h)
   // The reduced gradients, hence their norm, are the same on every rank: all ranks skip together.
   r.skipped = !std::isfinite(r.grad_norm);

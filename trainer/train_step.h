@@ -20,9 +20,10 @@ namespace joule::trainer {
 class NonFiniteError : public joule::Error {
  public:
   explicit NonFiniteError(const std::string& message)
-      : joule::Error(message,
-                     "lower optimizer.lr or lengthen optimizer.warmup_fraction, check the data, then --resume auto (or raise "
-                     "train.max_nonfinite_steps)") {}
+      : joule::Error(
+            message,
+            "lower optimizer.lr or lengthen optimizer.warmup_fraction, check the data, then --resume auto (or raise "
+            "train.max_nonfinite_steps)") {}
 };
 
 // Sums over batches kept where the model computed them: the losses and correct counts stay on the device, in float64
@@ -41,23 +42,24 @@ class DeviceSums {
 };
 
 struct StepResult {
-  double grad_norm = 0;  // global gradient norm before clipping
-  bool skipped = false;  // the norm was NaN/Inf: no update was applied
-  DeviceSums sums;       // this rank's micro-batches, not yet read
+  double grad_norm = 0;                               // global gradient norm before clipping
+  bool skipped = false;                               // the norm was NaN/Inf: no update was applied
+  DeviceSums sums;                                    // this rank's micro-batches, not yet read
   double comm_seconds = 0, exposed_comm_seconds = 0;  // the reducer's figures for the synchronizing micro-batch
 };
 
 // Hooks for whoever watches a step from outside (the benchmark's memory probe, fault injection).
 struct StepOptions {
-  bool poison_loss = false;             // multiply every micro-batch's loss by NaN (fault injection)
-  std::function<void()> after_forward;  // after each micro-batch's forward pass
-  std::function<void()> after_backward; // after the reducer has finished (gradients averaged)
+  bool poison_loss = false;              // multiply every micro-batch's loss by NaN (fault injection)
+  std::function<void()> after_forward;   // after each micro-batch's forward pass
+  std::function<void()> after_backward;  // after the reducer has finished (gradients averaged)
 };
 
 class TrainStep {
  public:
   using BatchSource = std::function<models::PretrainingBatch()>;
-  TrainStep(models::BertForPreTraining& model, collectives::GradientReducer& reducer, Optimizer& optimizer, int64_t accumulation);
+  TrainStep(models::BertForPreTraining& model, collectives::GradientReducer& reducer, Optimizer& optimizer,
+            int64_t accumulation);
 
   // One step at learning rate `lr` on `accumulation` batches from `next_batch`. Rethrows a collective's error.
   StepResult run(const BatchSource& next_batch, double lr, const StepOptions& options = {});

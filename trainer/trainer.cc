@@ -12,10 +12,10 @@
 #include <utility>
 
 #include "data/loader.h"
-#include "launch/util/file_io.h"
-#include "launch/util/hash.h"
 #include "launch/placement.h"
 #include "launch/runtime.h"
+#include "launch/util/file_io.h"
+#include "launch/util/hash.h"
 #include "models/flops.h"
 #include "models/model_dir.h"
 #include "trainer/metrics_logger.h"
@@ -46,24 +46,27 @@ void check_ranks_agree_on_the_run(const ResolvedRun& run, collectives::Communica
     data_index += e.path + " " + std::to_string(e.bytes) + " " + std::to_string(e.stats.sequences) + "\n";
   const std::string config = run.config_hash, data = joule::fnv1a64_hex(data_index);
   std::string root_config = config, root_data = data;
-  collectives::broadcast_string(comm, root_config, 0, run.cfg.train.collective_timeout_seconds, "the run's config hash");
+  collectives::broadcast_string(comm, root_config, 0, run.cfg.train.collective_timeout_seconds,
+                                "the run's config hash");
   collectives::broadcast_string(comm, root_data, 0, run.cfg.train.collective_timeout_seconds, "the run's data hash");
   std::vector<double> differs = {config != root_config ? 1.0 : 0.0, data != root_data ? 1.0 : 0.0};
   collectives::sum_over_ranks(comm, differs, run.cfg.train.collective_timeout_seconds, "run agreement");
   if (differs[0] + differs[1] == 0) return;
-  throw RunConfigError(std::to_string(static_cast<int>(differs[0])) + " rank(s) resolved another config than rank 0 and " +
-                           std::to_string(static_cast<int>(differs[1])) + " rank(s) indexed another data set (this rank: config " +
-                           config + ", data " + data + "; rank 0: config " + root_config + ", data " + root_data +
-                           "); replicas of one run must agree",
-                       "give every rank the same command line, config file and data (one mpirun command, not MPMD; the same files "
-                       "on every node)");
+  throw RunConfigError(
+      std::to_string(static_cast<int>(differs[0])) + " rank(s) resolved another config than rank 0 and " +
+          std::to_string(static_cast<int>(differs[1])) + " rank(s) indexed another data set (this rank: config " +
+          config + ", data " + data + "; rank 0: config " + root_config + ", data " + root_data +
+          "); replicas of one run must agree",
+      "give every rank the same command line, config file and data (one mpirun command, not MPMD; the same files "
+      "on every node)");
 }
 
 // Non-finite weights are never written: not to a checkpoint, not to final/.
 void refuse_nonfinite_weights(const Optimizer& optimizer, const std::string& what) {
   const double norm = optimizer.parameter_norm();
   if (!std::isfinite(norm))
-    throw NonFiniteError("the parameters are NaN/Inf (norm " + std::to_string(norm) + "): the " + what + " is not written");
+    throw NonFiniteError("the parameters are NaN/Inf (norm " + std::to_string(norm) + "): the " + what +
+                         " is not written");
 }
 
 // Rank 0 takes RUN/.joule.lock before anything in RUN is written (trainer/run_lock.h) and checks that one checkpoint
@@ -75,14 +78,16 @@ RunLock lock_run_directory(const ResolvedRun& run, collectives::Communicator& co
     lock = RunLock::acquire(run.cfg.run.dir, &previous);
     if (!previous.empty()) std::cout << "note: " << previous << "\n" << std::flush;
     double parameters = 0;
-    for (const auto& [name, numel] : models::parameter_numels(run.model_config)) parameters += static_cast<double>(numel);
+    for (const auto& [name, numel] : models::parameter_numels(run.model_config))
+      parameters += static_cast<double>(numel);
     const double checkpoint_bytes = parameters * 4 * 3 + (1 << 20);
     struct statvfs fsinfo {};
     if (::statvfs(run.cfg.run.dir.c_str(), &fsinfo) == 0) {
       const double available = static_cast<double>(fsinfo.f_bavail) * static_cast<double>(fsinfo.f_frsize);
       if (available < checkpoint_bytes)
-        throw joule::IoError(run.cfg.run.dir + ": " + std::to_string(available / (1 << 20)) + " MiB free, one checkpoint needs " +
-                                 std::to_string(checkpoint_bytes / (1 << 20)) + " MiB (weights and two optimizer moments in fp32)",
+        throw joule::IoError(run.cfg.run.dir + ": " + std::to_string(available / (1 << 20)) +
+                                 " MiB free, one checkpoint needs " + std::to_string(checkpoint_bytes / (1 << 20)) +
+                                 " MiB (weights and two optimizer moments in fp32)",
                              write_failure_hint(ENOSPC));
     }
   }
@@ -97,9 +102,12 @@ void write_run_directory(const ResolvedRun& run, const collectives::ProcessGroup
   write_file_atomically((fs::path(cfg.run.dir) / "config.toml").string(), run.resolved_toml);
   write_file_atomically((fs::path(cfg.run.dir) / "model_config.json").string(), run.model_config.to_json_text());
   std::cout << "joule train: " << run.world << " rank(s) on " << info.node_count << " node(s), " << threads
-            << " thread(s) per rank, device " << run.device.description << "; global batch " << run.global_batch << " = " << cfg.train.micro_batch << " x " << cfg.train.accumulation << " x "
-            << run.world << "; " << run.total_steps << " steps; " << run.dataset().size() << " sequences of " << cfg.train.seq_len
-            << " tokens\n" << run.precision.reason << "\nresolved config (" << (fs::path(cfg.run.dir) / "config.toml").string() << "):\n"
+            << " thread(s) per rank, device " << run.device.description << "; global batch " << run.global_batch
+            << " = " << cfg.train.micro_batch << " x " << cfg.train.accumulation << " x " << run.world << "; "
+            << run.total_steps << " steps; " << run.dataset().size() << " sequences of " << cfg.train.seq_len
+            << " tokens\n"
+            << run.precision.reason << "\nresolved config (" << (fs::path(cfg.run.dir) / "config.toml").string()
+            << "):\n"
             << run.resolved_toml << std::flush;
 }
 
@@ -107,9 +115,9 @@ void print_accounting(RunAccounting& accounting, const collectives::ProcessGroup
   if (info.rank != 0) return;
   if (sim) std::cout << sim->start_line();
   const CostSettings& cost = accounting.cost();
-  std::cout << "accounting: " << cost.instance << " x " << info.node_count << " node(s), USD " << cost.usd_per_hour << "/h ("
-            << cost.price_source << "), PUE " << cost.pue << ", " << cost.region.g_per_kwh << " g CO2/kWh (" << cost.grid_source
-            << ")\nenergy meters: " << accounting.meters().sources() << "\n";
+  std::cout << "accounting: " << cost.instance << " x " << info.node_count << " node(s), USD " << cost.usd_per_hour
+            << "/h (" << cost.price_source << "), PUE " << cost.pue << ", " << cost.region.g_per_kwh << " g CO2/kWh ("
+            << cost.grid_source << ")\nenergy meters: " << accounting.meters().sources() << "\n";
   for (const auto& n : accounting.meters().notices()) std::cout << "note: " << n << "\n";
   std::cout << std::flush;
 }
@@ -129,7 +137,8 @@ MetricsSettings metrics_settings(const ResolvedRun& run, bool resumed, double wa
   // A live status line only for a single process on a terminal: under mpirun/srun every rank gets a
   // pseudo-terminal whatever the real destination.
   const bool launched = launch::detect_placement().launcher != "none";
-  m.interactive = cfg.train.progress == "bar" || (cfg.train.progress == "auto" && world == 1 && !launched && isatty(STDOUT_FILENO));
+  m.interactive =
+      cfg.train.progress == "bar" || (cfg.train.progress == "auto" && world == 1 && !launched && isatty(STDOUT_FILENO));
   m.resumed = resumed;
   m.wall_before = wall_before;
   return m;
@@ -154,8 +163,7 @@ class TrainingLoop {
         cfg_(p.run.cfg),
         root_(p.comm.info().rank == 0),
         loader_(p.run.dataset(), sampler_config(), p.state.sampler),
-        metrics_(metrics_settings(p.run, p.resumed, p.state.wall_seconds, p.run.world), cfg_.run.dir,
-                 root_),
+        metrics_(metrics_settings(p.run, p.resumed, p.state.wall_seconds, p.run.world), cfg_.run.dir, root_),
         policy_(cfg_.checkpoint, root_),
         step_(p.objects.model, *p.objects.reducer, *p.objects.optimizer, cfg_.train.accumulation) {}
 
@@ -186,8 +194,12 @@ class TrainingLoop {
 
  private:
   data::SamplerConfig sampler_config() const {
-    return {static_cast<uint64_t>(p_.run.dataset().size()), static_cast<uint64_t>(p_.run.global_batch),
-            static_cast<uint64_t>(cfg_.train.micro_batch), p_.run.world, p_.comm.info().rank, static_cast<uint64_t>(cfg_.train.seed)};
+    return {static_cast<uint64_t>(p_.run.dataset().size()),
+            static_cast<uint64_t>(p_.run.global_batch),
+            static_cast<uint64_t>(cfg_.train.micro_batch),
+            p_.run.world,
+            p_.comm.info().rank,
+            static_cast<uint64_t>(cfg_.train.seed)};
   }
 
   // One optimizer step, with the fault points around it; advances the state.
@@ -198,7 +210,8 @@ class TrainingLoop {
     const double wait_before = loader_.wait_seconds();
     StepOptions options;
     options.poison_loss = p_.faults.poisons_loss(state.step + 1);
-    const double lr = learning_rate(cfg_.optimizer.lr, p_.objects.optimizer->steps(), p_.run.total_steps, cfg_.optimizer.warmup_fraction);
+    const double lr = learning_rate(cfg_.optimizer.lr, p_.objects.optimizer->steps(), p_.run.total_steps,
+                                    cfg_.optimizer.warmup_fraction);
     const StepResult result = step_.run([&] { return loader_.next(); }, lr, options);
     ++state.step;
     state.sequences += p_.run.global_batch;
@@ -230,9 +243,10 @@ class TrainingLoop {
     const double norm = p_.objects.optimizer->parameter_norm();
     if (std::isfinite(norm)) return;
     const auto latest = find_latest_checkpoint(checkpoint_root(), nullptr);
-    throw NonFiniteError("step " + std::to_string(record.step) + ": the parameters are NaN/Inf after the update (learning rate " +
-                         std::to_string(record.lr) + "), so the run stops without saving them. Newest checkpoint: " +
-                         (latest ? *latest : std::string("none")));
+    throw NonFiniteError(
+        "step " + std::to_string(record.step) + ": the parameters are NaN/Inf after the update (learning rate " +
+        std::to_string(record.lr) +
+        "), so the run stops without saving them. Newest checkpoint: " + (latest ? *latest : std::string("none")));
   }
 
   // The NaN/Inf policy: a skipped update is counted; train.max_nonfinite_steps in a row stop the run.
@@ -245,27 +259,31 @@ class TrainingLoop {
     ++state.nonfinite_skipped;
     ++state.nonfinite_streak;
     say(root_, "warning: step " + std::to_string(state.step) + ": gradient norm " + std::to_string(result.grad_norm) +
-                   " (NaN/Inf in loss or gradients); update skipped (" + std::to_string(state.nonfinite_streak) + " in a row, " +
-                   std::to_string(state.nonfinite_skipped) + " in the run)\n");
+                   " (NaN/Inf in loss or gradients); update skipped (" + std::to_string(state.nonfinite_streak) +
+                   " in a row, " + std::to_string(state.nonfinite_skipped) + " in the run)\n");
     if (state.nonfinite_streak < cfg_.train.max_nonfinite_steps) return;
     const auto latest = find_latest_checkpoint(checkpoint_root(), nullptr);
-    throw NonFiniteError("steps " + std::to_string(state.step - state.nonfinite_streak + 1) + ".." + std::to_string(state.step) +
-                         ": NaN/Inf gradients in " + std::to_string(state.nonfinite_streak) +
-                         " consecutive steps (train.max_nonfinite_steps = " + std::to_string(cfg_.train.max_nonfinite_steps) +
-                         "), so the run stops. Newest checkpoint: " + (latest ? *latest : std::string("none")));
+    throw NonFiniteError(
+        "steps " + std::to_string(state.step - state.nonfinite_streak + 1) + ".." + std::to_string(state.step) +
+        ": NaN/Inf gradients in " + std::to_string(state.nonfinite_streak) +
+        " consecutive steps (train.max_nonfinite_steps = " + std::to_string(cfg_.train.max_nonfinite_steps) +
+        "), so the run stops. Newest checkpoint: " + (latest ? *latest : std::string("none")));
   }
 
   bool eval_due(int64_t step) const {
-    return p_.run.eval_set && cfg_.eval.every_steps > 0 && (step % cfg_.eval.every_steps == 0 || step == p_.run.total_steps);
+    return p_.run.eval_set && cfg_.eval.every_steps > 0 &&
+           (step % cfg_.eval.every_steps == 0 || step == p_.run.total_steps);
   }
 
   // This rank's values for the boundary after `record`'s step (eval runs here, when due).
   StepBoundary local_boundary(const StepRecord& record, bool log, bool eval) {
     StepBoundary b;
     b.skipped = record.skipped ? 1.0 : 0.0;
-    if (log) b.interval = std::exchange(interval_sums_, DeviceSums{}).read();  // the interval's one read from the device
+    if (log)
+      b.interval = std::exchange(interval_sums_, DeviceSums{}).read();  // the interval's one read from the device
     if (eval)
-      b.eval = evaluate_slice(p_.objects.model, *p_.run.eval_set, cfg_.eval.batch, cfg_.eval.max_batches, p_.comm.info().rank, p_.run.world);
+      b.eval = evaluate_slice(p_.objects.model, *p_.run.eval_set, cfg_.eval.batch, cfg_.eval.max_batches,
+                              p_.comm.info().rank, p_.run.world);
     if (log) b.energy = p_.accounting.local_energy();  // meters are read when the interval's figures need them
     policy_.vote(record.step, p_.faults, b);
     return b;
@@ -274,8 +292,9 @@ class TrainingLoop {
   // The reduced gradients (hence the skip) are the same on every rank; anything else is a bug.
   void check_ranks_agree(const StepBoundary& b, int64_t step) const {
     if (b.skipped != 0 && b.skipped != p_.run.world)
-      throw joule::InternalError("step " + std::to_string(step) + ": " + std::to_string(static_cast<int>(b.skipped)) + " of " +
-                                 std::to_string(p_.run.world) + " ranks found NaN/Inf gradients; the replicas have diverged");
+      throw joule::InternalError("step " + std::to_string(step) + ": " + std::to_string(static_cast<int>(b.skipped)) +
+                                 " of " + std::to_string(p_.run.world) +
+                                 " ranks found NaN/Inf gradients; the replicas have diverged");
   }
 
   void finish_eval_at(int64_t step, const BatchSums& reduced) {
@@ -293,14 +312,16 @@ class TrainingLoop {
     TrainerState& state = p_.state;
     refuse_nonfinite_weights(*p_.objects.optimizer, "checkpoint of step " + std::to_string(state.step));
     state.wall_seconds = metrics_.wall_s();
-    const EnergyTotals energy = reduce_energy(p_.accounting.local_energy(), p_.comm, cfg_.train.collective_timeout_seconds);
+    const EnergyTotals energy =
+        reduce_energy(p_.accounting.local_energy(), p_.comm, cfg_.train.collective_timeout_seconds);
     p_.accounting.update_segment(energy, state.step, state.sequences, preempted ? "preempted" : "running");
     state.ledger_json = p_.accounting.ledger().to_json().dump();
     const auto t = Clock::now();
     CheckpointFaults faults;
     faults.after_stage = [&](const std::string& stage) { p_.faults.checkpoint_stage(state.step, stage); };
     faults.fail_fsync = p_.faults.fails_fsync(state.step);
-    const std::string dir = save_checkpoint(checkpoint_root(), p_.objects.model, *p_.objects.optimizer, state, p_.comm, cfg_.checkpoint.keep, faults);
+    const std::string dir = save_checkpoint(checkpoint_root(), p_.objects.model, *p_.objects.optimizer, state, p_.comm,
+                                            cfg_.checkpoint.keep, faults);
     policy_.saved();
     say(root_, "checkpoint " + dir + " (" + duration_text(seconds_since(t)) + ")\n");
     if (preempted)
@@ -321,7 +342,8 @@ class TrainingLoop {
 };
 
 // --device trainium-sim: the simulated cluster's clock, timed with this run's gradient buckets.
-SimulatedClock simulated_clock(const ResolvedRun& run, const TrainingObjects& objects, const std::string& config_dir, double grid) {
+SimulatedClock simulated_clock(const ResolvedRun& run, const TrainingObjects& objects, const std::string& config_dir,
+                               double grid) {
   std::vector<double> buckets;
   for (const auto& b : objects.reducer->buckets()) buckets.push_back(static_cast<double>(b.bytes));
   Workload per_device;
@@ -334,8 +356,9 @@ SimulatedClock simulated_clock(const ResolvedRun& run, const TrainingObjects& ob
 }
 
 // The end of the run: RUN/final (finished runs), the ledger's last update and the training-cost summary.
-void finish_run(const ResolvedRun& run, const TrainingLoop& loop, int exit_code, TrainingObjects& objects, TrainerState& state,
-                RunAccounting& accounting, const SimulatedClock* sim, collectives::Communicator& comm) {
+void finish_run(const ResolvedRun& run, const TrainingLoop& loop, int exit_code, TrainingObjects& objects,
+                TrainerState& state, RunAccounting& accounting, const SimulatedClock* sim,
+                collectives::Communicator& comm) {
   const RunConfig& cfg = run.cfg;
   const bool root = comm.info().rank == 0;
   state.wall_seconds = loop.metrics().wall_s();
@@ -381,7 +404,8 @@ int train(const TrainRequest& request) {
   const std::string config_dir =
       request.config_dir.empty() ? fs::path(request.presets_dir).parent_path().string() : request.config_dir;
   // The meters run from here: start-up is billed.
-  RunAccounting accounting(cfg.accounting, cfg.train.device, config_dir, info, process.device.cuda_index(), process.device.pci_bus_id);
+  RunAccounting accounting(cfg.accounting, cfg.train.device, config_dir, info, process.device.cuda_index(),
+                           process.device.pci_bus_id);
 
   const ResolvedRun run = resolve_run(cfg, request.presets_dir, comm, process.device);
   check_ranks_agree_on_the_run(run, comm);
@@ -392,13 +416,16 @@ int train(const TrainRequest& request) {
   write_run_directory(run, info, process.threads);  // nothing is written before the resume checks have passed
 
   accounting.begin_segment(state.ledger_json, state.step, state.sequences, run.cfg.accounting.project_name);
-  accounting.set_mfu_basis(models::training_flops_per_sequence(run.model_config, run.cfg.train.seq_len, run.dataset().max_predictions()),
-                           models::precision_name(run.precision.precision));
+  accounting.set_mfu_basis(
+      models::training_flops_per_sequence(run.model_config, run.cfg.train.seq_len, run.dataset().max_predictions()),
+      models::precision_name(run.precision.precision));
   std::optional<SimulatedClock> sim;
-  if (run.cfg.train.device == "trainium-sim") sim.emplace(simulated_clock(run, objects, config_dir, accounting.cost().region.g_per_kwh));
+  if (run.cfg.train.device == "trainium-sim")
+    sim.emplace(simulated_clock(run, objects, config_dir, accounting.cost().region.g_per_kwh));
   print_accounting(accounting, info, sim ? &*sim : nullptr);
 
-  TrainingLoop loop({run, objects, comm, faults, accounting, sim ? &*sim : nullptr, state, start.checkpoint.has_value()});
+  TrainingLoop loop(
+      {run, objects, comm, faults, accounting, sim ? &*sim : nullptr, state, start.checkpoint.has_value()});
   const int exit_code = loop.run();
   finish_run(run, loop, exit_code, objects, state, accounting, sim ? &*sim : nullptr, comm);
   comm.barrier();
@@ -411,16 +438,21 @@ std::string export_checkpoint(const std::string& checkpoint_or_run, const std::s
     std::vector<std::string> warnings;
     auto latest = find_latest_checkpoint((fs::path(dir) / "checkpoints").string(), &warnings);
     for (const auto& w : warnings) std::cerr << "warning: " << w << "\n";
-    if (!latest) throw CheckpointError(checkpoint_or_run + ": neither a checkpoint nor a run directory with a complete checkpoint");
+    if (!latest)
+      throw CheckpointError(checkpoint_or_run +
+                            ": neither a checkpoint nor a run directory with a complete checkpoint");
     dir = *latest;
   }
   // The config travels in the run directory; rebuild it from the checkpoint's run config.
   const fs::path run = fs::path(dir).parent_path().parent_path();
   const fs::path final_config = run / "final" / "config.json";
   models::BertConfig config;
-  if (fs::exists(run / "model_config.json")) config = models::BertConfig::from_json_file((run / "model_config.json").string());
-  else if (fs::exists(final_config)) config = models::BertConfig::from_json_file(final_config.string());
-  else throw CheckpointError(dir + ": no model_config.json in the run directory " + run.string());
+  if (fs::exists(run / "model_config.json"))
+    config = models::BertConfig::from_json_file((run / "model_config.json").string());
+  else if (fs::exists(final_config))
+    config = models::BertConfig::from_json_file(final_config.string());
+  else
+    throw CheckpointError(dir + ": no model_config.json in the run directory " + run.string());
   models::BertForPreTraining model(config);
   models::load_weights(model, (fs::path(dir) / "model.safetensors").string());
   models::save_model_dir(model, out_dir);

@@ -29,7 +29,8 @@ class Error : public std::runtime_error {
 // The command line is wrong: an unknown command, a missing or invalid flag value.
 class UsageError : public Error {
  public:
-  explicit UsageError(const std::string& message, std::string hint = "see `joule COMMAND --help` for the flags and their values")
+  explicit UsageError(const std::string& message,
+                      std::string hint = "see `joule COMMAND --help` for the flags and their values")
       : Error(message, std::move(hint), ErrorKind::usage) {}
 };
 

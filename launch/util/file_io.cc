@@ -14,12 +14,17 @@ namespace joule {
 std::string write_failure_hint(int err) {
   switch (err) {
     case ENOSPC:
-    case EDQUOT: return "the file system is full: free space (or write elsewhere), then run the command again";
-    case EROFS: return "the file system is read-only: write to another directory";
+    case EDQUOT:
+      return "the file system is full: free space (or write elsewhere), then run the command again";
+    case EROFS:
+      return "the file system is read-only: write to another directory";
     case EACCES:
-    case EPERM: return "no permission to write there: fix the permissions or write to another directory";
-    case ENAMETOOLONG: return "the path is too long: choose a shorter directory";
-    default: return "check the path and its file system, then run the command again";
+    case EPERM:
+      return "no permission to write there: fix the permissions or write to another directory";
+    case ENAMETOOLONG:
+      return "the path is too long: choose a shorter directory";
+    default:
+      return "check the path and its file system, then run the command again";
   }
 }
 
@@ -61,7 +66,8 @@ void fsync_directory(const std::string& dir) {
   const UniqueFd fd = open_file(dir.empty() ? "." : dir, O_RDONLY | O_DIRECTORY, "open the directory to fsync it");
   // Some file systems (and a few network ones) refuse fsync on a directory: the rename has happened; only its
   // durability across a power cut is then up to them.
-  if (::fsync(fd.get()) != 0 && errno != EINVAL && errno != EROFS) throw_write_error(dir, "fsync of the directory", errno);
+  if (::fsync(fd.get()) != 0 && errno != EINVAL && errno != EROFS)
+    throw_write_error(dir, "fsync of the directory", errno);
 }
 
 void rename_durably(const std::string& from, const std::string& to) {
@@ -112,13 +118,15 @@ std::optional<FileLock> FileLock::try_acquire(const std::string& path) {
   if (::fcntl(fd.get(), F_SETLK, &fl) == 0) return FileLock(path, std::move(fd));
   const int err = errno;
   if (err == EACCES || err == EAGAIN) return std::nullopt;
-  throw IoError(path + ": cannot lock: " + std::strerror(err) + " (the file system does not support POSIX locks)",
-                "mount the file system with locking (NFS: lockd/NFSv4; Lustre: -o flock) or use a local or lock-capable "
-                "directory");
+  throw IoError(
+      path + ": cannot lock: " + std::strerror(err) + " (the file system does not support POSIX locks)",
+      "mount the file system with locking (NFS: lockd/NFSv4; Lustre: -o flock) or use a local or lock-capable "
+      "directory");
 }
 
 bool FileLock::still_at_path() const {
-  struct stat by_fd {}, by_path {};
+  struct stat by_fd {
+  }, by_path{};
   return ::fstat(fd_.get(), &by_fd) == 0 && ::stat(path_.c_str(), &by_path) == 0 && by_fd.st_ino == by_path.st_ino &&
          by_fd.st_dev == by_path.st_dev;
 }

@@ -25,7 +25,8 @@ void add_file(Fnv1a64& h, const std::string& path, uint64_t offset, uint64_t len
   if (!in) throw IoError(path + ": cannot open to checksum it");
   in.seekg(static_cast<std::streamoff>(offset));
   char buf[1 << 16];
-  while (length > 0 && in.read(buf, static_cast<std::streamsize>(std::min<uint64_t>(sizeof buf, length))).gcount() > 0) {
+  while (length > 0 &&
+         in.read(buf, static_cast<std::streamsize>(std::min<uint64_t>(sizeof buf, length))).gcount() > 0) {
     h.add(buf, static_cast<size_t>(in.gcount()));
     length -= static_cast<uint64_t>(in.gcount());
   }

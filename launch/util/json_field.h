@@ -14,8 +14,9 @@ namespace joule {
 // A JSON file joule wrote is damaged or from another joule version.
 class JsonFileError : public Error {
  public:
-  explicit JsonFileError(const std::string& message,
-                         std::string hint = "the file is damaged or was written by another joule version: rerun the command that wrote it")
+  explicit JsonFileError(
+      const std::string& message,
+      std::string hint = "the file is damaged or was written by another joule version: rerun the command that wrote it")
       : Error(message, std::move(hint)) {}
 };
 
@@ -28,7 +29,8 @@ T json_field(const nlohmann::json& j, const std::string& key, const std::string&
   try {
     return it->get<T>();
   } catch (const nlohmann::json::exception&) {
-    throw E(where + ": key '" + key + "' holds " + it->dump() + " (" + it->type_name() + "), not the type joule writes");
+    throw E(where + ": key '" + key + "' holds " + it->dump() + " (" + it->type_name() +
+            "), not the type joule writes");
   }
 }
 

@@ -21,7 +21,9 @@ std::string OptionRange::text() const {
 }
 
 const char* option_type_name(const OptionTarget& t) {
-  return std::holds_alternative<int64_t*>(t) ? "an integer" : std::holds_alternative<double*>(t) ? "a number" : "a string";
+  return std::holds_alternative<int64_t*>(t)  ? "an integer"
+         : std::holds_alternative<double*>(t) ? "a number"
+                                              : "a string";
 }
 
 double option_number(const OptionTarget& t) {
@@ -35,10 +37,10 @@ void check_option_ranges(const std::string& table, const std::vector<OptionField
     if (!f.range) continue;
     const double v = option_number(f.target);
     if (f.range->contains(v)) continue;
-    throw ConfigError("run config: " + table + "." + f.name + " = " + option_number_text(v) +
-                      (std::isfinite(v) ? " is outside " + f.range->text()
-                                        : " is not a finite number; valid: " + f.range->text()) +
-                      (f.note[0] ? std::string(" (") + f.note + ")" : ""));
+    throw ConfigError(
+        "run config: " + table + "." + f.name + " = " + option_number_text(v) +
+        (std::isfinite(v) ? " is outside " + f.range->text() : " is not a finite number; valid: " + f.range->text()) +
+        (f.note[0] ? std::string(" (") + f.note + ")" : ""));
   }
 }
 

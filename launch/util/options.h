@@ -20,8 +20,9 @@ namespace joule {
 class ConfigError : public Error {
  public:
   explicit ConfigError(const std::string& message,
-                       std::string hint = "fix that key in the config file or the --set/flag that gives it (joule train "
-                                          "--help lists the flags)")
+                       std::string hint =
+                           "fix that key in the config file or the --set/flag that gives it (joule train "
+                           "--help lists the flags)")
       : Error(message, std::move(hint), ErrorKind::usage) {}
 };
 
@@ -43,7 +44,7 @@ struct OptionField {
   const char* name;  // the key inside its table ("micro_batch")
   OptionTarget target;
   std::optional<OptionRange> range = std::nullopt;  // numeric keys: the values allowed at the door
-  const char* note = "";  // what a special value means ("0: from train.target_sequences")
+  const char* note = "";                            // what a special value means ("0: from train.target_sequences")
 };
 
 // "an integer", "a number", "a string".

@@ -23,7 +23,9 @@ void parallel_for(size_t n, int threads, Fn fn) {
   std::mutex mutex;
   auto work = [&](int w) {
     try {
-      for (size_t i = static_cast<size_t>(w); i < n && !failed.load(std::memory_order_relaxed); i += static_cast<size_t>(workers)) fn(i, w);
+      for (size_t i = static_cast<size_t>(w); i < n && !failed.load(std::memory_order_relaxed);
+           i += static_cast<size_t>(workers))
+        fn(i, w);
     } catch (...) {
       std::lock_guard<std::mutex> lock(mutex);
       if (!first) first = std::current_exception();

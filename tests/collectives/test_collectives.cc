@@ -59,7 +59,8 @@ TEST(Collectives, ProcessGroupFactsOnOneHost) {
 TEST(Collectives, ProcessGroupFactsAcrossNodes) {
   const char* nodes_env = std::getenv("JOULE_EXPECT_NODES");
   const char* per_node_env = std::getenv("JOULE_EXPECT_RANKS_PER_NODE");
-  if (!nodes_env || !per_node_env) GTEST_SKIP() << "only under tests/cluster (JOULE_EXPECT_NODES, JOULE_EXPECT_RANKS_PER_NODE)";
+  if (!nodes_env || !per_node_env)
+    GTEST_SKIP() << "only under tests/cluster (JOULE_EXPECT_NODES, JOULE_EXPECT_RANKS_PER_NODE)";
   const int nodes = std::atoi(nodes_env), per_node = std::atoi(per_node_env);
   const ProcessGroupInfo& i = comm().info();
   SCOPED_TRACE("rank " + std::to_string(i.rank));
@@ -111,13 +112,17 @@ TEST(Collectives, AllReduceSumAndAverageEveryDtype) {
   for (DType half : {DType::kBFloat16, DType::kFloat16}) {
     std::vector<uint16_t> v(100);
     for (auto& x : v) {
-      if (half == DType::kBFloat16) x = to_bf16(static_cast<float>(r + 1));
-      else x = static_cast<uint16_t>(0x3c00 + 0);  // fp16 1.0
+      if (half == DType::kBFloat16)
+        x = to_bf16(static_cast<float>(r + 1));
+      else
+        x = static_cast<uint16_t>(0x3c00 + 0);  // fp16 1.0
     }
     comm().all_reduce({v.data(), v.size(), half})->wait();
     for (uint16_t x : v) {
-      if (half == DType::kBFloat16) ASSERT_EQ(from_bf16(x), sum);
-      else ASSERT_EQ(x, n == 2 ? 0x4000 : 0x4400);  // fp16 2.0 or 4.0
+      if (half == DType::kBFloat16)
+        ASSERT_EQ(from_bf16(x), sum);
+      else
+        ASSERT_EQ(x, n == 2 ? 0x4000 : 0x4400);  // fp16 2.0 or 4.0
     }
   }
 }
@@ -198,9 +203,9 @@ namespace {
 joule::models::BertConfig tiny() { return joule::test::small_bert(300, 32, 2, 64, 32, /*dropout=*/0.0); }
 
 joule::models::PretrainingBatch rows(const joule::models::PretrainingBatch& b, int64_t begin, int64_t count) {
-  return {b.input_ids.narrow(0, begin, count), b.token_type_ids.narrow(0, begin, count),
+  return {b.input_ids.narrow(0, begin, count),      b.token_type_ids.narrow(0, begin, count),
           b.attention_mask.narrow(0, begin, count), b.masked_positions.narrow(0, begin, count),
-          b.masked_ids.narrow(0, begin, count), b.next_sentence_labels.narrow(0, begin, count)};
+          b.masked_ids.narrow(0, begin, count),     b.next_sentence_labels.narrow(0, begin, count)};
 }
 
 // Gradients of one process on the whole batch, `accumulation` micro-batches of the rows.
@@ -212,11 +217,12 @@ std::vector<torch::Tensor> reference_grads(const joule::models::PretrainingBatch
   return g;
 }
 
-void expect_close(const std::vector<torch::Tensor>& got, const std::vector<torch::Tensor>& want, double rtol, double atol) {
+void expect_close(const std::vector<torch::Tensor>& got, const std::vector<torch::Tensor>& want, double rtol,
+                  double atol) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i)
-    EXPECT_TRUE(torch::allclose(got[i], want[i], rtol, atol)) << "parameter " << i << " max diff "
-                                                              << (got[i] - want[i]).abs().max().item<double>();
+    EXPECT_TRUE(torch::allclose(got[i], want[i], rtol, atol))
+        << "parameter " << i << " max diff " << (got[i] - want[i]).abs().max().item<double>();
 }
 
 }  // namespace
@@ -291,8 +297,10 @@ TEST(Reducer, Bf16CompressionStaysCloseToFp32) {
   for (int q = 0; q < n; ++q) {
     auto local = reference_grads(rows(all, q * 2, 2), 7);
     for (size_t i = 0; i < local.size(); ++i) {
-      if (q == 0) magnitude.push_back(local[i].abs() / n);
-      else magnitude[i] += local[i].abs() / n;
+      if (q == 0)
+        magnitude.push_back(local[i].abs() / n);
+      else
+        magnitude[i] += local[i].abs() / n;
     }
   }
   double worst_excess = -1;
@@ -315,11 +323,29 @@ struct Codec {
   DType dtype;
   void put(std::vector<uint8_t>& buf, size_t i, double x) const {
     switch (dtype) {
-      case DType::kFloat32: { float v = static_cast<float>(x); std::memcpy(&buf[i * 4], &v, 4); break; }
-      case DType::kFloat64: std::memcpy(&buf[i * 8], &x, 8); break;
-      case DType::kInt32: { int32_t v = static_cast<int32_t>(x); std::memcpy(&buf[i * 4], &v, 4); break; }
-      case DType::kInt64: { int64_t v = static_cast<int64_t>(x); std::memcpy(&buf[i * 8], &v, 8); break; }
-      case DType::kBFloat16: { uint16_t v = to_bf16(static_cast<float>(x)); std::memcpy(&buf[i * 2], &v, 2); break; }
+      case DType::kFloat32: {
+        float v = static_cast<float>(x);
+        std::memcpy(&buf[i * 4], &v, 4);
+        break;
+      }
+      case DType::kFloat64:
+        std::memcpy(&buf[i * 8], &x, 8);
+        break;
+      case DType::kInt32: {
+        int32_t v = static_cast<int32_t>(x);
+        std::memcpy(&buf[i * 4], &v, 4);
+        break;
+      }
+      case DType::kInt64: {
+        int64_t v = static_cast<int64_t>(x);
+        std::memcpy(&buf[i * 8], &v, 8);
+        break;
+      }
+      case DType::kBFloat16: {
+        uint16_t v = to_bf16(static_cast<float>(x));
+        std::memcpy(&buf[i * 2], &v, 2);
+        break;
+      }
       case DType::kFloat16: {  // small non-negative integers only: exact in fp16
         uint16_t v = 0;
         if (x != 0) {
@@ -334,11 +360,31 @@ struct Codec {
   }
   double get(const std::vector<uint8_t>& buf, size_t i) const {
     switch (dtype) {
-      case DType::kFloat32: { float v; std::memcpy(&v, &buf[i * 4], 4); return v; }
-      case DType::kFloat64: { double v; std::memcpy(&v, &buf[i * 8], 8); return v; }
-      case DType::kInt32: { int32_t v; std::memcpy(&v, &buf[i * 4], 4); return v; }
-      case DType::kInt64: { int64_t v; std::memcpy(&v, &buf[i * 8], 8); return static_cast<double>(v); }
-      case DType::kBFloat16: { uint16_t v; std::memcpy(&v, &buf[i * 2], 2); return from_bf16(v); }
+      case DType::kFloat32: {
+        float v;
+        std::memcpy(&v, &buf[i * 4], 4);
+        return v;
+      }
+      case DType::kFloat64: {
+        double v;
+        std::memcpy(&v, &buf[i * 8], 8);
+        return v;
+      }
+      case DType::kInt32: {
+        int32_t v;
+        std::memcpy(&v, &buf[i * 4], 4);
+        return v;
+      }
+      case DType::kInt64: {
+        int64_t v;
+        std::memcpy(&v, &buf[i * 8], 8);
+        return static_cast<double>(v);
+      }
+      case DType::kBFloat16: {
+        uint16_t v;
+        std::memcpy(&v, &buf[i * 2], 2);
+        return from_bf16(v);
+      }
       case DType::kFloat16: {
         uint16_t v;
         std::memcpy(&v, &buf[i * 2], 2);

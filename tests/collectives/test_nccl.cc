@@ -29,7 +29,8 @@ TEST(Nccl, SingleRankCollectivesOnTheGpu) {
   for (float x : back) ASSERT_EQ(x, 2.5f);  // one rank: sum and average leave the values
   comm->all_reduce({host.data(), host.size(), DType::kFloat32, -1})->wait();  // over MPI
   EXPECT_EQ(host[0], 2.5f);
-  EXPECT_THROW(comm->all_gather({dev, host.size(), DType::kFloat32, 0}, {host.data(), 1, DType::kFloat32, -1}), CollectiveError);
+  EXPECT_THROW(comm->all_gather({dev, host.size(), DType::kFloat32, 0}, {host.data(), 1, DType::kFloat32, -1}),
+               CollectiveError);
   cudaFree(dev);
 }
 

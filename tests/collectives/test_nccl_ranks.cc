@@ -39,7 +39,8 @@ TEST(NcclAtRanks, ClosedFormsOfEveryCollective) {
   const char* local_size = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
   const int ranks_here = local_size ? std::atoi(local_size) : 1;
   if (devices < ranks_here)
-    GTEST_SKIP() << "nccl at " << ranks_here << " ranks on this node needs " << ranks_here << " GPUs; " << devices << " visible";
+    GTEST_SKIP() << "nccl at " << ranks_here << " ranks on this node needs " << ranks_here << " GPUs; " << devices
+                 << " visible";
   auto comm = create_communicator("nccl");
   const int n = comm->info().world_size, r = comm->info().rank;
   int device = 0;
@@ -71,5 +72,6 @@ TEST(NcclAtRanks, ClosedFormsOfEveryCollective) {
   for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<float>(i / 2 + r);  // block k holds k + r
   DeviceFloats scatter_in(blocks), scatter_out(std::vector<float>(2, -1));
   comm->reduce_scatter(scatter_out.buffer(device), scatter_in.buffer(device))->wait();
-  for (float x : scatter_out.read()) ASSERT_EQ(x, static_cast<float>(n * r) + n * (n - 1) / 2.0f);  // sum over k' of (r + k')
+  for (float x : scatter_out.read())
+    ASSERT_EQ(x, static_cast<float>(n * r) + n * (n - 1) / 2.0f);  // sum over k' of (r + k')
 }

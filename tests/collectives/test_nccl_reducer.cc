@@ -35,7 +35,8 @@ Communicator& nccl() {
 TEST(NcclTrainer, StreamOrderedDeviceBuffersAndHostBuffers) {
   if (!have_gpu()) GTEST_SKIP() << "no GPU visible";
   const int n = nccl().info().world_size, r = nccl().info().rank;
-  const torch::Device gpu(torch::kCUDA, static_cast<c10::DeviceIndex>(nccl().info().local_rank % joule::launch::compat::cuda_device_count()));
+  const torch::Device gpu(torch::kCUDA, static_cast<c10::DeviceIndex>(nccl().info().local_rank %
+                                                                      joule::launch::compat::cuda_device_count()));
   // Written on the current stream just before: the all-reduce must wait for it.
   torch::Tensor v = torch::full({1 << 20}, static_cast<float>(r + 1), torch::TensorOptions().device(gpu));
   nccl().all_reduce(buffer_of(v))->wait();
@@ -57,7 +58,8 @@ TEST(NcclTrainer, ReducerOnTheGpuGivesOneProcesssGradients) {
   joule::models::BertForPreTraining reference(config, 5);
   reference->forward(batch).loss.backward();
 
-  const torch::Device gpu(torch::kCUDA, static_cast<c10::DeviceIndex>(nccl().info().local_rank % joule::launch::compat::cuda_device_count()));
+  const torch::Device gpu(torch::kCUDA, static_cast<c10::DeviceIndex>(nccl().info().local_rank %
+                                                                      joule::launch::compat::cuda_device_count()));
   joule::models::BertForPreTraining model(config, 5);
   model->to(gpu);
   ReducerOptions o;

@@ -87,7 +87,8 @@ TEST(Create, RoundTripKeepsTheReferenceInvariants) {
   }
   auto document_of = [&](int32_t id) {
     for (size_t d = 0; d < documents.size(); ++d)
-      if (std::find(documents[d].begin(), documents[d].end(), id) != documents[d].end() && id != vocab.id(".")) return static_cast<int>(d);
+      if (std::find(documents[d].begin(), documents[d].end(), id) != documents[d].end() && id != vocab.id("."))
+        return static_cast<int>(d);
     return -1;
   };
 
@@ -116,7 +117,8 @@ TEST(Create, RoundTripKeepsTheReferenceInvariants) {
       original[static_cast<size_t>(pos)] = b.masked_ids[r * b.max_predictions + k];
       ++used;
     }
-    const int64_t expected = std::min<int64_t>(o.max_predictions, std::max<int64_t>(1, std::llround(tokens.size() * 0.15)));
+    const int64_t expected =
+        std::min<int64_t>(o.max_predictions, std::max<int64_t>(1, std::llround(tokens.size() * 0.15)));
     EXPECT_EQ(used, expected);
     masked_total += used;
     // [CLS] A [SEP] B [SEP], segment 0 through the first [SEP], 1 after.
@@ -135,8 +137,10 @@ TEST(Create, RoundTripKeepsTheReferenceInvariants) {
     const bool random = b.next_sentence_labels[r] == 1;
     random_next += random;
     if (doc_a >= 0 && doc_b >= 0) {
-      if (!random) EXPECT_EQ(doc_a, doc_b);
-      else EXPECT_NE(doc_a, doc_b);
+      if (!random)
+        EXPECT_EQ(doc_a, doc_b);
+      else
+        EXPECT_NE(doc_a, doc_b);
     }
   }
   EXPECT_GT(mask_token, masked_total / 2);  // 80 % become [MASK]
@@ -155,8 +159,11 @@ TEST(Create, SameSeedSameBytesWhateverTheThreadsOtherSeedOtherMasks) {
   joule::data::create_pretraining_data(b);
   joule::data::create_pretraining_data(c);
   for (const char* shard : {"train/part_00000.hdf5", "train/part_00001.hdf5"})
-    EXPECT_EQ(joule::test::read_file(dir.file(std::string("a/") + shard)), joule::test::read_file(dir.file(std::string("b/") + shard))) << shard;
-  EXPECT_NE(joule::test::read_file(dir.file("a/train/part_00000.hdf5")), joule::test::read_file(dir.file("c/train/part_00000.hdf5")));
+    EXPECT_EQ(joule::test::read_file(dir.file(std::string("a/") + shard)),
+              joule::test::read_file(dir.file(std::string("b/") + shard)))
+        << shard;
+  EXPECT_NE(joule::test::read_file(dir.file("a/train/part_00000.hdf5")),
+            joule::test::read_file(dir.file("c/train/part_00000.hdf5")));
 }
 
 TEST(Create, HeldOutEvalShardAndBadOptions) {
@@ -183,7 +190,8 @@ TEST(Create, HeldOutEvalShardAndBadOptions) {
 }
 
 TEST(Create, WholeWordMaskingMasksEveryPieceOfAWord) {
-  joule::data::Vocab vocab = joule::data::Vocab::from_tokens({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "un", "##aff", "##able", "word"}, "t");
+  joule::data::Vocab vocab = joule::data::Vocab::from_tokens(
+      {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "un", "##aff", "##able", "word"}, "t");
   std::vector<bool> cont = {false, false, false, false, false, false, true, true, false};
   joule::data::CreateOptions o;
   o.whole_word_mask = true;
@@ -195,9 +203,12 @@ TEST(Create, WholeWordMaskingMasksEveryPieceOfAWord) {
     joule::data::Rng rng(seed);
     joule::data::mask_instance(inst, o, vocab, cont, rng);
     std::vector<int32_t> p = inst.masked_positions;
-    const bool has_piece = std::count(p.begin(), p.end(), 1) + std::count(p.begin(), p.end(), 2) + std::count(p.begin(), p.end(), 3);
-    if (has_piece) EXPECT_EQ(p, (std::vector<int32_t>{1, 2, 3})) << "seed " << seed;
-    else EXPECT_EQ(p, (std::vector<int32_t>{4})) << "seed " << seed;
+    const bool has_piece =
+        std::count(p.begin(), p.end(), 1) + std::count(p.begin(), p.end(), 2) + std::count(p.begin(), p.end(), 3);
+    if (has_piece)
+      EXPECT_EQ(p, (std::vector<int32_t>{1, 2, 3})) << "seed " << seed;
+    else
+      EXPECT_EQ(p, (std::vector<int32_t>{4})) << "seed " << seed;
   }
 }
 

@@ -87,8 +87,10 @@ TEST(CreateStream, RandomNextComesFromAnotherDocumentOfTheSameChunkHalfTheTime) 
       ASSERT_GE(a, 0);
       ASSERT_GE(other, 0);
       const bool is_random = b.next_sentence_labels[r] == 1;
-      if (is_random) EXPECT_NE(a, other) << "row " << r << ": a random segment from its own document";
-      else EXPECT_EQ(a, other) << "row " << r;
+      if (is_random)
+        EXPECT_NE(a, other) << "row " << r << ": a random segment from its own document";
+      else
+        EXPECT_EQ(a, other) << "row " << r;
       random += is_random;
       ++rows;
       a_documents.insert(a);
@@ -118,7 +120,8 @@ TEST(CreateStream, SameBytesWhateverTheWorkersAndGzipInputReadsTheSame) {
   ASSERT_EQ(a.train_shards.size(), b.train_shards.size());
   ASSERT_GE(a.train_shards.size(), 3u);
   for (size_t i = 0; i < a.train_shards.size(); ++i)
-    EXPECT_EQ(joule::test::read_file(a.train_shards[i]), joule::test::read_file(b.train_shards[i])) << a.train_shards[i];
+    EXPECT_EQ(joule::test::read_file(a.train_shards[i]), joule::test::read_file(b.train_shards[i]))
+        << a.train_shards[i];
   auto meta = [&](const std::string& out) {
     auto j = nlohmann::json::parse(joule::test::read_file(dir.file(out + "/metadata.json")));
     return j;
@@ -135,7 +138,8 @@ TEST(CreateStream, SameBytesWhateverTheWorkersAndGzipInputReadsTheSame) {
   const auto c = joule::data::create_pretraining_data(gz);
   ASSERT_EQ(c.train_shards.size(), a.train_shards.size());
   for (size_t i = 0; i < a.train_shards.size(); ++i)
-    EXPECT_EQ(joule::test::read_file(a.train_shards[i]), joule::test::read_file(c.train_shards[i])) << c.train_shards[i];
+    EXPECT_EQ(joule::test::read_file(a.train_shards[i]), joule::test::read_file(c.train_shards[i]))
+        << c.train_shards[i];
 }
 
 TEST(CreateStream, AKilledRunResumesKeepingVerifiedShardsAndEndsWithTheSameBytes) {
@@ -150,11 +154,13 @@ TEST(CreateStream, AKilledRunResumesKeepingVerifiedShardsAndEndsWithTheSameBytes
   joule::data::create_pretraining_data(o);
   std::filesystem::rename(dir.file("resumed"), dir.file("resumed.partial"));
   auto progress = nlohmann::json::parse(joule::test::read_file(dir.file("resumed.partial/metadata.json")));
-  progress = {{"format", "joule-data-create-progress"}, {"arguments", progress["arguments"]},
+  progress = {{"format", "joule-data-create-progress"},
+              {"arguments", progress["arguments"]},
               {"chunks", {progress["chunks"][0], progress["chunks"][1], progress["chunks"][2]}}};
   joule::test::write_file(dir.file("resumed.partial/progress.json"), progress.dump());
   std::filesystem::remove(dir.file("resumed.partial/metadata.json"));
-  std::filesystem::rename(dir.file("resumed.partial/train/part_00003.hdf5"), dir.file("resumed.partial/train/part_00003.hdf5.tmp"));
+  std::filesystem::rename(dir.file("resumed.partial/train/part_00003.hdf5"),
+                          dir.file("resumed.partial/train/part_00003.hdf5.tmp"));
   {
     std::fstream f(dir.file("resumed.partial/train/part_00001.hdf5"), std::ios::in | std::ios::out | std::ios::binary);
     f.seekg(4000);
@@ -183,11 +189,14 @@ TEST(CreateStream, AnOutputOfOtherArgumentsIsRefusedNamingThem) {
     joule::data::create_pretraining_data(other);
     FAIL() << "a data set of other arguments must be refused";
   } catch (const joule::UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("holds a data set made with other arguments (seed: 4 now, 3 there)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("holds a data set made with other arguments (seed: 4 now, 3 there)"),
+              std::string::npos)
+        << e.what();
   }
   // The same for a partial data set of other arguments.
   std::filesystem::create_directories(dir.file("p.partial"));
-  joule::test::write_file(dir.file("p.partial/progress.json"), R"({"arguments": {"seed": 1}, "chunks": [{"index": 0}]})");
+  joule::test::write_file(dir.file("p.partial/progress.json"),
+                          R"({"arguments": {"seed": 1}, "chunks": [{"index": 0}]})");
   auto p = options(dir, "p");
   EXPECT_THROW(joule::data::create_pretraining_data(p), joule::UsageError);
   p.replace = true;  // discards it
@@ -219,7 +228,8 @@ TEST(CreateStream, BadInputStopsWithoutAnOutputAndTheFixedInputRunsWithoutReplac
     joule::data::create_pretraining_data(o);
     FAIL() << "invalid UTF-8 must stop the run";
   } catch (const joule::data::CorpusError& e) {
-    EXPECT_NE(std::string(e.what()).find("corpus.txt:1: invalid UTF-8 at byte 4 (0xE9)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("corpus.txt:1: invalid UTF-8 at byte 4 (0xE9)"), std::string::npos)
+        << e.what();
   }
   EXPECT_FALSE(std::filesystem::exists(dir.file("out")));
   joule::test::write_file(dir.file("corpus.txt"), good);  // fixed: the failed run had completed no shard to keep

@@ -38,7 +38,8 @@ class LoaderTest : public ::testing::Test {
       for (int s = 0; s < steps; ++s) {
         for (uint64_t m = 0; m < loader.sampler().accumulation(); ++m) {
           auto batch = loader.next();
-          for (int64_t i = 0; i < batch.input_ids.size(0); ++i) per_step[s].insert(batch.input_ids[i][0].item<int64_t>());
+          for (int64_t i = 0; i < batch.input_ids.size(0); ++i)
+            per_step[s].insert(batch.input_ids[i][0].item<int64_t>());
         }
         if (states && r == 0) states->push_back(loader.state());
       }
@@ -55,7 +56,8 @@ TEST_F(LoaderTest, ResumeYieldsTheUninterruptedBatches) {
   auto full = run(2, 2, 8, {}, 20, &states);
   for (int k : {1, 5, 9, 13}) {
     auto rest = run(2, 2, 8, states[static_cast<size_t>(k - 1)], 20 - k);
-    for (int s = 0; s < 20 - k; ++s) EXPECT_EQ(rest[s], full[static_cast<size_t>(k + s)]) << "resumed at step " << k << ", step " << s;
+    for (int s = 0; s < 20 - k; ++s)
+      EXPECT_EQ(rest[s], full[static_cast<size_t>(k + s)]) << "resumed at step " << k << ", step " << s;
   }
   // Each epoch's steps are disjoint and cover 72 of the 74 sequences.
   std::set<int64_t> epoch0;
@@ -66,7 +68,7 @@ TEST_F(LoaderTest, ResumeYieldsTheUninterruptedBatches) {
 TEST_F(LoaderTest, ResumeOnAnotherWorldSizeKeepsTheGlobalOrder) {
   std::vector<SamplerState> states;
   auto four = run(4, 2, 16, {}, 8, &states);  // 4 ranks x micro 2 x accumulation 2
-  auto two = run(2, 2, 16, states[2], 5);      // resume after step 3 on 2 ranks (accumulation 4)
+  auto two = run(2, 2, 16, states[2], 5);     // resume after step 3 on 2 ranks (accumulation 4)
   for (int s = 0; s < 5; ++s) EXPECT_EQ(two[s], four[static_cast<size_t>(3 + s)]) << "step " << 3 + s;
 }
 

@@ -14,7 +14,8 @@ namespace {
 std::vector<uint8_t> inflate_all(const std::string& stream, size_t size) {
   std::vector<uint8_t> out(size + 1);
   uLongf out_size = static_cast<uLongf>(out.size());
-  const int rc = uncompress(out.data(), &out_size, reinterpret_cast<const Bytef*>(stream.data()), static_cast<uLong>(stream.size()));
+  const int rc = uncompress(out.data(), &out_size, reinterpret_cast<const Bytef*>(stream.data()),
+                            static_cast<uLong>(stream.size()));
   EXPECT_EQ(rc, Z_OK) << "zlib refused the stream";
   out.resize(out_size);
   return out;
@@ -59,7 +60,8 @@ TEST(RunDeflate, RandomBytesAndRandomRunStructure) {
     const int alphabet = 1 + static_cast<int>(rng() % 256);
     while (in.size() < size) {
       const size_t run = rng() % 4 == 0 ? rng() % 600 : 1;
-      in.insert(in.end(), std::min(run, size - in.size()), static_cast<uint8_t>(rng() % static_cast<uint64_t>(alphabet)));
+      in.insert(in.end(), std::min(run, size - in.size()),
+                static_cast<uint8_t>(rng() % static_cast<uint64_t>(alphabet)));
     }
     round_trip(in);
   }

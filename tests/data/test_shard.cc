@@ -127,12 +127,15 @@ TEST(Shard, AcceptsTheOlderInt64Layout) {
   TempDir dir;
   HostBatch b = small_batch();
   write_custom(dir.file("old.hdf5"), [&](hid_t f) {
-    const std::vector<int32_t>* cols[] = {&b.input_ids, &b.input_mask, &b.segment_ids, &b.masked_positions, &b.masked_ids, &b.next_sentence_labels};
+    const std::vector<int32_t>* cols[] = {&b.input_ids,        &b.input_mask, &b.segment_ids,
+                                          &b.masked_positions, &b.masked_ids, &b.next_sentence_labels};
     for (int c = 0; c < 6; ++c) {
       std::vector<int64_t> wide(cols[c]->begin(), cols[c]->end());
       std::vector<hsize_t> dims = {5};
-      if (c < 3) dims.push_back(8);
-      else if (c < 5) dims.push_back(3);
+      if (c < 3)
+        dims.push_back(8);
+      else if (c < 5)
+        dims.push_back(3);
       add_dataset(f, joule::data::kShardDatasets[c], H5T_STD_I64LE, dims, wide.data(), H5T_NATIVE_INT64);
     }
   });
@@ -157,22 +160,43 @@ TEST(Shard, EachMalformedKindNamesFileAndDataset) {
       wide_mask(5 * 9, 1), bad_label(5, 3), negative(5 * 8, -4);
   std::vector<Case> cases = {
       {"missing dataset", "masked_lm_ids", nullptr, "dataset 'masked_lm_ids': missing"},
-      {"wrong dtype", "input_ids", [&](hid_t f) { add_dataset(f, "input_ids", H5T_IEEE_F32LE, {5, 8}, floats.data(), H5T_NATIVE_FLOAT); },
+      {"wrong dtype", "input_ids",
+       [&](hid_t f) {
+         add_dataset(f, "input_ids", H5T_IEEE_F32LE, {5, 8}, floats.data(), H5T_NATIVE_FLOAT);
+       },
        "dataset 'input_ids': expected an integer type"},
-      {"wrong rank", "input_ids", [&](hid_t f) { add_dataset(f, "input_ids", H5T_STD_I32LE, {5}, ids_1d.data(), H5T_NATIVE_INT32); },
+      {"wrong rank", "input_ids",
+       [&](hid_t f) { add_dataset(f, "input_ids", H5T_STD_I32LE, {5}, ids_1d.data(), H5T_NATIVE_INT32); },
        "dataset 'input_ids': expected shape [N, width]"},
-      {"row count mismatch", "input_mask", [&](hid_t f) { add_dataset(f, "input_mask", H5T_STD_I8LE, {4, 8}, rows4.data(), H5T_NATIVE_INT32); },
+      {"row count mismatch", "input_mask",
+       [&](hid_t f) {
+         add_dataset(f, "input_mask", H5T_STD_I8LE, {4, 8}, rows4.data(), H5T_NATIVE_INT32);
+       },
        "dataset 'input_mask': has 4 rows but input_ids has 5"},
-      {"width mismatch", "segment_ids", [&](hid_t f) { add_dataset(f, "segment_ids", H5T_STD_I8LE, {5, 9}, wide_mask.data(), H5T_NATIVE_INT32); },
+      {"width mismatch", "segment_ids",
+       [&](hid_t f) {
+         add_dataset(f, "segment_ids", H5T_STD_I8LE, {5, 9}, wide_mask.data(), H5T_NATIVE_INT32);
+       },
        "dataset 'segment_ids': expected shape [5, 8] like input_ids, found [5, 9]"},
-      {"ids beyond vocab", "input_ids", [&](hid_t f) { add_dataset(f, "input_ids", H5T_STD_I32LE, {5, 8}, big_ids.data(), H5T_NATIVE_INT32); },
+      {"ids beyond vocab", "input_ids",
+       [&](hid_t f) {
+         add_dataset(f, "input_ids", H5T_STD_I32LE, {5, 8}, big_ids.data(), H5T_NATIVE_INT32);
+       },
        "token id 5000 is not below the vocabulary size 1000", 1000},
-      {"negative ids", "input_ids", [&](hid_t f) { add_dataset(f, "input_ids", H5T_STD_I32LE, {5, 8}, negative.data(), H5T_NATIVE_INT32); },
+      {"negative ids", "input_ids",
+       [&](hid_t f) {
+         add_dataset(f, "input_ids", H5T_STD_I32LE, {5, 8}, negative.data(), H5T_NATIVE_INT32);
+       },
        "dataset 'input_ids': negative token id -4"},
       {"positions beyond seq len", "masked_lm_positions",
-       [&](hid_t f) { add_dataset(f, "masked_lm_positions", H5T_STD_I32LE, {5, 3}, bad_pos.data(), H5T_NATIVE_INT32); },
+       [&](hid_t f) {
+         add_dataset(f, "masked_lm_positions", H5T_STD_I32LE, {5, 3}, bad_pos.data(), H5T_NATIVE_INT32);
+       },
        "dataset 'masked_lm_positions': position 9 is outside the sequence length 8"},
-      {"mask not 0/1", "input_mask", [&](hid_t f) { add_dataset(f, "input_mask", H5T_STD_I8LE, {5, 8}, bad_mask.data(), H5T_NATIVE_INT32); },
+      {"mask not 0/1", "input_mask",
+       [&](hid_t f) {
+         add_dataset(f, "input_mask", H5T_STD_I8LE, {5, 8}, bad_mask.data(), H5T_NATIVE_INT32);
+       },
        "dataset 'input_mask': values must be 0 or 1, found 2"},
       {"label not 0/1", "next_sentence_labels",
        [&](hid_t f) { add_dataset(f, "next_sentence_labels", H5T_STD_I8LE, {5}, bad_label.data(), H5T_NATIVE_INT32); },
@@ -258,14 +282,16 @@ TEST(Dataset, AShardReplacedKeepingSizeAndMtimeIsValidatedAgain) {
   EXPECT_EQ(joule::data::Dataset::open(dir.file("s.hdf5")).validated_now(), 1);
   struct stat before {};
   ASSERT_EQ(::stat(dir.file("s.hdf5").c_str(), &before), 0);
-  std::filesystem::copy_file(dir.file("other.hdf5.tmp-src"), dir.file("s.hdf5"), std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(dir.file("other.hdf5.tmp-src"), dir.file("s.hdf5"),
+                             std::filesystem::copy_options::overwrite_existing);
   const struct timespec times[2] = {before.st_atim, before.st_mtim};
   ASSERT_EQ(::utimensat(AT_FDCWD, dir.file("s.hdf5").c_str(), times, 0), 0);
   struct stat after {};
   ASSERT_EQ(::stat(dir.file("s.hdf5").c_str(), &after), 0);
   ASSERT_EQ(after.st_size, before.st_size);
   ASSERT_EQ(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
-  EXPECT_EQ(joule::data::Dataset::open(dir.file("s.hdf5")).validated_now(), 1) << "the cache trusted size and mtime alone";
+  EXPECT_EQ(joule::data::Dataset::open(dir.file("s.hdf5")).validated_now(), 1)
+      << "the cache trusted size and mtime alone";
 }
 
 TEST(Dataset, ShardsOfDifferentShapesAreRefused) {

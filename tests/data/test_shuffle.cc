@@ -1,4 +1,5 @@
-// The global shuffle at full scale: an exact permutation, disjoint equal shares for every rank, memory independent of N.
+// The global shuffle at full scale: an exact permutation, disjoint equal shares for every rank, memory independent of
+// N.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -88,7 +89,8 @@ TEST(Shuffle, CardScaleDisjointEqualAndMemoryIndependentOfN) {
   const uint64_t n = 450'000'000, world = 512, micro = 32, global = 65536;
   const int64_t rss_before = resident_kib();
   std::vector<DistributedSampler> ranks;
-  for (int r = 0; r < static_cast<int>(world); ++r) ranks.emplace_back(SamplerConfig{n, global, micro, static_cast<int>(world), r, 1});
+  for (int r = 0; r < static_cast<int>(world); ++r)
+    ranks.emplace_back(SamplerConfig{n, global, micro, static_cast<int>(world), r, 1});
   EXPECT_EQ(ranks[0].steps_per_epoch(), n / global);
   EXPECT_EQ(ranks[0].accumulation(), 4u);
   // Sampled steps: first, middle, last of the epoch. Every rank equal count, all ids disjoint.
@@ -113,8 +115,7 @@ TEST(Shuffle, CardScaleDisjointEqualAndMemoryIndependentOfN) {
 }
 
 TEST(Shuffle, SamplerRejectsImpossibleSplits) {
-  EXPECT_THROW(DistributedSampler({1000, 100, 8, 4, 0, 1}), joule::data::SamplerError);   // 100 % 32 != 0
-  EXPECT_THROW(DistributedSampler({10, 64, 8, 4, 0, 1}), joule::data::SamplerError);      // not one step
-  EXPECT_THROW(DistributedSampler({1000, 64, 8, 4, 4, 1}), joule::data::SamplerError);    // rank outside
+  EXPECT_THROW(DistributedSampler({1000, 100, 8, 4, 0, 1}), joule::data::SamplerError);  // 100 % 32 != 0
+  EXPECT_THROW(DistributedSampler({10, 64, 8, 4, 0, 1}), joule::data::SamplerError);     // not one step
+  EXPECT_THROW(DistributedSampler({1000, 64, 8, 4, 4, 1}), joule::data::SamplerError);   // rank outside
 }
-

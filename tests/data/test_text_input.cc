@@ -22,7 +22,8 @@ void write_gzip(const std::string& path, const std::string& text) {
 }
 
 // Every chunk's documents, each as its sentences joined by '|'.
-std::vector<std::vector<std::string>> read_all(const std::vector<std::string>& files, int64_t chunk_bytes, TextLimits limits = {}) {
+std::vector<std::vector<std::string>> read_all(const std::vector<std::string>& files, int64_t chunk_bytes,
+                                               TextLimits limits = {}) {
   DocumentChunker chunker(files, chunk_bytes, limits);
   std::vector<std::vector<std::string>> chunks;
   TextChunk c;
@@ -31,7 +32,8 @@ std::vector<std::vector<std::string>> read_all(const std::vector<std::string>& f
     chunks.emplace_back();
     for (size_t d = 0; d < c.documents(); ++d) {
       std::string doc;
-      for (size_t s = c.first_sentence(d); s < c.document_ends[d]; ++s) doc += (doc.empty() ? "" : "|") + std::string(c.sentence(s));
+      for (size_t s = c.first_sentence(d); s < c.document_ends[d]; ++s)
+        doc += (doc.empty() ? "" : "|") + std::string(c.sentence(s));
       chunks.back().push_back(doc);
     }
   }
@@ -72,9 +74,11 @@ TEST(TextInput, DocumentsEndAtBlankLinesAndFilesChunksCloseAfterTheirBytes) {
 TEST(TextInput, InputsExpandFromDirectoriesGlobsAndListFiles) {
   TempDir dir;
   std::filesystem::create_directories(dir.file("d/sub"));
-  for (const char* f : {"d/b.txt", "d/a.txt", "d/sub/c.txt", "d/.hidden", "x1.txt", "x2.txt"}) joule::test::write_file(dir.file(f), "s.\n");
+  for (const char* f : {"d/b.txt", "d/a.txt", "d/sub/c.txt", "d/.hidden", "x1.txt", "x2.txt"})
+    joule::test::write_file(dir.file(f), "s.\n");
   using V = std::vector<std::string>;
-  EXPECT_EQ(joule::data::expand_inputs({dir.file("d")}), (V{dir.file("d/a.txt"), dir.file("d/b.txt"), dir.file("d/sub/c.txt")}));
+  EXPECT_EQ(joule::data::expand_inputs({dir.file("d")}),
+            (V{dir.file("d/a.txt"), dir.file("d/b.txt"), dir.file("d/sub/c.txt")}));
   EXPECT_EQ(joule::data::expand_inputs({dir.file("x*.txt")}), (V{dir.file("x1.txt"), dir.file("x2.txt")}));
   joule::test::write_file(dir.file("list"), "# corpus\n" + dir.file("x2.txt") + "\n\n  " + dir.file("d/sub") + "  \n");
   EXPECT_EQ(joule::data::expand_inputs({"@" + dir.file("list")}), (V{dir.file("x2.txt"), dir.file("d/sub/c.txt")}));
@@ -109,12 +113,14 @@ TEST(TextInput, BadInputNamesFileAndLineOrIsSkippedAndCounted) {
   limits = {};
   limits.max_document_bytes = 1000;
   const std::string e = read_error({dir.file("book.txt")}, limits);
-  EXPECT_NE(e.find("book.txt:3: a document of more than 1 MB (no blank line from line 3 to line"), std::string::npos) << e;
+  EXPECT_NE(e.find("book.txt:3: a document of more than 1 MB (no blank line from line 3 to line"), std::string::npos)
+      << e;
 
   // With skip_bad every one is skipped and counted, and the rest is read.
   limits.max_line_bytes = 1000;
   limits.skip_bad = true;
-  DocumentChunker chunker({dir.file("utf8.txt"), dir.file("empty.txt"), dir.file("long.txt"), dir.file("book.txt")}, 1 << 20, limits);
+  DocumentChunker chunker({dir.file("utf8.txt"), dir.file("empty.txt"), dir.file("long.txt"), dir.file("book.txt")},
+                          1 << 20, limits);
   TextChunk c;
   ASSERT_TRUE(chunker.next(c));
   EXPECT_FALSE(chunker.next(c) && c.documents() > 0);
@@ -128,7 +134,7 @@ TEST(TextInput, BadInputNamesFileAndLineOrIsSkippedAndCounted) {
 TEST(TextInput, InvalidUtf8IsFoundWhereverItIs) {
   EXPECT_EQ(joule::data::invalid_utf8_at("plain ascii"), std::string_view::npos);
   EXPECT_EQ(joule::data::invalid_utf8_at("caf\xc3\xa9 \xe4\xb8\xad"), std::string_view::npos);
-  EXPECT_EQ(joule::data::invalid_utf8_at("ab\xc3"), 2u);              // truncated sequence
-  EXPECT_EQ(joule::data::invalid_utf8_at("\xed\xa0\x80"), 0u);        // a surrogate
-  EXPECT_EQ(joule::data::invalid_utf8_at("x\xc0\xaf"), 1u);           // overlong
+  EXPECT_EQ(joule::data::invalid_utf8_at("ab\xc3"), 2u);        // truncated sequence
+  EXPECT_EQ(joule::data::invalid_utf8_at("\xed\xa0\x80"), 0u);  // a surrogate
+  EXPECT_EQ(joule::data::invalid_utf8_at("x\xc0\xaf"), 1u);     // overlong
 }

@@ -35,7 +35,7 @@ TEST(Tokenizer, WordPieceGreedyLongestMatch) {
   EXPECT_EQ(joule::data::wordpiece_tokenize("unaffable", vocab), (V{"un", "##aff", "##able"}));
   EXPECT_EQ(joule::data::wordpiece_tokenize("abc", vocab), (V{"a", "##b", "##c"}));
   EXPECT_EQ(joule::data::wordpiece_tokenize("xxxxx", vocab), (V{"x", "##xx", "##xx"}));
-  EXPECT_EQ(joule::data::wordpiece_tokenize("abz", vocab), (V{"[UNK]"}));  // one bad piece: whole word
+  EXPECT_EQ(joule::data::wordpiece_tokenize("abz", vocab), (V{"[UNK]"}));                 // one bad piece: whole word
   EXPECT_EQ(joule::data::wordpiece_tokenize(std::string(200, 'x'), vocab).size(), 101u);  // x, 99 x ##xx, ##x
   EXPECT_EQ(joule::data::wordpiece_tokenize(std::string(201, 'x'), vocab), (V{"[UNK]"}));
   EXPECT_EQ(joule::data::wordpiece_tokenize("中", vocab), (V{"中"}));
@@ -64,7 +64,10 @@ TEST(Tokenizer, VocabNeedsSpecialTokensAndNamesTheFile) {
 }
 
 TEST(Tokenizer, InvalidUtf8IsDroppedNotFatal) {
-  EXPECT_EQ(joule::data::basic_tokenize("ab\xff\xfe" "cd", true), (std::vector<std::string>{"abcd"}));
+  EXPECT_EQ(joule::data::basic_tokenize("ab\xff\xfe"
+                                        "cd",
+                                        true),
+            (std::vector<std::string>{"abcd"}));
 }
 
 namespace {
@@ -95,16 +98,55 @@ TEST(Tokenizer, EncodeGivesTheIdsOfTheStringPathOnGoldenCases) {
 // splitting, ASCII and Unicode whitespace and punctuation, capitals, accents, final sigma, CJK, invalid bytes,
 // words over 200 characters, duplicate vocabulary entries.
 TEST(Tokenizer, EncodeGivesTheIdsOfTheStringPathOnRandomText) {
-  std::vector<std::string> tokens = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "un", "##aff", "##able", "a",
-                                     "##b", "##a", "b", "ab", "é", "e", "##e", "中", "!", ".", "##s", "run", "##ning",
-                                     "σ", "ς", "##ς", "x", "##x", "##xx", "the", "##", "#", "##é", "cafe", "##ß", "ss"};
+  std::vector<std::string> tokens = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "un",   "##aff", "##able",
+                                     "a",     "##b",   "##a",   "b",     "ab",     "é",   "e",    "##e",   "中",
+                                     "!",     ".",     "##s",   "run",   "##ning", "σ",   "ς",    "##ς",   "x",
+                                     "##x",   "##xx",  "the",   "##",    "#",      "##é", "cafe", "##ß",   "ss"};
   const Vocab vocab = Vocab::from_tokens(tokens, "test vocab");
-  const std::vector<std::string> alphabet = {
-      "a", "b", "A", "B", "e", "x", "X", "the", "The", "un", "aff", "able", "run", "ning", "s", " ", " ", "\t", "\n",
-      "\r", "\v", "\f", "\x1c", "\x01", "\x7f", std::string(1, '\0'), ".", "!", "#", "-", "\xc2\xa0" /* NBSP */,
-      "\xe3\x80\x80" /* ideographic space */, "\xe2\x80\x8b" /* zero-width space, Cf */, "\xc3\xa9" /* é */,
-      "e\xcc\x81" /* e + combining acute */, "\xc3\x89" /* É */, "\xce\xa3" /* Σ */, "\xe4\xb8\xad" /* 中 */,
-      "\xe2\x80\x9c" /* “ */, "\xc3\x9f" /* ß */, "\xff", "\xc3", "\xef\xbf\xbd" /* U+FFFD */, std::string(120, 'x')};
+  const std::vector<std::string> alphabet = {"a",
+                                             "b",
+                                             "A",
+                                             "B",
+                                             "e",
+                                             "x",
+                                             "X",
+                                             "the",
+                                             "The",
+                                             "un",
+                                             "aff",
+                                             "able",
+                                             "run",
+                                             "ning",
+                                             "s",
+                                             " ",
+                                             " ",
+                                             "\t",
+                                             "\n",
+                                             "\r",
+                                             "\v",
+                                             "\f",
+                                             "\x1c",
+                                             "\x01",
+                                             "\x7f",
+                                             std::string(1, '\0'),
+                                             ".",
+                                             "!",
+                                             "#",
+                                             "-",
+                                             "\xc2\xa0" /* NBSP */,
+                                             "\xe3\x80\x80" /* ideographic space */,
+                                             "\xe2\x80\x8b" /* zero-width space, Cf */,
+                                             "\xc3\xa9" /* é */,
+                                             "e\xcc\x81" /* e + combining acute */,
+                                             "\xc3\x89" /* É */,
+                                             "\xce\xa3" /* Σ */,
+                                             "\xe4\xb8\xad" /* 中 */,
+                                             "\xe2\x80\x9c" /* “ */,
+                                             "\xc3\x9f" /* ß */,
+                                             "\xff",
+                                             "\xc3",
+                                             "\xef\xbf\xbd" /* U+FFFD */,
+                                             std::string(120, 'x')};
   uint64_t state = 12345;
   auto next = [&] {
     state = state * 6364136223846793005ull + 1442695040888963407ull;

@@ -4,8 +4,8 @@
 // appended, as a pre-allocated shard never filled), unknown-filter (a compression filter HDF5 does not have).
 #include <algorithm>
 #include <iostream>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "data/shard.h"
 #include "tests/support/shard_variants.h"
@@ -27,10 +27,13 @@ int main(int argc, char** argv) {
     joule::test::write_variant(out, b, "masked_lm_ids", nullptr);
   } else if (kind == "wrong-dtype") {
     std::vector<float> ids(b.input_ids.begin(), b.input_ids.end());
-    joule::test::write_variant(out, b, "input_ids", [&](hid_t f) { add_dataset(f, "input_ids", H5T_IEEE_F32LE, {n, len}, ids.data(), H5T_NATIVE_FLOAT); });
+    joule::test::write_variant(out, b, "input_ids", [&](hid_t f) {
+      add_dataset(f, "input_ids", H5T_IEEE_F32LE, {n, len}, ids.data(), H5T_NATIVE_FLOAT);
+    });
   } else if (kind == "wrong-shape") {
-    joule::test::write_variant(out, b, "input_ids",
-                               [&](hid_t f) { add_dataset(f, "input_ids", H5T_STD_I32LE, {n * len}, b.input_ids.data(), H5T_NATIVE_INT32); });
+    joule::test::write_variant(out, b, "input_ids", [&](hid_t f) {
+      add_dataset(f, "input_ids", H5T_STD_I32LE, {n * len}, b.input_ids.data(), H5T_NATIVE_INT32);
+    });
   } else if (kind == "ids-beyond-vocab") {
     b.input_ids[b.input_ids.size() / 2] = 1000000;
     joule::test::write_variant(out, b, "", nullptr);
@@ -39,7 +42,8 @@ int main(int argc, char** argv) {
     joule::test::write_variant(out, b, "", nullptr);
   } else if (kind == "no-predictions") {
     for (int64_t r = 0; r < b.rows; r += 2)
-      for (int64_t k = 0; k < b.max_predictions; ++k) b.masked_positions[r * b.max_predictions + k] = b.masked_ids[r * b.max_predictions + k] = 0;
+      for (int64_t k = 0; k < b.max_predictions; ++k)
+        b.masked_positions[r * b.max_predictions + k] = b.masked_ids[r * b.max_predictions + k] = 0;
     joule::test::write_variant(out, b, "", nullptr);
   } else if (kind == "zero-rows") {
     const int64_t real = b.rows;
@@ -60,7 +64,8 @@ int main(int argc, char** argv) {
       const hsize_t chunk[2] = {n, len};
       H5Pset_chunk(plist.get(), 2, chunk);
       H5Pset_filter(plist.get(), 32000, H5Z_FLAG_OPTIONAL, 0, nullptr);
-      joule::data::Hdf5Handle ds(H5Dcreate2(f, "input_ids", H5T_STD_I32LE, space.get(), H5P_DEFAULT, plist.get(), H5P_DEFAULT));
+      joule::data::Hdf5Handle ds(
+          H5Dcreate2(f, "input_ids", H5T_STD_I32LE, space.get(), H5P_DEFAULT, plist.get(), H5P_DEFAULT));
       H5Dwrite(ds.get(), H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, b.input_ids.data());
     });
   } else if (kind == "empty") {

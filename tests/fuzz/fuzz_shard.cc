@@ -40,7 +40,8 @@ class Bytes {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // One scratch file per process, in TMPDIR (run.sh gives each harness its own), removed at exit.
   static const std::string path = [] {
-    static std::string p = (std::filesystem::temp_directory_path() / ("joule-fuzz-shard-" + std::to_string(getpid()) + ".hdf5")).string();
+    static std::string p =
+        (std::filesystem::temp_directory_path() / ("joule-fuzz-shard-" + std::to_string(getpid()) + ".hdf5")).string();
     std::atexit([] { std::remove(p.c_str()); });
     return p;
   }();
@@ -64,8 +65,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       for (auto& v : values) v = in.value();
       std::vector<float> floats(values.begin(), values.end());
       const char* name = d::kShardDatasets[c];
-      if (mode[c] == 5) joule::test::add_dataset(f.get(), name, H5T_IEEE_F32LE, dims, floats.data(), H5T_NATIVE_FLOAT);
-      else if (mode[c] == 8) joule::test::add_dataset(f.get(), name, H5T_STD_I64LE, dims, values.data(), H5T_NATIVE_INT64);
+      if (mode[c] == 5)
+        joule::test::add_dataset(f.get(), name, H5T_IEEE_F32LE, dims, floats.data(), H5T_NATIVE_FLOAT);
+      else if (mode[c] == 8)
+        joule::test::add_dataset(f.get(), name, H5T_STD_I64LE, dims, values.data(), H5T_NATIVE_INT64);
       else if (mode[c] == 9) {
         std::vector<int8_t> small(values.begin(), values.end());
         joule::test::add_dataset(f.get(), name, H5T_STD_I8LE, dims, small.data(), H5T_NATIVE_INT8);

@@ -11,9 +11,10 @@
 namespace d = joule::data;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const d::Vocab vocab = d::Vocab::from_tokens(
-      {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "un", "##aff", "##able", "a", "##b", "é", "中", "!", "##s", "run", "##ning"},
-      "fuzz vocab");
+  static const d::Vocab vocab =
+      d::Vocab::from_tokens({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "un", "##aff", "##able", "a", "##b",
+                             "é", "中", "!", "##s", "run", "##ning"},
+                            "fuzz vocab");
   const std::string text(reinterpret_cast<const char*>(data), size);
   for (bool lower : {true, false}) {
     for (const std::string& word : d::basic_tokenize(text, lower)) {

@@ -85,7 +85,7 @@ TEST(CpuAllocator, ThreadsAllocatingAndFreeingConcurrentlyShareTheCache) {
   b.join();
   const auto s1 = cpu_cache_stats();
   EXPECT_EQ(s1.hits + s1.misses - s0.hits - s0.misses, 400u);
-  EXPECT_LE(s1.misses - s0.misses, 4u);  // at most a few blocks live at once, each reused
+  EXPECT_LE(s1.misses - s0.misses, 4u);         // at most a few blocks live at once, each reused
   EXPECT_EQ(s1.mapped_bytes, s1.cached_bytes);  // every block back in the cache
 }
 

@@ -28,9 +28,9 @@ TEST(ParallelFor, EveryIndexOnceOnItsStrideWorker) {
 TEST(ParallelFor, AWorkersExceptionIsRethrownToTheCaller) {
   for (int threads : {1, 2, 4}) {
     EXPECT_THROW(joule::parallel_for(1000, threads,
-                                             [](size_t i, int) {
-                                               if (i == 501) throw std::runtime_error("index 501");
-                                             }),
+                                     [](size_t i, int) {
+                                       if (i == 501) throw std::runtime_error("index 501");
+                                     }),
                  std::runtime_error);
   }
 }

@@ -27,7 +27,9 @@ TEST(Placement, NoLauncherIsOneProcess) {
 }
 
 TEST(Placement, OpenMpi) {
-  Placement p = from({{"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+  Placement p = from({{"OMPI_COMM_WORLD_RANK", "5"},
+                      {"OMPI_COMM_WORLD_SIZE", "8"},
+                      {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
                       {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}});
   EXPECT_EQ(p.launcher, "openmpi");
   EXPECT_EQ(p.rank, 5);
@@ -38,8 +40,13 @@ TEST(Placement, OpenMpi) {
 }
 
 TEST(Placement, SlurmSrunTask) {
-  Placement p = from({{"SLURM_PROCID", "37"}, {"SLURM_STEP_ID", "0"}, {"SLURM_NTASKS", "512"}, {"SLURM_LOCALID", "5"},
-                      {"SLURM_TASKS_PER_NODE", "32(x16)"}, {"SLURM_NODEID", "1"}, {"SLURM_NNODES", "16"}});
+  Placement p = from({{"SLURM_PROCID", "37"},
+                      {"SLURM_STEP_ID", "0"},
+                      {"SLURM_NTASKS", "512"},
+                      {"SLURM_LOCALID", "5"},
+                      {"SLURM_TASKS_PER_NODE", "32(x16)"},
+                      {"SLURM_NODEID", "1"},
+                      {"SLURM_NNODES", "16"}});
   EXPECT_EQ(p.launcher, "slurm");
   EXPECT_EQ(p.rank, 37);
   EXPECT_EQ(p.world_size, 512);
@@ -67,7 +74,8 @@ TEST(Placement, BadValuesNameTheVariable) {
     from({{"OMPI_COMM_WORLD_RANK", "two"}, {"OMPI_COMM_WORLD_SIZE", "4"}});
     FAIL();
   } catch (const LaunchError& e) {
-    EXPECT_NE(std::string(e.what()).find("OMPI_COMM_WORLD_RANK=\"two\" is not an integer"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("OMPI_COMM_WORLD_RANK=\"two\" is not an integer"), std::string::npos)
+        << e.what();
   }
   EXPECT_THROW(from({{"OMPI_COMM_WORLD_RANK", "4"}, {"OMPI_COMM_WORLD_SIZE", "4"}}), LaunchError);  // rank >= size
   EXPECT_THROW(from({{"PMI_RANK", "-1"}}), LaunchError);
@@ -86,7 +94,8 @@ TEST(Placement, ThreadsPerRankAndOversubscription) {
   EXPECT_EQ(threads_per_rank(CoreView{4, 8}, 2, 0, &warning), 4);  // --map-by slot:PE=4
   EXPECT_TRUE(warning.empty());
   EXPECT_EQ(threads_per_rank(CoreView{2, 2}, 4, 0, &warning), 1);
-  EXPECT_NE(warning.find("4 rank(s) x 1 thread(s) on this node oversubscribe its 2 core(s)"), std::string::npos) << warning;
+  EXPECT_NE(warning.find("4 rank(s) x 1 thread(s) on this node oversubscribe its 2 core(s)"), std::string::npos)
+      << warning;
   EXPECT_EQ(threads_per_rank(CoreView{2, 2}, 1, 4, &warning), 4);  // asked for: honoured, but warned
   EXPECT_FALSE(warning.empty());
   EXPECT_EQ(threads_per_rank(CoreView{1, 2}, 2, 1, &warning), 1);

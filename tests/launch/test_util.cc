@@ -1,6 +1,6 @@
 // launch/util: the one UniqueFd, FileLock, atomic replacement and mix64 every library uses.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>

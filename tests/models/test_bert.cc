@@ -25,8 +25,7 @@ PretrainingBatch batch_with_unused_slots(const BertConfig& c) {
   return b;
 }
 
-std::vector<torch::Tensor> grads_of(BertForPreTraining& m, const PretrainingBatch& b, MlmHeadMode mode,
-                                    double* loss) {
+std::vector<torch::Tensor> grads_of(BertForPreTraining& m, const PretrainingBatch& b, MlmHeadMode mode, double* loss) {
   m->zero_grad();
   ForwardOptions o;
   o.mlm_head = mode;

@@ -12,7 +12,9 @@ using joule::models::ConfigError;
 namespace {
 
 // A preset from configs/models, as `--config bert-large` resolves it.
-BertConfig preset(const std::string& name) { return joule::models::load_config(name, std::string(JOULE_CONFIG_DIR) + "/models"); }
+BertConfig preset(const std::string& name) {
+  return joule::models::load_config(name, std::string(JOULE_CONFIG_DIR) + "/models");
+}
 
 int64_t instantiated_count(const BertConfig& c) {
   joule::models::BertForPreTraining model(c);
@@ -31,18 +33,11 @@ std::string error_of(const std::string& json) {
 }
 
 std::string base_json(const std::string& extra = "", const std::string& drop = "") {
-  std::string keys[][2] = {{"vocab_size", "100"},
-                           {"hidden_size", "64"},
-                           {"num_hidden_layers", "2"},
-                           {"num_attention_heads", "4"},
-                           {"intermediate_size", "128"},
-                           {"max_position_embeddings", "32"},
-                           {"type_vocab_size", "2"},
-                           {"hidden_dropout_prob", "0.1"},
-                           {"attention_probs_dropout_prob", "0.1"},
-                           {"layer_norm_eps", "1e-12"},
-                           {"initializer_range", "0.02"},
-                           {"hidden_act", "\"gelu\""}};
+  std::string keys[][2] = {
+      {"vocab_size", "100"},        {"hidden_size", "64"},          {"num_hidden_layers", "2"},
+      {"num_attention_heads", "4"}, {"intermediate_size", "128"},   {"max_position_embeddings", "32"},
+      {"type_vocab_size", "2"},     {"hidden_dropout_prob", "0.1"}, {"attention_probs_dropout_prob", "0.1"},
+      {"layer_norm_eps", "1e-12"},  {"initializer_range", "0.02"},  {"hidden_act", "\"gelu\""}};
   std::string s = "{";
   for (auto& kv : keys) {
     if (kv[0] == drop) continue;

@@ -11,8 +11,8 @@
 #include "test_util.h"
 
 using joule::launch::CpuIsa;
-using joule::models::Precision;
 using joule::models::choose_precision;
+using joule::models::Precision;
 
 namespace {
 

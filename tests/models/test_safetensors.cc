@@ -96,18 +96,20 @@ TEST(Safetensors, MalformedFilesAreRejectedNamingFileAndProblem) {
        "unsupported dtype 'F8'"},
       {"shape/byte-count mismatch", make_file(R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", eight),
        "needs 12 bytes but data_offsets span 8"},
-      {"offsets out of range",
-       make_file(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", eight), "out of range"},
+      {"offsets out of range", make_file(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", eight),
+       "out of range"},
       {"overlapping tensors",
-       make_file(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"u":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
-                 eight),
+       make_file(
+           R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"u":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+           eight),
        "overlaps"},
-      {"gap between tensors",
-       make_file(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", eight), "belong to no tensor"},
+      {"gap between tensors", make_file(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", eight),
+       "belong to no tensor"},
       {"trailing bytes", make_file(ok_header, eight + "xxxx"), "trailing bytes"},
       {"duplicate names",
-       make_file(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"t":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
-                 eight),
+       make_file(
+           R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"t":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+           eight),
        "duplicate tensor name 't'"},
       {"reversed offsets", make_file(R"({"t":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", eight), "reversed"},
       {"negative shape", make_file(R"({"t":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", eight),
@@ -202,7 +204,10 @@ TEST(ModelDir, WrongShapesMissingAndForeignTensorsAreErrors) {
   wider.intermediate_size = 48;
   std::string e = load_error(wider);
   EXPECT_NE(e.find("model.safetensors"), std::string::npos) << e;
-  EXPECT_NE(e.find("bert.encoder.layer.0.intermediate.dense.bias' has shape [64] but the model (config.json) expects [48]"), std::string::npos) << e;
+  EXPECT_NE(
+      e.find("bert.encoder.layer.0.intermediate.dense.bias' has shape [64] but the model (config.json) expects [48]"),
+      std::string::npos)
+      << e;
 
   auto deeper = small_config();
   deeper.num_hidden_layers = 3;

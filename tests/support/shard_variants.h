@@ -13,7 +13,8 @@
 namespace joule::test {
 
 // One contiguous dataset `name` of file type `type` and shape `dims`, from `data` in memory type `mem_type`.
-void add_dataset(hid_t file, const char* name, hid_t type, const std::vector<hsize_t>& dims, const void* data, hid_t mem_type);
+void add_dataset(hid_t file, const char* name, hid_t type, const std::vector<hsize_t>& dims, const void* data,
+                 hid_t mem_type);
 
 // Writes `batch` as a shard of int32 datasets, except the dataset named `replace`: `replacement` writes it
 // instead, or it is left out when `replacement` is empty.

@@ -62,8 +62,8 @@ inline CommandResult run_command(const std::string& command) {
 }
 
 // A small BERT for tests: `layers` layers of `hidden` units in `heads` heads.
-inline models::BertConfig small_bert(int64_t vocab, int64_t hidden, int64_t heads, int64_t intermediate, int64_t positions,
-                                     double dropout = 0.1, int64_t layers = 2) {
+inline models::BertConfig small_bert(int64_t vocab, int64_t hidden, int64_t heads, int64_t intermediate,
+                                     int64_t positions, double dropout = 0.1, int64_t layers = 2) {
   models::BertConfig c;
   c.vocab_size = vocab;
   c.hidden_size = hidden;

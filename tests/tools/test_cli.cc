@@ -1,8 +1,8 @@
 // End-to-end: the joule binary as a user runs it.
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "models/safetensors.h"
 
@@ -94,13 +94,16 @@ TEST(Cli, DataPipelineAsAUserRunsIt) {
   ASSERT_EQ(inspect.exit_code, 0) << inspect.output;
   EXPECT_NE(inspect.output.find("2 shard(s)"), std::string::npos) << inspect.output;
   EXPECT_NE(inspect.output.find("length histogram"), std::string::npos) << inspect.output;
-  EXPECT_NE(inspect.output.find("[CLS]"), std::string::npos) << inspect.output;  // decoded with the vocab beside the data
+  EXPECT_NE(inspect.output.find("[CLS]"), std::string::npos)
+      << inspect.output;  // decoded with the vocab beside the data
 
   joule::test::write_file(d + "/lines.txt", "Hello, World!\nunaffable\n");
-  auto tok = run_command(kJoule + " data tokenize --vocab " + std::string(JOULE_TEST_FIXTURES) + "/tokenizer/vocab.txt < " + d + "/lines.txt");
+  auto tok = run_command(kJoule + " data tokenize --vocab " + std::string(JOULE_TEST_FIXTURES) +
+                         "/tokenizer/vocab.txt < " + d + "/lines.txt");
   EXPECT_EQ(tok.exit_code, 0) << tok.output;
   EXPECT_EQ(tok.output, "hello , world !\nun ##aff ##able\n");
-  auto cased = run_command(kJoule + " data tokenize --no-lower-case --vocab " + std::string(JOULE_TEST_FIXTURES) + "/tokenizer/vocab.txt < " + d + "/lines.txt");
+  auto cased = run_command(kJoule + " data tokenize --no-lower-case --vocab " + std::string(JOULE_TEST_FIXTURES) +
+                           "/tokenizer/vocab.txt < " + d + "/lines.txt");
   EXPECT_EQ(cased.output, "Hello , World !\nun ##aff ##able\n");
 
   auto bad = run_command(kJoule + " data inspect " + d + "/c.txt");
@@ -108,11 +111,13 @@ TEST(Cli, DataPipelineAsAUserRunsIt) {
   EXPECT_NE(bad.output.find("c.txt"), std::string::npos) << bad.output;
 
   // `joule train --data D` on a `data create --out D` directory: D/train, D/eval, D/vocab.txt.
-  joule::test::write_file(d + "/run.toml", "[model]\nconfig = \"bert-tiny\"\n[train]\nsteps = 2\nmicro_batch = 4\nthreads = 1\n"
-                                          "[eval]\nevery_steps = 2\nmax_batches = 1\n");
+  joule::test::write_file(d + "/run.toml",
+                          "[model]\nconfig = \"bert-tiny\"\n[train]\nsteps = 2\nmicro_batch = 4\nthreads = 1\n"
+                          "[eval]\nevery_steps = 2\nmax_batches = 1\n");
   // joule train initializes MPI; under AddressSanitizer, Open MPI's unattributable allocations would fail LeakSanitizer
   // at exit (the MPI tests run without it for the same reason: tests/SANITIZERS.md).
-  const std::string train_cmd = "ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:detect_leaks=0\" " + kJoule + " train --config " + d + "/run.toml --data " + d + "/shards";
+  const std::string train_cmd = "ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:detect_leaks=0\" " + kJoule + " train --config " + d +
+                                "/run.toml --data " + d + "/shards";
   auto train = run_command(train_cmd + " --run-dir " + d + "/run");
   ASSERT_EQ(train.exit_code, 0) << train.output;
   const std::string config = joule::test::read_file(d + "/run/config.toml");
@@ -122,8 +127,10 @@ TEST(Cli, DataPipelineAsAUserRunsIt) {
 
   // joule eval --dump: the first batch, the logits at its masked positions and the losses they give (what
   // tools/device/hf_roundtrip.py compares with HuggingFace's).
-  auto dumped = run_command(kJoule + " eval --model " + d + "/run/final --data " + d + "/shards/eval --batch 4 --max-batches 1 "
-                            "--precision fp32 --dump " + d + "/dump.safetensors");
+  auto dumped = run_command(kJoule + " eval --model " + d + "/run/final --data " + d +
+                            "/shards/eval --batch 4 --max-batches 1 "
+                            "--precision fp32 --dump " +
+                            d + "/dump.safetensors");
   ASSERT_EQ(dumped.exit_code, 0) << dumped.output;
   {
     namespace st = joule::models::safetensors;
@@ -134,14 +141,16 @@ TEST(Cli, DataPipelineAsAUserRunsIt) {
       const auto type = t->dtype == st::DType::I64 ? torch::kInt64 : torch::kFloat;
       return torch::from_blob(const_cast<uint8_t*>(dump.data(*t)), t->shape, type).clone();
     };
-    const torch::Tensor positions = tensor("masked_positions"), ids = tensor("masked_ids"), logits = tensor("mlm_logits");
+    const torch::Tensor positions = tensor("masked_positions"), ids = tensor("masked_ids"),
+                        logits = tensor("mlm_logits");
     const torch::Tensor valid = (positions != 0).to(torch::kInt64).cumprod(1).to(torch::kBool);
     ASSERT_EQ(logits.size(0), valid.sum().item<int64_t>());
     EXPECT_EQ(tensor("input_ids").size(0), 4);
     EXPECT_EQ(tensor("nsp_logits").sizes(), (std::vector<int64_t>{4, 2}));
     const double mlm = torch::nn::functional::cross_entropy(logits, ids.masked_select(valid)).item<double>();
     EXPECT_NEAR(mlm, tensor("mlm_loss").item<double>(), 1e-5);
-    const double nsp = torch::nn::functional::cross_entropy(tensor("nsp_logits"), tensor("next_sentence_labels")).item<double>();
+    const double nsp =
+        torch::nn::functional::cross_entropy(tensor("nsp_logits"), tensor("next_sentence_labels")).item<double>();
     EXPECT_NEAR(nsp, tensor("nsp_loss").item<double>(), 1e-5);
   }
 
@@ -158,9 +167,12 @@ TEST(Cli, DataPipelineAsAUserRunsIt) {
                             "/shards --seq-len 64 --max-pred 10 --dupe-factor 1 --shards 1";
   auto refused = run_command(again);
   EXPECT_EQ(refused.exit_code, 2) << refused.output;
-  EXPECT_NE(refused.output.find("--out " + d + "/shards holds a data set made with other arguments ("), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("--out " + d + "/shards holds a data set made with other arguments ("),
+            std::string::npos)
+      << refused.output;
   EXPECT_NE(refused.output.find("dupe_factor: 1 now, 2 there"), std::string::npos) << refused.output;
-  EXPECT_TRUE(std::filesystem::exists(d + "/shards/train/part_00001.hdf5")) << "the refused run changed the old data set";
+  EXPECT_TRUE(std::filesystem::exists(d + "/shards/train/part_00001.hdf5"))
+      << "the refused run changed the old data set";
   auto replaced = run_command(again + " --replace");
   ASSERT_EQ(replaced.exit_code, 0) << replaced.output;
   EXPECT_FALSE(std::filesystem::exists(d + "/shards/train/part_00001.hdf5")) << "a shard of the old data set is left";
@@ -183,7 +195,9 @@ TEST(Cli, DataPipelineAsAUserRunsIt) {
 }
 
 TEST(Cli, PlanComparesInstancesAtTheirOwnPrecision) {
-  auto r = run_command(kJoule + " plan --nodes 16 --instance p4d.24xlarge:tf32 --instance trn1.32xlarge:bf16 --instance p4d.24xlarge --json");
+  auto r = run_command(
+      kJoule +
+      " plan --nodes 16 --instance p4d.24xlarge:tf32 --instance trn1.32xlarge:bf16 --instance p4d.24xlarge --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const nlohmann::json rows = nlohmann::json::parse(r.output)["rows"];
   ASSERT_EQ(rows.size(), 3u) << r.output;
@@ -199,6 +213,7 @@ TEST(Cli, PlanComparesInstancesAtTheirOwnPrecision) {
   EXPECT_NE(text.output.find("trn1.32xlarge    bf16"), std::string::npos) << text.output;
   auto bad = run_command(kJoule + " plan --instance p4d.24xlarge:int4");
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.output.find("--instance p4d.24xlarge:int4: precision 'int4' is unknown; valid: bf16, fp16, tf32, fp32"), std::string::npos)
+  EXPECT_NE(bad.output.find("--instance p4d.24xlarge:int4: precision 'int4' is unknown; valid: bf16, fp16, tf32, fp32"),
+            std::string::npos)
       << bad.output;
 }

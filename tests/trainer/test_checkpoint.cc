@@ -22,9 +22,12 @@ std::string checkpoint_with_state(const joule::test::TempDir& dir, const std::st
   std::filesystem::create_directories(ck);
   joule::test::write_file(ck + "/trainer_state.json", state);
   char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(joule::fnv1a64_file(ck + "/trainer_state.json")));
-  joule::test::write_file(ck + "/manifest.json", R"({"format": "joule-checkpoint", "format_version": 1, "files": {"trainer_state.json": {"bytes": )" +
-                                                     std::to_string(state.size()) + R"(, "fnv1a64": ")" + hex + R"("}}})");
+  std::snprintf(hex, sizeof hex, "%016llx",
+                static_cast<unsigned long long>(joule::fnv1a64_file(ck + "/trainer_state.json")));
+  joule::test::write_file(
+      ck + "/manifest.json",
+      R"({"format": "joule-checkpoint", "format_version": 1, "files": {"trainer_state.json": {"bytes": )" +
+          std::to_string(state.size()) + R"(, "fnv1a64": ")" + hex + R"("}}})");
   joule::test::write_file(ck + "/COMPLETE", "");
   return ck;
 }
@@ -33,7 +36,8 @@ TEST(Errors, TheCheckpointReaderNamesAMissingOrMistypedKey) {
   joule::test::TempDir dir;
   joule::models::BertForPreTraining model(joule::test::small_bert(50, 16, 2, 32, 16));
   auto optimizer = joule::trainer::create_optimizer({}, model->hf_named_parameters());
-  const std::string good = R"("epoch": 0, "position": 0, "sequences": 8, "wall_seconds": 1.0, "segments": 1, "world_size": 1, "config_hash": "x", "optimizer_steps": 1)";
+  const std::string good =
+      R"("epoch": 0, "position": 0, "sequences": 8, "wall_seconds": 1.0, "segments": 1, "world_size": 1, "config_hash": "x", "optimizer_steps": 1)";
   struct Bad {
     std::string state, expect;
   };
@@ -54,7 +58,9 @@ TEST(Errors, TheCheckpointReaderNamesAMissingOrMistypedKey) {
 TEST(Errors, AManifestOfTheWrongShapeIsSkippedWithItsReasonNotThrown) {
   joule::test::TempDir dir;
   const std::string ck = checkpoint_with_state(dir, "{}");
-  joule::test::write_file(ck + "/manifest.json", R"({"format": "joule-checkpoint", "format_version": 1, "files": {"trainer_state.json": {"bytes": "2"}}})");
+  joule::test::write_file(
+      ck + "/manifest.json",
+      R"({"format": "joule-checkpoint", "format_version": 1, "files": {"trainer_state.json": {"bytes": "2"}}})");
   std::vector<std::string> warnings;
   EXPECT_FALSE(joule::trainer::find_latest_checkpoint(dir.path(), &warnings));
   ASSERT_EQ(warnings.size(), 1u);
@@ -65,7 +71,8 @@ TEST(Errors, AManifestOfTheWrongShapeIsSkippedWithItsReasonNotThrown) {
 
 TEST(Checkpoints, OnlyJoulesOwnNamesAreCandidatesNewestFirst) {
   joule::test::TempDir dir;
-  for (const char* name : {"step_00000005", "step_00000010", "step_00000015.tmp", "step_00000006_before_lr_change", "best", "step_12", "step_00000007.bak"})
+  for (const char* name : {"step_00000005", "step_00000010", "step_00000015.tmp", "step_00000006_before_lr_change",
+                           "best", "step_12", "step_00000007.bak"})
     std::filesystem::create_directories(dir.path() + "/" + name);
   const std::vector<std::string> listed = joule::trainer::list_checkpoints(dir.path());
   ASSERT_EQ(listed.size(), 3u);
@@ -84,7 +91,8 @@ TEST(Checkpoints, ARankThatSeesAnotherManifestThanRank0FailsClearly) {
     joule::trainer::load_checkpoint(ck, model, *optimizer, 1, 2, "0123456789abcdef");
     ADD_FAILURE() << "loaded a checkpoint whose manifest differs from rank 0's";
   } catch (const joule::trainer::CheckpointError& e) {
-    EXPECT_NE(std::string(e.what()).find("rank 1 does not see the checkpoint rank 0 verified: its manifest.json differs from rank 0's"),
+    EXPECT_NE(std::string(e.what()).find(
+                  "rank 1 does not see the checkpoint rank 0 verified: its manifest.json differs from rank 0's"),
               std::string::npos)
         << e.what();
   }

@@ -51,7 +51,9 @@ EnergyTotals cpu_joules(double joules) {
 
 class TempDir {
  public:
-  TempDir() : path_(fs::temp_directory_path() / ("joule-intervals-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++))) {
+  TempDir()
+      : path_(fs::temp_directory_path() /
+              ("joule-intervals-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++))) {
     fs::remove_all(path_);
     fs::create_directories(path_);
   }
@@ -104,10 +106,10 @@ TEST(RunAccounting, ASegmentFollowsTheIntervalsAndAResumeAddsOne) {
   EXPECT_GT(s.wall_s, 0);
   const auto spent = first.ledger().totals();
   EXPECT_DOUBLE_EQ(spent.it_kwh, 1.0);
-  EXPECT_DOUBLE_EQ(spent.facility_kwh, 1.5);                    // PUE 1.5
-  EXPECT_DOUBLE_EQ(spent.co2_kg, 0.6);                          // 1.5 kWh at 400 g/kWh
-  EXPECT_DOUBLE_EQ(spent.usd, s.wall_s / 3600.0 * 3.6);         // one node at USD 3.6/h
-  const std::string saved = first.ledger().to_json().dump();    // as a checkpoint at step 20 keeps it
+  EXPECT_DOUBLE_EQ(spent.facility_kwh, 1.5);                  // PUE 1.5
+  EXPECT_DOUBLE_EQ(spent.co2_kg, 0.6);                        // 1.5 kWh at 400 g/kWh
+  EXPECT_DOUBLE_EQ(spent.usd, s.wall_s / 3600.0 * 3.6);       // one node at USD 3.6/h
+  const std::string saved = first.ledger().to_json().dump();  // as a checkpoint at step 20 keeps it
 
   // Resumed from that checkpoint: the earlier segment is kept (marked interrupted, counted to its checkpoint) and a
   // new one counts this process's sequences and energy from step 20 on.
@@ -185,7 +187,7 @@ TEST(MetricsLogger, WritesEachIntervalsLineFromTheReducedSums) {
   EXPECT_DOUBLE_EQ(a["nsp_loss"], 0.5);
   EXPECT_DOUBLE_EQ(a["loss"], 2.5);
   EXPECT_DOUBLE_EQ(a["mlm_acc"], 0.3);
-  EXPECT_DOUBLE_EQ(a["lr"], 2e-4);  // the interval's last step
+  EXPECT_DOUBLE_EQ(a["lr"], 2e-4);         // the interval's last step
   EXPECT_DOUBLE_EQ(a["seq_per_s"], 16.0);  // step 2 only (step 1 is the warm-up): 8 sequences in 0.5 s
   EXPECT_DOUBLE_EQ(a["seq_per_hour"], 16.0 * 3600);
   EXPECT_DOUBLE_EQ(a["tokens_per_s"], 16.0 * 128);
@@ -202,10 +204,10 @@ TEST(MetricsLogger, WritesEachIntervalsLineFromTheReducedSums) {
   EXPECT_DOUBLE_EQ(b["mlm_loss"], 1.0);
   EXPECT_DOUBLE_EQ(b["nsp_loss"], 0.5);
   EXPECT_DOUBLE_EQ(b["mlm_acc"], 0.5);
-  EXPECT_DOUBLE_EQ(b["step_s"], 2.0);              // this interval's steps only
-  EXPECT_DOUBLE_EQ(b["seq_per_s"], 24.0 / 4.5);    // every step after the warm-up: 3 x 8 sequences in 4.5 s
-  EXPECT_DOUBLE_EQ(b["it_kwh"], 0.002);            // the meters' totals since start
-  EXPECT_GT(b["power_w"].get<double>(), 0);  // 3600 J over the wall time between the two lines
+  EXPECT_DOUBLE_EQ(b["step_s"], 2.0);            // this interval's steps only
+  EXPECT_DOUBLE_EQ(b["seq_per_s"], 24.0 / 4.5);  // every step after the warm-up: 3 x 8 sequences in 4.5 s
+  EXPECT_DOUBLE_EQ(b["it_kwh"], 0.002);          // the meters' totals since start
+  EXPECT_GT(b["power_w"].get<double>(), 0);      // 3600 J over the wall time between the two lines
   EXPECT_EQ(accounting.ledger().segments[0].end_step, 4);
   EXPECT_EQ(accounting.ledger().segments[0].sequences, 32);
 

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "test_util.h"
 #include "launch/util/error.h"
+#include "test_util.h"
 #include "trainer/checkpoint.h"
 #include "trainer/optimizer.h"
 #include "trainer/run_config.h"
@@ -111,14 +111,16 @@ TEST(Optimizer, NonFiniteGradientsLeaveEverythingAsItWas) {
 }
 
 TEST(Lamb, TrajectoryMatchesPythonReference) {
-  const auto ref = nlohmann::json::parse(joule::test::read_file(std::string(JOULE_TEST_FIXTURES) + "/optimizer/trajectory.json"));
+  const auto ref =
+      nlohmann::json::parse(joule::test::read_file(std::string(JOULE_TEST_FIXTURES) + "/optimizer/trajectory.json"));
   for (const std::string kind : {"lamb", "adamw"}) {
     SCOPED_TRACE(kind);
     std::vector<std::pair<std::string, torch::Tensor>> params;
     for (size_t i = 0; i < ref["names"].size(); ++i) {
       auto shape = ref["shapes"][i].get<std::vector<int64_t>>();
-      params.emplace_back(ref["names"][i].get<std::string>(),
-                          torch::tensor(ref["initial"][i].get<std::vector<float>>()).view(shape).set_requires_grad(true));
+      params.emplace_back(
+          ref["names"][i].get<std::string>(),
+          torch::tensor(ref["initial"][i].get<std::vector<float>>()).view(shape).set_requires_grad(true));
     }
     OptimizerOptions o;
     o.name = kind;
@@ -126,14 +128,17 @@ TEST(Lamb, TrajectoryMatchesPythonReference) {
     const int64_t steps = ref["steps"];
     for (int64_t t = 0; t < steps; ++t) {
       for (size_t i = 0; i < params.size(); ++i)
-        params[i].second.mutable_grad() = torch::tensor(ref["grads"][t][i].get<std::vector<float>>()).view(params[i].second.sizes());
+        params[i].second.mutable_grad() =
+            torch::tensor(ref["grads"][t][i].get<std::vector<float>>()).view(params[i].second.sizes());
       const double lr = joule::trainer::learning_rate(ref["base_lr"], t, steps, ref["warmup_fraction"]);
       EXPECT_NEAR(lr, ref[kind]["lrs"][t].get<double>(), 1e-12) << "step " << t;
       const double norm = opt->step(lr);
-      EXPECT_NEAR(norm, ref[kind]["grad_norms"][t].get<double>(), 1e-5 * ref[kind]["grad_norms"][t].get<double>()) << "step " << t;
+      EXPECT_NEAR(norm, ref[kind]["grad_norms"][t].get<double>(), 1e-5 * ref[kind]["grad_norms"][t].get<double>())
+          << "step " << t;
     }
     for (size_t i = 0; i < params.size(); ++i) {
-      torch::Tensor want = torch::tensor(ref[kind]["final"][i].get<std::vector<float>>()).view(params[i].second.sizes());
+      torch::Tensor want =
+          torch::tensor(ref[kind]["final"][i].get<std::vector<float>>()).view(params[i].second.sizes());
       EXPECT_TRUE(torch::allclose(params[i].second, want, 1e-5, 1e-6))
           << params[i].first << " max diff " << (params[i].second - want).abs().max().item<double>();
     }

@@ -84,14 +84,17 @@ TEST(RunConfig, EveryNumericKeyIsRangeCheckedAtTheDoorNamingKeyValueAndRange) {
     }
   }
   joule::trainer::RunConfig ok;
-  for (const char* set : {"optimizer.max_grad_norm=0", "checkpoint.every_steps=0", "optimizer.beta1=0", "train.threads=0"}) ok.set(set);
+  for (const char* set :
+       {"optimizer.max_grad_norm=0", "checkpoint.every_steps=0", "optimizer.beta1=0", "train.threads=0"})
+    ok.set(set);
   EXPECT_NO_THROW(ok.validate());
 }
 
 TEST(RunConfig, InvalidUtf8IsRefusedBeforeTheTomlParserSeesIt) {
   // The 3 bytes ' 0xff ' made Debian's toml11 3.7.1 read past its buffer (tests/fuzz/fuzz_run_config found it).
   std::string e = error_of("'\xff'");
-  EXPECT_NE(e.find("run.toml: line 1, byte 2 (0xff): not valid UTF-8 (TOML files must be UTF-8)"), std::string::npos) << e;
+  EXPECT_NE(e.find("run.toml: line 1, byte 2 (0xff): not valid UTF-8 (TOML files must be UTF-8)"), std::string::npos)
+      << e;
   e = error_of("[data]\ntrain = \"caf\xc3\xa9\"\nvocab = \"\xed\xa0\x80\"\n");  // a valid é, then a surrogate
   EXPECT_NE(e.find("line 3, byte 33 (0xed): not valid UTF-8"), std::string::npos) << e;
   EXPECT_NE(error_of("[train]\nseed = 1 # \xc0\xaf overlong\n").find("line 2, byte 20 (0xc0)"), std::string::npos);
@@ -100,9 +103,12 @@ TEST(RunConfig, InvalidUtf8IsRefusedBeforeTheTomlParserSeesIt) {
     c.set("data.train=\xe2\x82");
     ADD_FAILURE() << "a truncated UTF-8 sequence was accepted";
   } catch (const joule::trainer::RunConfigError& err) {
-    EXPECT_NE(std::string(err.what()).find("--set data.train: line 1, byte 1 (0xe2): not valid UTF-8"), std::string::npos) << err.what();
+    EXPECT_NE(std::string(err.what()).find("--set data.train: line 1, byte 1 (0xe2): not valid UTF-8"),
+              std::string::npos)
+        << err.what();
   }
-  EXPECT_EQ(joule::trainer::RunConfig::from_toml_text("[data]\ntrain = \"日本/café\"\n", "ok.toml").data.train, "日本/café");
+  EXPECT_EQ(joule::trainer::RunConfig::from_toml_text("[data]\ntrain = \"日本/café\"\n", "ok.toml").data.train,
+            "日本/café");
 }
 
 TEST(RunConfig, LongStringsWithSpacesAndEscapesReadBackTheSame) {

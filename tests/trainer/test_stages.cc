@@ -9,14 +9,14 @@
 #include <thread>
 #include <utility>
 
-#include "trainer/checkpoint_policy.h"
-#include "trainer/fault.h"
-#include "trainer/run_setup.h"
-#include "trainer/run_config.h"
-#include "trainer/step_boundary.h"
-#include "trainer/train_step.h"
 #include "launch/util/hash.h"
 #include "test_util.h"
+#include "trainer/checkpoint_policy.h"
+#include "trainer/fault.h"
+#include "trainer/run_config.h"
+#include "trainer/run_setup.h"
+#include "trainer/step_boundary.h"
+#include "trainer/train_step.h"
 
 namespace {
 
@@ -50,20 +50,35 @@ TEST(CheckpointPolicy, DecidesFromEveryCombinationOfStepMinuteAndSignalTriggers)
   };
   const Case cases[] = {
       // every 3 steps
-      {3, 1, 0, 0, false, false}, {3, 2, 0, 0, false, false}, {3, 3, 0, 0, true, false},  {3, 6, 0, 0, true, false},
-      {3, 4, 0, 1, true, false},  {3, 3, 0, 1, true, false},  {3, 4, 1, 0, true, true},   {3, 3, 1, 0, true, true},
-      {3, 4, 2, 1, true, true},   {3, 5, 4, 0, true, true},   {3, 7, 0, 0, false, false},
+      {3, 1, 0, 0, false, false},
+      {3, 2, 0, 0, false, false},
+      {3, 3, 0, 0, true, false},
+      {3, 6, 0, 0, true, false},
+      {3, 4, 0, 1, true, false},
+      {3, 3, 0, 1, true, false},
+      {3, 4, 1, 0, true, true},
+      {3, 3, 1, 0, true, true},
+      {3, 4, 2, 1, true, true},
+      {3, 5, 4, 0, true, true},
+      {3, 7, 0, 0, false, false},
       // steps off: only the minutes and the signals save
-      {0, 1, 0, 0, false, false}, {0, 3, 0, 0, false, false}, {0, 3, 0, 1, true, false},  {0, 3, 1, 0, true, true},
+      {0, 1, 0, 0, false, false},
+      {0, 3, 0, 0, false, false},
+      {0, 3, 0, 1, true, false},
+      {0, 3, 1, 0, true, true},
       {0, 3, 1, 1, true, true},
       // every step
-      {1, 1, 0, 0, true, false},  {1, 2, 0, 0, true, false},  {1, 2, 1, 0, true, true},
+      {1, 1, 0, 0, true, false},
+      {1, 2, 0, 0, true, false},
+      {1, 2, 1, 0, true, true},
   };
   for (const Case& c : cases) {
     const CheckpointPolicy policy(every(c.every_steps), /*root=*/true);
     const CheckpointPolicy::Decision d = policy.decide(c.step, reduced(c.preempt, c.due));
-    EXPECT_EQ(d.save, c.save) << "every_steps " << c.every_steps << ", step " << c.step << ", preempt " << c.preempt << ", due " << c.due;
-    EXPECT_EQ(d.preempted, c.preempted) << "every_steps " << c.every_steps << ", step " << c.step << ", preempt " << c.preempt;
+    EXPECT_EQ(d.save, c.save) << "every_steps " << c.every_steps << ", step " << c.step << ", preempt " << c.preempt
+                              << ", due " << c.due;
+    EXPECT_EQ(d.preempted, c.preempted) << "every_steps " << c.every_steps << ", step " << c.step << ", preempt "
+                                        << c.preempt;
   }
 }
 
@@ -100,12 +115,12 @@ TEST(RunSetup, PlansTheBatchFromTheGlobalBatchOrTheAccumulation) {
     int64_t want_accumulation, want_global, want_steps, want_target;
   };
   const Case cases[] = {
-      {8, 1, 0, 100, 0, 2, 1, 16, 100, 1600},         // micro x accumulation x world; target from the steps
+      {8, 1, 0, 100, 0, 2, 1, 16, 100, 1600},  // micro x accumulation x world; target from the steps
       {8, 4, 0, 100, 0, 2, 4, 64, 100, 6400},
-      {8, 1, 64, 100, 0, 2, 4, 64, 100, 6400},        // the global batch sets the accumulation
-      {8, 3, 64, 0, 1000, 4, 2, 64, 16, 1000},        // steps from the target, rounded up; the target kept
+      {8, 1, 64, 100, 0, 2, 4, 64, 100, 6400},  // the global batch sets the accumulation
+      {8, 3, 64, 0, 1000, 4, 2, 64, 16, 1000},  // steps from the target, rounded up; the target kept
       {8, 1, 0, 0, 16, 2, 1, 16, 1, 16},
-      {2, 1, 0, 7, 450000000, 1, 1, 2, 7, 450000000}, // steps win over the target for the count; the target is kept
+      {2, 1, 0, 7, 450000000, 1, 1, 2, 7, 450000000},  // steps win over the target for the count; the target is kept
   };
   for (const Case& c : cases) {
     joule::trainer::TrainOptions t;
@@ -136,8 +151,9 @@ TEST(RunSetup, RefusesABatchThatDoesNotDivideOrExceedsTheDataNamingTheKeys) {
     return std::string("no error");
   };
   EXPECT_EQ(message(4, 1000), "train.global_batch 48 is not divisible by train.micro_batch 8 x world size 4");
-  EXPECT_EQ(message(2, 40), "the global batch 48 (train.micro_batch 8 x accumulation 3 x 2 ranks) is larger than the 40 sequences "
-                            "of /data/train");
+  EXPECT_EQ(message(2, 40),
+            "the global batch 48 (train.micro_batch 8 x accumulation 3 x 2 ranks) is larger than the 40 sequences "
+            "of /data/train");
   t.global_batch = 0;
   t.steps = 0;
   EXPECT_EQ(message(1, 1000), "run config: set train.steps or train.target_sequences");
@@ -152,11 +168,14 @@ std::string write_checkpoint(const std::string& run_dir, int step, bool damaged 
   std::filesystem::create_directories(ck);
   const std::string state = "{\"step\": " + std::to_string(step) + "}";
   joule::test::write_file(ck + "/trainer_state.json", state);
-  joule::test::write_file(ck + "/manifest.json", R"({"format": "joule-checkpoint", "format_version": 1, "files": {"trainer_state.json": {"bytes": )" +
-                                                     std::to_string(state.size()) + R"(, "fnv1a64": ")" +
-                                                     joule::hex64(joule::fnv1a64_file(ck + "/trainer_state.json")) + R"("}}})");
+  joule::test::write_file(
+      ck + "/manifest.json",
+      R"({"format": "joule-checkpoint", "format_version": 1, "files": {"trainer_state.json": {"bytes": )" +
+          std::to_string(state.size()) + R"(, "fnv1a64": ")" +
+          joule::hex64(joule::fnv1a64_file(ck + "/trainer_state.json")) + R"("}}})");
   joule::test::write_file(ck + "/COMPLETE", "");
-  if (damaged) joule::test::write_file(ck + "/trainer_state.json", "{\"step\": " + std::to_string(step + 1) + "}");  // same size
+  if (damaged)
+    joule::test::write_file(ck + "/trainer_state.json", "{\"step\": " + std::to_string(step + 1) + "}");  // same size
   return ck;
 }
 
@@ -198,15 +217,18 @@ TEST(RunSetup, ChoosesWhereToStart) {
   EXPECT_TRUE(contains(s.warnings[0], "step_00000006")) << s.warnings[0];
   EXPECT_TRUE(contains(s.warnings[1], "best: not a name joule gives a checkpoint")) << s.warnings[1];
   // A named checkpoint is taken when it verifies, refused with the reason when not.
-  EXPECT_EQ(*joule::trainer::choose_start_on_root(run, run + "/checkpoints/step_00000002").checkpoint, run + "/checkpoints/step_00000002");
-  EXPECT_TRUE(contains(start_error(run, run + "/checkpoints/step_00000006"), "checksum")) << start_error(run, run + "/checkpoints/step_00000006");
+  EXPECT_EQ(*joule::trainer::choose_start_on_root(run, run + "/checkpoints/step_00000002").checkpoint,
+            run + "/checkpoints/step_00000002");
+  EXPECT_TRUE(contains(start_error(run, run + "/checkpoints/step_00000006"), "checksum"))
+      << start_error(run, run + "/checkpoints/step_00000006");
   EXPECT_TRUE(contains(start_error(run, dir.file("absent")), ": no such directory"));
   EXPECT_TRUE(contains(start_error(run, run), ": a run directory, not a checkpoint"));
   EXPECT_TRUE(contains(start_error(run, "AUTO"), "did you mean --resume auto"));
   // Checkpoints of which none verifies are not a fresh start: it would overwrite them.
   const std::string broken = dir.file("broken");
   write_checkpoint(broken, 3, /*damaged=*/true);
-  EXPECT_TRUE(contains(start_error(broken, "auto"), "--resume auto found checkpoints but none verifies")) << start_error(broken, "auto");
+  EXPECT_TRUE(contains(start_error(broken, "auto"), "--resume auto found checkpoints but none verifies"))
+      << start_error(broken, "auto");
 }
 
 // The step's sums stay on the device and are read once per logging interval: the figures must be exactly those of
@@ -217,7 +239,8 @@ TEST(DeviceSums, ReadOnceEqualsAddingEveryBatchOnTheHost) {
   joule::trainer::DeviceSums device, interval;
   joule::trainer::BatchSums host;
   for (uint64_t seed = 1; seed <= 5; ++seed) {
-    const joule::models::PretrainingBatch batch = joule::models::synthetic_batch(config, 3 + static_cast<int64_t>(seed), 32, 5, seed);
+    const joule::models::PretrainingBatch batch =
+        joule::models::synthetic_batch(config, 3 + static_cast<int64_t>(seed), 32, 5, seed);
     const joule::models::PretrainingOutput out = model->forward(batch);
     device.add(out, batch.input_ids.size(0));
     host.mlm_loss += out.mlm_loss.item<double>();

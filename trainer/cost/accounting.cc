@@ -12,9 +12,9 @@
 
 namespace joule::trainer {
 namespace fs = std::filesystem;
-using nlohmann::json;
 using joule::json_field;
 using joule::json_field_or;
+using nlohmann::json;
 namespace {
 
 constexpr double kJoulesPerKwh = 3.6e6;
@@ -27,10 +27,17 @@ std::string fmt(const char* f, double v) {
 }
 
 json cost_json(const CostSettings& c) {
-  return {{"instance", c.instance},         {"instance_file", c.instance_file}, {"usd_per_hour", c.usd_per_hour},
-          {"price_source", c.price_source}, {"pue", c.pue},                     {"pue_source", c.pue_source},
-          {"region", c.region.name},        {"country", c.region.country},      {"provider", c.region.provider},
-          {"grid_g_per_kwh", c.region.g_per_kwh}, {"grid_source", c.grid_source}};
+  return {{"instance", c.instance},
+          {"instance_file", c.instance_file},
+          {"usd_per_hour", c.usd_per_hour},
+          {"price_source", c.price_source},
+          {"pue", c.pue},
+          {"pue_source", c.pue_source},
+          {"region", c.region.name},
+          {"country", c.region.country},
+          {"provider", c.region.provider},
+          {"grid_g_per_kwh", c.region.g_per_kwh},
+          {"grid_source", c.grid_source}};
 }
 
 CostSettings cost_from_json(const json& j, const std::string& where) {
@@ -59,13 +66,18 @@ EnergyTotals energy_from_json(const json& j, const std::string& where) {
     const std::string at = where + " components." + component_name(comp);
     const json sources = json_field<json>(components[component_name(comp)], "sources", at);
     for (int k = 0; k < kSources; ++k)
-      e.at(comp, static_cast<Source>(k)) = json_field_or<double>(sources, source_name(static_cast<Source>(k)), 0.0, at) * kJoulesPerKwh;
+      e.at(comp, static_cast<Source>(k)) =
+          json_field_or<double>(sources, source_name(static_cast<Source>(k)), 0.0, at) * kJoulesPerKwh;
   }
   return e;
 }
 
 json figures_json(const Figures& f) {
-  return {{"it_kwh", f.it_kwh}, {"facility_kwh", f.facility_kwh}, {"usd", f.usd}, {"co2_kg", f.co2_kg}, {"instance_hours", f.instance_hours}};
+  return {{"it_kwh", f.it_kwh},
+          {"facility_kwh", f.facility_kwh},
+          {"usd", f.usd},
+          {"co2_kg", f.co2_kg},
+          {"instance_hours", f.instance_hours}};
 }
 
 // "model", "rapl", "rapl+model": the sources that contributed any energy.
@@ -84,18 +96,23 @@ std::string sources_text(const EnergyTotals& e) {
 std::string duration_text(double seconds) {
   char buf[64];
   if (!std::isfinite(seconds)) return "?";
-  if (seconds < 120) std::snprintf(buf, sizeof buf, "%.1f s", seconds);
-  else if (seconds < 7200) std::snprintf(buf, sizeof buf, "%.1f min", seconds / 60);
-  else std::snprintf(buf, sizeof buf, "%.2f h", seconds / 3600);
+  if (seconds < 120)
+    std::snprintf(buf, sizeof buf, "%.1f s", seconds);
+  else if (seconds < 7200)
+    std::snprintf(buf, sizeof buf, "%.1f min", seconds / 60);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f h", seconds / 3600);
   return buf;
 }
 
 CostSettings resolve_cost_settings(const AccountingOptions& o, const std::string& device, const std::string& config_dir,
                                    InstanceProfile* profile_out) {
   // auto: the machine the numerics run on; trainium-sim computes here too (its cluster is simulated, not billed)
-  const std::string name = o.instance == "auto" ? (device == "cpu" || device == "trainium-sim" ? "cpu-host" : "") : o.instance;
+  const std::string name =
+      o.instance == "auto" ? (device == "cpu" || device == "trainium-sim" ? "cpu-host" : "") : o.instance;
   if (name.empty())
-    throw ProfileError("accounting.instance is auto, which only knows --device cpu; name the instance (--instance p4d.24xlarge)");
+    throw ProfileError(
+        "accounting.instance is auto, which only knows --device cpu; name the instance (--instance p4d.24xlarge)");
   const InstanceProfile p = load_instance_profile(name, (fs::path(config_dir) / "hardware").string());
   CostSettings c;
   c.instance = p.name;
@@ -177,14 +194,15 @@ json energy_json(const EnergyTotals& e) {
     if (e.component(comp) <= 0) continue;
     json by_source = json::object();
     for (int s = 0; s < kSources; ++s)
-      if (e.at(comp, static_cast<Source>(s)) > 0) by_source[source_name(static_cast<Source>(s))] = e.at(comp, static_cast<Source>(s)) / kJoulesPerKwh;
+      if (e.at(comp, static_cast<Source>(s)) > 0)
+        by_source[source_name(static_cast<Source>(s))] = e.at(comp, static_cast<Source>(s)) / kJoulesPerKwh;
     components[component_name(comp)] = {{"kwh", e.component(comp) / kJoulesPerKwh}, {"sources", by_source}};
   }
   return {{"it_kwh", e.total() / kJoulesPerKwh}, {"components", components}, {"source", sources_text(e)}};
 }
 
 json Segment::to_json(bool raw_joules) const {
-  json j = {{"start_step", start_step}, {"end_step", end_step}, {"sequences", sequences}, {"wall_s", wall_s},
+  json j = {{"start_step", start_step}, {"end_step", end_step}, {"sequences", sequences},     {"wall_s", wall_s},
             {"ranks", ranks},           {"nodes", nodes},       {"started_utc", started_utc}, {"ended_utc", ended_utc},
             {"status", status},         {"meters", meters},     {"cost", cost_json(cost)}};
   if (raw_joules) j["energy_joules"] = energy.joules;
@@ -209,7 +227,8 @@ Segment Segment::from_json(const json& s, const std::string& where) {
   if (s.contains("energy_joules")) {  // a checkpoint's ledger: exact joules
     const auto raw = json_field<std::vector<double>>(s, "energy_joules", where);
     if (raw.size() != g.energy.joules.size())
-      throw Error(where + ": energy_joules has " + std::to_string(raw.size()) + " entries, not " + std::to_string(g.energy.joules.size()),
+      throw Error(where + ": energy_joules has " + std::to_string(raw.size()) + " entries, not " +
+                      std::to_string(g.energy.joules.size()),
                   "the file was not written by this joule version: start a new run directory");
     std::copy(raw.begin(), raw.end(), g.energy.joules.begin());
   } else {  // summary.json: kWh by component and source
@@ -219,14 +238,19 @@ Segment Segment::from_json(const json& s, const std::string& where) {
 }
 
 json ProjectionPoint::to_json() const {
-  return {{"step", step},           {"sequences", sequences},   {"wall_s", wall_s},         {"target_wall_s", target_wall_s},
-          {"target_kwh", target_kwh}, {"target_usd", target_usd}, {"target_co2_kg", target_co2_kg}};
+  return {{"step", step},
+          {"sequences", sequences},
+          {"wall_s", wall_s},
+          {"target_wall_s", target_wall_s},
+          {"target_kwh", target_kwh},
+          {"target_usd", target_usd},
+          {"target_co2_kg", target_co2_kg}};
 }
 
 ProjectionPoint ProjectionPoint::from_json(const json& p, const std::string& where) {
-  return {json_field<int64_t>(p, "step", where),         json_field<int64_t>(p, "sequences", where),
-          json_field<double>(p, "wall_s", where),        json_field<double>(p, "target_wall_s", where),
-          json_field<double>(p, "target_kwh", where),    json_field<double>(p, "target_usd", where),
+  return {json_field<int64_t>(p, "step", where),        json_field<int64_t>(p, "sequences", where),
+          json_field<double>(p, "wall_s", where),       json_field<double>(p, "target_wall_s", where),
+          json_field<double>(p, "target_kwh", where),   json_field<double>(p, "target_usd", where),
           json_field<double>(p, "target_co2_kg", where)};
 }
 
@@ -243,20 +267,27 @@ json Ledger::history_json() const {
 }
 
 json Ledger::to_json() const {
-  return {{"run_id", run_id}, {"project_name", project_name}, {"segments", segments_json(true)}, {"projection_history", history_json()}};
+  return {{"run_id", run_id},
+          {"project_name", project_name},
+          {"segments", segments_json(true)},
+          {"projection_history", history_json()}};
 }
 
 Ledger Ledger::from_parts(const json& segments, const json& history, const std::string& where) {
   Ledger l;
-  if (!segments.is_array()) throw Error(where + ": the segment list is not an array", "the file is damaged: start a new run directory");
-  for (size_t i = 0; i < segments.size(); ++i) l.segments.push_back(Segment::from_json(segments[i], where + " segment " + std::to_string(i + 1)));
+  if (!segments.is_array())
+    throw Error(where + ": the segment list is not an array", "the file is damaged: start a new run directory");
+  for (size_t i = 0; i < segments.size(); ++i)
+    l.segments.push_back(Segment::from_json(segments[i], where + " segment " + std::to_string(i + 1)));
   if (history.is_array())
-    for (size_t i = 0; i < history.size(); ++i) l.history.push_back(ProjectionPoint::from_json(history[i], where + " projection " + std::to_string(i + 1)));
+    for (size_t i = 0; i < history.size(); ++i)
+      l.history.push_back(ProjectionPoint::from_json(history[i], where + " projection " + std::to_string(i + 1)));
   return l;
 }
 
 Ledger Ledger::from_json(const json& j, const std::string& where) {
-  Ledger l = from_parts(json_field<json>(j, "segments", where), json_field_or<json>(j, "projection_history", json::array(), where), where);
+  Ledger l = from_parts(json_field<json>(j, "segments", where),
+                        json_field_or<json>(j, "projection_history", json::array(), where), where);
   l.run_id = json_field<std::string>(j, "run_id", where);
   l.project_name = json_field_or<std::string>(j, "project_name", "joule", where);
   return l;
@@ -266,7 +297,7 @@ std::string new_run_id() {
   std::random_device rd;
   std::mt19937_64 g((static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(std::time(nullptr)));
   uint64_t a = g(), b = g();
-  a = (a & ~0xF000ull) | 0x4000ull;                        // version 4
+  a = (a & ~0xF000ull) | 0x4000ull;                            // version 4
   b = (b & ~(0xC000000000000000ull)) | 0x8000000000000000ull;  // variant 10
   char buf[40];
   std::snprintf(buf, sizeof buf, "%08llx-%04llx-%04llx-%04llx-%012llx", static_cast<unsigned long long>(a >> 32),
@@ -314,7 +345,8 @@ std::string prometheus_text(const json& row, const std::string& run_id) {
   for (const auto& [key, value] : row.items()) {
     if (!value.is_number()) continue;
     const std::string name = "joule_" + key;
-    out << "# TYPE " << name << " gauge\n" << name << "{run_id=\"" << run_id << "\"} " << fmt("%.17g", value.get<double>()) << "\n";
+    out << "# TYPE " << name << " gauge\n"
+        << name << "{run_id=\"" << run_id << "\"} " << fmt("%.17g", value.get<double>()) << "\n";
   }
   return out.str();
 }

@@ -29,8 +29,8 @@ struct CostSettings {
 
 // `config_dir`: configs/ (hardware/*.toml and grid-intensity.toml).
 // Only the billing keys of `options` are read (instance, price_per_hour, pue, region, grid_intensity).
-CostSettings resolve_cost_settings(const AccountingOptions& overrides, const std::string& device, const std::string& config_dir,
-                                   InstanceProfile* profile_out = nullptr);
+CostSettings resolve_cost_settings(const AccountingOptions& overrides, const std::string& device,
+                                   const std::string& config_dir, InstanceProfile* profile_out = nullptr);
 
 struct Figures {
   double it_kwh = 0, facility_kwh = 0, usd = 0, co2_kg = 0, instance_hours = 0;
@@ -52,7 +52,7 @@ struct Segment {
 
 struct ProjectionPoint {
   int64_t step = 0, sequences = 0;
-  double wall_s = 0;     // when it was made
+  double wall_s = 0;                                                            // when it was made
   double target_wall_s = 0, target_kwh = 0, target_usd = 0, target_co2_kg = 0;  // for the run's target
   nlohmann::json to_json() const;
   static ProjectionPoint from_json(const nlohmann::json& j, const std::string& where);
@@ -75,9 +75,9 @@ struct Ledger {
   static Ledger from_parts(const nlohmann::json& segments, const nlohmann::json& history, const std::string& where);
 };
 
-std::string new_run_id();    // a random UUID (version 4)
+std::string new_run_id();                   // a random UUID (version 4)
 std::string duration_text(double seconds);  // "42.0 s", "3.5 min", "12.25 h"
-std::string utc_now_iso();   // 2026-11-29T19:40:55Z
+std::string utc_now_iso();                  // 2026-11-29T19:40:55Z
 
 // Projections from measured rates: `seq_per_s` after warm-up, and the run's average facility power, cost rate and
 // CO2 rate (what was spent over the billed wall time `done_wall_s`, start-up included).
@@ -87,7 +87,8 @@ struct Projection {
 };
 // The run's own target: what was spent so far, plus the sequences still to train at those rates. A run at or
 // past its target projects to exactly what it spent.
-Projection project_target(int64_t target_sequences, int64_t done_sequences, double done_wall_s, const Figures& done, double seq_per_s);
+Projection project_target(int64_t target_sequences, int64_t done_sequences, double done_wall_s, const Figures& done,
+                          double seq_per_s);
 // A hypothetical target (the card's 450M sequences) trained from the start at those rates: target / seq_per_s of
 // wall time at the run's average power and cost rate. Nothing already spent is added, and no start-up time.
 Projection project_hypothetical(int64_t target_sequences, double done_wall_s, const Figures& done, double seq_per_s);

@@ -14,12 +14,12 @@ namespace joule::trainer {
 
 struct AccountingOptions {
   static constexpr const char* kTable = "accounting";
-  std::string instance = "auto";      // instance profile billed per node; auto: cpu-host for --device cpu
-  double price_per_hour = -1;         // USD per instance-hour; < 0: the profile's
-  double pue = 0;                     // 0: the profile's
-  std::string region = "world";       // grid carbon intensity region
-  double grid_intensity = 0;          // g CO2/kWh; 0: the region's
-  std::string meters = "auto";        // auto, or a list of rapl, nvml, neuron, model
+  std::string instance = "auto";  // instance profile billed per node; auto: cpu-host for --device cpu
+  double price_per_hour = -1;     // USD per instance-hour; < 0: the profile's
+  double pue = 0;                 // 0: the profile's
+  std::string region = "world";   // grid carbon intensity region
+  double grid_intensity = 0;      // g CO2/kWh; 0: the region's
+  std::string meters = "auto";    // auto, or a list of rapl, nvml, neuron, model
   double meter_sample_seconds = 1.0;
   int64_t project_sequences = 450000000;  // the card's run, projected from measured rates
   double project_after_fraction = 0.05;   // projections start after this fraction of the run's target

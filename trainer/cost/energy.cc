@@ -40,27 +40,33 @@ class RaplMeter final : public EnergyMeter {
   explicit RaplMeter(const MeterContext& ctx) {
     const fs::path root = ctx.powercap_root;
     std::error_code ec;
-    if (!fs::is_directory(root, ec)) throw MeterUnavailable("rapl: no " + root.string() + " (usual in VMs and containers)");
+    if (!fs::is_directory(root, ec))
+      throw MeterUnavailable("rapl: no " + root.string() + " (usual in VMs and containers)");
     // /sys/class/powercap lists every zone at the top level (intel-rapl:N, intel-rapl:N:M), as symlinks.
     std::map<std::string, fs::path> zones;
     for (const auto& e : fs::directory_iterator(root, ec)) {
       const std::string n = e.path().filename().string();
       if (n.rfind("intel-rapl:", 0) == 0 && fs::exists(e.path() / "energy_uj")) zones.emplace(n, e.path());
     }
-    if (zones.empty()) throw MeterUnavailable("rapl: no intel-rapl domains under " + root.string() + " (usual in cloud VMs)");
+    if (zones.empty())
+      throw MeterUnavailable("rapl: no intel-rapl domains under " + root.string() + " (usual in cloud VMs)");
     for (const auto& [id, dir] : zones) {
       const std::string name = read_first_line((dir / "name").string());
       Component c;
-      if (name.rfind("package", 0) == 0) c = Component::cpu;
-      else if (name == "dram") c = Component::ram;
-      else continue;  // core/uncore are inside the package; psys would double count
+      if (name.rfind("package", 0) == 0)
+        c = Component::cpu;
+      else if (name == "dram")
+        c = Component::ram;
+      else
+        continue;  // core/uncore are inside the package; psys would double count
       Counter k{c, (dir / "energy_uj").string(), read_number((dir / "max_energy_range_uj").string())};
       try {
         k.last = read_number(k.path);
       } catch (const MeterUnavailable& e) {
-        throw MeterUnavailable(std::string("rapl: ") + e.what() + (std::string(e.what()).find("permission") != std::string::npos
-                                                                       ? " (root-only since Linux 5.10, CVE-2020-8694)"
-                                                                       : ""));
+        throw MeterUnavailable(std::string("rapl: ") + e.what() +
+                               (std::string(e.what()).find("permission") != std::string::npos
+                                    ? " (root-only since Linux 5.10, CVE-2020-8694)"
+                                    : ""));
       }
       counters_.push_back(k);
       components_.insert(c);
@@ -120,14 +126,17 @@ class NvmlMeter final : public EnergyMeter {
       initialized_ = true;
       if (!ctx.device_pci_bus_id.empty()) {
         if (int rc = handle_by_pci(ctx.device_pci_bus_id.c_str(), &device_); rc != 0)
-          throw MeterUnavailable("nvml: no device at PCI bus id " + ctx.device_pci_bus_id + " (code " + std::to_string(rc) + ")");
+          throw MeterUnavailable("nvml: no device at PCI bus id " + ctx.device_pci_bus_id + " (code " +
+                                 std::to_string(rc) + ")");
       } else if (int rc = handle(static_cast<unsigned>(ctx.device), &device_); rc != 0) {
         throw MeterUnavailable("nvml: no device " + std::to_string(ctx.device) + " (code " + std::to_string(rc) + ")");
       }
       unsigned long long mj = 0;
       const int rc = energy_(device_, &mj);
-      if (rc == kNotSupported) power_only_ = true;  // pre-Volta: integrate power samples
-      else if (rc != 0) throw MeterUnavailable("nvml: nvmlDeviceGetTotalEnergyConsumption failed with code " + std::to_string(rc));
+      if (rc == kNotSupported)
+        power_only_ = true;  // pre-Volta: integrate power samples
+      else if (rc != 0)
+        throw MeterUnavailable("nvml: nvmlDeviceGetTotalEnergyConsumption failed with code " + std::to_string(rc));
       last_mj_ = mj;
     } catch (...) {
       close();
@@ -175,14 +184,18 @@ class NeuronMeter final : public EnergyMeter {
  public:
   explicit NeuronMeter(const MeterContext& ctx) : max_w_(ctx.profile.device_max_w) {
     if (ctx.device < 0) throw MeterUnavailable("neuron: this process has no Neuron device");
-    path_ = (fs::path(ctx.neuron_root) / ("neuron" + std::to_string(ctx.device)) / "stats" / "power" / "utilization").string();
+    path_ = (fs::path(ctx.neuron_root) / ("neuron" + std::to_string(ctx.device)) / "stats" / "power" / "utilization")
+                .string();
     if (!fs::exists(path_)) throw MeterUnavailable("neuron: no " + path_ + " (no Neuron driver here)");
-    if (!(max_w_ > 0)) throw MeterUnavailable("neuron: the instance profile has no device.max_w to turn percent into watts");
+    if (!(max_w_ > 0))
+      throw MeterUnavailable("neuron: the instance profile has no device.max_w to turn percent into watts");
     percent();  // validates the format now
   }
   std::string name() const override { return "neuron (estimated: % of max power x profile max_w)"; }
   std::set<Component> components() const override { return {Component::neuron}; }
-  void sample(double dt_s, EnergyTotals& into) override { into.at(Component::neuron, Source::neuron) += percent() / 100.0 * max_w_ * dt_s; }
+  void sample(double dt_s, EnergyTotals& into) override {
+    into.at(Component::neuron, Source::neuron) += percent() / 100.0 * max_w_ * dt_s;
+  }
 
  private:
   // "<status>,<timestamp>,<min>,<max>,<avg>", percent of maximum power, updated each minute.
@@ -193,7 +206,9 @@ class NeuronMeter final : public EnergyMeter {
     for (std::string item; std::getline(ss, item, ',');) f.push_back(item);
     char* end = nullptr;
     const double avg = f.size() == 5 ? std::strtod(f[4].c_str(), &end) : 0;
-    if (f.size() != 5 || end == f[4].c_str()) throw MeterUnavailable("neuron: " + path_ + ": expected <status>,<timestamp>,<min>,<max>,<avg>, found '" + line + "'");
+    if (f.size() != 5 || end == f[4].c_str())
+      throw MeterUnavailable("neuron: " + path_ + ": expected <status>,<timestamp>,<min>,<max>,<avg>, found '" + line +
+                             "'");
     return avg;
   }
   std::string path_;
@@ -216,7 +231,8 @@ class ModelMeter final : public EnergyMeter {
       const double util = total > last_total_ ? (busy - last_busy_) / (total - last_total_) : 0;
       last_busy_ = busy;
       last_total_ = total;
-      into.at(Component::cpu, Source::model) += (profile_.cpu_idle_w + (profile_.cpu_max_w - profile_.cpu_idle_w) * util) * dt_s;
+      into.at(Component::cpu, Source::model) +=
+          (profile_.cpu_idle_w + (profile_.cpu_max_w - profile_.cpu_idle_w) * util) * dt_s;
     }
     if (components_.count(Component::ram)) into.at(Component::ram, Source::model) += profile_.ram_w * dt_s;
     // Device utilization is not known here: a training device is taken as busy (its maximum).
@@ -310,7 +326,8 @@ EnergyMonitor::EnergyMonitor(const std::string& meters, const MeterContext& ctx,
     std::stringstream ss(meters);
     for (std::string m; std::getline(ss, m, ',');) {
       if (m != "rapl" && m != "nvml" && m != "neuron" && m != "model")
-        throw ConfigError("accounting.meters: '" + m + "' is unknown; valid: auto or a list of rapl, nvml, neuron, model");
+        throw ConfigError("accounting.meters: '" + m +
+                          "' is unknown; valid: auto or a list of rapl, nvml, neuron, model");
       if (m != "model") wanted.push_back(m);
     }
   }

@@ -56,7 +56,8 @@ struct MeterContext {
 
 class MeterUnavailable : public joule::Error {
  public:
-  explicit MeterUnavailable(const std::string& message, std::string hint = "the energy model covers what this meter would have measured")
+  explicit MeterUnavailable(const std::string& message,
+                            std::string hint = "the energy model covers what this meter would have measured")
       : joule::Error(message, std::move(hint)) {}
 };
 

@@ -21,7 +21,8 @@ toml::value parse_file(const std::string& path, const char* what) {
   if (!fs::is_regular_file(path)) throw ProfileError(path + ": no such " + what + " file");
   std::ifstream in(path, std::ios::binary);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (const std::string bad = utf8_problem(text); !bad.empty()) throw ProfileError(path + ": " + bad + " (TOML files must be UTF-8)");
+  if (const std::string bad = utf8_problem(text); !bad.empty())
+    throw ProfileError(path + ": " + bad + " (TOML files must be UTF-8)");
   try {
     std::istringstream stream(text);
     return toml::parse(stream, path);
@@ -65,18 +66,23 @@ class Table {
       return fallback;
     }
     const toml::value& v = table_->at(key);
-    if (!v.is_string()) throw ProfileError(file_ + ": key '" + name_ + "." + key + "' must be a string, found " + toml::format(v));
+    if (!v.is_string())
+      throw ProfileError(file_ + ": key '" + name_ + "." + key + "' must be a string, found " + toml::format(v));
     return v.as_string().str;
   }
   std::map<std::string, double> numbers(const std::string& key) const {
     std::map<std::string, double> out;
     if (!has(key)) return out;
     const toml::value& v = table_->at(key);
-    if (!v.is_table()) throw ProfileError(file_ + ": key '" + name_ + "." + key + "' must be an inline table {dtype = TFLOPS}");
+    if (!v.is_table())
+      throw ProfileError(file_ + ": key '" + name_ + "." + key + "' must be an inline table {dtype = TFLOPS}");
     for (const auto& [dtype, x] : v.as_table()) {
-      if (x.is_floating()) out[dtype] = x.as_floating();
-      else if (x.is_integer()) out[dtype] = static_cast<double>(x.as_integer());
-      else throw ProfileError(file_ + ": '" + name_ + "." + key + "." + dtype + "' must be a number");
+      if (x.is_floating())
+        out[dtype] = x.as_floating();
+      else if (x.is_integer())
+        out[dtype] = static_cast<double>(x.as_integer());
+      else
+        throw ProfileError(file_ + ": '" + name_ + "." + key + "." + dtype + "' must be a number");
     }
     return out;
   }
@@ -112,7 +118,8 @@ HostFacts HostFacts::detect() {
 double cpu_flops_per_cycle(const launch::CpuIsa& isa, const std::string& dtype) {
   // fp32: two FMA pipes per core, each a multiply and an add per lane per cycle, 16 lanes (512-bit) or 8 (256-bit).
   // Two 512-bit FMA pipes: Intel 64 and IA-32 Architectures Optimization Reference Manual (Skylake Server and later
-  // server cores; https://www.intel.com/content/www/us/en/developer/articles/technical/intel64-and-ia32-architectures-optimization.html);
+  // server cores;
+  // https://www.intel.com/content/www/us/en/developer/articles/technical/intel64-and-ia32-architectures-optimization.html);
   // AMD, Software Optimization Guide for the AMD Zen5 Microarchitecture, publication 58455 rev. 1.00, August 2024
   // (four FP pipes, two with FMA, a full 512-bit datapath on EPYC 9005), and A. J. Yee, "Zen5's AVX512 Teardown"
   // (http://numberworld.org/blogs/2024_8_7_zen5_avx512_teardown).
@@ -123,8 +130,9 @@ double cpu_flops_per_cycle(const launch::CpuIsa& isa, const std::string& dtype) 
   // Scalable processors: 2048 INT8 or 1024 BF16 operations per cycle per core).
   if (isa.amx_bf16) return 1024;
   // AVX512-BF16: VDPBF16PS multiplies 32 bf16 pairs and adds them into 16 fp32 lanes (Intel 64 and IA-32
-  // Architectures Software Developer's Manual, Vol. 2A; https://www.intel.com/content/www/us/en/developer/articles/technical/intel-sdm.html),
-  // 64 FLOP per instruction on each of the two FMA pipes.
+  // Architectures Software Developer's Manual, Vol. 2A;
+  // https://www.intel.com/content/www/us/en/developer/articles/technical/intel-sdm.html), 64 FLOP per instruction on
+  // each of the two FMA pipes.
   if (isa.avx512_bf16) return 2 * 64;
   return fp32;
 }
@@ -144,14 +152,15 @@ std::string profile_path(const std::string& name_or_path, const std::string& dir
   if (fs::is_regular_file(path)) return path;
   std::string known;
   for (const auto& n : list_instance_profiles(dir)) known += (known.empty() ? "" : ", ") + n;
-  throw ProfileError("instance '" + name_or_path + "': no such profile file or " + path + "; known instances: " + known);
+  throw ProfileError("instance '" + name_or_path + "': no such profile file or " + path +
+                     "; known instances: " + known);
 }
 
 // [host]: vCPUs and memory (0: this node's), power, price and PUE, per instance or per vCPU / GiB (a generic host).
 void read_host(const toml::value& root, const std::string& path, const HostFacts& facts, InstanceProfile& p) {
   const Table host(root, "host", path,
-                   {"vcpus", "memory_gib", "cpu_idle_w", "cpu_max_w", "ram_w", "usd_per_hour", "pue", "cpu_idle_w_per_vcpu",
-                    "cpu_max_w_per_vcpu", "ram_w_per_gib", "usd_per_vcpu_hour", "clock_ghz"});
+                   {"vcpus", "memory_gib", "cpu_idle_w", "cpu_max_w", "ram_w", "usd_per_hour", "pue",
+                    "cpu_idle_w_per_vcpu", "cpu_max_w_per_vcpu", "ram_w_per_gib", "usd_per_vcpu_hour", "clock_ghz"});
   p.vcpus = static_cast<int>(host.number("vcpus", 0));
   p.memory_gib = host.number("memory_gib", 0);
   if (p.vcpus == 0) p.vcpus = facts.vcpus;
@@ -175,7 +184,8 @@ void read_host(const toml::value& root, const std::string& path, const HostFacts
     // A generic host's peaks come from the detected ISA: vCPUs x clock x FLOP per cycle.
     const double ghz = host.number("clock_ghz", 0);
     require_positive(ghz, path, "host.clock_ghz");
-    for (const char* dtype : {"fp32", "bf16"}) p.peak_tflops[dtype] = p.vcpus * ghz * cpu_flops_per_cycle(facts.isa, dtype) / 1e3;
+    for (const char* dtype : {"fp32", "bf16"})
+      p.peak_tflops[dtype] = p.vcpus * ghz * cpu_flops_per_cycle(facts.isa, dtype) / 1e3;
   }
 }
 
@@ -204,8 +214,9 @@ void read_device(const toml::value& root, const std::string& path, InstanceProfi
 
 // [network]: intra- and inter-node links, and the efficiencies that calibrate them.
 void read_network(const toml::value& root, const std::string& path, InstanceProfile& p) {
-  const Table net(root, "network", path, {"intra_node_gb_per_s", "intra_node_latency_us", "inter_node_gb_per_s", "inter_node_latency_us",
-                                          "intra_node_efficiency", "inter_node_efficiency"});
+  const Table net(root, "network", path,
+                  {"intra_node_gb_per_s", "intra_node_latency_us", "inter_node_gb_per_s", "inter_node_latency_us",
+                   "intra_node_efficiency", "inter_node_efficiency"});
   p.intra_node_gb_per_s = net.number("intra_node_gb_per_s", 0);
   p.intra_node_latency_us = net.number("intra_node_latency_us", 0);
   p.inter_node_gb_per_s = net.number("inter_node_gb_per_s", 0);
@@ -220,8 +231,8 @@ void read_network(const toml::value& root, const std::string& path, InstanceProf
 // profile's calibration to borrow, or an assumed MFU; exactly one of the three.
 void read_calibration(const toml::value& root, const std::string& path, InstanceProfile& p) {
   const Table cal(root, "calibration", path,
-                  {"model", "seq_len", "dtype", "devices", "global_batch", "seq_per_s", "mfu", "long_seq_len", "long_global_batch",
-                   "long_seq_per_s", "borrow"});
+                  {"model", "seq_len", "dtype", "devices", "global_batch", "seq_per_s", "mfu", "long_seq_len",
+                   "long_global_batch", "long_seq_per_s", "borrow"});
   p.calibration_model = cal.text("model", "");
   p.calibration_dtype = cal.text("dtype", "");
   p.calibration_seq_len = static_cast<int64_t>(cal.number("seq_len", 0));
@@ -234,12 +245,17 @@ void read_calibration(const toml::value& root, const std::string& path, Instance
   p.calibration_long_seq_per_s = cal.number("long_seq_per_s", 0);
   p.calibration_borrow = cal.text("borrow", "");
   if ((p.calibration_seq_per_s > 0) + (p.calibration_mfu > 0) + !p.calibration_borrow.empty() > 1)
-    throw ProfileError(path + ": set one of calibration.seq_per_s (a published figure), calibration.borrow (another profile's "
-                              "calibration) or calibration.mfu (an assumption)");
-  if (p.calibration_long_seq_per_s > 0 && (p.calibration_seq_per_s <= 0 || p.calibration_long_seq_len <= p.calibration_seq_len))
-    throw ProfileError(path + ": calibration.long_seq_per_s needs calibration.seq_per_s and a long_seq_len above seq_len");
-  if (p.calibration_seq_per_s > 0 && (p.calibration_model.empty() || p.calibration_seq_len <= 0 || p.calibration_devices <= 0))
-    throw ProfileError(path + ": calibration.seq_per_s needs calibration.model, calibration.seq_len and calibration.devices");
+    throw ProfileError(path +
+                       ": set one of calibration.seq_per_s (a published figure), calibration.borrow (another profile's "
+                       "calibration) or calibration.mfu (an assumption)");
+  if (p.calibration_long_seq_per_s > 0 &&
+      (p.calibration_seq_per_s <= 0 || p.calibration_long_seq_len <= p.calibration_seq_len))
+    throw ProfileError(path +
+                       ": calibration.long_seq_per_s needs calibration.seq_per_s and a long_seq_len above seq_len");
+  if (p.calibration_seq_per_s > 0 &&
+      (p.calibration_model.empty() || p.calibration_seq_len <= 0 || p.calibration_devices <= 0))
+    throw ProfileError(path +
+                       ": calibration.seq_per_s needs calibration.model, calibration.seq_len and calibration.devices");
 }
 
 }  // namespace
@@ -251,13 +267,16 @@ InstanceProfile load_instance_profile(const std::string& name_or_path, const std
     (void)value;
     static const std::set<std::string> top = {"name", "description", "host", "device", "network", "calibration"};
     if (!top.count(key))
-      throw ProfileError(path + ": unknown key '" + key + "'; valid: name, description, [host], [device], [network], [calibration]");
+      throw ProfileError(path + ": unknown key '" + key +
+                         "'; valid: name, description, [host], [device], [network], [calibration]");
   }
   InstanceProfile p;
   p.file = path;
   p.name = root.contains("name") && root.at("name").is_string() ? root.at("name").as_string().str : "";
   if (p.name.empty()) throw ProfileError(path + ": missing key 'name' (a string)");
-  p.description = root.contains("description") && root.at("description").is_string() ? root.at("description").as_string().str : p.name;
+  p.description = root.contains("description") && root.at("description").is_string()
+                      ? root.at("description").as_string().str
+                      : p.name;
   read_device(root, path, p);
   read_host(root, path, facts, p);
   read_network(root, path, p);
@@ -276,7 +295,8 @@ std::vector<std::string> list_instance_profiles(const std::string& dir) {
 
 GridRegion load_grid_region(const std::string& region, const std::string& file) {
   const toml::value root = parse_file(file, "grid-intensity");
-  if (!root.contains("regions") || !root.at("regions").is_table()) throw ProfileError(file + ": missing table [regions]");
+  if (!root.contains("regions") || !root.at("regions").is_table())
+    throw ProfileError(file + ": missing table [regions]");
   const auto& regions = root.at("regions").as_table();
   auto it = regions.find(region);
   if (it == regions.end()) {

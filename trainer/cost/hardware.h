@@ -6,9 +6,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "launch/cpu_isa.h"
 #include <utility>
 #include <vector>
+#include "launch/cpu_isa.h"
 
 #include "launch/util/error.h"
 
@@ -16,7 +16,8 @@ namespace joule::trainer {
 
 class ProfileError : public joule::Error {
  public:
-  explicit ProfileError(const std::string& message, std::string hint = "fix the profile file named above, or choose another with --instance")
+  explicit ProfileError(const std::string& message,
+                        std::string hint = "fix the profile file named above, or choose another with --instance")
       : joule::Error(message, std::move(hint)) {}
 };
 
@@ -24,7 +25,7 @@ class ProfileError : public joule::Error {
 struct HostFacts {
   int vcpus = 0;
   double memory_gib = 0;
-  launch::CpuIsa isa;  // what the cpu-host profile derives its peak FLOP/s from
+  launch::CpuIsa isa;         // what the cpu-host profile derives its peak FLOP/s from
   static HostFacts detect();  // online CPUs (sched affinity ignored), MemTotal and CpuIsa::current()
 };
 

@@ -38,13 +38,14 @@ json projection_json(const Projection& p) {
 }
 
 Projection projection_from_json(const json& j, const std::string& where) {
-  return {json_field<int64_t>(j, "sequences", where), json_field<double>(j, "wall_s", where), json_field<double>(j, "kwh", where),
-          json_field<double>(j, "usd", where), json_field<double>(j, "co2_kg", where)};
+  return {json_field<int64_t>(j, "sequences", where), json_field<double>(j, "wall_s", where),
+          json_field<double>(j, "kwh", where), json_field<double>(j, "usd", where),
+          json_field<double>(j, "co2_kg", where)};
 }
 
 json host_json(const HostInfo& h) {
-  return {{"os", h.os}, {"cpu_model", h.cpu_model}, {"vcpus", h.vcpus}, {"memory_gib", h.memory_gib}, {"devices", h.devices},
-          {"device_model", h.device_model}};
+  return {{"os", h.os},           {"cpu_model", h.cpu_model},      {"vcpus", h.vcpus}, {"memory_gib", h.memory_gib},
+          {"devices", h.devices}, {"device_model", h.device_model}};
 }
 
 HostInfo host_from_json(const json& j, const std::string& where) {
@@ -59,8 +60,12 @@ HostInfo host_from_json(const json& j, const std::string& where) {
 }
 
 json workload_json(const WorkloadInfo& w) {
-  return {{"model", w.model}, {"seq_len", w.seq_len}, {"max_predictions", w.max_predictions}, {"global_batch", w.global_batch},
-          {"flops_per_sequence", w.flops_per_sequence}, {"dtype", w.dtype}};
+  return {{"model", w.model},
+          {"seq_len", w.seq_len},
+          {"max_predictions", w.max_predictions},
+          {"global_batch", w.global_batch},
+          {"flops_per_sequence", w.flops_per_sequence},
+          {"dtype", w.dtype}};
 }
 
 WorkloadInfo workload_from_json(const json& j, const std::string& where) {
@@ -77,8 +82,8 @@ WorkloadInfo workload_from_json(const json& j, const std::string& where) {
 }  // namespace
 
 json EvalFigures::to_json() const {
-  return {{"mlm_loss", mlm_loss}, {"nsp_loss", nsp_loss}, {"loss", loss}, {"mlm_accuracy", mlm_accuracy}, {"nsp_accuracy", nsp_accuracy},
-          {"sequences", sequences}};
+  return {{"mlm_loss", mlm_loss},         {"nsp_loss", nsp_loss},         {"loss", loss},
+          {"mlm_accuracy", mlm_accuracy}, {"nsp_accuracy", nsp_accuracy}, {"sequences", sequences}};
 }
 
 EvalFigures EvalFigures::from_json(const json& j, const std::string& where) {
@@ -150,37 +155,39 @@ json RunSummary::to_json() const {
   const json energy = energy_json(ledger.energy());
   json notes = json::array();
   for (const std::string& n : notices) notes.push_back(n);
-  json s = {{"run_dir", run_dir},
-            {"run_id", ledger.run_id},
-            {"project_name", ledger.project_name},
-            {"status", status},
-            {"ranks", ranks},
-            {"nodes", nodes},
-            {"steps", steps},
-            {"sequences", sequences},
-            {"wall_s", wall_s},
-            {"billed_wall_s", ledger.wall_s()},
-            {"segments", segments},
-            {"nonfinite_skipped_steps", nonfinite_skipped_steps},
-            {"seq_per_s", seq_per_s},
-            {"seq_per_hour", seq_per_s * 3600},
-            {"mfu", mfu ? json(*mfu) : json()},
-            {"target_sequences", target_sequences},
-            {"workload", workload_json(workload)},
-            {"projected_wall_s_for_target", target.wall_s},
-            {"projected_wall_s_for_450M", card.wall_s},
-            {"instance", ledger.segments.empty() ? json::object() : ledger.segments.back().to_json(false)["cost"]},
-            {"host", host_json(host)},
-            {"energy", energy},
-            {"energy_kwh", spent.facility_kwh},
-            {"energy_source", energy["source"]},
-            {"cost_usd", spent.usd},
-            {"instance_hours", spent.instance_hours},
-            {"co2_kg", spent.co2_kg},
-            {"projection", {{"target", projection_json(target)}, {"card_450M", projection_json(card)}, {"history", ledger.history_json()}}},
-            {"segment_list", ledger.segments_json(false)},
-            {"notices", notes},
-            {"preempted", preempted}};
+  json s = {
+      {"run_dir", run_dir},
+      {"run_id", ledger.run_id},
+      {"project_name", ledger.project_name},
+      {"status", status},
+      {"ranks", ranks},
+      {"nodes", nodes},
+      {"steps", steps},
+      {"sequences", sequences},
+      {"wall_s", wall_s},
+      {"billed_wall_s", ledger.wall_s()},
+      {"segments", segments},
+      {"nonfinite_skipped_steps", nonfinite_skipped_steps},
+      {"seq_per_s", seq_per_s},
+      {"seq_per_hour", seq_per_s * 3600},
+      {"mfu", mfu ? json(*mfu) : json()},
+      {"target_sequences", target_sequences},
+      {"workload", workload_json(workload)},
+      {"projected_wall_s_for_target", target.wall_s},
+      {"projected_wall_s_for_450M", card.wall_s},
+      {"instance", ledger.segments.empty() ? json::object() : ledger.segments.back().to_json(false)["cost"]},
+      {"host", host_json(host)},
+      {"energy", energy},
+      {"energy_kwh", spent.facility_kwh},
+      {"energy_source", energy["source"]},
+      {"cost_usd", spent.usd},
+      {"instance_hours", spent.instance_hours},
+      {"co2_kg", spent.co2_kg},
+      {"projection",
+       {{"target", projection_json(target)}, {"card_450M", projection_json(card)}, {"history", ledger.history_json()}}},
+      {"segment_list", ledger.segments_json(false)},
+      {"notices", notes},
+      {"preempted", preempted}};
   if (eval) s["eval"] = eval->to_json();
   if (simulated) s["simulated"] = simulated->to_json();
   if (!final_dir.empty()) s["final_dir"] = final_dir;
@@ -205,9 +212,12 @@ RunSummary RunSummary::from_json(const json& j, const std::string& where) {
   s.workload = workload_from_json(json_field<json>(j, "workload", where), where + " workload");
   s.host = host_from_json(json_field_or<json>(j, "host", json::object(), where), where + " host");
   const json proj = json_field<json>(j, "projection", where);
-  s.target = projection_from_json(json_field<json>(proj, "target", where + " projection"), where + " projection.target");
-  s.card = projection_from_json(json_field<json>(proj, "card_450M", where + " projection"), where + " projection.card_450M");
-  s.ledger = Ledger::from_parts(json_field<json>(j, "segment_list", where), json_field_or<json>(proj, "history", json::array(), where), where);
+  s.target =
+      projection_from_json(json_field<json>(proj, "target", where + " projection"), where + " projection.target");
+  s.card =
+      projection_from_json(json_field<json>(proj, "card_450M", where + " projection"), where + " projection.card_450M");
+  s.ledger = Ledger::from_parts(json_field<json>(j, "segment_list", where),
+                                json_field_or<json>(proj, "history", json::array(), where), where);
   s.ledger.run_id = json_field<std::string>(j, "run_id", where);
   s.ledger.project_name = json_field_or<std::string>(j, "project_name", "joule", where);
   s.notices = json_field_or<std::vector<std::string>>(j, "notices", {}, where);
@@ -221,12 +231,14 @@ RunSummary read_run_summary(const std::string& run_dir) {
   const std::string path = (fs::path(run_dir) / "summary.json").string();
   std::ifstream in(path);
   if (!in)
-    throw IoError(path + ": cannot open (is this a joule run directory?)", "give the run directory of a joule train run (it holds summary.json)");
+    throw IoError(path + ": cannot open (is this a joule run directory?)",
+                  "give the run directory of a joule train run (it holds summary.json)");
   json j;
   try {
     j = json::parse(in);
   } catch (const json::exception& e) {
-    throw Error(path + ": not valid JSON: " + e.what(), "the file is damaged or half-written: rerun `joule train --resume auto` to write it again");
+    throw Error(path + ": not valid JSON: " + e.what(),
+                "the file is damaged or half-written: rerun `joule train --resume auto` to write it again");
   }
   RunSummary s = RunSummary::from_json(j, path);
   s.run_dir = run_dir;
@@ -241,33 +253,37 @@ using Row = std::function<void(const std::string& key, const std::string& value)
 void projection_rows(const RunSummary& s, const Row& row) {
   // Both are of this run's model on this run's cluster: say so, so that a bert-tiny demo's figure is never read as
   // BERT-Large's (joule plan answers that).
-  const std::string where = " of " + (s.workload.model.empty() ? std::string("this model") : s.workload.model) + " on this cluster (" +
-                            std::to_string(s.nodes) + " x " + s.instance().instance + ")";
+  const std::string where = " of " + (s.workload.model.empty() ? std::string("this model") : s.workload.model) +
+                            " on this cluster (" + std::to_string(s.nodes) + " x " + s.instance().instance + ")";
   for (const auto& [label, p] : {std::pair<const char*, const Projection&>{"projected, the run's target", s.target},
                                  std::pair<const char*, const Projection&>{"projected, 450M sequences", s.card}})
-    row(label, std::to_string(p.sequences) + " seq: " + duration_text(p.wall_s) + ", " + sig(p.kwh) + " kWh, USD " + sig(p.usd) + ", " +
-                   sig(p.co2_kg) + " kg CO2" + where);
+    row(label, std::to_string(p.sequences) + " seq: " + duration_text(p.wall_s) + ", " + sig(p.kwh) + " kWh, USD " +
+                   sig(p.usd) + ", " + sig(p.co2_kg) + " kg CO2" + where);
   const std::vector<ProjectionPoint>& hist = s.ledger.history;
   if (!hist.empty() && s.status == "finished") {
     const ProjectionPoint& first = hist.front();
     const double actual = s.wall_s, predicted = first.target_wall_s;
-    row("projection converged", "first " + duration_text(predicted) + " at step " + std::to_string(first.step) + ", actual " +
-                                    duration_text(actual) + " (" + fmt("%+.1f", actual > 0 ? 100.0 * (predicted - actual) / actual : 0.0) +
-                                    " %), " + std::to_string(hist.size()) + " projections");
+    row("projection converged", "first " + duration_text(predicted) + " at step " + std::to_string(first.step) +
+                                    ", actual " + duration_text(actual) + " (" +
+                                    fmt("%+.1f", actual > 0 ? 100.0 * (predicted - actual) / actual : 0.0) + " %), " +
+                                    std::to_string(hist.size()) + " projections");
   }
 }
 
 // The SIMULATED block of --device trainium-sim.
 void simulated_rows(const SimulatedFigures& m, const std::string& model, const Row& row) {
-  row("SIMULATED cluster", std::to_string(m.nodes) + " x " + m.instance + " (" + std::to_string(m.devices) + " devices, global batch " +
-                               std::to_string(m.global_batch) + "), not measured");
-  row("SIMULATED step", fmt("%.4g", m.step_s) + " s: compute " + fmt("%.4g", m.compute_s) + ", exposed comm " + fmt("%.4g", m.exposed_comm_s) +
-                            " (of " + fmt("%.4g", m.comm_s) + "), other " + fmt("%.4g", m.other_s));
+  row("SIMULATED cluster", std::to_string(m.nodes) + " x " + m.instance + " (" + std::to_string(m.devices) +
+                               " devices, global batch " + std::to_string(m.global_batch) + "), not measured");
+  row("SIMULATED step", fmt("%.4g", m.step_s) + " s: compute " + fmt("%.4g", m.compute_s) + ", exposed comm " +
+                            fmt("%.4g", m.exposed_comm_s) + " (of " + fmt("%.4g", m.comm_s) + "), other " +
+                            fmt("%.4g", m.other_s));
   row("SIMULATED throughput", sig(m.seq_per_s) + " seq/s, " + sig(m.seq_per_s * 3600) + " seq/hour");
-  row("SIMULATED, " + sig(m.target_sequences) + " seq", duration_text(m.wall_s_for_target) + ", " + sig(m.kwh_for_target) + " kWh, USD " +
-                                                            sig(m.usd_for_target) + ", " + sig(m.co2_kg_for_target) + " kg CO2");
-  row("SIMULATED basis", m.efficiency_basis + "; that compute efficiency is applied unchanged to " + model +
-                             " (one step time predicted at start from this run's buckets; every step advances the clock by it)");
+  row("SIMULATED, " + sig(m.target_sequences) + " seq",
+      duration_text(m.wall_s_for_target) + ", " + sig(m.kwh_for_target) + " kWh, USD " + sig(m.usd_for_target) + ", " +
+          sig(m.co2_kg_for_target) + " kg CO2");
+  row("SIMULATED basis",
+      m.efficiency_basis + "; that compute efficiency is applied unchanged to " + model +
+          " (one step time predicted at start from this run's buckets; every step advances the clock by it)");
 }
 
 // "cpu 0.0012 [rapl+model], ram ..." from the energy by component and source.
@@ -278,8 +294,10 @@ std::string energy_parts(const EnergyTotals& e) {
     if (e.component(comp) <= 0) continue;
     std::string srcs;
     for (int k = 0; k < kSources; ++k)
-      if (e.at(comp, static_cast<Source>(k)) > 0) srcs += (srcs.empty() ? "" : "+") + std::string(source_name(static_cast<Source>(k)));
-    parts += (parts.empty() ? "" : ", ") + std::string(component_name(comp)) + " " + sig(e.component(comp) / 3.6e6) + " [" + srcs + "]";
+      if (e.at(comp, static_cast<Source>(k)) > 0)
+        srcs += (srcs.empty() ? "" : "+") + std::string(source_name(static_cast<Source>(k)));
+    parts += (parts.empty() ? "" : ", ") + std::string(component_name(comp)) + " " + sig(e.component(comp) / 3.6e6) +
+             " [" + srcs + "]";
   }
   return parts.empty() ? "nothing metered" : parts;
 }
@@ -289,9 +307,10 @@ void segment_rows(const RunSummary& s, const Row& row) {
   int i = 1;
   for (const Segment& g : s.ledger.segments) {
     const Figures f = g.figures();
-    row("segment " + std::to_string(i++), "steps " + std::to_string(g.start_step) + "-" + std::to_string(g.end_step) + ", " +
-                                              duration_text(g.wall_s) + " on " + std::to_string(g.ranks) + " rank(s), " + sig(f.facility_kwh) +
-                                              " kWh, USD " + sig(f.usd) + " (" + g.status + ")");
+    row("segment " + std::to_string(i++), "steps " + std::to_string(g.start_step) + "-" + std::to_string(g.end_step) +
+                                              ", " + duration_text(g.wall_s) + " on " + std::to_string(g.ranks) +
+                                              " rank(s), " + sig(f.facility_kwh) + " kWh, USD " + sig(f.usd) + " (" +
+                                              g.status + ")");
   }
 }
 
@@ -307,23 +326,32 @@ std::string summary_table(const RunSummary& s) {
   const CostSettings& inst = s.instance();
   const Figures spent = s.ledger.totals();
   const EnergyTotals energy = s.ledger.energy();
-  out << "\ntraining-cost summary (" << (fs::path(s.run_dir.empty() ? "." : s.run_dir) / "summary.json").string() << ")\n";
+  out << "\ntraining-cost summary (" << (fs::path(s.run_dir.empty() ? "." : s.run_dir) / "summary.json").string()
+      << ")\n";
   row("status", s.status);
-  row("steps", std::to_string(s.steps) + " on " + std::to_string(s.ranks) + " rank(s), " + std::to_string(s.nodes) + " node(s)");
+  row("steps",
+      std::to_string(s.steps) + " on " + std::to_string(s.ranks) + " rank(s), " + std::to_string(s.nodes) + " node(s)");
   row("sequences processed", std::to_string(s.sequences));
-  row("wall time", duration_text(s.wall_s) + (s.segments > 1 ? " over " + std::to_string(s.segments) + " segments" : ""));
-  row("throughput (after warm-up)", sig(s.seq_per_s) + " seq/s, " + sig(s.seq_per_s * 3600) + " seq/hour" + (s.mfu ? ", MFU " + fmt("%.3f", *s.mfu) + " of the " + s.workload.dtype + " peak" : ""));
-  row("precision", s.workload.dtype == "bf16" ? "bf16 mixed precision (fp32 master weights and optimizer state)" : s.workload.dtype);
-  row("instance", inst.instance + " x " + std::to_string(s.nodes) + " node(s), USD " + sig(inst.usd_per_hour) + "/h (" + inst.price_source + ")");
+  row("wall time",
+      duration_text(s.wall_s) + (s.segments > 1 ? " over " + std::to_string(s.segments) + " segments" : ""));
+  row("throughput (after warm-up)",
+      sig(s.seq_per_s) + " seq/s, " + sig(s.seq_per_s * 3600) + " seq/hour" +
+          (s.mfu ? ", MFU " + fmt("%.3f", *s.mfu) + " of the " + s.workload.dtype + " peak" : ""));
+  row("precision",
+      s.workload.dtype == "bf16" ? "bf16 mixed precision (fp32 master weights and optimizer state)" : s.workload.dtype);
+  row("instance", inst.instance + " x " + std::to_string(s.nodes) + " node(s), USD " + sig(inst.usd_per_hour) + "/h (" +
+                      inst.price_source + ")");
   row("energy (IT equipment)", sig(spent.it_kwh) + " kWh: " + energy_parts(energy));
-  row("energy (facility, PUE " + fmt("%.2f", inst.pue) + ")", sig(spent.facility_kwh) + " kWh (" + energy_json(energy)["source"].get<std::string>() + ")");
-  row("cost", "USD " + sig(spent.usd) + " (" + sig(spent.instance_hours) + " instance-hours x USD " + sig(inst.usd_per_hour) + "/h)");
+  row("energy (facility, PUE " + fmt("%.2f", inst.pue) + ")",
+      sig(spent.facility_kwh) + " kWh (" + energy_json(energy)["source"].get<std::string>() + ")");
+  row("cost", "USD " + sig(spent.usd) + " (" + sig(spent.instance_hours) + " instance-hours x USD " +
+                  sig(inst.usd_per_hour) + "/h)");
   row("CO2", sig(spent.co2_kg) + " kg (" + sig(inst.region.g_per_kwh) + " g/kWh, " + inst.grid_source + ")");
   projection_rows(s, row);
   if (s.simulated) simulated_rows(*s.simulated, s.workload.model, row);
   if (s.eval)
-    row("last eval", "mlm_acc " + fmt("%.4f", s.eval->mlm_accuracy) + ", nsp_acc " + fmt("%.4f", s.eval->nsp_accuracy) + ", loss " +
-                         fmt("%.4f", s.eval->loss));
+    row("last eval", "mlm_acc " + fmt("%.4f", s.eval->mlm_accuracy) + ", nsp_acc " + fmt("%.4f", s.eval->nsp_accuracy) +
+                         ", loss " + fmt("%.4f", s.eval->loss));
   segment_rows(s, row);
   for (const std::string& n : s.notices) row("note", n);
   if (!s.final_dir.empty()) row("final weights (HF directory)", s.final_dir);
@@ -332,7 +360,8 @@ std::string summary_table(const RunSummary& s) {
 
 // ---- emissions.csv -------------------------------------------------------------------------------------
 const char* const kEmissionsCsvHeader =
-    "timestamp,project_name,run_id,duration,emissions,emissions_rate,cpu_power,gpu_power,ram_power,cpu_energy,gpu_energy,"
+    "timestamp,project_name,run_id,duration,emissions,emissions_rate,cpu_power,gpu_power,ram_power,cpu_energy,gpu_"
+    "energy,"
     "ram_energy,energy_consumed,country_iso_code,region,cloud_provider,cloud_region,os,cpu_count,cpu_model,gpu_count,"
     "gpu_model,ram_total_size,tracking_mode,on_cloud,pue,energy_source,instance,nodes,sequences,cost_usd";
 
@@ -352,18 +381,20 @@ std::string emissions_csv(const RunSummary& s) {
     const Figures f = g.figures();
     auto kwh = [&](Component c) { return g.energy.component(c) / 3.6e6; };
     const double wall = std::max(1e-9, g.wall_s);
-    const double cpu = kwh(Component::cpu), ram = kwh(Component::ram), acc = kwh(Component::gpu) + kwh(Component::neuron);
+    const double cpu = kwh(Component::cpu), ram = kwh(Component::ram),
+                 acc = kwh(Component::gpu) + kwh(Component::neuron);
     const int nodes = g.nodes;
     const std::string& provider = cost.region.provider;
-    out << quote(g.ended_utc) << "," << quote(s.ledger.project_name) << "," << quote(s.ledger.run_id) << "," << num(wall) << ","
-        << num(f.co2_kg) << "," << num(f.co2_kg / wall) << "," << num(cpu * 3.6e6 / wall) << "," << num(acc * 3.6e6 / wall) << ","
-        << num(ram * 3.6e6 / wall) << "," << num(cpu) << "," << num(acc) << "," << num(ram) << "," << num(f.facility_kwh) << ","
-        << quote(cost.region.country) << "," << quote(cost.region.name) << "," << quote(provider) << ","
-        << quote(provider.empty() ? "" : cost.region.name) << "," << quote(host.os) << "," << host.vcpus * nodes << ","
-        << quote(host.cpu_model) << "," << host.devices * nodes << "," << quote(host.device_model) << "," << num(host.memory_gib * nodes)
-        << ",machine," << (provider.empty() ? "N" : "Y") << "," << num(cost.pue) << ","
-        << quote(energy_json(g.energy)["source"].get<std::string>()) << "," << quote(cost.instance) << "," << nodes << "," << g.sequences
-        << "," << num(f.usd) << "\n";
+    out << quote(g.ended_utc) << "," << quote(s.ledger.project_name) << "," << quote(s.ledger.run_id) << ","
+        << num(wall) << "," << num(f.co2_kg) << "," << num(f.co2_kg / wall) << "," << num(cpu * 3.6e6 / wall) << ","
+        << num(acc * 3.6e6 / wall) << "," << num(ram * 3.6e6 / wall) << "," << num(cpu) << "," << num(acc) << ","
+        << num(ram) << "," << num(f.facility_kwh) << "," << quote(cost.region.country) << "," << quote(cost.region.name)
+        << "," << quote(provider) << "," << quote(provider.empty() ? "" : cost.region.name) << "," << quote(host.os)
+        << "," << host.vcpus * nodes << "," << quote(host.cpu_model) << "," << host.devices * nodes << ","
+        << quote(host.device_model) << "," << num(host.memory_gib * nodes) << ",machine,"
+        << (provider.empty() ? "N" : "Y") << "," << num(cost.pue) << ","
+        << quote(energy_json(g.energy)["source"].get<std::string>()) << "," << quote(cost.instance) << "," << nodes
+        << "," << g.sequences << "," << num(f.usd) << "\n";
   }
   return out.str();
 }
@@ -372,7 +403,8 @@ std::string emissions_csv(const RunSummary& s) {
 MetricsHistory read_metrics_history(const std::string& run_dir) {
   const std::string path = (fs::path(run_dir) / "metrics.jsonl").string();
   std::ifstream in(path);
-  if (!in) throw IoError(path + ": cannot open", "give the run directory of a joule train run (it holds metrics.jsonl)");
+  if (!in)
+    throw IoError(path + ": cannot open", "give the run directory of a joule train run (it holds metrics.jsonl)");
   std::map<int64_t, TrainPoint> train;
   std::map<int64_t, EvalPoint> eval;
   int line_no = 0;
@@ -390,8 +422,12 @@ MetricsHistory read_metrics_history(const std::string& run_dir) {
     if (j.contains("eval")) {
       eval[step] = {step, EvalFigures::from_json(j["eval"], where + " eval")};
     } else {
-      train[step] = {step, json_field<double>(j, "sequences", where), json_field<double>(j, "wall_s", where),
-                     json_field<double>(j, "loss", where), json_field<double>(j, "mlm_acc", where), json_field<double>(j, "seq_per_s", where)};
+      train[step] = {step,
+                     json_field<double>(j, "sequences", where),
+                     json_field<double>(j, "wall_s", where),
+                     json_field<double>(j, "loss", where),
+                     json_field<double>(j, "mlm_acc", where),
+                     json_field<double>(j, "seq_per_s", where)};
     }
   }
   MetricsHistory h;

@@ -51,7 +51,8 @@ struct SimulatedFigures {
 
 struct RunSummary {
   std::string run_dir, status;
-  int64_t ranks = 0, nodes = 0, steps = 0, sequences = 0, segments = 1, nonfinite_skipped_steps = 0, target_sequences = 0;
+  int64_t ranks = 0, nodes = 0, steps = 0, sequences = 0, segments = 1, nonfinite_skipped_steps = 0,
+          target_sequences = 0;
   double wall_s = 0;     // training wall time over every segment
   double seq_per_s = 0;  // measured after the warm-up steps
   std::optional<double> mfu;

@@ -8,8 +8,8 @@
 namespace joule::trainer {
 
 struct Link {
-  double latency_s = 0;     // α per hop
-  double bytes_per_s = 1;   // achievable bandwidth per device on this link (already x efficiency)
+  double latency_s = 0;    // α per hop
+  double bytes_per_s = 1;  // achievable bandwidth per device on this link (already x efficiency)
   double beta() const { return 1.0 / bytes_per_s; }
 };
 

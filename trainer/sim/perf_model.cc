@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "trainer/sim/alpha_beta.h"
 #include "collectives/buckets.h"
 #include "models/flops.h"
+#include "trainer/sim/alpha_beta.h"
 
 namespace joule::trainer {
 namespace fs = std::filesystem;
@@ -49,7 +49,8 @@ ClusterModel::ClusterModel(InstanceProfile profile, const std::string& presets_d
     // Another profile's efficiencies, computed from its published figure with this same model and FLOP convention.
     const InstanceProfile lender = load_instance_profile(p.calibration_borrow, fs::path(p.file).parent_path().string());
     if (!lender.calibration_borrow.empty())
-      throw ProfileError(p.file + ": calibration.borrow names " + lender.name + ", which borrows too; name a profile with its own figure");
+      throw ProfileError(p.file + ": calibration.borrow names " + lender.name +
+                         ", which borrows too; name a profile with its own figure");
     const ClusterModel from(lender, presets_dir);
     efficiency_ = from.efficiency_, long_efficiency_ = from.long_efficiency_;
     seq_len_ = from.seq_len_, long_seq_len_ = from.long_seq_len_;
@@ -58,8 +59,8 @@ ClusterModel::ClusterModel(InstanceProfile profile, const std::string& presets_d
   }
   if (p.calibration_seq_per_s > 0) {
     seq_len_ = p.calibration_seq_len;
-    efficiency_ = calibrate(models::load_config(p.calibration_model, presets_dir), p.calibration_seq_len, p.calibration_global_batch,
-                            p.calibration_seq_per_s);
+    efficiency_ = calibrate(models::load_config(p.calibration_model, presets_dir), p.calibration_seq_len,
+                            p.calibration_global_batch, p.calibration_seq_per_s);
     char buf[256];
     std::snprintf(buf, sizeof buf, "calibrated on %.1f seq/s (%s, seq %lld, %d device(s), %s)", p.calibration_seq_per_s,
                   p.calibration_model.c_str(), static_cast<long long>(p.calibration_seq_len), p.calibration_devices,
@@ -69,18 +70,21 @@ ClusterModel::ClusterModel(InstanceProfile profile, const std::string& presets_d
       long_seq_len_ = p.calibration_long_seq_len;
       long_efficiency_ = calibrate(models::load_config(p.calibration_model, presets_dir), p.calibration_long_seq_len,
                                    p.calibration_long_global_batch, p.calibration_long_seq_per_s);
-      std::snprintf(buf, sizeof buf, "; %.1f seq/s at seq %lld", p.calibration_long_seq_per_s, static_cast<long long>(long_seq_len_));
+      std::snprintf(buf, sizeof buf, "; %.1f seq/s at seq %lld", p.calibration_long_seq_per_s,
+                    static_cast<long long>(long_seq_len_));
       basis_ += buf;
     }
   } else if (p.calibration_mfu > 0) {
     efficiency_ = p.calibration_mfu;
     basis_ = "assumed MFU " + std::to_string(p.calibration_mfu).substr(0, 4);
   } else {
-    throw ProfileError(p.file + ": no [calibration] seq_per_s, borrow or mfu: the performance model cannot set a compute efficiency");
+    throw ProfileError(
+        p.file + ": no [calibration] seq_per_s, borrow or mfu: the performance model cannot set a compute efficiency");
   }
 }
 
-double ClusterModel::calibrate(const models::BertConfig& model, int64_t seq_len, int64_t global_batch, double seq_per_s) const {
+double ClusterModel::calibrate(const models::BertConfig& model, int64_t seq_len, int64_t global_batch,
+                               double seq_per_s) const {
   const InstanceProfile& p = profile_;
   Workload cal;
   cal.model = model;
@@ -102,17 +106,19 @@ double ClusterModel::calibrate(const models::BertConfig& model, int64_t seq_len,
 double ClusterModel::efficiency(int64_t seq_len) const {
   if (long_seq_len_ <= 0 || seq_len <= seq_len_) return efficiency_;
   if (seq_len >= long_seq_len_) return long_efficiency_;
-  const double t = std::log(static_cast<double>(seq_len) / seq_len_) / std::log(static_cast<double>(long_seq_len_) / seq_len_);
+  const double t =
+      std::log(static_cast<double>(seq_len) / seq_len_) / std::log(static_cast<double>(long_seq_len_) / seq_len_);
   return efficiency_ + t * (long_efficiency_ - efficiency_);
 }
 
-StepPrediction ClusterModel::predict(const Workload& w, int nodes, std::vector<double> bucket_bytes, double grid_g_per_kwh,
-                                     int devices_per_node) const {
+StepPrediction ClusterModel::predict(const Workload& w, int nodes, std::vector<double> bucket_bytes,
+                                     double grid_g_per_kwh, int devices_per_node) const {
   return predict_with(efficiency(w.seq_len), w, nodes, std::move(bucket_bytes), grid_g_per_kwh, devices_per_node);
 }
 
-StepPrediction ClusterModel::predict_with(double efficiency, const Workload& w, int nodes, std::vector<double> bucket_bytes,
-                                          double grid_g_per_kwh, int devices_per_node) const {
+StepPrediction ClusterModel::predict_with(double efficiency, const Workload& w, int nodes,
+                                          std::vector<double> bucket_bytes, double grid_g_per_kwh,
+                                          int devices_per_node) const {
   const InstanceProfile& p = profile_;
   if (nodes < 1) throw ProfileError("performance model: nodes must be >= 1");
   const int per_node = devices_per_node > 0 ? devices_per_node : std::max(1, p.devices);
@@ -125,7 +131,8 @@ StepPrediction ClusterModel::predict_with(double efficiency, const Workload& w, 
   const double micro = std::min<double>(static_cast<double>(w.micro_batch), per_device);
   r.accumulation = static_cast<int64_t>(std::ceil(per_device / micro));
 
-  const double device_peak = p.instance_peak_tflops(w.dtype) * 1e12 / (p.device_kind == "cpu" ? 1 : std::max(1, p.devices));
+  const double device_peak =
+      p.instance_peak_tflops(w.dtype) * 1e12 / (p.device_kind == "cpu" ? 1 : std::max(1, p.devices));
   const double rate = device_peak * efficiency;
   const double flops_per_sequence = models::training_flops_per_sequence(w.model, w.seq_len, w.max_predictions);
   r.compute_s = per_device * flops_per_sequence / rate;
@@ -148,7 +155,8 @@ StepPrediction ClusterModel::predict_with(double efficiency, const Workload& w, 
     size_t b = 0;
     for (size_t k = params.size(); k-- > 0 && b < bucket_bytes.size();) {
       cumulative_bytes += static_cast<double>(params[k].second) * 4;
-      if (params[k].first.find("embeddings") == std::string::npos) cumulative_dense += static_cast<double>(params[k].second);
+      if (params[k].first.find("embeddings") == std::string::npos)
+        cumulative_dense += static_cast<double>(params[k].second);
       while (b < bucket_bytes.size() && cumulative_bytes >= boundary - 0.5) {
         ready_fraction[b] = dense_total > 0 ? cumulative_dense / dense_total : 1.0;
         if (++b < bucket_bytes.size()) boundary += bucket_bytes[b];
@@ -176,7 +184,8 @@ StepPrediction ClusterModel::predict_with(double efficiency, const Workload& w, 
   // Power of a node while training: devices between idle and maximum by their compute share, the host at a
   // light load, RAM constant.
   const double busy = r.compute_s / r.step_s;
-  const double device_w = p.device_kind == "cpu" ? 0 : per_node * (p.device_idle_w + (p.device_max_w - p.device_idle_w) * busy);
+  const double device_w =
+      p.device_kind == "cpu" ? 0 : per_node * (p.device_idle_w + (p.device_max_w - p.device_idle_w) * busy);
   const double cpu_w = p.device_kind == "cpu" ? p.cpu_idle_w + (p.cpu_max_w - p.cpu_idle_w) * busy
                                               : p.cpu_idle_w + (p.cpu_max_w - p.cpu_idle_w) * kHostCpuLoad;
   r.node_power_w = device_w + cpu_w + p.ram_w;

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "trainer/sim/alpha_beta.h"
 #include "models/bert_config.h"
 #include "trainer/cost/hardware.h"
+#include "trainer/sim/alpha_beta.h"
 
 namespace joule::trainer {
 
@@ -25,24 +25,24 @@ struct Workload {
   int64_t seq_len = 128;
   int64_t max_predictions = 20;
   int64_t global_batch = 65536;
-  int64_t micro_batch = 32;        // per device per forward/backward
-  double sequences = 450e6;        // the run's target
-  std::string dtype = "bf16";      // compute dtype (peak_tflops key); gradients travel in it too
+  int64_t micro_batch = 32;    // per device per forward/backward
+  double sequences = 450e6;    // the run's target
+  std::string dtype = "bf16";  // compute dtype (peak_tflops key); gradients travel in it too
 };
 
 struct StepPrediction {
   std::string instance;
-  int nodes = 0, devices = 0;          // devices in all
-  int64_t accumulation = 1;            // micro-batches per device per step
+  int nodes = 0, devices = 0;  // devices in all
+  int64_t accumulation = 1;    // micro-batches per device per step
   double forward_s = 0, backward_s = 0, compute_s = 0;
-  double comm_s = 0;                   // all bucket all-reduces back to back
-  double exposed_comm_s = 0;           // not hidden by the last backward
-  double optimizer_s = 0;              // "other"
+  double comm_s = 0;          // all bucket all-reduces back to back
+  double exposed_comm_s = 0;  // not hidden by the last backward
+  double optimizer_s = 0;     // "other"
   double step_s = 0;
   double seq_per_s = 0, seq_per_hour = 0;
   double hours = 0, kwh = 0, usd = 0, co2_kg = 0;  // for workload.sequences
   double node_power_w = 0;
-  std::vector<double> bucket_bytes;    // as communicated
+  std::vector<double> bucket_bytes;  // as communicated
 };
 
 // NVIDIA's masked positions for a sequence length: 20 at 128, 80 at 512.

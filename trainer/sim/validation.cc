@@ -31,7 +31,8 @@ constexpr const char* kSameWork = "consistent by construction: same per-device w
 constexpr const char* kPeaks = "consistent by construction: the ratio of the datasheet peaks (one efficiency)";
 constexpr const char* kAccumulation = "consistent by construction: the global batch only changes accumulation";
 constexpr const char* kMultiNode =
-    "independent: multi-node from the 1-node calibration; DGX A100 has 8 x 200 Gb/s InfiniBand per node, p4d 4 x 100 Gb/s EFA "
+    "independent: multi-node from the 1-node calibration; DGX A100 has 8 x 200 Gb/s InfiniBand per node, p4d 4 x 100 "
+    "Gb/s EFA "
     "(modelled)";
 
 struct Dle {
@@ -49,7 +50,8 @@ std::string figure(double v) { return std::fabs(v) >= 1e4 ? f("%.0f", v) : f("%.
 }  // namespace
 
 std::vector<ValidationCase> validation_cases(const std::string& config_dir) {
-  const std::string hw = (fs::path(config_dir) / "hardware").string(), presets = (fs::path(config_dir) / "models").string();
+  const std::string hw = (fs::path(config_dir) / "hardware").string(),
+                    presets = (fs::path(config_dir) / "models").string();
   const ClusterModel p4d(load_instance_profile("p4d.24xlarge", hw), presets);
   const ClusterModel trn1(load_instance_profile("trn1.32xlarge", hw), presets);
   const models::BertConfig large = models::load_config("bert-large", presets);
@@ -67,13 +69,18 @@ std::vector<ValidationCase> validation_cases(const std::string& config_dir) {
   // One DGX A100 (NVIDIA's per-GPU recipe: 8,192 sequences of 128 or 4,096 of 512 per GPU and step; micro-batch
   // 256 / 32 in AMP, 128 / 16 in TF32).
   const std::string dle = "NVIDIA DeepLearningExamples BERT README (DGX A100 80 GB)";
-  for (const Dle& c : {Dle{"8 x A100 AMP, phase 1", 8, 128, "bf16", 4591, kCalibration}, Dle{"1 x A100 AMP, phase 1", 1, 128, "bf16", 580, kSameWork},
-                       Dle{"8 x A100 TF32, phase 1", 8, 128, "tf32", 2505, kPeaks}, Dle{"1 x A100 TF32, phase 1", 1, 128, "tf32", 317, kPeaks},
-                       Dle{"8 x A100 AMP, phase 2", 8, 512, "bf16", 1657, kCalibration}, Dle{"1 x A100 AMP, phase 2", 1, 512, "bf16", 210, kSameWork},
-                       Dle{"8 x A100 TF32, phase 2", 8, 512, "tf32", 860, kPeaks}, Dle{"1 x A100 TF32, phase 2", 1, 512, "tf32", 110, kPeaks}}) {
+  for (const Dle& c : {Dle{"8 x A100 AMP, phase 1", 8, 128, "bf16", 4591, kCalibration},
+                       Dle{"1 x A100 AMP, phase 1", 1, 128, "bf16", 580, kSameWork},
+                       Dle{"8 x A100 TF32, phase 1", 8, 128, "tf32", 2505, kPeaks},
+                       Dle{"1 x A100 TF32, phase 1", 1, 128, "tf32", 317, kPeaks},
+                       Dle{"8 x A100 AMP, phase 2", 8, 512, "bf16", 1657, kCalibration},
+                       Dle{"1 x A100 AMP, phase 2", 1, 512, "bf16", 210, kSameWork},
+                       Dle{"8 x A100 TF32, phase 2", 8, 512, "tf32", 860, kPeaks},
+                       Dle{"1 x A100 TF32, phase 2", 1, 512, "tf32", 110, kPeaks}}) {
     const int64_t per_gpu_batch = c.seq == 128 ? 8192 : 4096;
     const int64_t micro = (c.seq == 128 ? 256 : 32) / (std::string(c.dtype) == "tf32" ? 2 : 1);
-    const double seq_per_s = p4d.predict(workload(c.seq, per_gpu_batch * c.gpus, c.dtype, micro), 1, {}, 475, c.gpus).seq_per_s;
+    const double seq_per_s =
+        p4d.predict(workload(c.seq, per_gpu_batch * c.gpus, c.dtype, micro), 1, {}, 475, c.gpus).seq_per_s;
     cases.push_back({std::string("BERT-Large ") + c.what, "seq/s", c.basis, dle, c.published, seq_per_s});
   }
   // The same README's multi-node table (DGX A100 80 GB nodes, AMP, global batch 65,536 in phase 1 and 32,768 in
@@ -82,13 +89,13 @@ std::vector<ValidationCase> validation_cases(const std::string& config_dir) {
   const std::pair<int, double> phase1[] = {{1, 4553}, {2, 9191}, {4, 18119}, {8, 35774}, {16, 70555}, {32, 138294}};
   for (const auto& [nodes, published] : phase1)
     cases.push_back({"BERT-Large " + std::to_string(nodes) + " x DGX A100 AMP, phase 1, GBS 65,536", "seq/s",
-                     nodes == 1 ? "independent: another run of the calibration's setup" : kMultiNode, dle_multi, published,
-                     p4d.predict(workload(128, 65536, "bf16", 256), nodes).seq_per_s});
+                     nodes == 1 ? "independent: another run of the calibration's setup" : kMultiNode, dle_multi,
+                     published, p4d.predict(workload(128, 65536, "bf16", 256), nodes).seq_per_s});
   const std::pair<int, double> phase2[] = {{1, 1648}, {2, 3291}, {4, 6464}, {8, 13005}, {16, 25570}, {32, 49663}};
   for (const auto& [nodes, published] : phase2)
     cases.push_back({"BERT-Large " + std::to_string(nodes) + " x DGX A100 AMP, phase 2, GBS 32,768", "seq/s",
-                     nodes == 1 ? "independent: another run of the calibration's setup" : kMultiNode, dle_multi, published,
-                     p4d.predict(workload(512, 32768, "bf16", 32), nodes).seq_per_s});
+                     nodes == 1 ? "independent: another run of the calibration's setup" : kMultiNode, dle_multi,
+                     published, p4d.predict(workload(512, 32768, "bf16", 32), nodes).seq_per_s});
   const std::string neuron = "AWS Neuron trn1 benchmarks (1 x trn1.32xlarge)";
   cases.push_back({"BERT-Large trn1.32xlarge LAMB GBS 65,536, phase 1", "seq/s", kCalibration, neuron, 3733,
                    trn1.predict(workload(128, 65536, "bf16", 16), 1).seq_per_s});
@@ -110,15 +117,17 @@ std::vector<ValidationCase> validation_cases(const std::string& config_dir) {
     cases.push_back({"NCCL all-reduce busbw, 1 GiB, " + std::to_string(nodes) + " p4d node(s)", "GB/s",
                      nodes == 1 ? "calibration of intra_node_efficiency"
                                 : "rests on the assumed inter_node_efficiency 0.8 (α-β across nodes)",
-                     "NVIDIA/nccl issue 527 (p4dn, NCCL 2.9.9)", published, all_reduce_bus_bandwidth(gib, seconds, nodes * pp.devices) / 1e9});
+                     "NVIDIA/nccl issue 527 (p4dn, NCCL 2.9.9)", published,
+                     all_reduce_bus_bandwidth(gib, seconds, nodes * pp.devices) / 1e9});
   }
   // The seed article: 16 x trn1.32xlarge against 16 x p4d.24xlarge, BERT-Large phase 1, 450M sequences.
   const Workload card = workload(128, 65536, "bf16", 32);
   const StepPrediction t16 = trn1.predict(card, 16), p16 = p4d.predict(card, 16);
   const std::string article = "AWS ML blog (the seed article): 16 x trn1 vs 16 x p4d";
-  cases.push_back({"trn1 / p4d sequences per hour, 16 nodes", "ratio", "independent", article, 1.7, t16.seq_per_hour / p16.seq_per_hour});
-  cases.push_back({"trn1 / p4d energy for the run, 16 nodes", "ratio", "independent of any trn1 figure but its assumed power", article, 0.71,
-                   t16.kwh / p16.kwh});
+  cases.push_back({"trn1 / p4d sequences per hour, 16 nodes", "ratio", "independent", article, 1.7,
+                   t16.seq_per_hour / p16.seq_per_hour});
+  cases.push_back({"trn1 / p4d energy for the run, 16 nodes", "ratio",
+                   "independent of any trn1 figure but its assumed power", article, 0.71, t16.kwh / p16.kwh});
   cases.push_back({"trn1 / p4d cost for the run, 16 nodes", "ratio", "independent", article, 0.38, t16.usd / p16.usd});
   return cases;
 }

@@ -2,9 +2,9 @@
 // arithmetic; the ledger across a resume; emissions.csv.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <filesystem>
 #include <fstream>
@@ -12,9 +12,9 @@
 
 #include "test_util.h"
 #include "trainer/cost/accounting.h"
-#include "trainer/cost/run_summary.h"
 #include "trainer/cost/energy.h"
 #include "trainer/cost/hardware.h"
+#include "trainer/cost/run_summary.h"
 #include "trainer/run_config.h"
 
 namespace joule::trainer {
@@ -26,11 +26,13 @@ using test::write_file;
 const std::string kConfigs = JOULE_CONFIG_DIR;
 
 InstanceProfile cpu_host(int vcpus = 4, double memory_gib = 16, const std::string& isa = "avx2,fma,avx512f") {
-  return load_instance_profile("cpu-host", kConfigs + "/hardware", {vcpus, memory_gib, joule::launch::CpuIsa::parse(isa)});
+  return load_instance_profile("cpu-host", kConfigs + "/hardware",
+                               {vcpus, memory_gib, joule::launch::CpuIsa::parse(isa)});
 }
 
 // A powercap tree as the kernel lays it out: every zone at the top level.
-void add_zone(const std::string& root, const std::string& id, const std::string& name, double energy_uj, double range_uj) {
+void add_zone(const std::string& root, const std::string& id, const std::string& name, double energy_uj,
+              double range_uj) {
   const std::string dir = root + "/" + id;
   fs::create_directories(dir);
   write_file(dir + "/name", name + "\n");
@@ -130,7 +132,8 @@ TEST(Rapl, AbsentTreeIsAOneLineNoticeAndTheModel) {
 // Root reads any file, so the unreadable counter is tried by an unprivileged child process.
 TEST(Rapl, PermissionDeniedFallsBackWithTheReason) {
   TempDir t;
-  fs::permissions(t.path(), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec);
+  fs::permissions(t.path(), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                fs::perms::others_read | fs::perms::others_exec);
   add_zone(t.path(), "intel-rapl:0", "package-0", 1e6, 262143328850);
   fs::permissions(t.path() + "/intel-rapl:0/energy_uj", fs::perms::owner_read);  // root-only, as since Linux 5.10
   int fds[2];
@@ -194,7 +197,8 @@ TEST(Nvml, FindsTheGpuByItsPciBusIdNotByCudasIndex) {
     create_energy_meter("nvml", c);
     ADD_FAILURE() << "an unknown PCI bus id was accepted";
   } catch (const MeterUnavailable& err) {
-    EXPECT_NE(std::string(err.what()).find("nvml: no device at PCI bus id 00000000:99:00.0"), std::string::npos) << err.what();
+    EXPECT_NE(std::string(err.what()).find("nvml: no device at PCI bus id 00000000:99:00.0"), std::string::npos)
+        << err.what();
   }
   unsetenv("FAKE_NVML_NO_INDEX");
 }
@@ -218,7 +222,8 @@ TEST(Nvml, AFailedReadIsCountedAndNamedInTheNotices) {
   unsetenv("FAKE_NVML_READ_FAIL");
   const std::vector<std::string> notices = monitor.notices();
   ASSERT_EQ(notices.size(), 1u);
-  EXPECT_NE(notices[0].find("nvml: 2 reading(s) failed during the run (last: nvml: nvmlDeviceGetTotalEnergyConsumption failed with code 15"),
+  EXPECT_NE(notices[0].find("nvml: 2 reading(s) failed during the run (last: nvml: nvmlDeviceGetTotalEnergyConsumption "
+                            "failed with code 15"),
             std::string::npos)
       << notices[0];
 }
@@ -344,10 +349,14 @@ TEST(Profiles, BadFilesNameTheFileAndTheKey) {
     }
   };
   const std::string ok_host = "[host]\ncpu_idle_w = 1\ncpu_max_w = 2\nram_w = 1\nusd_per_hour = 1\npue = 1.2\n";
-  expect_error("name = \"x\"\n" + ok_host + "watts = 3\n[device]\nkind = \"cpu\"\ncount = 0\n", "unknown key 'host.watts'");
-  expect_error("name = \"x\"\n[host]\ncpu_idle_w = 1\n[device]\nkind = \"cpu\"\ncount = 0\n", "missing key 'host.cpu_max_w'");
-  expect_error("name = \"x\"\n" + ok_host + "[device]\nkind = \"tpu\"\ncount = 0\n", "valid values: cpu, gpu, trainium");
-  expect_error("name = \"x\"\n" + ok_host + "[device]\nkind = \"gpu\"\ncount = \"8\"\n", "'device.count' must be a number");
+  expect_error("name = \"x\"\n" + ok_host + "watts = 3\n[device]\nkind = \"cpu\"\ncount = 0\n",
+               "unknown key 'host.watts'");
+  expect_error("name = \"x\"\n[host]\ncpu_idle_w = 1\n[device]\nkind = \"cpu\"\ncount = 0\n",
+               "missing key 'host.cpu_max_w'");
+  expect_error("name = \"x\"\n" + ok_host + "[device]\nkind = \"tpu\"\ncount = 0\n",
+               "valid values: cpu, gpu, trainium");
+  expect_error("name = \"x\"\n" + ok_host + "[device]\nkind = \"gpu\"\ncount = \"8\"\n",
+               "'device.count' must be a number");
   expect_error("name = 'x\xff'\n" + ok_host, "line 1, byte 10 (0xff): not valid UTF-8 (TOML files must be UTF-8)");
   try {
     load_instance_profile("p9.large", kConfigs + "/hardware");
@@ -474,10 +483,14 @@ std::vector<std::string> csv_fields(const std::string& line) {
   bool quoted = false;
   for (size_t i = 0; i < line.size(); ++i) {
     const char c = line[i];
-    if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') fields.back() += '"', ++i;
-    else if (c == '"') quoted = !quoted;
-    else if (c == ',' && !quoted) fields.emplace_back();
-    else fields.back() += c;
+    if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"')
+      fields.back() += '"', ++i;
+    else if (c == '"')
+      quoted = !quoted;
+    else if (c == ',' && !quoted)
+      fields.emplace_back();
+    else
+      fields.back() += c;
   }
   return fields;
 }
@@ -485,10 +498,13 @@ std::vector<std::string> csv_fields(const std::string& line) {
 TEST(Ledger, SummaryAcrossAResumeCoversEverySegment) {
   Ledger l;
   l.run_id = new_run_id();
-  EXPECT_TRUE(std::regex_match(l.run_id, std::regex("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"))) << l.run_id;
+  EXPECT_TRUE(
+      std::regex_match(l.run_id, std::regex("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")))
+      << l.run_id;
   l.segments = {segment(0, 23, 100, 3.6e5, "preempted"), segment(23, 40, 50, 1.8e5, "finished")};
   l.add_projection({10, 320, 40, 180, 0.2, 0.02, 0.1});
-  const Ledger back = Ledger::from_json(nlohmann::json::parse(l.to_json().dump()), "ledger");  // as a checkpoint carries it
+  const Ledger back =
+      Ledger::from_json(nlohmann::json::parse(l.to_json().dump()), "ledger");  // as a checkpoint carries it
   ASSERT_EQ(back.segments.size(), 2u);
   EXPECT_EQ(back.run_id, l.run_id);
   EXPECT_EQ(back.history.size(), 1u);
@@ -520,7 +536,8 @@ TEST(Ledger, SummaryAcrossAResumeCoversEverySegment) {
     ASSERT_EQ(row.size(), header.size()) << "row " << r << ": " << lines[r];
     auto column = [&](const std::string& name) {
       const auto it = std::find(header.begin(), header.end(), name);
-      return it == header.end() ? std::string("<no column " + name + ">") : row[static_cast<size_t>(it - header.begin())];
+      return it == header.end() ? std::string("<no column " + name + ">")
+                                : row[static_cast<size_t>(it - header.begin())];
     };
     EXPECT_EQ(column("run_id"), l.run_id);
     EXPECT_EQ(column("cpu_model"), "x, y");
@@ -534,7 +551,8 @@ RunSummary full_summary() {
   RunSummary s;
   s.run_dir = "/runs/a";
   s.status = "finished";
-  s.ranks = 2, s.nodes = 1, s.steps = 40, s.sequences = 1280, s.segments = 2, s.nonfinite_skipped_steps = 1, s.target_sequences = 1280;
+  s.ranks = 2, s.nodes = 1, s.steps = 40, s.sequences = 1280, s.segments = 2, s.nonfinite_skipped_steps = 1,
+  s.target_sequences = 1280;
   s.wall_s = 150, s.seq_per_s = 9.5, s.mfu = 0.125;
   s.workload = {"bert-tiny", "fp32", 128, 20, 32, 1.5e9};
   s.host = {"Linux-6.1", "EPYC", "", 2, 0, 23.5};
@@ -547,7 +565,8 @@ RunSummary full_summary() {
   s.notices = {"energy partly modelled"};
   s.eval = EvalFigures{2.5, 0.7, 3.2, 0.56, 0.61, 512};
   SimulatedFigures sim;
-  sim.instance = "trn1.32xlarge", sim.nodes = 16, sim.devices = 512, sim.global_batch = 65536, sim.step_s = 1.25, sim.seq_per_s = 52428.8;
+  sim.instance = "trn1.32xlarge", sim.nodes = 16, sim.devices = 512, sim.global_batch = 65536, sim.step_s = 1.25,
+  sim.seq_per_s = 52428.8;
   s.simulated = sim;
   s.final_dir = "/runs/a/final";
   return s;
@@ -568,8 +587,8 @@ TEST(RunSummary, JsonRoundTripKeepsEveryFigureAndTheTable) {
   EXPECT_EQ(j["billed_wall_s"].get<double>(), 150);
   EXPECT_EQ(j["instance"]["instance"], "cpu-host");
   const std::string table = summary_table(s);
-  for (const char* expected : {"cpu 0.15 [model], ram 0.02 [rapl]", "MFU 0.125", "segment 2", "SIMULATED cluster", "nsp_acc 0.6100",
-                               "450000000 seq", "note"})
+  for (const char* expected : {"cpu 0.15 [model], ram 0.02 [rapl]", "MFU 0.125", "segment 2", "SIMULATED cluster",
+                               "nsp_acc 0.6100", "450000000 seq", "note"})
     EXPECT_NE(table.find(expected), std::string::npos) << expected << " in\n" << table;
 }
 
@@ -580,7 +599,8 @@ TEST(RunSummary, AMissingOrMistypedKeyNamesTheFileAndTheKey) {
     RunSummary::from_json(j, "/runs/a/summary.json");
     FAIL() << "no error for a missing key";
   } catch (const joule::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("/runs/a/summary.json: missing key 'seq_per_s'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("/runs/a/summary.json: missing key 'seq_per_s'"), std::string::npos)
+        << e.what();
   }
   j = full_summary().to_json();
   j["segment_list"][1]["cost"]["pue"] = "high";
@@ -594,7 +614,8 @@ TEST(RunSummary, AMissingOrMistypedKeyNamesTheFileAndTheKey) {
 
 TEST(Ledger, EmissionsCsvHeaderStartsWithCodeCarbonsColumns) {
   const std::string codecarbon =
-      "timestamp,project_name,run_id,duration,emissions,emissions_rate,cpu_power,gpu_power,ram_power,cpu_energy,gpu_energy,"
+      "timestamp,project_name,run_id,duration,emissions,emissions_rate,cpu_power,gpu_power,ram_power,cpu_energy,gpu_"
+      "energy,"
       "ram_energy,energy_consumed,country_iso_code,region,cloud_provider,cloud_region,os";
   EXPECT_EQ(std::string(kEmissionsCsvHeader).rfind(codecarbon, 0), 0u);
   for (const char* column : {",cpu_count,", ",gpu_count,", ",gpu_model,", ",pue,"})

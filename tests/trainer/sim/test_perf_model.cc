@@ -69,7 +69,8 @@ TEST(PerfModel, StepIsNeverShorterThanComputeOrExposedCommunication) {
         EXPECT_GE(r.step_s, r.compute_s) << name;
         EXPECT_GE(r.step_s, r.exposed_comm_s) << name;
         EXPECT_LE(r.exposed_comm_s, r.comm_s + 1e-12) << name;
-        EXPECT_GE(r.exposed_comm_s, r.comm_s - r.backward_s * 1.0001) << name << ": more hidden than the backward lasts";
+        EXPECT_GE(r.exposed_comm_s, r.comm_s - r.backward_s * 1.0001)
+            << name << ": more hidden than the backward lasts";
         EXPECT_NEAR(r.seq_per_s, gb / r.step_s, 1e-9 * r.seq_per_s);
       }
     }
@@ -91,29 +92,35 @@ TEST(PerfModel, CalibrationReproducesItsPublishedFigure) {
 }
 
 TEST(PerfModel, LongSequencesHaveTheirOwnCalibratedEfficiency) {
-  const trainer::ClusterModel p4d(trainer::load_instance_profile("p4d.24xlarge", kConfigs + "/hardware"), kConfigs + "/models");
+  const trainer::ClusterModel p4d(trainer::load_instance_profile("p4d.24xlarge", kConfigs + "/hardware"),
+                                  kConfigs + "/models");
   const double short_e = p4d.efficiency(128), long_e = p4d.efficiency(512);
   EXPECT_DOUBLE_EQ(short_e, p4d.efficiency());
   EXPECT_GT(long_e, short_e * 1.3) << "phase 2 runs its larger GEMMs closer to peak";
-  EXPECT_DOUBLE_EQ(p4d.efficiency(64), short_e);    // clamped below the calibrated lengths
-  EXPECT_DOUBLE_EQ(p4d.efficiency(1024), long_e);   // and above
+  EXPECT_DOUBLE_EQ(p4d.efficiency(64), short_e);                      // clamped below the calibrated lengths
+  EXPECT_DOUBLE_EQ(p4d.efficiency(1024), long_e);                     // and above
   EXPECT_NEAR(p4d.efficiency(256), 0.5 * (short_e + long_e), 1e-12);  // halfway in log(length)
   EXPECT_NE(p4d.efficiency_basis().find("1657.0 seq/s at seq 512"), std::string::npos) << p4d.efficiency_basis();
 }
 
 TEST(PerfModel, P5BorrowsP4dsEfficienciesComputedTheSameWay) {
-  const trainer::ClusterModel p4d(trainer::load_instance_profile("p4d.24xlarge", kConfigs + "/hardware"), kConfigs + "/models");
-  const trainer::ClusterModel p5(trainer::load_instance_profile("p5.48xlarge", kConfigs + "/hardware"), kConfigs + "/models");
+  const trainer::ClusterModel p4d(trainer::load_instance_profile("p4d.24xlarge", kConfigs + "/hardware"),
+                                  kConfigs + "/models");
+  const trainer::ClusterModel p5(trainer::load_instance_profile("p5.48xlarge", kConfigs + "/hardware"),
+                                 kConfigs + "/models");
   EXPECT_DOUBLE_EQ(p5.efficiency(128), p4d.efficiency(128));
   EXPECT_DOUBLE_EQ(p5.efficiency(512), p4d.efficiency(512));
-  EXPECT_EQ(p5.efficiency_basis().rfind("borrowed from p4d.24xlarge: calibrated on 4591.0 seq/s", 0), 0u) << p5.efficiency_basis();
+  EXPECT_EQ(p5.efficiency_basis().rfind("borrowed from p4d.24xlarge: calibrated on 4591.0 seq/s", 0), 0u)
+      << p5.efficiency_basis();
   test::TempDir dir;
   std::ifstream p5_in(kConfigs + "/hardware/p5.48xlarge.toml");
   std::stringstream p5_text;
   p5_text << p5_in.rdbuf();
   std::string chained = p5_text.str();
-  chained.replace(chained.find("name = \"p5.48xlarge\""), std::string("name = \"p5.48xlarge\"").size(), "name = \"p6\"");
-  chained.replace(chained.find("borrow = \"p4d.24xlarge\""), std::string("borrow = \"p4d.24xlarge\"").size(), "borrow = \"p5.48xlarge\"");
+  chained.replace(chained.find("name = \"p5.48xlarge\""), std::string("name = \"p5.48xlarge\"").size(),
+                  "name = \"p6\"");
+  chained.replace(chained.find("borrow = \"p4d.24xlarge\""), std::string("borrow = \"p4d.24xlarge\"").size(),
+                  "borrow = \"p5.48xlarge\"");
   test::write_file(dir.file("p6.toml"), chained);
   std::ifstream p5_again(kConfigs + "/hardware/p5.48xlarge.toml");
   std::stringstream copy;
@@ -123,7 +130,8 @@ TEST(PerfModel, P5BorrowsP4dsEfficienciesComputedTheSameWay) {
     const trainer::ClusterModel chained_model(trainer::load_instance_profile("p6", dir.path()), kConfigs + "/models");
     ADD_FAILURE() << "a borrowed borrow was accepted";
   } catch (const trainer::ProfileError& e) {
-    EXPECT_NE(std::string(e.what()).find("calibration.borrow names p5.48xlarge, which borrows too"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("calibration.borrow names p5.48xlarge, which borrows too"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -138,7 +146,8 @@ TEST(Validation, TheDocumentShowsWhatTheModelComputes) {
   std::stringstream ss;
   ss << in.rdbuf();
   EXPECT_NE(ss.str().find(trainer::validation_table(cases)), std::string::npos)
-      << "VALIDATION.md is stale; its table is now:\n" << trainer::validation_table(cases);
+      << "VALIDATION.md is stale; its table is now:\n"
+      << trainer::validation_table(cases);
 }
 
 }  // namespace
