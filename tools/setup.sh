@@ -10,7 +10,8 @@ packages=(cmake ninja-build g++ ccache pkg-config
           libcxxopts-dev libgtest-dev nlohmann-json3-dev libtoml11-dev
           slurm-wlm munge     # the Slurm launch test runs a private one-host cluster
           chromium            # the HTML report test renders in headless Chromium
-          clang libclang-rt-dev)  # the libFuzzer harnesses (tests/fuzz)
+          clang libclang-rt-dev  # the libFuzzer harnesses (tests/fuzz)
+          clang-format)          # tools/check/format.sh holds the C++ files to .clang-format
 [[ "${1:-}" == "--reference" ]] && packages+=(python3-torch python3-h5py)
 
 missing=()

@@ -6,6 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
+bash tools/check/format.sh
 bash tools/build.sh
 ctest --preset "${JOULE_PRESET:-ci}" -j "$(nproc)"
 if [[ "${JOULE_SANITIZERS:-1}" != 0 ]]; then
