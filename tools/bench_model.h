@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <torch/types.h>
+
 #include "models/bert_config.h"
 #include "models/flops.h"
 #include "models/precision.h"
