@@ -7,6 +7,17 @@
 #     ring all-reduce's α-β time from that α and β (`--predict-alpha-us`, `--predict-mbps`);
 #  3. a table row per size (VALIDATION.md's "emulated links, one host"), and a failure when a prediction is more than
 #     15 % off.
+# Both sides use the fastest of their repeats (ping-pong fit and all-reduce alike): the machine's other work (a build,
+# a second test run) can only add time, never remove it, so the fastest repeat is the link's figure and load cannot
+# fail the comparison (the median once came out 18 % slow on a loaded host, with a ping-pong α of 1.3 ms against 9 us).
+# Why 15 %: what the α-β ring model leaves out, bounded at the smallest case (4 MiB over 4 nodes: 1 MiB a ring step):
+#  - tc tbf's 64 KB burst lets the first 64 KB of each step through at line rate: measured faster by <= 64 KiB / 1 MiB
+#    = 6.25 %;
+#  - the ring sends and receives on every link at once, the ping-pong one way at a time: the reverse direction's TCP
+#    acknowledgements share the shaped link (about 40 bytes per two 1448-byte segments: 1.4 %);
+#  - α: 2(n-1) latencies of <= 0.1 ms against >= 250 ms of transfer at 200 Mbit/s (<= 0.3 %), and the reduction's
+#    adds and copies on the CPU (1 MiB a step at > 1 GB/s against 40 ms on the wire: <= 2.5 %);
+# about 10.5 % in all; the rest of 15 % is the scheduler's share on an oversubscribed host.
 # usage: alpha_beta.sh JOULE WORKDIR [NODE_COUNTS="2 4"] [MAX_BYTES=16777216] [RATE=200mbit]
 #        exits 77 (ctest: skipped) with the reason when namespaces are unavailable
 set -uo pipefail
@@ -25,14 +36,14 @@ ring=(--mca coll_libnbc_iallreduce_algorithm 1 --mca coll_tuned_use_dynamic_rule
       -x OMP_NUM_THREADS=1)
 
 cluster_mpirun 1 2 "${ring[@]}" "$joule" bench comm --pingpong --min-bytes 1024 --max-bytes 1024 --gradient-model none \
-  --iterations 5 --json > pingpong.jsonl 2> pingpong.err || { cat pingpong.err; fail "ping-pong"; }
+  --iterations 7 --json > pingpong.jsonl 2> pingpong.err || { cat pingpong.err; fail "ping-pong"; }
 read -r alpha_us mbps < <(python3 -c '
 import json
 fit = [json.loads(l) for l in open("pingpong.jsonl") if "alpha_s" in l][0]
 print(fit["alpha_s"] * 1e6, fit["bytes_per_s"] / 1e6)')
 echo "one link at $rate: alpha ${alpha_us} us, bandwidth ${mbps} MB/s (ping-pong fit)"
 for n in $counts; do
-  cluster_mpirun 1 "$n" "${ring[@]}" "$joule" bench comm --min-bytes 4194304 --max-bytes "$max_bytes" --iterations 3 \
+  cluster_mpirun 1 "$n" "${ring[@]}" "$joule" bench comm --min-bytes 4194304 --max-bytes "$max_bytes" --iterations 5 \
     --gradient-model none --predict-alpha-us "$alpha_us" --predict-mbps "$mbps" --json > "busbw_$n.jsonl" 2> "busbw_$n.err" ||
     { cat "busbw_$n.err"; fail "bench comm on $n nodes"; }
 done
@@ -48,7 +59,7 @@ for n in counts:
             continue
         assert row["ok"], row
         mib = row["bytes"] / 2**20
-        measured, predicted = row["busbw"] * 1e3, row["predicted_busbw"] * 1e3  # MB/s
+        measured, predicted = row["best_busbw"] * 1e3, row["predicted_busbw"] * 1e3  # MB/s, the fastest repeat
         error = predicted / measured - 1
         worst = max(worst, abs(error))
         print(f"| all-reduce busbw, ring, {n} emulated nodes, {mib:g} MiB | MB/s | {measured:.2f} | {predicted:.2f} | {100 * error:+.1f} % | "

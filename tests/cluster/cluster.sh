@@ -6,8 +6,10 @@
 # included. Root only; nothing leaves the namespaces it creates (the bridge's address is inside them too).
 #
 # Source it, then:
-#   cluster_up N [RATE]      nodes node1..nodeN on 10.77.0.0/24 (RATE for tc tbf, default 500mbit); $CLUSTER_DIR holds
-#                            the agent and hostfiles
+#   cluster_up N [RATE]      nodes node1..nodeN on $CLUSTER_NET.0/24 (RATE for tc tbf, default 500mbit); $CLUSTER_DIR
+#                            holds the agent and hostfiles. CLUSTER_NET is 10.77.K, the first K that no other run holds
+#                            (a lock under /run/joule-cluster, kept until this shell exits) and no interface uses: two
+#                            test runs on one machine (two clones, a developer beside CI) never share a subnet or a name
 #   cluster_mpirun RANKS_PER_NODE NODES ARGS...   mpirun over the first NODES nodes, RANKS_PER_NODE ranks each
 #   cluster_exec K CMD...    runs CMD on node K (its namespaces, hostname nodeK); daemons it starts stay there
 #   cluster_rate K RATE      node K's link to RATE from now on (a straggler)
@@ -17,6 +19,24 @@
 #                            else sources tests/support/e2e_setup.sh (set `joule` first) and works in a fresh DIR
 CLUSTER_PREFIX=jc$$
 CLUSTER_NODES=0
+CLUSTER_NET=
+
+# This run's own /24: 10.77.K with K the first subnet whose lock this shell can take and that no interface already
+# has an address in (a run killed with SIGKILL leaves its bridge behind, and its lock free).
+cluster_pick_subnet() {
+  local k
+  mkdir -p /run/joule-cluster || return 1
+  for ((k = 0; k < 250; k++)); do
+    exec {CLUSTER_LOCK_FD}> "/run/joule-cluster/subnet-$k.lock" || return 1
+    if flock -n "$CLUSTER_LOCK_FD" && ! ip -4 -o addr show | grep -q " 10\.77\.$k\."; then
+      CLUSTER_NET=10.77.$k
+      return 0
+    fi
+    exec {CLUSTER_LOCK_FD}>&-
+  done
+  echo "no free subnet among 10.77.0-249.0/24 (each held by another run or in use)" >&2
+  return 1
+}
 
 cluster_unavailable() {
   [[ $(id -u) -eq 0 ]] || { echo "not root (network namespaces need root)"; return; }
@@ -46,15 +66,16 @@ cluster_up() {
   local n=$1 rate=${2:-500mbit} i
   CLUSTER_DIR=${CLUSTER_DIR:-$(mktemp -d)}
   trap cluster_down EXIT
+  [[ -n "$CLUSTER_NET" ]] || cluster_pick_subnet || return 1
   ip link add "${CLUSTER_PREFIX}br" type bridge || return 1
-  ip addr add 10.77.0.254/24 dev "${CLUSTER_PREFIX}br" && ip link set "${CLUSTER_PREFIX}br" up || return 1
+  ip addr add "$CLUSTER_NET.254/24" dev "${CLUSTER_PREFIX}br" && ip link set "${CLUSTER_PREFIX}br" up || return 1
   for ((i = 1; i <= n; i++)); do
     local ns=${CLUSTER_PREFIX}_node$i
     ip netns add "$ns" || return 1
     CLUSTER_NODES=$i
     ip link add "${CLUSTER_PREFIX}v$i" type veth peer name eth0 netns "$ns" || return 1
     ip link set "${CLUSTER_PREFIX}v$i" master "${CLUSTER_PREFIX}br" up
-    ip netns exec "$ns" ip addr add "10.77.0.$i/24" dev eth0
+    ip netns exec "$ns" ip addr add "$CLUSTER_NET.$i/24" dev eth0
     ip netns exec "$ns" ip link set eth0 up
     ip netns exec "$ns" ip link set lo up
     ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$rate" burst 64kb latency 5ms || return 1
@@ -85,6 +106,6 @@ cluster_mpirun() {
   : > "$hosts"
   for ((i = 1; i <= nodes; i++)); do echo "node$i slots=$per_node" >> "$hosts"; done
   mpirun --allow-run-as-root --oversubscribe --bind-to none --hostfile "$hosts" -np $((nodes * per_node)) --map-by slot \
-    --mca plm_rsh_agent "$CLUSTER_DIR/agent.sh" --mca btl tcp,self,vader --mca btl_tcp_if_include 10.77.0.0/24 \
-    --mca oob_tcp_if_include 10.77.0.0/24 "$@"
+    --mca plm_rsh_agent "$CLUSTER_DIR/agent.sh" --mca btl tcp,self,vader --mca btl_tcp_if_include "$CLUSTER_NET.0/24" \
+    --mca oob_tcp_if_include "$CLUSTER_NET.0/24" "$@"
 }

@@ -1,6 +1,7 @@
 // main() for multi-rank GoogleTest binaries: every rank runs every test; failures print on every
 // rank with a [rank N] prefix (rank 0 also prints the usual report); the exit code is the worst
-// over all ranks, so one failing rank fails the whole run.
+// over all ranks, so one failing rank fails the whole run. A run in which every test that ran skipped itself on every
+// rank (the nccl suite without GPUs) exits 77, which ctest's SKIP_RETURN_CODE reports as skipped, not passed.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -41,6 +42,11 @@ int main(int argc, char** argv) {
   int local = RUN_ALL_TESTS(), worst = 0;
   MPI_Allreduce(&local, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (rank == 0 && worst != 0 && local == 0) std::fprintf(stderr, "some other rank failed: see [rank N] lines above\n");
+  const ::testing::UnitTest& run = *::testing::UnitTest::GetInstance();
+  int only_skipped = run.skipped_test_count() > 0 && run.successful_test_count() == 0 && run.failed_test_count() == 0;
+  int all_skipped = 0;
+  MPI_Allreduce(&only_skipped, &all_skipped, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   MPI_Finalize();
-  return worst;
+  constexpr int kSkipped = 77;  // ctest: SKIP_RETURN_CODE 77
+  return worst == 0 && all_skipped ? kSkipped : worst;
 }

@@ -3,7 +3,7 @@
 # logs and ports inside SLURM_TEST_DIR, so it never touches /etc/slurm or a system munge. Two shapes:
 #   slurm_start DIR          one node: this host, one slurmd
 #   slurm_start DIR N        N emulated nodes (tests/cluster/cluster.sh: call cluster_up N first): slurmd K runs on
-#                            nodeK (its network and UTS namespaces, address 10.77.0.K) with its own NodeName, spool,
+#                            nodeK (its network and UTS namespaces, address $CLUSTER_NET.K) with its own NodeName, spool,
 #                            pid file and log; slurmctld runs on node1, as on a small cluster's head node
 # then   slurm_stop          (safe to call twice)   slurm_dump_logs   (the daemons' last log lines, on failure)
 # Needs root (slurmd runs jobs as the submitting user) and Debian's slurm-wlm and munge.
@@ -30,8 +30,8 @@ slurm_nodes_conf() {
     echo "NodeName=$(hostname -s) CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN"
   else
     # Every emulated node sees the whole host; each offers the host's CPUs and a share of its memory.
-    echo "SlurmctldHost=node1(10.77.0.1)"
-    echo "NodeName=node[1-$nodes] NodeAddr=10.77.0.[1-$nodes] CPUs=$cpus RealMemory=$(( mem_mb / nodes )) State=UNKNOWN"
+    echo "SlurmctldHost=node1($CLUSTER_NET.1)"
+    echo "NodeName=node[1-$nodes] NodeAddr=$CLUSTER_NET.[1-$nodes] CPUs=$cpus RealMemory=$(( mem_mb / nodes )) State=UNKNOWN"
   fi
 }
 
