@@ -17,7 +17,9 @@
 #include "data/data_error.h"
 #include "data/shard.h"
 #include "data/text_input.h"
+#include "launch/util/file_io.h"
 #include "launch/util/hash.h"
+#include "launch/util/json_field.h"
 #include "launch/util/parallel.h"
 
 namespace joule::data {
@@ -309,8 +311,12 @@ nlohmann::json create_arguments(const CreateOptions& o, const std::vector<std::s
   for (const std::string& f : files) {
     std::error_code ec;
     const auto mtime = std::filesystem::last_write_time(f, ec).time_since_epoch();
+    const auto bytes = ec ? 0 : std::filesystem::file_size(f, ec);
+    if (ec)  // listed a moment ago, gone or unreadable now: an error, never a record of 2^64-1 bytes
+      throw joule::IoError(f + ": cannot read its size and time: " + ec.message(),
+                           "check that the input is still there and readable, then rerun");
     inputs.push_back({{"path", f},
-                      {"bytes", std::filesystem::file_size(f, ec)},
+                      {"bytes", bytes},
                       {"mtime_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(mtime).count()}});
   }
   return {{"inputs", inputs},
@@ -546,9 +552,34 @@ T sum_over(const nlohmann::json& chunks, const char* key) {
   return total;
 }
 
-CreateSummary summary_of(const nlohmann::json& meta, const std::string& out) {
+// A finished data set's shard, as metadata.json lists it: the entry stays inside `out`, and the file is there with the
+// size and checksum recorded when it was made (else the data set was changed since, and is not this one any more).
+std::string verified_shard(const nlohmann::json& entry, const std::string& out, const std::string& where) {
+  const std::string file = json_field<std::string>(entry, "file", where);
+  const std::string path = joule::path_inside(out, file, where);
+  std::error_code ec;
+  const auto bytes = std::filesystem::is_regular_file(path, ec) ? std::filesystem::file_size(path, ec) : 0;
+  std::string problem;
+  if (ec || !std::filesystem::is_regular_file(path, ec))
+    problem = "is missing (or not a file)";
+  else if (static_cast<int64_t>(bytes) != json_field<int64_t>(entry, "bytes", where))
+    problem = "has " + std::to_string(bytes) + " bytes, metadata.json says " + entry["bytes"].dump();
+  else if (joule::hex64(joule::fnv1a64_file(path)) != json_field<std::string>(entry, "fnv1a64", where))
+    problem = "does not have the checksum metadata.json records (its content changed)";
+  if (!problem.empty())
+    throw CorpusError(path + " " + problem + ": the finished data set in " + out + " was changed after it was made",
+                      "restore the shard, or rerun with --replace to make the data set again");
+  return path;
+}
+
+// The figures of a finished data set from its metadata.json; `verify`: each shard checked against its record too.
+CreateSummary summary_of(const nlohmann::json& meta, const std::string& out, bool verify) {
   CreateSummary s;
-  const nlohmann::json& chunks = meta["chunks"];
+  const std::string where = (std::filesystem::path(out) / "metadata.json").string();
+  const nlohmann::json& chunks = json_field<nlohmann::json>(meta, "chunks", where);
+  if (verify && !std::filesystem::is_regular_file(std::filesystem::path(out) / "vocab.txt"))
+    throw CorpusError(out + "/vocab.txt is missing: the finished data set in " + out + " was changed after it was made",
+                      "restore it, or rerun with --replace to make the data set again");
   s.documents = sum_over<int64_t>(chunks, "documents");
   s.eval_documents = sum_over<int64_t>(chunks, "eval_documents");
   s.masked_predictions = sum_over<int64_t>(chunks, "masked_predictions");
@@ -556,13 +587,16 @@ CreateSummary summary_of(const nlohmann::json& meta, const std::string& out) {
   s.random_next = sum_over<int64_t>(chunks, "random_next");
   s.input_bytes = sum_over<int64_t>(chunks, "input_bytes");
   s.chunks = static_cast<int64_t>(chunks.size());
-  s.chunk_bytes = meta["arguments"]["chunk_bytes"];
+  s.chunk_bytes = json_field<int64_t>(json_field<nlohmann::json>(meta, "arguments", where), "chunk_bytes", where);
   for (const auto& c : chunks) {
-    s.train_sequences += c["train"]["sequences"].get<int64_t>();
-    s.train_shards.push_back((std::filesystem::path(out) / c["train"]["file"].get<std::string>()).string());
-    if (c.contains("eval")) {
-      s.eval_sequences += c["eval"]["sequences"].get<int64_t>();
-      s.eval_shards.push_back((std::filesystem::path(out) / c["eval"]["file"].get<std::string>()).string());
+    for (const char* split : {"train", "eval"}) {
+      if (std::string(split) == "eval" && !c.contains("eval")) continue;
+      const nlohmann::json& entry = json_field<nlohmann::json>(c, split, where + " chunks");
+      const std::string path = verify ? verified_shard(entry, out, where)
+                                      : joule::path_inside(out, json_field<std::string>(entry, "file", where), where);
+      (std::string(split) == "train" ? s.train_sequences : s.eval_sequences) +=
+          json_field<int64_t>(entry, "sequences", where);
+      (std::string(split) == "train" ? s.train_shards : s.eval_shards).push_back(path);
     }
   }
   return s;
@@ -590,7 +624,7 @@ CreateSummary create_pretraining_data(const CreateOptions& o) {
   const int64_t chunk_bytes = plan_chunk_bytes(o, files, how);
   const nlohmann::json arguments = create_arguments(o, files, chunk_bytes);
   if (const nlohmann::json done = existing_data_set(o.out, arguments, o.replace); !done.is_null()) {
-    CreateSummary s = summary_of(done, o.out);
+    CreateSummary s = summary_of(done, o.out, /*verify=*/true);  // "nothing to do" only for the data set it was
     s.already_complete = true;
     return s;
   }
@@ -635,7 +669,7 @@ CreateSummary create_pretraining_data(const CreateOptions& o) {
                            {"long_documents", read.skipped_long_documents},
                            {"empty_files", read.skipped_empty_files},
                            {"first", read.first_skip}}}};
-  CreateSummary summary = summary_of(meta, o.out);
+  CreateSummary summary = summary_of(meta, o.out, /*verify=*/false);
   meta["documents"] = summary.documents;
   meta["eval_documents"] = summary.eval_documents;
   meta["train_sequences"] = summary.train_sequences;

@@ -129,7 +129,8 @@ void PartialDataSet::verify_and_keep(const nlohmann::json& earlier) {
       for (const char* split : {"train", "eval"}) {
         if (!c.contains(split)) continue;
         const nlohmann::json& s = c[split];
-        const fs::path path = fs::path(dir_) / json_field<std::string>(s, "file", where);
+        const fs::path path = path_inside(dir_, json_field<std::string>(s, "file", where), where);
+        json_field<int64_t>(s, "sequences", where);  // what the summary adds up: a record without it is not kept
         std::error_code ec;
         intact = intact && fs::is_regular_file(path, ec) &&
                  static_cast<int64_t>(fs::file_size(path, ec)) == json_field<int64_t>(s, "bytes", where) &&
@@ -138,8 +139,8 @@ void PartialDataSet::verify_and_keep(const nlohmann::json& earlier) {
       if (!intact) break;
       progress_["chunks"].push_back(c);
     }
-  } catch (const joule::Error&) {  // JsonFileError: a record without its keys; IoError: a shard that cannot be read
-  }
+  } catch (const joule::Error&) {  // JsonFileError: a record without its keys; IoError: an entry that leads out of
+  }                                // the directory, or a shard that cannot be read. What is not kept is made again.
   resumed_ = progress_["chunks"].size();
 }
 

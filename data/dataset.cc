@@ -5,9 +5,12 @@
 
 #include <glob.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -19,24 +22,57 @@ namespace fs = std::filesystem;
 
 namespace {
 
+bool shard_name(const fs::path& p) { return p.extension() == ".hdf5" || p.extension() == ".h5"; }
+
+// A shard that was named, listed or found is read or the run stops: one that is a dangling symbolic link, not a
+// regular file or unreadable is an error naming it, never skipped (the data set would silently shrink).
+void check_shard_file(const std::string& path, const std::string& found_in) {
+  std::error_code ec;
+  const fs::file_status target = fs::status(path, ec);
+  std::string why;
+  if (target.type() == fs::file_type::not_found)
+    why = fs::is_symlink(fs::symlink_status(path, ec)) ? "a symbolic link to nothing" : "not there (removed?)";
+  else if (target.type() != fs::file_type::regular)
+    why = "not a regular file";
+  else if (::access(path.c_str(), R_OK) != 0)
+    why = std::string("not readable (") + std::strerror(errno) + ")";
+  if (!why.empty())
+    throw ShardError(path + ": " + why + "; it is a shard of " + found_in + " and cannot be read",
+                     "restore the shard or remove it from " + found_in + " (a data set is exactly its shards)");
+}
+
 std::vector<std::string> list_shards(const std::string& spec, std::string* cache_dir) {
   std::vector<std::string> paths;
-  if (fs::is_directory(spec)) {
-    for (const auto& e : fs::directory_iterator(spec)) {
-      const std::string ext = e.path().extension().string();
-      if (e.is_regular_file() && (ext == ".hdf5" || ext == ".h5")) paths.push_back(e.path().string());
+  std::error_code ec;
+  const auto unlistable = [&](const std::string& what, const std::string& cause) {
+    throw ShardError(what + ": cannot list the shards: " + cause,
+                     "check the directory's permissions (and that its file system is mounted)");
+  };
+  if (fs::is_directory(spec, ec)) {
+    fs::directory_iterator it(spec, ec), end;
+    if (ec) unlistable(spec, ec.message());
+    for (; it != end; it.increment(ec)) {
+      if (ec) unlistable(spec, ec.message());
+      if (!shard_name(it->path())) continue;
+      check_shard_file(it->path().string(), spec);
+      paths.push_back(it->path().string());
     }
+    if (ec) unlistable(spec, ec.message());
     *cache_dir = spec;
-  } else if (spec.find_first_of("*?[") != std::string::npos) {
+  } else if (spec.find_first_of("*?[") != std::string::npos && !fs::exists(spec, ec)) {
     glob_t g{};
-    if (glob(spec.c_str(), 0, nullptr, &g) == 0)
+    const int found = glob(spec.c_str(), GLOB_ERR, nullptr, &g);
+    if (found == 0)
       for (size_t i = 0; i < g.gl_pathc; ++i) paths.push_back(g.gl_pathv[i]);
     globfree(&g);
+    if (found == GLOB_ABORTED) unlistable(spec, "a directory on the way cannot be read");
+    if (found == GLOB_NOSPACE) unlistable(spec, "out of memory");
+    for (const std::string& p : paths) check_shard_file(p, spec);
     if (!paths.empty()) *cache_dir = fs::path(paths.front()).parent_path().string();
-  } else if (fs::is_regular_file(spec) && fs::path(spec).extension() != ".hdf5" &&
-             fs::path(spec).extension() != ".h5") {
+  } else if (fs::is_regular_file(spec, ec) && !shard_name(spec)) {
     // A list file: one shard path per line ('#' comments), relative to the list's directory.
     std::ifstream in(spec);
+    if (!in) throw ShardError(spec + ": cannot read the shard list: " + std::strerror(errno));
     std::string line;
     const fs::path base = fs::path(spec).parent_path();
     for (int number = 1; std::getline(in, line); ++number) {
@@ -48,8 +84,9 @@ std::vector<std::string> list_shards(const std::string& spec, std::string* cache
                          "' does not exist (a shard list names one .hdf5 file per line)");
       paths.push_back(path);
     }
+    if (in.bad()) throw ShardError(spec + ": reading the shard list failed part-way: " + std::strerror(errno));
     *cache_dir = base.string();
-  } else if (fs::is_regular_file(spec)) {
+  } else if (fs::is_regular_file(spec, ec)) {
     paths.push_back(spec);
     *cache_dir = fs::path(spec).parent_path().string();
   } else {

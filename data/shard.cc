@@ -1,5 +1,7 @@
 #include "data/shard.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -318,6 +320,10 @@ ShardWriter::ShardWriter(std::string path, int64_t rows, int64_t seq_len, int64_
 
 ShardWriter::~ShardWriter() {
   if (committed_) return;
+  // An error is unwinding (a full disk, most often) and the temporary is to go. Its blocks are freed first, so that
+  // the close (which flushes HDF5's metadata) has room to complete.
+  if (::truncate(tmp_.c_str(), 0) != 0) {
+  }
   for (auto& d : datasets_) d.reset();
   file_.reset();
   std::error_code ec;

@@ -1,9 +1,11 @@
 #include <fstream>
 #include <stdexcept>
+#include <utility>
 
 #include "data/create.h"
 #include "data/vocab_builder.h"
 #include "launch/util/error.h"
+#include "launch/util/file_io.h"
 
 namespace joule::data {
 namespace {
@@ -67,11 +69,12 @@ int64_t write_synthetic_corpus(const std::string& path, const SynthOptions& o) {
     p.pet_name = make_name(rng);
     p.sibling = static_cast<size_t>(rng.randint(0, static_cast<int64_t>(people.size()) - 1));
   }
-  std::ofstream out(path, std::ios::trunc);
-  if (!out) throw joule::IoError(path + ": cannot write the corpus");
+  // Written whole, then put in place: a failure leaves no half corpus, and a device or FIFO at `path` is refused.
+  joule::AtomicFile file(path);
+  std::string out;
   int64_t sentences = 0;
   auto say = [&](const std::string& s) {
-    out << s << "\n";
+    out += s + "\n";
     ++sentences;
   };
   for (int64_t d = 0; d < o.documents; ++d) {
@@ -102,9 +105,11 @@ int64_t write_synthetic_corpus(const std::string& path, const SynthOptions& o) {
       say(std::string(kDays[day]) + " comes before " + kDays[day + 1] + ".");
     else
       say(std::string(kMonths[month]) + " comes before " + kMonths[month + 1] + ".");
-    out << "\n";
+    out += "\n";
+    if (out.size() >= (1 << 20)) file.write(std::exchange(out, {}));
   }
-  if (!out.flush()) throw joule::IoError(path + ": write failed");
+  file.write(out);
+  file.commit();
   return sentences;
 }
 

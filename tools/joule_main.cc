@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -25,6 +26,7 @@
 #include "tools/bench_comm.h"
 #include "tools/bench_model.h"
 #include "tools/bench_train.h"
+#include "tools/cli_flags.h"
 #include "tools/data_commands.h"
 #include "tools/model_commands.h"
 #include "tools/plan.h"
@@ -62,7 +64,23 @@ const char* kUsage =
     "  data inspect   counts, length histogram, masking rate and decoded samples of shards\n"
     "  data tokenize  WordPiece tokens of each stdin line (to compare tokenizers)\n";
 
+using joule::OptionRange;
 using joule::UsageError;
+using joule::tools::add_number_flags;
+using joule::tools::int_flag;
+using joule::tools::number_flag;
+using joule::tools::NumberFlag;
+
+// The ranges flags share. Bounds are what a run can mean, not what the hardware of the day holds: a batch of 2^20
+// sequences, 4096 threads a process, 65536 nodes, a seed up to 10^18.
+const OptionRange kSeeds{0, 1e18};
+const OptionRange kThreads{0, 4096};
+const OptionRange kNodes{1, 65536};
+const OptionRange kBatch{1, 1 << 20};
+const OptionRange kSeqLen{2, 65536};
+const OptionRange kPredictions{0, 65536};
+const OptionRange kRepeats{1, 1e9};
+const OptionRange kWarmup{0, 1e9};
 
 cxxopts::ParseResult parse(cxxopts::Options& options, int argc, char** argv) {
   options.add_options()("h,help", "show this help");
@@ -92,12 +110,13 @@ int cmd_version(int argc, char** argv) {
 int cmd_model_init(int argc, char** argv) {
   cxxopts::Options o("joule model init", "write a freshly initialized HuggingFace model directory");
   o.add_options()("config", "preset name, config.json or model directory", cxxopts::value<std::string>())(
-      "seed", "initialization seed", cxxopts::value<uint64_t>()->default_value("0"))(
       "out", "output directory", cxxopts::value<std::string>())("dtype", "F32, F16 or BF16",
                                                                 cxxopts::value<std::string>()->default_value("F32"));
+  const NumberFlag seed{"seed", "initialization seed", "0", kSeeds};
+  add_number_flags(o, {seed});
   auto r = parse(o, argc, argv);
-  std::cout << joule::tools::model_init(required(r, "config"), r["seed"].as<uint64_t>(), required(r, "out"),
-                                        r["dtype"].as<std::string>())
+  std::cout << joule::tools::model_init(required(r, "config"), static_cast<uint64_t>(int_flag(r, seed)),
+                                        required(r, "out"), r["dtype"].as<std::string>())
             << "\n";
   return 0;
 }
@@ -117,23 +136,23 @@ int cmd_bench_model(int argc, char** argv) {
   cxxopts::Options o("joule bench model", "forward+backward throughput against this CPU's sgemm rate");
   o.add_options()("config", "preset name, config.json or model directory",
                   cxxopts::value<std::string>()->default_value("bert-base"))(
-      "seq-len", "tokens per sequence", cxxopts::value<int64_t>()->default_value("128"))(
-      "batch", "sequences per step", cxxopts::value<int64_t>()->default_value("8"))(
-      "max-pred", "masked positions per sequence", cxxopts::value<int64_t>()->default_value("20"))(
-      "threads", "intra-op threads (0: all cores)", cxxopts::value<int>()->default_value("0"))(
-      "iterations", "timed steps", cxxopts::value<int>()->default_value("6"))(
-      "warmup", "untimed steps first", cxxopts::value<int>()->default_value("2"))(
       "precision", "auto, fp32 or bf16 (auto: bf16 where the CPU has AVX512-BF16 or AMX-BF16)",
       cxxopts::value<std::string>()->default_value("auto"))("json", "print one JSON object");
+  const NumberFlag seq_len{"seq-len", "tokens per sequence", "128", kSeqLen},
+      batch{"batch", "sequences per step", "8", kBatch},
+      max_pred{"max-pred", "masked positions per sequence", "20", kPredictions},
+      threads{"threads", "intra-op threads", "0", kThreads, "0: all cores"},
+      iterations{"iterations", "timed steps", "6", kRepeats}, warmup{"warmup", "untimed steps first", "2", kWarmup};
+  add_number_flags(o, {seq_len, batch, max_pred, threads, iterations, warmup});
   auto r = parse(o, argc, argv);
   joule::tools::ModelBenchOptions b;
   b.config = joule::tools::resolve_model_config(r["config"].as<std::string>());
-  b.seq_len = r["seq-len"].as<int64_t>();
-  b.batch = r["batch"].as<int64_t>();
-  b.max_predictions = r["max-pred"].as<int64_t>();
-  b.threads = r["threads"].as<int>();
-  b.iterations = r["iterations"].as<int>();
-  b.warmup = r["warmup"].as<int>();
+  b.seq_len = int_flag(r, seq_len);
+  b.batch = int_flag(r, batch);
+  b.max_predictions = int_flag(r, max_pred);
+  b.threads = static_cast<int>(int_flag(r, threads));
+  b.iterations = static_cast<int>(int_flag(r, iterations));
+  b.warmup = static_cast<int>(int_flag(r, warmup));
   b.precision = r["precision"].as<std::string>();
   std::string warning;
   joule::tools::version_report(&warning);
@@ -226,12 +245,12 @@ int cmd_summary(int argc, char** argv) {
 int cmd_report(int argc, char** argv) {
   cxxopts::Options o("joule report", "write a self-contained HTML report of a run (SVG charts)");
   o.add_options()("run", "run directory", cxxopts::value<std::string>())(
-      "out", "output file (default RUN/report.html)", cxxopts::value<std::string>()->default_value(""))(
-      "nodes", "instances per profile for the workload projection", cxxopts::value<int>()->default_value("16"));
+      "out", "output file (default RUN/report.html)", cxxopts::value<std::string>()->default_value(""));
+  const NumberFlag nodes_flag{"nodes", "instances per profile for the workload projection", "16", kNodes};
+  add_number_flags(o, {nodes_flag});
   o.parse_positional({"run"});
   auto r = parse(o, argc, argv);
-  const int nodes = r["nodes"].as<int>();
-  if (nodes < 1) throw UsageError("--nodes must be >= 1");
+  const int nodes = static_cast<int>(int_flag(r, nodes_flag));
   std::cout << joule::tools::write_report(required(r, "run"), r["out"].as<std::string>(), joule::tools::config_dir(),
                                           nodes)
             << "\n";
@@ -242,23 +261,23 @@ int cmd_plan(int argc, char** argv) {
   cxxopts::Options o("joule plan",
                      "predict hours, seq/hour, kWh, USD and CO2 of a workload on N instances of each profile");
   o.add_options()("model", "model preset or config.json", cxxopts::value<std::string>()->default_value("bert-large"))(
-      "seq-len", "sequence length", cxxopts::value<int64_t>()->default_value("128"))(
-      "max-predictions", "masked positions per sequence (0: 20 at 128, 80 at 512)",
-      cxxopts::value<int64_t>()->default_value("0"))("global-batch", "sequences per optimizer step",
-                                                     cxxopts::value<int64_t>()->default_value("65536"))(
-      "micro-batch", "sequences per device per forward/backward", cxxopts::value<int64_t>()->default_value("32"))(
-      "sequences", "sequences to train on", cxxopts::value<std::string>()->default_value("450e6"))(
       "precision", "compute dtype: bf16, fp16, tf32, fp32", cxxopts::value<std::string>()->default_value("bf16"))(
-      "nodes", "instances", cxxopts::value<int>()->default_value("16"))(
       "instance",
       "instance profile, or PROFILE:PRECISION for that row (repeatable; default: every accelerator profile at "
       "--precision)",
       cxxopts::value<std::vector<std::string>>())("region", "grid region for CO2",
                                                   cxxopts::value<std::string>()->default_value("world"))(
-      "grid-intensity", "g CO2 per kWh (overrides --region)", cxxopts::value<double>()->default_value("0"))(
       "scaling", "node counts for the scaling curve", cxxopts::value<std::string>()->default_value("1,2,4,8,16,32,64"))(
       "json", "print {\"rows\": [...], \"scaling\": [...]}")(
       "validate", "print the model's validation against published figures (VALIDATION.md's table)");
+  const NumberFlag seq_len{"seq-len", "sequence length", "128", kSeqLen},
+      max_pred{"max-predictions", "masked positions per sequence", "0", kPredictions, "0: 20 at 128, 80 at 512"},
+      global_batch{"global-batch", "sequences per optimizer step", "65536", OptionRange{1, 1 << 30}},
+      micro_batch{"micro-batch", "sequences per device per forward/backward", "32", kBatch},
+      sequences{"sequences", "sequences to train on", "450e6", OptionRange{1, 1e15}},
+      nodes{"nodes", "instances", "16", kNodes},
+      grid{"grid-intensity", "g CO2 per kWh (overrides --region)", "0", OptionRange{0, 5000}, "0: the region's"};
+  add_number_flags(o, {seq_len, max_pred, global_batch, micro_batch, sequences, nodes, grid});
   auto r = parse(o, argc, argv);
   const std::string configs = joule::tools::config_dir();
   if (r.count("validate")) {
@@ -267,51 +286,42 @@ int cmd_plan(int argc, char** argv) {
   }
   joule::tools::PlanOptions p;
   p.model = r["model"].as<std::string>();
-  p.seq_len = r["seq-len"].as<int64_t>();
-  p.max_predictions = r["max-predictions"].as<int64_t>();
-  p.global_batch = r["global-batch"].as<int64_t>();
-  p.micro_batch = r["micro-batch"].as<int64_t>();
-  const std::string seqs = r["sequences"].as<std::string>();
-  size_t used = 0;
-  try {
-    p.sequences = std::stod(seqs, &used);
-  } catch (const std::exception&) {
-  }
-  if (used != seqs.size() || !(p.sequences > 0))
-    throw UsageError("--sequences '" + seqs + "' is not a positive number");
+  p.seq_len = int_flag(r, seq_len);
+  p.max_predictions = int_flag(r, max_pred);
+  p.global_batch = int_flag(r, global_batch);
+  p.micro_batch = int_flag(r, micro_batch);
+  p.sequences = number_flag(r, sequences);
   p.precision = r["precision"].as<std::string>();
-  p.nodes = r["nodes"].as<int>();
-  if (p.nodes < 1) throw UsageError("--nodes must be >= 1");
+  p.nodes = static_cast<int>(int_flag(r, nodes));
   if (r.count("instance")) p.instances = r["instance"].as<std::vector<std::string>>();
   p.region = r["region"].as<std::string>();
-  p.grid_intensity = r["grid-intensity"].as<double>();
+  p.grid_intensity = number_flag(r, grid);
   p.scaling.clear();
   std::stringstream ss(r["scaling"].as<std::string>());
-  for (std::string item; std::getline(ss, item, ',');) {
-    const int n = std::atoi(item.c_str());
-    if (n < 1) throw UsageError("--scaling: '" + item + "' is not a node count");
-    p.scaling.push_back(n);
-  }
+  for (std::string item; std::getline(ss, item, ',');)
+    p.scaling.push_back(static_cast<int>(joule::tools::checked_int(item, "--scaling: node count", kNodes)));
+  if (p.scaling.empty()) throw UsageError("--scaling is empty: give node counts such as 1,2,4,8");
   std::cout << (r.count("json") ? joule::tools::plan_json(p, configs) : joule::tools::plan_text(p, configs));
   return 0;
 }
 
 int cmd_eval(int argc, char** argv) {
   cxxopts::Options o("joule eval", "masked-LM and NSP accuracy of a model directory on shards");
-  o.add_options()("model", "HF model directory", cxxopts::value<std::string>())(
-      "data", "shards", cxxopts::value<std::string>())("batch", "sequences per batch",
-                                                       cxxopts::value<int64_t>()->default_value("32"))(
-      "max-batches", "batches to evaluate (0: all)", cxxopts::value<int64_t>()->default_value("0"))(
+  o.add_options()("model", "HF model directory", cxxopts::value<std::string>())("data", "shards",
+                                                                                cxxopts::value<std::string>())(
       "precision", "auto, fp32 or bf16 (auto: bf16 where the CPU has AVX512-BF16 or AMX-BF16)",
       cxxopts::value<std::string>()->default_value("auto"))(
       "dump", "also write the first batch, joule's logits on it and its losses to this safetensors file",
       cxxopts::value<std::string>()->default_value(""));
+  const NumberFlag batch{"batch", "sequences per batch", "32", kBatch},
+      max_batches{"max-batches", "batches to evaluate", "0", OptionRange{0, 1e12}, "0: all"};
+  add_number_flags(o, {batch, max_batches});
   auto r = parse(o, argc, argv);
   const auto precision =
       joule::models::choose_precision(r["precision"].as<std::string>(), false, joule::launch::CpuIsa::current());
   std::cerr << "joule eval: " << precision.reason << "\n";
-  std::cout << joule::trainer::evaluate_model_dir(required(r, "model"), required(r, "data"), r["batch"].as<int64_t>(),
-                                                  r["max-batches"].as<int64_t>(), precision.precision,
+  std::cout << joule::trainer::evaluate_model_dir(required(r, "model"), required(r, "data"), int_flag(r, batch),
+                                                  int_flag(r, max_batches), precision.precision,
                                                   r["dump"].as<std::string>())
                    .to_json()
             << "\n";
@@ -334,39 +344,37 @@ int cmd_bench_train(int argc, char** argv) {
       "the whole training step (dropout, bucketed all-reduce, LAMB) on synthetic batches; run under mpirun");
   o.add_options()("config", "model preset, config.json or model directory",
                   cxxopts::value<std::string>()->default_value("bert-base"))(
-      "seq-len", "sequence length", cxxopts::value<int64_t>()->default_value("128"))(
-      "micro-batch", "sequences per rank per step", cxxopts::value<int64_t>()->default_value("8"))(
-      "max-predictions", "masked positions per sequence", cxxopts::value<int64_t>()->default_value("20"))(
-      "threads", "intra-op threads per rank (0: cores / local ranks)", cxxopts::value<int>()->default_value("0"))(
-      "warmup", "untimed steps", cxxopts::value<int>()->default_value("2"))("steps", "timed steps",
-                                                                            cxxopts::value<int>()->default_value("5"))(
       "precision", "auto, fp32 or bf16 (auto: bf16 where the CPU has AVX512-BF16 or AMX-BF16)",
       cxxopts::value<std::string>()->default_value("auto"))(
       "wire", "all-reduce buffer dtype: fp32 or bf16 (gradients stay fp32; bf16 halves the bytes sent)",
       cxxopts::value<std::string>()->default_value("fp32"))(
       "profile", "write rank 0's timed steps as a Chrome trace (tools/bench/op_profile.py sums it per op)",
       cxxopts::value<std::string>()->default_value(""))("device", "cpu or cuda (one GPU per rank)",
-                                                        cxxopts::value<std::string>()->default_value("cpu"))(
-      "peak-tflops", "the device's dense peak TFLOP/s at --precision: adds \"mfu\" (H100/H200 SXM bf16: 989)",
-      cxxopts::value<double>()->default_value("0"));
+                                                        cxxopts::value<std::string>()->default_value("cpu"));
+  const NumberFlag seq_len{"seq-len", "sequence length", "128", kSeqLen},
+      micro_batch{"micro-batch", "sequences per rank per step", "8", kBatch},
+      max_pred{"max-predictions", "masked positions per sequence", "20", kPredictions},
+      threads{"threads", "intra-op threads per rank", "0", kThreads, "0: cores / local ranks"},
+      warmup{"warmup", "untimed steps", "2", kWarmup}, steps{"steps", "timed steps", "5", kRepeats},
+      peak{"peak-tflops", "the device's dense peak TFLOP/s at --precision: adds \"mfu\" (H100/H200 SXM bf16: 989)", "0",
+           OptionRange{0, 1e6}, "0: none"};
+  add_number_flags(o, {seq_len, micro_batch, max_pred, threads, warmup, steps, peak});
   auto r = parse(o, argc, argv);
   joule::tools::TrainBenchOptions b;
   b.device = r["device"].as<std::string>();
-  b.peak_tflops = r["peak-tflops"].as<double>();
+  b.peak_tflops = number_flag(r, peak);
   if (b.device != "cpu" && b.device != "cuda") throw UsageError("--device is '" + b.device + "'; valid: cpu, cuda");
   b.profile = r["profile"].as<std::string>();
   b.model_name = r["config"].as<std::string>();
   b.config = joule::tools::resolve_model_config(b.model_name);
-  b.seq_len = r["seq-len"].as<int64_t>();
-  b.micro_batch = r["micro-batch"].as<int64_t>();
-  b.max_predictions = r["max-predictions"].as<int64_t>();
-  b.threads = r["threads"].as<int>();
-  b.warmup = r["warmup"].as<int>();
-  b.steps = r["steps"].as<int>();
+  b.seq_len = int_flag(r, seq_len);
+  b.micro_batch = int_flag(r, micro_batch);
+  b.max_predictions = int_flag(r, max_pred);
+  b.threads = static_cast<int>(int_flag(r, threads));
+  b.warmup = static_cast<int>(int_flag(r, warmup));
+  b.steps = static_cast<int>(int_flag(r, steps));
   b.precision = r["precision"].as<std::string>();
   b.wire = r["wire"].as<std::string>();
-  if (b.steps < 1 || b.micro_batch < 1 || b.seq_len < 2)
-    throw UsageError("--steps, --micro-batch and --seq-len must be positive");
   const std::string line = joule::tools::bench_train(b);
   if (!line.empty()) std::cout << line << std::endl;
   return 0;
@@ -375,57 +383,64 @@ int cmd_bench_train(int argc, char** argv) {
 int cmd_bench_comm(int argc, char** argv) {
   cxxopts::Options o("joule bench comm",
                      "all-reduce busbw table and the bucketed reducer vs one all-reduce (run under mpirun)");
-  o.add_options()("min-bytes", "smallest message", cxxopts::value<int64_t>()->default_value("1024"))(
-      "max-bytes", "largest message", cxxopts::value<int64_t>()->default_value("268435456"))(
-      "iterations", "timed repetitions per size", cxxopts::value<int>()->default_value("5"))(
-      "gradient-model", "model whose gradient the reducer moves (none: skip that part)",
-      cxxopts::value<std::string>()->default_value("bert-large"))(
+  o.add_options()("gradient-model", "model whose gradient the reducer moves (none: skip that part)",
+                  cxxopts::value<std::string>()->default_value("bert-large"))(
       "pingpong", "first a rank 0 <-> rank 1 ping-pong: one-way times, and the alpha and beta they fit")(
-      "predict-alpha-us", "with --predict-mbps: each row's ring all-reduce time from the alpha-beta model",
-      cxxopts::value<double>()->default_value("0"))("predict-mbps", "link bandwidth for the prediction, MB/s",
-                                                    cxxopts::value<double>()->default_value("0"))(
       "overlap-model", "measure exposed communication in training steps of this model",
-      cxxopts::value<std::string>()->default_value(""))("overlap-batch", "sequences per rank in those steps",
-                                                        cxxopts::value<int>()->default_value("8"))(
-      "min-busbw", "fail below this busbw (GB/s) at the largest size", cxxopts::value<double>()->default_value("0"))(
-      "json", "JSON lines: one per table row, then a summary");
+      cxxopts::value<std::string>()->default_value(""))("json", "JSON lines: one per table row, then a summary");
+  const OptionRange message{4, 1e12};  // one float to a terabyte
+  const NumberFlag min_bytes{"min-bytes", "smallest message", "1024", message},
+      max_bytes{"max-bytes", "largest message", "268435456", message},
+      iterations{"iterations", "timed repetitions per size", "5", kRepeats},
+      alpha{"predict-alpha-us", "with --predict-mbps: each row's ring all-reduce time from the alpha-beta model", "0",
+            OptionRange{0, 1e9}},
+      mbps{"predict-mbps", "link bandwidth for the prediction, MB/s", "0", OptionRange{0, 1e9}, "0: no prediction"},
+      overlap_batch{"overlap-batch", "sequences per rank in those steps", "8", kBatch},
+      min_busbw{"min-busbw", "fail below this busbw (GB/s) at the largest size", "0", OptionRange{0, 1e6}, "0: none"};
+  add_number_flags(o, {min_bytes, max_bytes, iterations, alpha, mbps, overlap_batch, min_busbw});
   auto r = parse(o, argc, argv);
   joule::tools::CommBenchOptions b;
-  b.min_bytes = r["min-bytes"].as<int64_t>();
-  b.max_bytes = r["max-bytes"].as<int64_t>();
-  b.iterations = r["iterations"].as<int>();
+  b.min_bytes = int_flag(r, min_bytes);
+  b.max_bytes = int_flag(r, max_bytes);
+  if (b.min_bytes > b.max_bytes)
+    throw UsageError("--min-bytes " + std::to_string(b.min_bytes) + " is larger than --max-bytes " +
+                     std::to_string(b.max_bytes));
+  b.iterations = static_cast<int>(int_flag(r, iterations));
   b.gradient_model = r["gradient-model"].as<std::string>();
   b.overlap_model = r["overlap-model"].as<std::string>();
-  b.overlap_batch = r["overlap-batch"].as<int>();
-  b.min_busbw = r["min-busbw"].as<double>();
+  b.overlap_batch = static_cast<int>(int_flag(r, overlap_batch));
+  b.min_busbw = number_flag(r, min_busbw);
   b.json = r.count("json") > 0;
   b.pingpong = r.count("pingpong") > 0;
-  b.predict_alpha_s = r["predict-alpha-us"].as<double>() * 1e-6;
-  b.predict_bytes_per_s = r["predict-mbps"].as<double>() * 1e6;
+  b.predict_alpha_s = number_flag(r, alpha) * 1e-6;
+  b.predict_bytes_per_s = number_flag(r, mbps) * 1e6;
   return joule::tools::bench_comm(b);
 }
 
 int cmd_bench_data(int argc, char** argv) {
   cxxopts::Options o("joule bench data", "sequences/s the loader delivers from shards under the global shuffle");
   o.add_options()("data", "shard directory, glob, list file or shard", cxxopts::value<std::string>())(
-      "micro-batch", "sequences per batch", cxxopts::value<int64_t>()->default_value("32"))(
-      "batches", "timed batches", cxxopts::value<int>()->default_value("200"))(
-      "warmup", "untimed batches first", cxxopts::value<int>()->default_value("10"))("json", "print one JSON object");
+      "json", "print one JSON object");
+  const NumberFlag micro_batch{"micro-batch", "sequences per batch", "32", kBatch},
+      batches{"batches", "timed batches", "200", kRepeats}, warmup{"warmup", "untimed batches first", "10", kWarmup};
+  add_number_flags(o, {micro_batch, batches, warmup});
   auto r = parse(o, argc, argv);
-  std::cout << joule::tools::bench_data(required(r, "data"), r["micro-batch"].as<int64_t>(), r["batches"].as<int>(),
-                                        r["warmup"].as<int>(), r.count("json") > 0);
+  std::cout << joule::tools::bench_data(required(r, "data"), int_flag(r, micro_batch),
+                                        static_cast<int>(int_flag(r, batches)), static_cast<int>(int_flag(r, warmup)),
+                                        r.count("json") > 0);
   return 0;
 }
 
 int cmd_data_synth(int argc, char** argv) {
   cxxopts::Options o("joule data synth", "write the deterministic synthetic demo corpus");
-  o.add_options()("out", "output text file", cxxopts::value<std::string>())(
-      "documents", "number of documents", cxxopts::value<int64_t>()->default_value("2000"))(
-      "seed", "seed", cxxopts::value<uint64_t>()->default_value("1"));
+  o.add_options()("out", "output text file", cxxopts::value<std::string>());
+  const NumberFlag documents{"documents", "number of documents", "2000", OptionRange{2, 1e9}},
+      seed{"seed", "seed", "1", kSeeds};
+  add_number_flags(o, {documents, seed});
   auto r = parse(o, argc, argv);
   joule::data::SynthOptions s;
-  s.documents = r["documents"].as<int64_t>();
-  s.seed = r["seed"].as<uint64_t>();
+  s.documents = int_flag(r, documents);
+  s.seed = static_cast<uint64_t>(int_flag(r, seed));
   const int64_t n = joule::data::write_synthetic_corpus(required(r, "out"), s);
   std::cout << "wrote " << r["out"].as<std::string>() << ": " << s.documents << " documents, " << n << " sentences\n";
   return 0;
@@ -434,17 +449,18 @@ int cmd_data_synth(int argc, char** argv) {
 int cmd_data_vocab(int argc, char** argv) {
   cxxopts::Options o("joule data vocab", "build a WordPiece vocabulary from a corpus");
   o.add_options()("input", "text file(s)", cxxopts::value<std::vector<std::string>>())(
-      "out", "vocab.txt to write", cxxopts::value<std::string>())("size", "vocabulary size, special tokens included",
-                                                                  cxxopts::value<int64_t>()->default_value("8000"))(
-      "min-frequency", "least count of a merged piece", cxxopts::value<int64_t>()->default_value("2"))(
-      "lower-case", "lower-case and strip accents", cxxopts::value<bool>()->default_value("true"))(
+      "out", "vocab.txt to write", cxxopts::value<std::string>())("lower-case", "lower-case and strip accents",
+                                                                  cxxopts::value<bool>()->default_value("true"))(
       "no-lower-case", "keep case and accents");
+  const NumberFlag size{"size", "vocabulary size, special tokens included", "8000", OptionRange{6, 1 << 24}},
+      min_frequency{"min-frequency", "least count of a merged piece", "2", OptionRange{1, 1e15}};
+  add_number_flags(o, {size, min_frequency});
   auto r = parse(o, argc, argv);
   if (!r.count("input")) throw UsageError("missing required option --input");
   joule::data::VocabBuildOptions v;
   v.inputs = r["input"].as<std::vector<std::string>>();
-  v.size = r["size"].as<int64_t>();
-  v.min_frequency = r["min-frequency"].as<int64_t>();
+  v.size = int_flag(r, size);
+  v.min_frequency = int_flag(r, min_frequency);
   v.lower_case = r["lower-case"].as<bool>() && !r.count("no-lower-case");
   const std::string out = required(r, "out");
   const auto vocab = joule::data::build_vocab(v);
@@ -453,14 +469,21 @@ int cmd_data_vocab(int argc, char** argv) {
   return 0;
 }
 
+// An output directory as typed, made fit to have siblings (OUT.partial, OUT.old-PID) named after it: trailing slashes
+// go ("shards/" is "shards"), and "." or ".." becomes the absolute path it stands for.
+std::string output_directory(std::string out) {
+  while (out.size() > 1 && out.back() == '/') out.pop_back();
+  const std::string last = std::filesystem::path(out).filename().string();
+  if (last == "." || last == "..") out = std::filesystem::absolute(out).lexically_normal().string();
+  while (out.size() > 1 && out.back() == '/') out.pop_back();
+  return out;
+}
+
 // "2GB", "512MB", "1.5G", "800M", "4096" (bytes): binary units, as free(1) and Slurm's --mem.
 int64_t parse_size(const std::string& flag, const std::string& text) {
   size_t used = 0;
-  double value = -1;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-  }
+  while (used < text.size() && (std::isdigit(static_cast<unsigned char>(text[used])) || text[used] == '.')) ++used;
+  const double value = joule::parse_number_text(text.substr(0, used)).value_or(-1);
   std::string unit = text.substr(used);
   for (char& ch : unit) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
   if (unit.size() > 1 && unit.back() == 'B') unit.pop_back();
@@ -473,6 +496,8 @@ int64_t parse_size(const std::string& flag, const std::string& text) {
                                                    : -1;
   if (value <= 0 || scale < 0)
     throw UsageError("--" + flag + " \"" + text + "\": expected a size such as 512MB or 2GB");
+  constexpr double kMost = 1125899906842624.0;  // 1 PiB: no machine's memory yet, and far from int64's end
+  if (value * scale > kMost) throw UsageError("--" + flag + " \"" + text + "\": more than 1 PiB");
   return static_cast<int64_t>(value * scale);
 }
 
@@ -484,56 +509,60 @@ int cmd_data_create(int argc, char** argv) {
       "between documents (repeatable)",
       cxxopts::value<std::vector<std::string>>())("vocab", "vocab.txt", cxxopts::value<std::string>())(
       "out", "output directory", cxxopts::value<std::string>())(
-      "phase", "NVIDIA's phase presets: 1 = --seq-len 128 --max-pred 20, 2 = --seq-len 512 --max-pred 80",
-      cxxopts::value<int>())("seq-len", "tokens per sequence (default 128)", cxxopts::value<int>())(
-      "max-pred", "masked positions per sequence (default 20)", cxxopts::value<int>())(
-      "dupe-factor", "times each document is used with different masks", cxxopts::value<int>()->default_value("5"))(
-      "shards", "training shards: the input cut into this many equal parts (plain-text input)",
-      cxxopts::value<int>()->default_value("0"))("shard-mb", "input MB per training shard (instead of --shards)",
-                                                 cxxopts::value<double>()->default_value("0"))(
-      "memory-budget", "peak memory to stay under (chunks are sized to it)",
-      cxxopts::value<std::string>()->default_value("2GB"))("seed", "seed",
-                                                           cxxopts::value<uint64_t>()->default_value("12345"))(
-      "lower-case", "lower-case and strip accents", cxxopts::value<bool>()->default_value("true"))(
+      "memory-budget", "peak memory to stay under (chunks are sized to it; up to 1 PiB)",
+      cxxopts::value<std::string>()->default_value("2GB"))("lower-case", "lower-case and strip accents",
+                                                           cxxopts::value<bool>()->default_value("true"))(
       "no-lower-case", "keep case and accents")("whole-word-mask", "mask whole words")(
-      "masked-lm-prob", "fraction of tokens masked", cxxopts::value<double>()->default_value("0.15"))(
-      "short-seq-prob", "probability of a shorter target length", cxxopts::value<double>()->default_value("0.1"))(
-      "eval-documents", "documents of the first chunk held out for an eval shard",
-      cxxopts::value<int64_t>()->default_value("0"))("threads",
-                                                     "worker threads (0: all cores); the output does not depend on it",
-                                                     cxxopts::value<int>()->default_value("0"))(
       "skip-bad-input",
       "skip and count invalid UTF-8 lines, over-long lines or documents and empty files instead of stopping")(
       "replace", "replace an --out holding another data set (built in OUT.partial, swapped in when complete)");
+  const NumberFlag phase_flag{"phase", "NVIDIA's phase presets", nullptr, OptionRange{1, 2},
+                              "1 = --seq-len 128 --max-pred 20, 2 = --seq-len 512 --max-pred 80"},
+      seq_len{"seq-len", "tokens per sequence", nullptr, OptionRange{8, 65535}, "default 128"},
+      max_pred{"max-pred", "masked positions per sequence, at most --seq-len", nullptr, OptionRange{1, 65535},
+               "default 20"},
+      dupe_factor{"dupe-factor", "times each document is used with different masks", "5", OptionRange{1, 10000}},
+      shards{"shards", "training shards: the input cut into this many equal parts (plain-text input)", "0",
+             OptionRange{0, 1e6}, "0: from --shard-mb or the input's files"},
+      shard_mb{"shard-mb", "input MB per training shard (instead of --shards)", "0", OptionRange{0, 1e7}, "0: none"},
+      seed{"seed", "seed", "12345", kSeeds},
+      masked_lm_prob{"masked-lm-prob", "fraction of tokens masked", "0.15", OptionRange{0, 1, true, false}},
+      short_seq_prob{"short-seq-prob", "probability of a shorter target length", "0.1", OptionRange{0, 1}},
+      eval_documents{"eval-documents", "documents of the first chunk held out for an eval shard", "0",
+                     OptionRange{0, 1e12}},
+      threads{"threads", "worker threads; the output does not depend on it", "0", kThreads, "0: all cores"};
+  add_number_flags(o, {phase_flag, seq_len, max_pred, dupe_factor, shards, shard_mb, seed, masked_lm_prob,
+                       short_seq_prob, eval_documents, threads});
   auto r = parse(o, argc, argv);
   if (!r.count("input")) throw UsageError("missing required option --input");
   joule::data::CreateOptions c;
   c.inputs = r["input"].as<std::vector<std::string>>();
   c.vocab = required(r, "vocab");
-  c.out = required(r, "out");
+  c.out = output_directory(required(r, "out"));
   if (r.count("phase")) {
-    const int phase = r["phase"].as<int>();
-    if (phase != 1 && phase != 2)
-      throw UsageError("--phase " + std::to_string(phase) + ": expected 1 (seq 128) or 2 (seq 512)");
+    const int64_t phase = int_flag(r, phase_flag);
     if (r.count("seq-len") || r.count("max-pred"))
       throw UsageError("--phase sets --seq-len and --max-pred: give one or the other");
     c.seq_len = phase == 1 ? 128 : 512;
     c.max_predictions = phase == 1 ? 20 : 80;
   }
-  if (r.count("seq-len")) c.seq_len = r["seq-len"].as<int>();
-  if (r.count("max-pred")) c.max_predictions = r["max-pred"].as<int>();
-  c.dupe_factor = r["dupe-factor"].as<int>();
-  c.shards = r["shards"].as<int>();
-  c.shard_mb = r["shard-mb"].as<double>();
+  if (r.count("seq-len")) c.seq_len = static_cast<int>(int_flag(r, seq_len));
+  if (r.count("max-pred")) c.max_predictions = static_cast<int>(int_flag(r, max_pred));
+  if (c.max_predictions > c.seq_len)
+    throw UsageError("--max-pred " + std::to_string(c.max_predictions) + " is more than --seq-len " +
+                     std::to_string(c.seq_len) + ": a sequence cannot hold more masked positions than tokens");
+  c.dupe_factor = static_cast<int>(int_flag(r, dupe_factor));
+  c.shards = static_cast<int>(int_flag(r, shards));
+  c.shard_mb = number_flag(r, shard_mb);
   if (c.shards > 0 && c.shard_mb > 0) throw UsageError("give --shards or --shard-mb, not both");
   c.memory_budget = parse_size("memory-budget", r["memory-budget"].as<std::string>());
-  c.seed = r["seed"].as<uint64_t>();
+  c.seed = static_cast<uint64_t>(int_flag(r, seed));
   c.lower_case = r["lower-case"].as<bool>() && !r.count("no-lower-case");
   c.whole_word_mask = r.count("whole-word-mask") > 0;
-  c.masked_lm_prob = r["masked-lm-prob"].as<double>();
-  c.short_seq_prob = r["short-seq-prob"].as<double>();
-  c.eval_documents = r["eval-documents"].as<int64_t>();
-  c.threads = r["threads"].as<int>();
+  c.masked_lm_prob = number_flag(r, masked_lm_prob);
+  c.short_seq_prob = number_flag(r, short_seq_prob);
+  c.eval_documents = int_flag(r, eval_documents);
+  c.threads = static_cast<int>(int_flag(r, threads));
   c.replace = r.count("replace") > 0;
   c.skip_bad_input = r.count("skip-bad-input") > 0;
   const auto s = joule::data::create_pretraining_data(c);
@@ -561,11 +590,13 @@ int cmd_data_create(int argc, char** argv) {
 int cmd_data_inspect(int argc, char** argv) {
   cxxopts::Options o("joule data inspect", "counts, length histogram, masking rate and decoded samples");
   o.add_options()("data", "shard directory, glob, list file or shard (also positional)", cxxopts::value<std::string>())(
-      "samples", "sequences to decode", cxxopts::value<int>()->default_value("3"))(
       "vocab", "vocab.txt (default: beside the data)", cxxopts::value<std::string>()->default_value(""));
+  const NumberFlag samples{"samples", "sequences to decode", "3", OptionRange{0, 1e6}};
+  add_number_flags(o, {samples});
   o.parse_positional({"data"});
   auto r = parse(o, argc, argv);
-  std::cout << joule::tools::data_inspect(required(r, "data"), r["samples"].as<int>(), r["vocab"].as<std::string>());
+  std::cout << joule::tools::data_inspect(required(r, "data"), static_cast<int>(int_flag(r, samples)),
+                                          r["vocab"].as<std::string>());
   return 0;
 }
 
@@ -597,6 +628,9 @@ int report_error(const std::string& cmd, const std::string& what, const std::str
 }
 
 int main(int argc, char** argv) {
+#ifdef JOULE_FAULT_INJECTION
+  joule::trainer::enable_fault_injection();  // the test binary joule-fault-injection: JOULE_FAULT acts (fault.h)
+#endif
   // OpenMP and OpenBLAS read their wait policies only when they load: set them and start over once. The `data`
   // commands run no LibTorch or BLAS work, and a second start (loading LibTorch again) would double their start-up.
   const bool uses_libtorch_threads = !(argc > 1 && std::strcmp(argv[1], "data") == 0);
@@ -609,43 +643,52 @@ int main(int argc, char** argv) {
     std::cout << kUsage;
     return args.empty() ? 2 : 0;
   }
-  // Two-word commands ("model init") consume both words; cxxopts then sees the rest.
-  const std::string cmd = args[0] + (args.size() > 1 && args[1].rfind("-", 0) != 0 ? " " + args[1] : "");
-  try {
-    struct Entry {
-      const char* name;
-      int (*run)(int, char**);
-    };
-    const Entry commands[] = {{"train", cmd_train},
-                              {"eval", cmd_eval},
-                              {"export", cmd_export},
-                              {"summary", cmd_summary},
-                              {"report", cmd_report},
-                              {"plan", cmd_plan},
-                              {"version", cmd_version},
-                              {"model init", cmd_model_init},
-                              {"model info", cmd_model_info},
-                              {"bench model", cmd_bench_model},
-                              {"bench comm", cmd_bench_comm},
-                              {"bench train", cmd_bench_train},
-                              {"bench data", cmd_bench_data},
-                              {"data synth", cmd_data_synth},
-                              {"data vocab", cmd_data_vocab},
-                              {"data create", cmd_data_create},
-                              {"data inspect", cmd_data_inspect},
-                              {"data tokenize", cmd_data_tokenize}};
-    for (const Entry& e : commands) {
-      const std::string name = e.name;
-      const int words = name.find(' ') == std::string::npos ? 1 : 2;
-      if (cmd == name || (words == 1 && args[0] == name)) return e.run(argc - words, argv + words);
-    }
-    std::cerr << "joule: unknown command '" << cmd << "'\n\n" << kUsage;
+  // Two-word commands ("model init") consume both words; cxxopts then sees the rest. A one-word command's next word
+  // is its own (`joule report RUN`): the command's name in messages is the one matched.
+  struct Entry {
+    const char* name;
+    int (*run)(int, char**);
+  };
+  const Entry commands[] = {{"train", cmd_train},
+                            {"eval", cmd_eval},
+                            {"export", cmd_export},
+                            {"summary", cmd_summary},
+                            {"report", cmd_report},
+                            {"plan", cmd_plan},
+                            {"version", cmd_version},
+                            {"model init", cmd_model_init},
+                            {"model info", cmd_model_info},
+                            {"bench model", cmd_bench_model},
+                            {"bench comm", cmd_bench_comm},
+                            {"bench train", cmd_bench_train},
+                            {"bench data", cmd_bench_data},
+                            {"data synth", cmd_data_synth},
+                            {"data vocab", cmd_data_vocab},
+                            {"data create", cmd_data_create},
+                            {"data inspect", cmd_data_inspect},
+                            {"data tokenize", cmd_data_tokenize}};
+  const std::string two_words = args[0] + (args.size() > 1 && args[1].rfind("-", 0) != 0 ? " " + args[1] : "");
+  const Entry* command = nullptr;
+  for (const Entry& e : commands)
+    if (e.name == two_words || e.name == args[0]) command = &e;
+  if (!command) {
+    std::cerr << "joule: unknown command '" << two_words << "'\n\n" << kUsage;
     return 2;
+  }
+  const std::string cmd = command->name;
+  const int words = cmd.find(' ') == std::string::npos ? 1 : 2;
+  try {
+    return command->run(argc - words, argv + words);
   } catch (const cxxopts::exceptions::exception& e) {
     std::cerr << "joule " << cmd << ": " << e.what() << " (see joule " << cmd << " --help)\n";
     return 2;
   } catch (const joule::Error& e) {
     return report_error(cmd, e.what(), e.hint(), e.exit_code());
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A file system call that joule did not check itself: still the path and the cause, not the library's wording.
+    std::string what = e.path1().string() + ": " + e.code().message();
+    if (!e.path2().empty()) what += " (and " + e.path2().string() + ")";
+    return report_error(cmd, what, "check the path, its permissions and the free space, then rerun", 1);
   } catch (const std::exception& e) {
     // Not joule's own error type (LibTorch, the standard library): still one clear line on every rank.
     return report_error(cmd, e.what(),

@@ -68,6 +68,9 @@ Workload workload_of(const PlanOptions& o, const std::string& config_dir) {
                             std::to_string(w.model.max_position_embeddings));
   if (w.global_batch < 1 || w.micro_batch < 1 || !(w.sequences > 0))
     throw joule::UsageError("--global-batch, --micro-batch and --sequences must be positive");
+  if (w.max_predictions > w.seq_len)
+    throw joule::UsageError("--max-predictions " + std::to_string(w.max_predictions) + " is more than --seq-len " +
+                            std::to_string(w.seq_len));
   return w;
 }
 

@@ -357,6 +357,10 @@ std::string write_report(const std::string& run_dir, const std::string& out, con
 
   const std::string path = out.empty() ? (fs::path(run_dir) / "report.html").string() : out;
   write_file_atomically(path, h.str());
+  if (history.torn_tail_bytes > 0)
+    return path + "\nnote: " + run_dir + "/metrics.jsonl ends in a partial record of " +
+           std::to_string(history.torn_tail_bytes) +
+           " byte(s) (the run was killed while writing it; --resume auto cuts it): left out of the charts";
   return path;
 }
 

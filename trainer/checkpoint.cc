@@ -196,6 +196,13 @@ nlohmann::json parse_json_file(const std::string& path) {
   }
 }
 
+// "" when the manifest's files list the model, the optimizer state and the trainer state; else which is not listed.
+std::string unlisted_core_file(const nlohmann::json& files) {
+  for (const char* need : {"model.safetensors", "optimizer.safetensors", "trainer_state.json"})
+    if (!files.is_object() || !files.contains(need)) return std::string("manifest.json does not list ") + need;
+  return "";
+}
+
 // Checks the manifest against the files; returns "" when valid, else what is wrong.
 std::string verify(const std::string& dir) {
   if (!fs::exists(fs::path(dir) / "COMPLETE")) return "incomplete (no COMPLETE marker: the write was interrupted)";
@@ -209,15 +216,18 @@ std::string verify(const std::string& dir) {
              std::to_string(kCheckpointFormatVersion);
     const nlohmann::json files = field<nlohmann::json>(manifest, "files", path);
     for (const auto& [name, info] : files.items()) {
-      const fs::path p = fs::path(dir) / name;
       const std::string where = path + " files." + name;
-      if (!fs::exists(p)) return name + " is missing";
-      if (fs::file_size(p) != field<uint64_t>(info, "bytes", where))
-        return name + " has " + std::to_string(fs::file_size(p)) + " bytes, the manifest says " + info["bytes"].dump();
-      if (joule::hex64(joule::fnv1a64_file(p.string())) != field<std::string>(info, "fnv1a64", where))
+      const std::string p = path_inside(dir, name, path);  // an entry never leads out of the checkpoint
+      std::error_code ec;
+      const auto size = fs::is_regular_file(p, ec) ? fs::file_size(p, ec) : 0;
+      if (ec || !fs::is_regular_file(p, ec)) return name + " is missing (or not a file)";
+      if (size != field<uint64_t>(info, "bytes", where))
+        return name + " has " + std::to_string(size) + " bytes, the manifest says " + info["bytes"].dump();
+      if (joule::hex64(joule::fnv1a64_file(p)) != field<std::string>(info, "fnv1a64", where))
         return name + ": checksum mismatch (corrupt file)";
     }
-  } catch (const joule::Error& e) {  // CheckpointError (a bad manifest), IoError (a file that cannot be read)
+    if (const std::string missing = unlisted_core_file(files); !missing.empty()) return missing;
+  } catch (const joule::Error& e) {  // CheckpointError (a bad manifest), IoError (an entry or file that is not right)
     return e.what();
   }
   return "";
@@ -251,14 +261,15 @@ std::string matches_manifest(const std::string& dir, const std::string& manifest
   try {
     const nlohmann::json files = field<nlohmann::json>(parse_json_file(path), "files", path);
     for (const auto& [name, info] : files.items()) {
-      const fs::path p = fs::path(dir) / name;
+      const std::string p = path_inside(dir, name, path);
       std::error_code ec;
-      const auto size = fs::file_size(p, ec);
-      if (ec) return name + " is missing";
+      const auto size = fs::is_regular_file(p, ec) ? fs::file_size(p, ec) : 0;
+      if (ec || !fs::is_regular_file(p, ec)) return name + " is missing (or not a file)";
       if (size != field<uint64_t>(info, "bytes", path + " files." + name))
         return name + " has " + std::to_string(size) + " bytes, the manifest says " + info["bytes"].dump();
     }
-  } catch (const CheckpointError& e) {
+    if (const std::string missing = unlisted_core_file(files); !missing.empty()) return missing;
+  } catch (const joule::Error& e) {  // CheckpointError (a bad manifest), IoError (an entry that leads out)
     return e.what();
   }
   return "";
@@ -269,9 +280,23 @@ std::string matches_manifest(const std::string& dir, const std::string& manifest
 std::vector<std::string> list_checkpoints(const std::string& root) {
   std::vector<std::string> dirs;
   std::error_code ec;
-  if (!fs::is_directory(root, ec)) return dirs;
-  for (const auto& e : fs::directory_iterator(root, ec))
-    if (e.is_directory(ec) && is_checkpoint_name(e.path().filename().string())) dirs.push_back(e.path().string());
+  const fs::file_status status = fs::status(root, ec);
+  if (status.type() == fs::file_type::not_found) return dirs;  // no checkpoints yet
+  // A checkpoint directory that is there but cannot be listed is an error, never "no checkpoints" (a fresh start
+  // would write over them).
+  const auto unreadable = [&](const std::error_code& e) {
+    throw joule::IoError(root + ": cannot list the checkpoints: " + e.message(),
+                         "check the directory's permissions (and that its file system is mounted), then rerun");
+  };
+  if (ec) unreadable(ec);
+  if (status.type() != fs::file_type::directory) return dirs;
+  fs::directory_iterator it(root, ec), end;
+  if (ec) unreadable(ec);
+  for (; it != end; it.increment(ec)) {
+    if (ec) unreadable(ec);
+    if (it->is_directory(ec) && is_checkpoint_name(it->path().filename().string())) dirs.push_back(it->path().string());
+  }
+  if (ec) unreadable(ec);
   std::sort(dirs.rbegin(), dirs.rend());
   return dirs;
 }

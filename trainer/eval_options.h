@@ -19,7 +19,7 @@ struct EvalOptions {
   std::vector<OptionField> fields() {
     return {{"every_steps", &every_steps, at_least(0), "0: at the end only"},
             {"target_mlm_accuracy", &target_mlm_accuracy, OptionRange{0, 1, false, false}, "0: none"},
-            {"batch", &batch, at_least(1)},
+            {"batch", &batch, OptionRange{1, 1 << 20}},
             {"max_batches", &max_batches, at_least(1)}};
   }
   void validate() const { check_section_ranges(*this); }

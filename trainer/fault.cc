@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -119,8 +120,21 @@ FaultPlan FaultPlan::parse(const std::string& spec) {
   return plan;
 }
 
+namespace {
+std::atomic<bool> injection_enabled{false};
+}  // namespace
+
+void enable_fault_injection() { injection_enabled = true; }
+bool fault_injection_enabled() { return injection_enabled; }
+
 FaultPlan FaultPlan::from_environment() {
   const char* spec = std::getenv("JOULE_FAULT");
+  if (!injection_enabled) {
+    if (spec && *spec)
+      std::cerr << "joule: JOULE_FAULT is set and ignored: this joule is not built for fault injection (only the test "
+                   "binary joule-fault-injection acts on it)\n";
+    return {};
+  }
   return parse(spec ? spec : "");
 }
 

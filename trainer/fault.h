@@ -16,6 +16,10 @@
 //                                           file system whose directory listing lags); takes no step
 //
 // rank defaults to 0; step counts optimizer steps from 1. A malformed JOULE_FAULT is an error at start-up.
+//
+// Only a test binary acts on JOULE_FAULT: `joule-fault-injection` (tests/CMakeLists.txt), the joule command built with
+// JOULE_FAULT_INJECTION, whose main calls enable_fault_injection(). The joule binary users run ignores the variable
+// and says so on stderr: a stray JOULE_FAULT=corrupt-shard must never overwrite someone's shards.
 // No LibTorch here.
 #pragma once
 
@@ -64,7 +68,9 @@ class FaultPlan {
  public:
   // Parses a JOULE_FAULT value ("" : no faults). Throws FaultError naming the fault and the bad part.
   static FaultPlan parse(const std::string& spec);
-  static FaultPlan from_environment();  // JOULE_FAULT
+  // JOULE_FAULT's faults where fault injection is enabled (the test binary); else none, with a note on stderr when
+  // the variable is set.
+  static FaultPlan from_environment();
 
   bool empty() const { return faults_.empty(); }
   const std::vector<Fault>& faults() const { return faults_; }
@@ -74,6 +80,10 @@ class FaultPlan {
  private:
   std::vector<Fault> faults_;
 };
+
+// Called by the test binary's main only (JOULE_FAULT_INJECTION): from then on from_environment() reads JOULE_FAULT.
+void enable_fault_injection();
+bool fault_injection_enabled();
 
 // The points in a training step where faults fire, for one rank. The trainer calls each at its named place;
 // with no faults armed every call is a no-op.

@@ -12,7 +12,12 @@ namespace fs = std::filesystem;
 
 MetricsLogger::MetricsLogger(const MetricsSettings& settings, const std::string& run_dir, bool root)
     : s_(settings), root_(root), start_(std::chrono::steady_clock::now()) {
-  if (root_) file_ = LineLog((fs::path(run_dir) / "metrics.jsonl").string());
+  if (!root_) return;
+  const std::string path = (fs::path(run_dir) / "metrics.jsonl").string();
+  file_ = LineLog(path);
+  if (file_.cut_bytes() > 0)
+    std::cout << "note: " << path << " ended in a partial record of " << file_.cut_bytes()
+              << " byte(s) (a run killed while writing it): cut back to its last complete line\n";
 }
 
 double MetricsLogger::wall_s() const { return s_.wall_before + launch::seconds_since(start_); }

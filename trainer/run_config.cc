@@ -164,14 +164,14 @@ void RunConfig::set(const std::string& assignment) {
   if (!f) unknown("--set", key);
   if (const std::string bad = utf8_problem(text); !bad.empty()) throw RunConfigError("--set " + key + ": " + bad);
   try {
-    size_t used = 0;
     if (auto* i = std::get_if<int64_t*>(&f->target)) {
-      const double v = std::stod(text, &used);  // accepts 450e6
-      if (used != text.size() || !whole_int64(v)) throw RunConfigError(text);
-      **i = static_cast<int64_t>(v);
+      const std::optional<int64_t> v = parse_integer_text(text);  // 450e6 too; never wraps
+      if (!v) throw RunConfigError(text);
+      **i = *v;
     } else if (auto* d = std::get_if<double*>(&f->target)) {
-      **d = std::stod(text, &used);
-      if (used != text.size()) throw RunConfigError(text);
+      const std::optional<double> v = parse_number_text(text);
+      if (!v) throw RunConfigError(text);
+      **d = *v;
     } else if (text.size() >= 2 && (text.front() == '"' || text.front() == '\'') && text.back() == text.front()) {
       // Written as in the TOML file (--set run.dir="/scratch/x"): the string inside the quotes, escapes read as TOML.
       std::istringstream in("value = " + text);

@@ -36,6 +36,6 @@ inline EnergyTotals reduce_energy(EnergyTotals local, collectives::Communicator&
 
 // Reduced as an array of doubles: no padding, nothing but doubles.
 static_assert(std::is_standard_layout_v<StepBoundary> && std::is_trivially_copyable_v<StepBoundary>);
-static_assert(sizeof(StepBoundary) == sizeof(double) * (3 + 2 * 7 + kComponents * kSources));
+static_assert(sizeof(StepBoundary) == sizeof(double) * (3 + 2 * 9 + kComponents * kSources));
 
 }  // namespace joule::trainer

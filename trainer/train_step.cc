@@ -9,10 +9,12 @@ namespace joule::trainer {
 
 void DeviceSums::add(const models::PretrainingOutput& out, int64_t rows) {
   const auto zero = [&] { return torch::zeros({}, out.mlm_loss.options().dtype(torch::kInt64)); };
+  const torch::Tensor mlm_loss = out.mlm_loss.detach().to(torch::kFloat64);
+  const torch::Tensor nsp_loss = out.nsp_loss.detach().to(torch::kFloat64);
   const torch::Tensor batch =
-      torch::stack({out.mlm_loss.detach().to(torch::kFloat64), out.nsp_loss.detach().to(torch::kFloat64),
-                    (out.mlm_correct.defined() ? out.mlm_correct : zero()).to(torch::kFloat64),
-                    (out.nsp_correct.defined() ? out.nsp_correct : zero()).to(torch::kFloat64)});
+      torch::stack({mlm_loss, nsp_loss, (out.mlm_correct.defined() ? out.mlm_correct : zero()).to(torch::kFloat64),
+                    (out.nsp_correct.defined() ? out.nsp_correct : zero()).to(torch::kFloat64),
+                    mlm_loss * static_cast<double>(out.mlm_predictions), nsp_loss * static_cast<double>(rows)});
   values_ = values_.defined() ? values_ + batch : batch;
   host_.mlm_predictions += static_cast<double>(out.mlm_predictions);
   host_.sequences += static_cast<double>(rows);
@@ -34,6 +36,8 @@ BatchSums DeviceSums::read() const {
   s.nsp_loss = v[1];
   s.mlm_correct = v[2];
   s.nsp_correct = v[3];
+  s.mlm_loss_total = v[4];
+  s.nsp_loss_total = v[5];
   return s;
 }
 

@@ -37,7 +37,7 @@ class DeviceSums {
   BatchSums read() const;  // one device-to-host copy (none when nothing was added)
 
  private:
-  torch::Tensor values_;  // float64 [mlm_loss, nsp_loss, mlm_correct, nsp_correct]; undefined while empty
+  torch::Tensor values_;  // float64: BatchSums' losses and correct counts (read()); undefined while empty
   BatchSums host_;        // mlm_predictions, sequences, batches
 };
 

@@ -433,8 +433,21 @@ int train(const TrainRequest& request) {
 }
 
 std::string export_checkpoint(const std::string& checkpoint_or_run, const std::string& out_dir) {
-  std::string dir = checkpoint_or_run;
-  if (!fs::exists(fs::path(dir) / "manifest.json")) {
+  // As typed: relative, or with a trailing slash (the run directory is found from the checkpoint's path).
+  fs::path given = fs::absolute(checkpoint_or_run).lexically_normal();
+  if (given.filename().empty()) given = given.parent_path();
+  std::string dir = given.string();
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw CheckpointError(checkpoint_or_run + ": no such directory",
+                          "give a checkpoint directory (RUN/checkpoints/step_N) or a run directory");
+  if (fs::exists(fs::path(dir) / "manifest.json", ec)) {
+    // What is exported is verified as a resume verifies it: complete, every file of its size and checksum.
+    if (const std::string problem = verify_checkpoint(dir); !problem.empty())
+      throw CheckpointError(checkpoint_or_run + ": " + problem + "; not exported",
+                            "export another checkpoint, or give the run directory: joule export takes its newest "
+                            "checkpoint that verifies");
+  } else {
     std::vector<std::string> warnings;
     auto latest = find_latest_checkpoint((fs::path(dir) / "checkpoints").string(), &warnings);
     for (const auto& w : warnings) std::cerr << "warning: " << w << "\n";

@@ -75,10 +75,54 @@ void rename_durably(const std::string& from, const std::string& to) {
   fsync_directory(std::filesystem::path(to).parent_path().string());
 }
 
+std::string path_inside(const std::string& dir, const std::string& entry, const std::string& listed_in) {
+  namespace fs = std::filesystem;
+  const auto refuse = [&](const std::string& why) {
+    throw IoError(listed_in + ": entry \"" + entry + "\" " + why + "; its entries must name files inside " + dir,
+                  "the file is damaged or was not written by joule: remake it (or restore it from the tool that "
+                  "wrote it)");
+  };
+  const fs::path e(entry);
+  if (entry.empty()) refuse("is empty");
+  if (e.is_absolute()) refuse("is an absolute path");
+  for (const fs::path& part : e)
+    if (part == "..") refuse("climbs out with \"..\"");
+  const fs::path full = fs::path(dir) / e;
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(full, ec))) return full.string();
+  const fs::path real = fs::weakly_canonical(full, ec), root = fs::weakly_canonical(dir, ec);
+  if (ec) refuse("cannot be resolved (" + ec.message() + ")");
+  auto r = real.begin();
+  for (auto d = root.begin(); d != root.end(); ++d, ++r)
+    if (d->empty())
+      break;  // a trailing separator
+    else if (r == real.end() || *r != *d)
+      refuse("resolves to " + real.string() + ", outside it");
+  return full.string();
+}
+
+void check_replaceable(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return;
+    throw_write_error(path, "lstat", errno);
+  }
+  if (S_ISREG(st.st_mode)) return;
+  const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
+                     : S_ISLNK(st.st_mode)  ? "a symbolic link"
+                     : S_ISCHR(st.st_mode)  ? "a character device"
+                     : S_ISBLK(st.st_mode)  ? "a block device"
+                     : S_ISFIFO(st.st_mode) ? "a FIFO"
+                     : S_ISSOCK(st.st_mode) ? "a socket"
+                                            : "not a regular file";
+  throw IoError(path + ": is " + kind + "; joule writes its outputs as regular files and replaces nothing else",
+                "give the path of a new file (or of a regular file to replace)");
+}
+
 AtomicFile::AtomicFile(std::string path)
     : path_(std::move(path)),
-      tmp_(path_ + ".tmp." + std::to_string(::getpid())),
-      fd_(open_file(tmp_, O_WRONLY | O_CREAT | O_TRUNC, "open for writing")) {}
+      tmp_((check_replaceable(path_), path_ + ".tmp." + std::to_string(::getpid()))),
+      fd_(open_file(tmp_, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, "open for writing")) {}
 
 AtomicFile::~AtomicFile() {
   if (fd_.valid()) {
@@ -96,6 +140,7 @@ void AtomicFile::commit() {
   try {
     if (::fsync(fd_.get()) != 0) throw_write_error(tmp_, "fsync", errno);
     fd_.close_checked(tmp_);
+    check_replaceable(path_);  // again: something may have appeared at the path while the file was written
     rename_durably(tmp_, path_);
   } catch (...) {
     fd_.reset();
@@ -146,7 +191,28 @@ void FileLock::replace_text(const std::string& text) {
 }
 
 LineLog::LineLog(std::string path)
-    : path_(std::move(path)), fd_(open_file(path_, O_WRONLY | O_CREAT | O_APPEND, "open for appending")) {}
+    : path_(std::move(path)), fd_(open_file(path_, O_RDWR | O_CREAT | O_APPEND, "open for appending")) {
+  struct stat st {};
+  if (::fstat(fd_.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return;  // a device: nothing to cut
+  // Back from the end to the last newline, a block at a time.
+  const off_t size = st.st_size;
+  off_t keep = 0;
+  char block[4096];
+  for (off_t end = size; end > 0 && keep == 0;) {
+    const off_t start = std::max<off_t>(0, end - static_cast<off_t>(sizeof block));
+    const ssize_t n = ::pread(fd_.get(), block, static_cast<size_t>(end - start), start);
+    if (n != end - start) throw_write_error(path_, "read back the end", n < 0 ? errno : EIO);
+    for (ssize_t i = n - 1; i >= 0; --i)
+      if (block[i] == '\n') {
+        keep = start + i + 1;
+        break;
+      }
+    if (end == size && keep == size) return;  // ends with a complete line
+    end = start;
+  }
+  if (::ftruncate(fd_.get(), keep) != 0) throw_write_error(path_, "truncate the partial last line", errno);
+  cut_bytes_ = static_cast<int64_t>(size - keep);
+}
 
 void LineLog::write_line(const std::string& line) {
   const std::string text = line + "\n";

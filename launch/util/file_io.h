@@ -60,8 +60,20 @@ void fsync_directory(const std::string& dir);
 // rename(2) of `from` over `to` (files or directories), then an fsync of `to`'s directory.
 void rename_durably(const std::string& from, const std::string& to);
 
+// A path read from a file (`listed_in`: a manifest, metadata.json, progress.json) that names a file inside `dir`:
+// dir/entry, once the entry is known to stay inside. Refused, with the file and the entry named, before anything
+// opens it: an empty or absolute entry, one with a ".." component, or one that resolves (symbolic links followed)
+// outside `dir`. An entry that names nothing yet is returned as it is (the caller says what is missing).
+std::string path_inside(const std::string& dir, const std::string& entry, const std::string& listed_in);
+
+// Nothing at `path`, or a regular file; else IoError naming what is there (a directory, a symbolic link, a device, a
+// FIFO, a socket): an output never replaces what is not a file (`report --out /dev/full` must not turn the device
+// node into a file).
+void check_replaceable(const std::string& path);
+
 // A file written as a whole and then put in place: bytes go to PATH.tmp.PID; commit() fsyncs, closes, renames it over
-// PATH and fsyncs the directory. Destroyed without commit() (an error unwinding), it removes the temporary.
+// PATH and fsyncs the directory. Destroyed without commit() (an error unwinding), it removes the temporary. PATH must
+// be free or a regular file (check_replaceable, before anything is written and again before the rename).
 class AtomicFile {
  public:
   explicit AtomicFile(std::string path);
@@ -107,17 +119,21 @@ class FileLock {
   UniqueFd fd_;
 };
 
-// A log a line at a time (metrics.jsonl): opened for appending, each line written whole with one write(2).
+// A log a line at a time (metrics.jsonl): opened for appending, each line written whole with one write(2). A file
+// that ends in a partial line (its writer was killed mid-write) is cut back to its last complete line when opened, so
+// that what follows is appended to whole records; cut_bytes() says how much went.
 class LineLog {
  public:
   LineLog() = default;
   explicit LineLog(std::string path);
   bool is_open() const { return fd_.valid(); }
   void write_line(const std::string& line);
+  int64_t cut_bytes() const { return cut_bytes_; }
 
  private:
   std::string path_;
   UniqueFd fd_;
+  int64_t cut_bytes_ = 0;
 };
 
 }  // namespace joule

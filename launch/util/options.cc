@@ -1,5 +1,6 @@
 #include "launch/util/options.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 
@@ -7,6 +8,27 @@ namespace joule {
 
 bool OptionRange::contains(double v) const {
   return std::isfinite(v) && (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+}
+
+std::optional<double> parse_number_text(const std::string& text) {
+  double v = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc() || ptr != end) return std::nullopt;
+  return v;
+}
+
+std::optional<int64_t> parse_integer_text(const std::string& text) {
+  int64_t v = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (!text.empty() && ec == std::errc() && ptr == end) return v;
+  if (ec == std::errc::result_out_of_range) return std::nullopt;
+  // 450e6: a whole number within 2^53, where every integer is exact in a double.
+  const std::optional<double> d = parse_number_text(text);
+  constexpr double kExact = 9007199254740992.0;  // 2^53
+  if (d && std::floor(*d) == *d && std::fabs(*d) <= kExact) return static_cast<int64_t>(*d);
+  return std::nullopt;
 }
 
 std::string option_number_text(double v) {

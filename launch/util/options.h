@@ -47,6 +47,13 @@ struct OptionField {
   const char* note = "";                            // what a special value means ("0: from train.target_sequences")
 };
 
+// The one parser of numbers typed by people (TOML aside: toml11 reads the file's own): the whole text or nothing, no
+// overflow, no wrap-around. An integer is written in decimal ("-12") or as a whole number in scientific notation up to
+// 2^53 ("450e6"). A number is a decimal or scientific literal, "inf" and "nan" included (every range refuses them,
+// with a message that says so). Empty when the text is not one.
+std::optional<int64_t> parse_integer_text(const std::string& text);
+std::optional<double> parse_number_text(const std::string& text);
+
 // "an integer", "a number", "a string".
 const char* option_type_name(const OptionTarget& target);
 // The field's value as a number (integer and number fields).

@@ -6,13 +6,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "launch/util/file_io.h"
 #include "launch/util/hash.h"
+#include "launch/util/options.h"
 #include "test_util.h"
 
 namespace {
@@ -72,15 +76,109 @@ TEST(WriteFileAtomically, AFailureLeavesTheOldFileAndNoTemporary) {
   }
   EXPECT_EQ(read_file(path), "old");
   EXPECT_EQ(entries(dir.path()), std::vector<std::string>{"out"});
-  // A directory where the file should go: the rename fails, named, and the temporary goes.
+  // A directory where the file should go: refused before anything is written, named; nothing left behind.
   std::filesystem::create_directories(dir.file("taken/inner"));
   try {
     joule::write_file_atomically(dir.file("taken"), "x");
     FAIL() << "no error";
   } catch (const joule::IoError& e) {
-    EXPECT_NE(std::string(e.what()).find("taken: rename from"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("taken: is a directory; joule writes its outputs as regular files"),
+              std::string::npos)
+        << e.what();
   }
   EXPECT_EQ(entries(dir.path()), (std::vector<std::string>{"out", "taken"}));
+}
+
+// An output never replaces what is not a regular file: a device, a FIFO, a symbolic link (even one to a regular file)
+// or a directory stays what it was, and no temporary is left beside it.
+TEST(WriteFileAtomically, RefusesToReplaceAnythingButARegularFile) {
+  TempDir dir;
+  ASSERT_EQ(::mkfifo(dir.file("fifo").c_str(), 0600), 0);
+  joule::write_file_atomically(dir.file("target"), "kept");
+  std::filesystem::create_symlink(dir.file("target"), dir.file("link"));
+  std::filesystem::create_directory(dir.file("directory"));
+  const std::pair<std::string, std::string> cases[] = {{"/dev/full", "/dev/full: is a character device"},
+                                                       {"/dev/null", "/dev/null: is a character device"},
+                                                       {dir.file("fifo"), "fifo: is a FIFO"},
+                                                       {dir.file("link"), "link: is a symbolic link"},
+                                                       {dir.file("directory"), "directory: is a directory"},
+                                                       {dir.file("directory") + "/", "directory/: is a directory"}};
+  for (const auto& [path, expect] : cases) {
+    try {
+      joule::write_file_atomically(path, "new");
+      ADD_FAILURE() << "wrote " << path;
+    } catch (const joule::IoError& e) {
+      EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
+    }
+  }
+  struct stat st {};
+  ASSERT_EQ(::lstat("/dev/full", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+  EXPECT_EQ(read_file(dir.file("target")), "kept");
+  EXPECT_TRUE(std::filesystem::is_symlink(dir.file("link")));
+  EXPECT_EQ(entries(dir.path()), (std::vector<std::string>{"directory", "fifo", "link", "target"}));
+}
+
+// A path read from a file stays inside the directory the file describes.
+TEST(PathInside, RefusesEntriesThatLeadOutNamingTheFileAndEntry) {
+  TempDir dir;
+  const std::string root = dir.file("ck");
+  std::filesystem::create_directories(root + "/sub");
+  joule::test::write_file(root + "/sub/a.bin", "a");
+  joule::test::write_file(dir.file("outside.bin"), "x");
+  std::filesystem::create_symlink(dir.file("outside.bin"), root + "/escape.bin");
+  std::filesystem::create_symlink("sub/a.bin", root + "/inner_link.bin");
+  EXPECT_EQ(joule::path_inside(root, "sub/a.bin", "manifest.json"), root + "/sub/a.bin");
+  EXPECT_EQ(joule::path_inside(root, "inner_link.bin", "manifest.json"), root + "/inner_link.bin");
+  EXPECT_EQ(joule::path_inside(root, "not_yet.bin", "manifest.json"), root + "/not_yet.bin");
+  EXPECT_EQ(joule::path_inside(root + "/", "sub/a.bin", "manifest.json"), root + "/sub/a.bin");
+  const std::pair<std::string, std::string> refused[] = {
+      {"", "entry \"\" is empty"},
+      {"/etc/passwd", "entry \"/etc/passwd\" is an absolute path"},
+      {"../outside.bin", "entry \"../outside.bin\" climbs out with \"..\""},
+      {"sub/../../outside.bin", "entry \"sub/../../outside.bin\" climbs out"},
+      {"escape.bin", "entry \"escape.bin\" resolves to " + dir.file("outside.bin") + ", outside it"}};
+  for (const auto& [entry, expect] : refused) {
+    try {
+      joule::path_inside(root, entry, "ck/manifest.json");
+      ADD_FAILURE() << "accepted " << entry;
+    } catch (const joule::IoError& e) {
+      EXPECT_NE(std::string(e.what()).find("ck/manifest.json: " + expect), std::string::npos) << e.what();
+    }
+  }
+}
+
+// A log whose writer was killed mid-line is cut back to its last complete line when opened again, and says how much.
+TEST(LineLog, CutsAPartialLastLineAndAppendsAfterTheLastCompleteOne) {
+  TempDir dir;
+  const std::string path = dir.file("metrics.jsonl");
+  joule::test::write_file(path, "{\"step\": 1}\n{\"step\": 2}\n{\"st");
+  {
+    joule::LineLog log(path);
+    EXPECT_EQ(log.cut_bytes(), 4);
+    log.write_line("{\"step\": 3}");
+  }
+  EXPECT_EQ(read_file(path), "{\"step\": 1}\n{\"step\": 2}\n{\"step\": 3}\n");
+  EXPECT_EQ(joule::LineLog(path).cut_bytes(), 0);          // whole lines: nothing cut
+  joule::test::write_file(path, std::string(10000, 'x'));  // no newline at all, longer than one read block
+  EXPECT_EQ(joule::LineLog(path).cut_bytes(), 10000);
+  EXPECT_EQ(read_file(path), "");
+  EXPECT_EQ(joule::LineLog(dir.file("new.jsonl")).cut_bytes(), 0);
+}
+
+TEST(ParseNumbers, TheWholeTextOrNothingAndNeverAWrapAround) {
+  EXPECT_EQ(joule::parse_integer_text("42"), 42);
+  EXPECT_EQ(joule::parse_integer_text("-7"), -7);
+  EXPECT_EQ(joule::parse_integer_text("450e6"), 450000000);
+  EXPECT_EQ(joule::parse_integer_text("1e9"), 1000000000);
+  EXPECT_EQ(joule::parse_integer_text("9223372036854775807"), INT64_MAX);
+  for (const char* bad : {"", " 1", "1 ", "12abc", "0x10", "1.5", "9223372036854775808", "5000000000000000000000",
+                          "1e30", "inf", "nan", "+"})
+    EXPECT_FALSE(joule::parse_integer_text(bad)) << bad;
+  EXPECT_EQ(joule::parse_number_text("0.15"), 0.15);
+  EXPECT_EQ(joule::parse_number_text("450e6"), 450e6);
+  EXPECT_TRUE(std::isinf(*joule::parse_number_text("inf")));  // parsed; every range refuses it
+  for (const char* bad : {"", "0.5x", "1e400", "one", "1,5"}) EXPECT_FALSE(joule::parse_number_text(bad)) << bad;
 }
 
 TEST(FileLock, ExclusiveUntilReleased) {

@@ -3,6 +3,9 @@
 #   mpi ARGS...                          ARGS at 2 ranks on this host: "$mpiexec" "${MPI_ARGS[@]}" ARGS
 #                                        (set MPI_EXTRA=(-x VAR ...) before sourcing to add options)
 #   fail MESSAGE                         prints FAIL: MESSAGE and exits 1
+#   e2e_snapshot FILE                    every file's checksum, every directory, link and special file below . to FILE
+#   e2e_check_refusal NAME LOG RC SECONDS ERRORS EXPECT BEFORE AFTER
+#                                        the checks of a refusal case (below)
 #   e2e_make_data DOCS SEED VOCAB [FLAGS...]
 #                                        corpus.txt (DOCS synthetic documents), vocab.txt (VOCAB tokens) and shards/
 #                                        (seq 64, 10 predictions, 2 shards; FLAGS go to `joule data create`)
@@ -21,4 +24,27 @@ e2e_make_data() {
   "$joule" data vocab --input corpus.txt --out vocab.txt --size "$vocab" >/dev/null || fail "data vocab"
   "$joule" data create --input corpus.txt --vocab vocab.txt --out shards --seq-len 64 --max-pred 10 --shards 2 "$@" >/dev/null ||
     fail "data create"
+}
+
+e2e_snapshot() {
+  (find . -type f -print0 | sort -z | xargs -0 -r sha256sum
+   find . -type d | sort
+   find . -type l -printf '%p -> %l\n' | sort
+   find . ! -type f ! -type d ! -type l -printf '%p %y\n' | sort) > "$1"
+}
+
+# The checks every refusal case makes (bad_inputs.sh, hostile.sh): NAME's command exited RC after SECONDS with its
+# output in LOG, and ERRORS are its distinct joule error lines. Fails unless it exited non-zero, neither hung (124) nor
+# died of a signal (>= 128), took at most 60 s, printed exactly one distinct error matching EXPECT (an extended regular
+# expression) and a "what to do" line, and changed no file (BEFORE and AFTER are e2e_snapshot files).
+e2e_check_refusal() {
+  local name=$1 log=$2 rc=$3 seconds=$4 errors=$5 expect=$6 before=$7 after=$8
+  [[ $rc -ne 0 ]] || { cat "$log"; fail "$name: exit code 0"; }
+  [[ $rc -ne 124 ]] || { cat "$log"; fail "$name: still running at the time limit (a hang, or a rank left waiting)"; }
+  (( rc < 128 )) || { cat "$log"; fail "$name: killed by signal $((rc - 128)) (a crash)"; }
+  (( seconds <= 60 )) || fail "$name: took ${seconds}s"
+  [[ $(grep -c . <<<"$errors") -eq 1 ]] || { cat "$log"; fail "$name: expected one error message, got: $errors"; }
+  grep -Eq -- "$expect" <<<"$errors" || { cat "$log"; fail "$name: the error does not say '$expect'"; }
+  grep -q "what to do: " "$log" || { cat "$log"; fail "$name: no 'what to do' line"; }
+  diff "$before" "$after" > /dev/null || { diff "$before" "$after"; fail "$name: files changed"; }
 }

@@ -6,9 +6,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
+#include "launch/util/hash.h"
 #include "models/bert_config.h"
 
 namespace joule::test {
@@ -41,6 +43,25 @@ inline std::string read_file(const std::string& path) {
 inline void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << bytes;
+}
+
+// A checkpoint directory in the trainer's layout, for tests of what reads one: each of `files` (name -> bytes) written
+// and listed in manifest.json with its size and checksum, then COMPLETE. The files every manifest must list
+// (model.safetensors, optimizer.safetensors, trainer_state.json) are added, empty, where `files` lacks them.
+inline std::string write_checkpoint_dir(const std::string& ck, std::map<std::string, std::string> files) {
+  std::filesystem::create_directories(ck);
+  for (const char* core : {"model.safetensors", "optimizer.safetensors", "trainer_state.json"}) files.emplace(core, "");
+  std::string listed;
+  for (const auto& [name, bytes] : files) {
+    write_file(ck + "/" + name, bytes);
+    listed += std::string(listed.empty() ? "" : ", ") + "\"" + name +
+              "\": {\"bytes\": " + std::to_string(bytes.size()) + ", \"fnv1a64\": \"" +
+              joule::hex64(joule::fnv1a64_file(ck + "/" + name)) + "\"}";
+  }
+  write_file(ck + "/manifest.json",
+             R"({"format": "joule-checkpoint", "format_version": 1, "files": {)" + listed + "}}");
+  write_file(ck + "/COMPLETE", "");
+  return ck;
 }
 
 struct CommandResult {

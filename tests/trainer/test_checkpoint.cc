@@ -18,18 +18,7 @@ namespace {
 // A checkpoint directory that verifies (COMPLETE, a manifest with the right checksum) whose trainer_state.json is
 // `state`: only the checked reading of trainer_state.json can refuse it.
 std::string checkpoint_with_state(const joule::test::TempDir& dir, const std::string& state) {
-  const std::string ck = dir.file("step_00000001");
-  std::filesystem::create_directories(ck);
-  joule::test::write_file(ck + "/trainer_state.json", state);
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx",
-                static_cast<unsigned long long>(joule::fnv1a64_file(ck + "/trainer_state.json")));
-  joule::test::write_file(
-      ck + "/manifest.json",
-      R"({"format": "joule-checkpoint", "format_version": 1, "files": {"trainer_state.json": {"bytes": )" +
-          std::to_string(state.size()) + R"(, "fnv1a64": ")" + hex + R"("}}})");
-  joule::test::write_file(ck + "/COMPLETE", "");
-  return ck;
+  return joule::test::write_checkpoint_dir(dir.file("step_00000001"), {{"trainer_state.json", state}});
 }
 
 TEST(Errors, TheCheckpointReaderNamesAMissingOrMistypedKey) {
@@ -68,6 +57,41 @@ TEST(Errors, AManifestOfTheWrongShapeIsSkippedWithItsReasonNotThrown) {
 }
 
 }  // namespace
+
+// A manifest's entries name files of the checkpoint only: one that leads out (.., an absolute path, a symbolic link to
+// a file elsewhere) makes the checkpoint fail verification, named, before the file is read; a manifest that does not
+// list the model, the optimizer state or the trainer state fails too.
+TEST(Checkpoints, AManifestEntryThatLeadsOutOfTheCheckpointFailsVerification) {
+  joule::test::TempDir dir;
+  joule::test::write_file(dir.file("secret"), "not the checkpoint's");
+  const std::string ck = joule::test::write_checkpoint_dir(dir.file("good"), {});
+  EXPECT_EQ(joule::trainer::verify_checkpoint(ck), "");
+  const std::string hash = joule::hex64(joule::fnv1a64_file(dir.file("secret")));
+  const auto with_entry = [&](const std::string& name, const std::string& entry) {
+    const std::string c = joule::test::write_checkpoint_dir(dir.file(name), {});
+    std::string manifest = joule::test::read_file(c + "/manifest.json");
+    manifest.insert(manifest.rfind("}}"), ", \"" + entry + "\": {\"bytes\": 20, \"fnv1a64\": \"" + hash + "\"}");
+    joule::test::write_file(c + "/manifest.json", manifest);
+    return c;
+  };
+  const std::string up = with_entry("up", "../secret");
+  EXPECT_NE(joule::trainer::verify_checkpoint(up).find("manifest.json: entry \"../secret\" climbs out"),
+            std::string::npos)
+      << joule::trainer::verify_checkpoint(up);
+  const std::string absolute = with_entry("absolute", dir.file("secret"));
+  EXPECT_NE(joule::trainer::verify_checkpoint(absolute).find("is an absolute path"), std::string::npos)
+      << joule::trainer::verify_checkpoint(absolute);
+  const std::string linked = with_entry("linked", "rng_rank_0.bin");
+  std::filesystem::create_symlink(dir.file("secret"), linked + "/rng_rank_0.bin");
+  EXPECT_NE(
+      joule::trainer::verify_checkpoint(linked).find("entry \"rng_rank_0.bin\" resolves to " + dir.file("secret")),
+      std::string::npos)
+      << joule::trainer::verify_checkpoint(linked);
+  const std::string bare = joule::test::write_checkpoint_dir(dir.file("bare"), {});
+  joule::test::write_file(bare + "/manifest.json",
+                          R"({"format": "joule-checkpoint", "format_version": 1, "files": {}})");
+  EXPECT_EQ(joule::trainer::verify_checkpoint(bare), "manifest.json does not list model.safetensors");
+}
 
 TEST(Checkpoints, OnlyJoulesOwnNamesAreCandidatesNewestFirst) {
   joule::test::TempDir dir;

@@ -3,8 +3,6 @@
 // writes from the sums reduced over ranks. Expected figures are worked out by hand from the inputs.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -12,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "test_util.h"
 #include "trainer/metrics_logger.h"
 #include "trainer/run_accounting.h"
 #include "trainer/step_boundary.h"
@@ -19,6 +18,7 @@
 namespace {
 
 namespace fs = std::filesystem;
+using joule::test::TempDir;
 using joule::trainer::AccountingOptions;
 using joule::trainer::Component;
 using joule::trainer::EnergyTotals;
@@ -48,22 +48,6 @@ EnergyTotals cpu_joules(double joules) {
   e.at(Component::cpu, Source::model) = joules;
   return e;
 }
-
-class TempDir {
- public:
-  TempDir()
-      : path_(fs::temp_directory_path() /
-              ("joule-intervals-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++))) {
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string str() const { return path_.string(); }
-
- private:
-  static inline int counter_ = 0;
-  fs::path path_;
-};
 
 std::vector<nlohmann::json> read_lines(const std::string& path) {
   std::vector<nlohmann::json> lines;
@@ -154,7 +138,7 @@ TEST(MetricsLogger, WritesEachIntervalsLineFromTheReducedSums) {
   m.global_batch = 8;
   m.seq_len = 128;
   m.target_sequences = 1000000;  // far away: no projection in these lines
-  MetricsLogger logger(m, run.str(), true);
+  MetricsLogger logger(m, run.path(), true);
 
   logger.record_step(step(1, 8, 1.0));
   logger.record_step(step(2, 8, 0.5));
@@ -178,7 +162,7 @@ TEST(MetricsLogger, WritesEachIntervalsLineFromTheReducedSums) {
   logger.write_interval(reduced, accounting, nullptr);
   logger.write_eval(4, joule::trainer::EvalFigures{2.0, 0.5, 2.5, 0.6, 0.9, 64});
 
-  const std::vector<nlohmann::json> lines = read_lines(run.str() + "/metrics.jsonl");
+  const std::vector<nlohmann::json> lines = read_lines(run.path() + "/metrics.jsonl");
   ASSERT_EQ(lines.size(), 3u);
   const nlohmann::json& a = lines[0];
   EXPECT_EQ(a["step"], 2);
@@ -227,18 +211,18 @@ TEST(MetricsLogger, AResumedRunTimesEveryStepAndOnlyRankZeroWrites) {
   m.global_batch = 8;
   m.resumed = true;
   m.wall_before = 1000;
-  MetricsLogger root(m, run.str(), true);
+  MetricsLogger root(m, run.path(), true);
   root.record_step(step(11, 8, 1.0));
   EXPECT_DOUBLE_EQ(root.seq_per_s(-1), 8.0);
   EXPECT_GE(root.wall_s(), 1000);  // earlier segments' training time counts
 
   TempDir other;
-  MetricsLogger not_root(m, other.str(), false);
+  MetricsLogger not_root(m, other.path(), false);
   not_root.record_step(step(11, 8, 1.0));
   not_root.record_step(step(12, 8, 1.0));
   StepBoundary reduced;
   reduced.interval.batches = 1;
   not_root.write_interval(reduced, accounting, nullptr);
   EXPECT_EQ(accounting.ledger().segments.back().end_step, 12);  // every rank keeps its ledger
-  EXPECT_FALSE(fs::exists(other.str() + "/metrics.jsonl"));
+  EXPECT_FALSE(fs::exists(other.path() + "/metrics.jsonl"));
 }

@@ -46,7 +46,7 @@ TEST(RunConfig, ErrorsNameTheKeyAndListValidOnes) {
   e = error_of("[train]\ndevice = \"gpu\"\n");
   EXPECT_NE(e.find("train.device is \"gpu\"; valid values: cpu, cuda, trainium-sim"), std::string::npos) << e;
   e = error_of("[sim]\nnodes = 0\n");
-  EXPECT_NE(e.find("sim.nodes = 0 is outside [1, inf)"), std::string::npos) << e;
+  EXPECT_NE(e.find("sim.nodes = 0 is outside [1, 65536]"), std::string::npos) << e;
   e = error_of("[accounting]\npue = 0.5\n");
   EXPECT_NE(e.find("accounting.pue must be >= 1"), std::string::npos) << e;
   e = error_of("[train]\nsteps = 1e30\n");  // a whole number beyond int64: an error, not undefined behaviour
@@ -69,7 +69,9 @@ TEST(RunConfig, EveryNumericKeyIsRangeCheckedAtTheDoorNamingKeyValueAndRange) {
       {"optimizer.max_grad_norm=-1", "optimizer.max_grad_norm = -1 is outside [0, inf) (0: no clipping)"},
       {"checkpoint.every_steps=-5", "checkpoint.every_steps = -5 is outside [0, inf) (0: off)"},
       {"checkpoint.every_minutes=-1", "checkpoint.every_minutes = -1 is outside [0, inf) (0: off)"},
-      {"train.threads=-2", "train.threads = -2 is outside [0, inf)"},
+      {"train.threads=-2", "train.threads = -2 is outside [0, 4096]"},
+      {"train.threads=100000", "train.threads = 100000 is outside [0, 4096]"},
+      {"train.micro_batch=99999999999", "train.micro_batch = 99999999999 is outside [1, 1048576]"},
       {"eval.target_mlm_accuracy=2", "eval.target_mlm_accuracy = 2 is outside [0, 1]"},
       {"accounting.grid_intensity=-inf", "accounting.grid_intensity = -inf is not a finite number"},
   };

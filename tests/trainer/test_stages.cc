@@ -3,15 +3,19 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <string>
 #include <thread>
 #include <utility>
 
+#include "data/dataset.h"
+#include "data/shard.h"
 #include "launch/util/hash.h"
 #include "test_util.h"
 #include "trainer/checkpoint_policy.h"
+#include "trainer/evaluator.h"
 #include "trainer/fault.h"
 #include "trainer/run_config.h"
 #include "trainer/run_setup.h"
@@ -164,16 +168,8 @@ TEST(RunSetup, RefusesABatchThatDoesNotDivideOrExceedsTheDataNamingTheKeys) {
 std::string write_checkpoint(const std::string& run_dir, int step, bool damaged = false) {
   char name[32];
   std::snprintf(name, sizeof name, "step_%08d", step);
-  const std::string ck = run_dir + "/checkpoints/" + name;
-  std::filesystem::create_directories(ck);
-  const std::string state = "{\"step\": " + std::to_string(step) + "}";
-  joule::test::write_file(ck + "/trainer_state.json", state);
-  joule::test::write_file(
-      ck + "/manifest.json",
-      R"({"format": "joule-checkpoint", "format_version": 1, "files": {"trainer_state.json": {"bytes": )" +
-          std::to_string(state.size()) + R"(, "fnv1a64": ")" +
-          joule::hex64(joule::fnv1a64_file(ck + "/trainer_state.json")) + R"("}}})");
-  joule::test::write_file(ck + "/COMPLETE", "");
+  const std::string ck = joule::test::write_checkpoint_dir(
+      run_dir + "/checkpoints/" + name, {{"trainer_state.json", "{\"step\": " + std::to_string(step) + "}"}});
   if (damaged)
     joule::test::write_file(ck + "/trainer_state.json", "{\"step\": " + std::to_string(step + 1) + "}");  // same size
   return ck;
@@ -250,6 +246,8 @@ TEST(DeviceSums, ReadOnceEqualsAddingEveryBatchOnTheHost) {
     host.mlm_predictions += static_cast<double>(out.mlm_predictions);
     host.sequences += static_cast<double>(batch.input_ids.size(0));
     host.batches += 1;
+    host.mlm_loss_total += out.mlm_loss.item<double>() * static_cast<double>(out.mlm_predictions);
+    host.nsp_loss_total += out.nsp_loss.item<double>() * static_cast<double>(batch.input_ids.size(0));
     if (seed == 2 || seed == 5) interval.add(std::exchange(device, joule::trainer::DeviceSums{}));  // two "steps"
   }
   const joule::trainer::BatchSums read = interval.read();
@@ -260,10 +258,60 @@ TEST(DeviceSums, ReadOnceEqualsAddingEveryBatchOnTheHost) {
   EXPECT_EQ(read.mlm_predictions, host.mlm_predictions);
   EXPECT_EQ(read.sequences, host.sequences);
   EXPECT_EQ(read.batches, 5);
+  EXPECT_EQ(read.mlm_loss_total, host.mlm_loss_total);
+  EXPECT_EQ(read.nsp_loss_total, host.nsp_loss_total);
   EXPECT_GT(read.mlm_correct + read.nsp_correct, 0);  // the counts arrived, not zeros
   const joule::trainer::BatchSums empty = joule::trainer::DeviceSums{}.read();
   EXPECT_EQ(empty.batches, 0);
   EXPECT_EQ(empty.mlm_loss, 0);
+}
+
+// An evaluation's loss is the mean over every masked prediction (MLM) and every sequence (NSP), so the same model on
+// the same data gives the same figures at any batch size and over any number of ranks. The rows here have 1 to 4
+// masked predictions each, so a mean of batch means would differ from one batch size to the next.
+TEST(Evaluator, FiguresDoNotDependOnTheBatchSizeOrTheRanks) {
+  joule::test::TempDir dir;
+  joule::data::HostBatch b;
+  const int64_t rows = 23, seq = 16, max_pred = 4;
+  b.resize(rows, seq, max_pred);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t real = 8 + r % 7, predictions = 1 + r % 4;
+    for (int64_t p = 0; p < real; ++p) {
+      b.input_ids[r * seq + p] = static_cast<int32_t>(5 + (r * 31 + p * 7) % 200);
+      b.input_mask[r * seq + p] = 1;
+      b.segment_ids[r * seq + p] = p >= real / 2 ? 1 : 0;
+    }
+    for (int64_t k = 0; k < predictions; ++k) {
+      b.masked_positions[r * max_pred + k] = static_cast<int32_t>(1 + k);
+      b.masked_ids[r * max_pred + k] = static_cast<int32_t>(5 + (r * 13 + k * 3) % 200);
+    }
+    b.next_sentence_labels[r] = static_cast<int32_t>(r % 2);
+  }
+  joule::data::write_shard(dir.file("part_00000.hdf5"), b, 8);
+  const joule::data::Dataset data = joule::data::Dataset::open(dir.path());
+  joule::models::BertForPreTraining model(joule::test::small_bert(211, 48, 3, 96, 64, 0.0), 7);
+
+  const joule::trainer::EvalResult whole =
+      joule::trainer::finish_eval(joule::trainer::evaluate_slice(model, data, rows, 0, 0, 1));
+  EXPECT_EQ(whole.sequences, rows);
+  const auto expect_same = [&](const joule::trainer::EvalResult& e, const std::string& how) {
+    EXPECT_NEAR(e.mlm_loss, whole.mlm_loss, 1e-5 * whole.mlm_loss) << how;
+    EXPECT_NEAR(e.nsp_loss, whole.nsp_loss, 1e-5 * whole.nsp_loss) << how;
+    EXPECT_EQ(e.mlm_accuracy, whole.mlm_accuracy) << how;
+    EXPECT_EQ(e.nsp_accuracy, whole.nsp_accuracy) << how;
+    EXPECT_EQ(e.sequences, whole.sequences) << how;
+  };
+  for (int64_t batch : {1, 4, 7, 10})
+    expect_same(joule::trainer::finish_eval(joule::trainer::evaluate_slice(model, data, batch, 0, 0, 1)),
+                "batch " + std::to_string(batch));
+  for (int world : {2, 3}) {  // each rank's slice, summed as the step boundary sums them
+    joule::trainer::BatchSums all;
+    for (int rank = 0; rank < world; ++rank) all.add(joule::trainer::evaluate_slice(model, data, 5, 0, rank, world));
+    expect_same(joule::trainer::finish_eval(all), std::to_string(world) + " ranks");
+  }
+  // The old figure, a mean of batch means, does differ here: the test can tell the two apart.
+  const joule::trainer::BatchSums by7 = joule::trainer::evaluate_slice(model, data, 7, 0, 0, 1);
+  EXPECT_GT(std::abs(by7.mlm_loss / by7.batches - whole.mlm_loss), 1e-4 * whole.mlm_loss);
 }
 
 // A preempt fault at step 2 votes like a signal from then on (the signal is not forgotten: the run exits after the

@@ -30,7 +30,7 @@ TEST(StepBoundary, SumsEveryFieldOverTheRanks) {
   b.preempt = r == n - 1 ? 1 : 0;  // one rank got the signal
   b.checkpoint_due = r == 0 ? 1 : 0;
   b.skipped = 1;  // every rank skipped alike
-  b.interval = {1.0 * r, 2.0 * r, 3.0 * r, 4.0 * r, 5.0 * r, 6.0 * r, 1};
+  b.interval = {1.0 * r, 2.0 * r, 3.0 * r, 4.0 * r, 5.0 * r, 6.0 * r, 1, 7.0 * r, 1};
   b.eval = {r + 0.5, 0, 0, 0, 0, 8, 1};
   b.energy.at(Component::cpu, Source::rapl) = 10.0 * r;
   b.energy.at(Component::gpu, Source::nvml) = 1;
@@ -45,6 +45,8 @@ TEST(StepBoundary, SumsEveryFieldOverTheRanks) {
   EXPECT_EQ(b.interval.nsp_correct, 5 * tri);
   EXPECT_EQ(b.interval.sequences, 6 * tri);
   EXPECT_EQ(b.interval.batches, n);
+  EXPECT_EQ(b.interval.mlm_loss_total, 7 * tri);
+  EXPECT_EQ(b.interval.nsp_loss_total, n);
   EXPECT_EQ(b.eval.mlm_loss, tri + 0.5 * n);
   EXPECT_EQ(b.eval.sequences, 8 * n);
   EXPECT_EQ(b.energy.at(Component::cpu, Source::rapl), 10 * tri);

@@ -407,6 +407,7 @@ MetricsHistory read_metrics_history(const std::string& run_dir) {
     throw IoError(path + ": cannot open", "give the run directory of a joule train run (it holds metrics.jsonl)");
   std::map<int64_t, TrainPoint> train;
   std::map<int64_t, EvalPoint> eval;
+  MetricsHistory h;
   int line_no = 0;
   for (std::string line; std::getline(in, line);) {
     ++line_no;
@@ -416,7 +417,13 @@ MetricsHistory read_metrics_history(const std::string& run_dir) {
     try {
       j = json::parse(line);
     } catch (const json::exception&) {
-      throw Error(where + ": not valid JSON", "the file is damaged: remove the broken line or rerun");
+      if (in.eof()) {  // the last line, without its newline: a record cut short when its writer was killed
+        h.torn_tail_bytes = static_cast<int64_t>(line.size());
+        break;
+      }
+      throw Error(where + ": not valid JSON",
+                  "the file is damaged at that line: remove the line (the rest of the run's history is kept) or "
+                  "rerun");
     }
     const int64_t step = json_field<int64_t>(j, "step", where);
     if (j.contains("eval")) {
@@ -430,7 +437,6 @@ MetricsHistory read_metrics_history(const std::string& run_dir) {
                      json_field<double>(j, "seq_per_s", where)};
     }
   }
-  MetricsHistory h;
   for (auto& [step, p] : train) h.train.push_back(p);
   for (auto& [step, p] : eval) h.eval.push_back(p);
   return h;

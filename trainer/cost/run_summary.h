@@ -95,7 +95,10 @@ struct EvalPoint {
 struct MetricsHistory {
   std::vector<TrainPoint> train;
   std::vector<EvalPoint> eval;
+  int64_t torn_tail_bytes = 0;  // a partial last record (a run killed mid-write, not resumed since): left out
 };
+// RUN/metrics.jsonl's records. Anything malformed is an error naming the file and line, except a partial last record
+// without its newline (its writer was killed; a resume cuts it), which is left out and counted.
 MetricsHistory read_metrics_history(const std::string& run_dir);
 
 }  // namespace joule::trainer

@@ -126,6 +126,12 @@ StepPrediction ClusterModel::predict_with(double efficiency, const Workload& w, 
   r.instance = p.name;
   r.nodes = nodes;
   r.devices = nodes * per_node;
+  if (w.global_batch < r.devices)
+    throw ProfileError(
+        "performance model: the global batch of " + std::to_string(w.global_batch) + " sequences is smaller than the " +
+            std::to_string(r.devices) + " devices of " + std::to_string(nodes) + " x " + p.name +
+            ": every device needs at least one sequence a step",
+        "raise the global batch (plan --global-batch, train.global_batch) or use fewer nodes (--nodes, --scaling)");
   // Each device takes global_batch / devices sequences per step, in micro-batches of micro_batch.
   const double per_device = static_cast<double>(w.global_batch) / r.devices;
   const double micro = std::min<double>(static_cast<double>(w.micro_batch), per_device);

@@ -14,7 +14,7 @@ struct SimOptions {
   std::string instance = "trn1.32xlarge";  // an instance profile (configs/hardware)
   int64_t nodes = 16;
 
-  std::vector<OptionField> fields() { return {{"instance", &instance}, {"nodes", &nodes, at_least(1)}}; }
+  std::vector<OptionField> fields() { return {{"instance", &instance}, {"nodes", &nodes, OptionRange{1, 65536}}}; }
   void validate() const { check_section_ranges(*this); }
 };
 

@@ -65,6 +65,7 @@ TEST(PerfModel, StepIsNeverShorterThanComputeOrExposedCommunication) {
       for (int64_t gb : {256, 8192, 65536}) {
         trainer::Workload w = bert_large_phase1();
         w.global_batch = gb;
+        if (gb < nodes * std::max(1, m.profile().devices)) continue;  // refused: see the next test
         const auto r = m.predict(w, nodes);
         EXPECT_GE(r.step_s, r.compute_s) << name;
         EXPECT_GE(r.step_s, r.exposed_comm_s) << name;
@@ -74,6 +75,22 @@ TEST(PerfModel, StepIsNeverShorterThanComputeOrExposedCommunication) {
         EXPECT_NEAR(r.seq_per_s, gb / r.step_s, 1e-9 * r.seq_per_s);
       }
     }
+  }
+}
+
+TEST(PerfModel, AGlobalBatchSmallerThanTheDevicesIsRefused) {
+  const trainer::ClusterModel m(trainer::load_instance_profile("trn1.32xlarge", kConfigs + "/hardware"),
+                                kConfigs + "/models");
+  trainer::Workload w = bert_large_phase1();
+  w.global_batch = 256;  // 64 x trn1.32xlarge is 1024 NeuronCore-v2 devices
+  try {
+    m.predict(w, 64);
+    FAIL() << "a quarter of a sequence per device was predicted";
+  } catch (const joule::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the global batch of 256 sequences is smaller than the 1024 devices of 64 x "
+                                         "trn1.32xlarge"),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Hostile inputs across every command (issue 33's classes; tests/e2e/README.md lists them). Each case in the table must
+# exit non-zero without a signal (no crash: exit < 128) within 60 s, print one joule error that names the file, flag,
+# key or value, and a "what to do" line, and leave every file in the work directory as it was (nothing written,
+# nothing replaced, no OUT.partial or temporary left). Then the cases whose right answer is not an error: a fault
+# variable ignored by the release binary, eval figures that do not depend on --batch, a torn metrics.jsonl.
+# usage: hostile.sh JOULE WORKDIR
+set -uo pipefail
+joule=$1 work=$2
+source "$(dirname "$0")/../support/e2e_setup.sh"
+e2e_workdir "$work/files"
+mkdir -p ../logs
+
+e2e_make_data 120 3 300 --eval-documents 20
+printf '[model]\nconfig = "bert-tiny"\n[data]\ntrain = "shards/train"\n[train]\nsteps = 4\nmicro_batch = 4\nthreads = 1\n[checkpoint]\nevery_steps = 2\n' > run.toml
+"$joule" train --config run.toml --run-dir run > ../logs/run.log 2>&1 || { cat ../logs/run.log; fail "the good run failed"; }
+ck=run/checkpoints/step_00000004
+[[ -f $ck/COMPLETE ]] || fail "no checkpoint at step 4"
+"$joule" export --checkpoint $ck --out model > /dev/null 2>&1 || fail "export of a good checkpoint"
+mkfifo fifo
+mkdir -p a_dir
+echo "kept" > target.txt && ln -s target.txt link.txt
+# Damaged copies of the step-4 checkpoint.
+damaged() {
+  local name=$1
+  shift
+  mkdir -p damaged && cp -r $ck damaged/$name && (cd damaged/$name && eval "$@")
+}
+damaged corrupt 'printf "\x7f" | dd of=model.safetensors bs=1 seek=3000 conv=notrunc status=none'
+damaged incomplete 'rm COMPLETE'
+damaged climbs 'sed -i "s|\"model.safetensors\"|\"../../shards/train/part_00000.hdf5\"|" manifest.json'
+damaged absolute "sed -i \"s|\\\"model.safetensors\\\"|\\\"$PWD/corpus.txt\\\"|\" manifest.json"
+damaged unlisted 'sed -i "s|\"optimizer.safetensors\"|\"optimizer.bak\"|" manifest.json && cp optimizer.safetensors optimizer.bak'
+cp -r run run_climbs && rm -rf run_climbs/checkpoints/step_00000002 && cp -r damaged/climbs/. run_climbs/checkpoints/step_00000004/
+# Shard directories with a shard that cannot be read.
+mkdir -p dangling && cp shards/train/part_00000.hdf5 dangling/ && ln -s gone.hdf5 dangling/part_00001.hdf5
+mkdir -p not_a_file && cp shards/train/part_00000.hdf5 not_a_file/ && mkdir not_a_file/part_00001.hdf5
+
+# Finished data sets changed after they were made: a shard edited in place (same size), a metadata entry leading out.
+create_args="--input corpus.txt --vocab vocab.txt --seq-len 64 --max-pred 10 --shards 2 --eval-documents 20"
+cp -r shards edited && printf '\x01' | dd of=edited/train/part_00001.hdf5 bs=1 seek=5000 conv=notrunc status=none
+cp -r shards meta_out && sed -i 's|"train/part_00000.hdf5"|"../shards/train/part_00000.hdf5"|' meta_out/metadata.json
+grep -q '"../shards/train/part_00000.hdf5"' meta_out/metadata.json || fail "could not edit meta_out/metadata.json"
+
+# name | arguments after `joule` | text the error must contain (a regular expression)
+cases=(
+  "range: eval --batch 0 (was SIGFPE)|eval --model model --data shards/eval --batch 0|--batch 0: outside the valid range \(valid: \[1, 1048576\]\)"
+  "range: eval --batch -1 (was exit 0, loss 0)|eval --model model --data shards/eval --batch -1|--batch -1: outside the valid range"
+  "range: eval --max-batches 1.5|eval --model model --data shards/eval --max-batches 1.5|--max-batches 1.5: not a whole number"
+  "range: train.threads=100000 (was a hang)|train --config run.toml --run-dir r --set train.threads=100000|train.threads = 100000 is outside \[0, 4096\]"
+  "range: train.micro_batch beyond 2^20|train --config run.toml --run-dir r --set train.micro_batch=99999999999|train.micro_batch = 99999999999 is outside \[1, 1048576\]"
+  "range: --set an integer that wraps|train --config run.toml --run-dir r --set train.steps=99999999999999999999|--set train.steps: '99999999999999999999' is not an integer"
+  "range: plan --nodes 1e9 (was a negative device count)|plan --nodes 1e9|--nodes 1e9: outside the valid range \(valid: \[1, 65536\]\)"
+  "range: plan --nodes 5000000000 (cxxopts wrapped it)|plan --nodes 5000000000|--nodes 5000000000: outside the valid range"
+  "range: plan global batch < devices|plan --global-batch 64 --nodes 16 --instance trn1.32xlarge|the global batch of 64 sequences is smaller than the [0-9]+ devices of [0-9]+ x trn1.32xlarge"
+  "range: plan --sequences inf|plan --sequences inf|--sequences inf: not a finite number"
+  "range: plan --max-predictions > --seq-len|plan --max-predictions 200 --seq-len 128|--max-predictions 200 is more than --seq-len 128"
+  "range: plan --scaling with a word|plan --scaling 1,two,4|--scaling: node count two: not an integer"
+  "range: plan --grid-intensity -5|plan --grid-intensity -5|--grid-intensity -5: outside the valid range \(valid: \[0, 5000\]"
+  "range: report --nodes 0|report run --nodes 0|joule report: error: --nodes 0: outside the valid range"
+  "range: data create --memory-budget 1e30|data create --input corpus.txt --vocab vocab.txt --out o --memory-budget 1e30GB|--memory-budget \"1e30GB\": expected a size"
+  "range: data create --memory-budget 2PB|data create --input corpus.txt --vocab vocab.txt --out o --memory-budget 2048TB|--memory-budget \"2048TB\": more than 1 PiB"
+  "range: data create --masked-lm-prob 2|data create --input corpus.txt --vocab vocab.txt --out o --masked-lm-prob 2|--masked-lm-prob 2: outside the valid range \(valid: \(0, 1\]\)"
+  "range: data create --max-pred > --seq-len|data create --input corpus.txt --vocab vocab.txt --out o --seq-len 16 --max-pred 20|--max-pred 20 is more than --seq-len 16"
+  "range: data create --threads 100000|data create --input corpus.txt --vocab vocab.txt --out o --threads 100000|--threads 100000: outside the valid range \(valid: \[0, 4096\]"
+  "range: model init --seed beyond 64 bits|model init --config bert-tiny --out m2 --seed 99999999999999999999|--seed 99999999999999999999: outside the valid range \(valid: \[0, 1e\+18\]\)"
+  "range: bench comm --min-bytes 0 (was an endless loop)|bench comm --min-bytes 0|--min-bytes 0: outside the valid range"
+  "range: data vocab --size 1e12|data vocab --input corpus.txt --out v2.txt --size 1e12|--size 1e12: outside the valid range"
+  "output: report --out /dev/full (was replaced by a file)|report run --out /dev/full|/dev/full: is a character device; joule writes its outputs as regular files"
+  "output: report --out a FIFO|report run --out fifo|fifo: is a FIFO"
+  "output: report --out a directory|report run --out a_dir/|a_dir/: is a directory"
+  "output: data synth --out a symbolic link|data synth --out link.txt --documents 10|link.txt: is a symbolic link"
+  "output: data vocab --out /dev/null|data vocab --input corpus.txt --out /dev/null --size 100|/dev/null: is a character device"
+  "verified: export of a corrupt checkpoint|export --checkpoint damaged/corrupt --out e1|damaged/corrupt: model.safetensors: checksum mismatch \(corrupt file\); not exported"
+  "verified: export of an unfinished checkpoint|export --checkpoint damaged/incomplete --out e2|damaged/incomplete: incomplete \(no COMPLETE marker"
+  "verified: data create over a finished set with an edited shard|data create $create_args --out edited|edited/train/part_00001.hdf5 does not have the checksum metadata.json records.*was changed after it was made"
+  "inside: metadata.json entry with ..|data create $create_args --out meta_out|meta_out/metadata.json: entry \"../shards/train/part_00000.hdf5\" climbs out"
+  "inside: manifest entry with ..|export --checkpoint damaged/climbs --out e3|manifest.json: entry \"../../shards/train/part_00000.hdf5\" climbs out with \"..\""
+  "inside: manifest entry absolute|export --checkpoint damaged/absolute --out e4|manifest.json: entry \"/.*corpus.txt\" is an absolute path"
+  "inside: manifest without the optimizer|export --checkpoint damaged/unlisted --out e5|manifest.json does not list optimizer.safetensors"
+  "inside: resume from a manifest that climbs out|train --config run.toml --run-dir run_climbs --resume run_climbs/checkpoints/step_00000004|entry \"../../shards/train/part_00000.hdf5\" climbs out"
+  "unreadable: a dangling shard link (was skipped)|train --config run.toml --run-dir r --data dangling|dangling/part_00001.hdf5: a symbolic link to nothing; it is a shard of dangling"
+  "unreadable: a directory named like a shard|train --config run.toml --run-dir r --data not_a_file|not_a_file/part_00001.hdf5: not a regular file"
+  "unreadable: eval of a dangling shard|eval --model model --data dangling|dangling/part_00001.hdf5: a symbolic link to nothing"
+)
+
+n=0
+for c in "${cases[@]}"; do
+  IFS='|' read -r name args expect <<<"$c"
+  n=$((n + 1))
+  log=../logs/case$n.log
+  e2e_snapshot ../logs/before$n
+  start=$(date +%s)
+  # shellcheck disable=SC2086
+  timeout 60 "$joule" $args > $log 2>&1 < /dev/null
+  rc=$? elapsed=$(( $(date +%s) - start ))
+  e2e_snapshot ../logs/after$n
+  errors=$(grep -o 'joule [a-z ]*: error: .*' $log | sort -u)
+  printf '%-52s exit %3d: %s\n' "$name" $rc "$(head -c 140 <<<"$errors")"
+  e2e_check_refusal "$name" $log $rc $elapsed "$errors" "$expect" ../logs/before$n ../logs/after$n
+done
+(( n >= 30 )) || fail "only $n cases"
+[[ -c /dev/full && -c /dev/null ]] || fail "a device node was replaced"
+[[ -p fifo ]] || fail "the FIFO was replaced"
+
+echo "-- JOULE_FAULT in the release binary: ignored, said so, the shards untouched"
+e2e_snapshot ../logs/fault_before
+JOULE_FAULT="corrupt-shard:rank=0,step=1" "$joule" train --config run.toml --run-dir fault_run > ../logs/fault.log 2>&1 ||
+  { cat ../logs/fault.log; fail "a run with JOULE_FAULT set failed"; }
+grep -q "JOULE_FAULT is set and ignored: this joule is not built for fault injection" ../logs/fault.log ||
+  { cat ../logs/fault.log; fail "no note that JOULE_FAULT is ignored"; }
+for f in shards/train/*.hdf5; do
+  grep -q "$(sha256sum "$f" | cut -d' ' -f1)" ../logs/fault_before || fail "$f changed under JOULE_FAULT=corrupt-shard"
+done
+
+echo "-- eval figures do not depend on --batch (the mean over every masked prediction and every sequence)"
+"$joule" eval --model model --data shards/eval --batch 64 > ../logs/eval64.json 2> /dev/null || fail "eval --batch 64"
+"$joule" eval --model model --data shards/eval --batch 7 > ../logs/eval7.json 2> /dev/null || fail "eval --batch 7"
+python3 - ../logs/eval64.json ../logs/eval7.json <<'PY' || fail "eval figures depend on --batch"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+for key in ("mlm_loss", "nsp_loss", "loss", "mlm_accuracy", "nsp_accuracy", "sequences"):
+    tolerance = 1e-5 * abs(a[key]) if "loss" in key else 0
+    assert abs(a[key] - b[key]) <= tolerance, (key, a[key], b[key])
+print(f"   batch 64 and batch 7: mlm_loss {a['mlm_loss']:.6f} / {b['mlm_loss']:.6f}, nsp_loss {a['nsp_loss']:.6f} / {b['nsp_loss']:.6f}")
+PY
+
+echo "-- a torn metrics.jsonl: report leaves the partial record out, a resume cuts it back once"
+cp -r run torn && printf '{"step": 5, "sequ' >> torn/metrics.jsonl
+"$joule" report torn > ../logs/torn_report.log 2>&1 || { cat ../logs/torn_report.log; fail "report of a run with a torn metrics.jsonl"; }
+grep -q "metrics.jsonl ends in a partial record of 17 byte(s)" ../logs/torn_report.log || { cat ../logs/torn_report.log; fail "no note on the partial record"; }
+"$joule" train --config run.toml --run-dir torn --resume auto --set train.steps=6 > ../logs/torn_resume.log 2>&1 ||
+  { cat ../logs/torn_resume.log; fail "resume of a run with a torn metrics.jsonl"; }
+grep -q "metrics.jsonl ended in a partial record of 17 byte(s) (a run killed while writing it): cut back" ../logs/torn_resume.log ||
+  { cat ../logs/torn_resume.log; fail "the resume did not cut the partial record"; }
+python3 -c "import json; [json.loads(l) for l in open('torn/metrics.jsonl')]" || fail "metrics.jsonl is not whole JSON lines after the resume"
+"$joule" report torn > /dev/null 2>&1 || fail "report after the resume"
+echo "-- data create on a disk that fills: ENOSPC named, no crash, no HDF5 dump; with room again it resumes, bit-exact"
+full_disk=skipped
+if [[ $(id -u) -eq 0 ]] && mkdir -p disk && mount -t tmpfs -o size=64m tmpfs disk 2>/dev/null; then
+  "$joule" data synth --out big.txt --documents 3000 --seed 1 > /dev/null || fail "data synth"
+  big_args="--input big.txt --vocab vocab.txt --seq-len 128 --max-pred 20 --shards 4 --eval-documents 200"
+  # shellcheck disable=SC2086
+  "$joule" data create $big_args --out big_ref > /dev/null || fail "data create on a disk with room"
+  for size in 400k 1200k 2000k 2400k; do  # full while writing chunks, flushing and closing shards (measured)
+    mount -o remount,size=$size disk && rm -rf disk/*
+    # shellcheck disable=SC2086
+    "$joule" data create $big_args --out disk/shards > ../logs/full_$size.log 2>&1
+    rc=$?
+    [[ $rc -eq 1 ]] || { cat ../logs/full_$size.log; umount disk; fail "a disk full at $size: exit $rc (expected 1)"; }
+    grep -q "joule data create: error: disk/shards.partial/.*: No space left on device (errno 28" ../logs/full_$size.log &&
+      grep -q "what to do: the file system is full" ../logs/full_$size.log && ! grep -q "HDF5-DIAG" ../logs/full_$size.log ||
+      { cat ../logs/full_$size.log; umount disk; fail "a disk full at $size: no clear ENOSPC error naming the shard"; }
+  done
+  mount -o remount,size=64m disk
+  # shellcheck disable=SC2086
+  "$joule" data create $big_args --out disk/shards > ../logs/full_resume.log 2>&1 || { cat ../logs/full_resume.log; umount disk; fail "resume with room"; }
+  for f in big_ref/train/*.hdf5 big_ref/eval/*.hdf5; do cmp -s "$f" "disk/shards/${f#big_ref/}" || { umount disk; fail "$f differs after the resume"; }; done
+  umount disk
+  full_disk="4 sizes"
+else
+  echo "   (skipped: mounting a small tmpfs needs root)"
+fi
+echo "PASS ($n hostile cases, JOULE_FAULT ignored, eval independent of --batch, a torn metrics.jsonl, full disks: $full_disk)"
