@@ -15,8 +15,8 @@
 namespace joule::tools {
 
 struct NumberFlag {
-  const char* name;                   // "batch"
-  const char* help;                   // "sequences per batch"
+  const char* name;                    // "batch"
+  const char* help;                    // "sequences per batch"
   const char* default_text = nullptr;  // nullptr: no default (the flag is optional; ask r.count first)
   OptionRange range;
   const char* note = "";  // what a special value means ("0: all")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Holds every tracked C++ file to .clang-format (Google's style, 120 columns), with Debian 12's clang-format 14: other
-# versions place a few tokens differently, so the check names the version it needs rather than run another.
+# Holds every C++ file git tracks or would track (new files too) to .clang-format (Google's style, 120 columns), with
+# Debian 12's clang-format 14: other versions place a few tokens differently, so the check names the version it needs
+# rather than run another.
 #   bash tools/check/format.sh          names each file that differs; exits 1 if any does
 #   bash tools/check/format.sh --fix    formats them in place
 set -euo pipefail
@@ -10,7 +11,7 @@ if [[ -z "$cf" ]]; then
   echo "format check: clang-format-14 not found (Debian package clang-format; bash tools/setup.sh installs it)" >&2
   exit 2
 fi
-mapfile -t files < <(git ls-files '*.cc' '*.h' '*.cu' '*.cpp')
+mapfile -t files < <(git ls-files --cached --others --exclude-standard '*.cc' '*.h' '*.cu' '*.cpp')
 if [[ "${1:-}" == "--fix" ]]; then
   "$cf" -i "${files[@]}"
   echo "format: ${#files[@]} files formatted"
