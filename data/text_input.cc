@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "data/data_error.h"
 #include "launch/util/error.h"
@@ -78,6 +79,20 @@ void expand_one(const std::string& spec, std::vector<std::string>& out, int dept
 std::vector<std::string> expand_inputs(const std::vector<std::string>& specs) {
   std::vector<std::string> files;
   for (const std::string& spec : specs) expand_one(spec, files, 0);
+  // One file named twice (the same --input given twice, a directory and a file inside it, two links to one file)
+  // would put its documents in the data set twice, and possibly on both sides of the held-out split.
+  std::map<std::string, std::string> seen;  // the file's real path -> how it was first named
+  for (const std::string& f : files) {
+    std::error_code ec;
+    const std::string real = fs::weakly_canonical(f, ec).string();
+    const auto [it, fresh] = seen.emplace(ec ? f : real, f);
+    if (!fresh)
+      throw joule::UsageError("--input: " + f + " is " +
+                                  (it->second == f ? "named twice" : "the same file as " + it->second) +
+                                  ": its documents would be in the data set twice, and could land on both sides of "
+                                  "the held-out split",
+                              "give each input file once");
+  }
   return files;
 }
 

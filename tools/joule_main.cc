@@ -447,8 +447,9 @@ int cmd_data_synth(int argc, char** argv) {
 }
 
 int cmd_data_vocab(int argc, char** argv) {
+  const std::vector<std::string> inputs = take_flag_values(argc, argv, "input");  // a path may hold a comma
   cxxopts::Options o("joule data vocab", "build a WordPiece vocabulary from a corpus");
-  o.add_options()("input", "text file(s)", cxxopts::value<std::vector<std::string>>())(
+  o.add_options()("input", "text file (repeatable; the value may hold commas)", cxxopts::value<std::string>())(
       "out", "vocab.txt to write", cxxopts::value<std::string>())("lower-case", "lower-case and strip accents",
                                                                   cxxopts::value<bool>()->default_value("true"))(
       "no-lower-case", "keep case and accents");
@@ -456,9 +457,9 @@ int cmd_data_vocab(int argc, char** argv) {
       min_frequency{"min-frequency", "least count of a merged piece", "2", OptionRange{1, 1e15}};
   add_number_flags(o, {size, min_frequency});
   auto r = parse(o, argc, argv);
-  if (!r.count("input")) throw UsageError("missing required option --input");
+  if (inputs.empty()) throw UsageError("missing required option --input");
   joule::data::VocabBuildOptions v;
-  v.inputs = r["input"].as<std::vector<std::string>>();
+  v.inputs = inputs;
   v.size = int_flag(r, size);
   v.min_frequency = int_flag(r, min_frequency);
   v.lower_case = r["lower-case"].as<bool>() && !r.count("no-lower-case");
@@ -502,12 +503,13 @@ int64_t parse_size(const std::string& flag, const std::string& text) {
 }
 
 int cmd_data_create(int argc, char** argv) {
+  const std::vector<std::string> inputs = take_flag_values(argc, argv, "input");  // a path may hold a comma
   cxxopts::Options o("joule data create", "raw text + vocab.txt -> pretraining shards, streamed in bounded memory");
   o.add_options()(
       "input",
       "text: files, directories, glob patterns or @LIST files; plain or .gz; one sentence per line, a blank line "
-      "between documents (repeatable)",
-      cxxopts::value<std::vector<std::string>>())("vocab", "vocab.txt", cxxopts::value<std::string>())(
+      "between documents (repeatable; the value may hold commas)",
+      cxxopts::value<std::string>())("vocab", "vocab.txt", cxxopts::value<std::string>())(
       "out", "output directory", cxxopts::value<std::string>())(
       "memory-budget", "peak memory to stay under (chunks are sized to it; up to 1 PiB)",
       cxxopts::value<std::string>()->default_value("2GB"))("lower-case", "lower-case and strip accents",
@@ -534,9 +536,9 @@ int cmd_data_create(int argc, char** argv) {
   add_number_flags(o, {phase_flag, seq_len, max_pred, dupe_factor, shards, shard_mb, seed, masked_lm_prob,
                        short_seq_prob, eval_documents, threads});
   auto r = parse(o, argc, argv);
-  if (!r.count("input")) throw UsageError("missing required option --input");
+  if (inputs.empty()) throw UsageError("missing required option --input");
   joule::data::CreateOptions c;
-  c.inputs = r["input"].as<std::vector<std::string>>();
+  c.inputs = inputs;
   c.vocab = required(r, "vocab");
   c.out = output_directory(required(r, "out"));
   if (r.count("phase")) {

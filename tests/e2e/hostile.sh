@@ -75,6 +75,7 @@ cases=(
   "verified: export of an unfinished checkpoint|export --checkpoint damaged/incomplete --out e2|damaged/incomplete: incomplete \(no COMPLETE marker"
   "verified: data create over a finished set with an edited shard|data create $create_args --out edited|edited/train/part_00001.hdf5 does not have the checksum metadata.json records.*was changed after it was made"
   "inside: metadata.json entry with ..|data create $create_args --out meta_out|meta_out/metadata.json: entry \"../shards/train/part_00000.hdf5\" climbs out"
+  "input: the same --input twice|data create $create_args --input ./corpus.txt --out twice|--input: ./corpus.txt is the same file as corpus.txt: its documents would be in the data set twice"
   "inside: manifest entry with ..|export --checkpoint damaged/climbs --out e3|manifest.json: entry \"../../shards/train/part_00000.hdf5\" climbs out with \"..\""
   "inside: manifest entry absolute|export --checkpoint damaged/absolute --out e4|manifest.json: entry \"/.*corpus.txt\" is an absolute path"
   "inside: manifest without the optimizer|export --checkpoint damaged/unlisted --out e5|manifest.json does not list optimizer.safetensors"
@@ -102,6 +103,13 @@ done
 (( n >= 30 )) || fail "only $n cases"
 [[ -c /dev/full && -c /dev/null ]] || fail "a device node was replaced"
 [[ -p fifo ]] || fail "the FIFO was replaced"
+
+echo "-- paths as users type them: an --input with a comma, an --out with a trailing slash"
+cp corpus.txt "with,comma.txt"
+"$joule" data vocab --input "with,comma.txt" --out comma_vocab.txt --size 300 > ../logs/comma.log 2>&1 || { cat ../logs/comma.log; fail "an --input holding a comma"; }
+"$joule" data create --input "with,comma.txt" --vocab vocab.txt --out "slash out/" --seq-len 64 --max-pred 10 > ../logs/slash.log 2>&1 ||
+  { cat ../logs/slash.log; fail "an --out with a space and a trailing slash"; }
+[[ -f "slash out/metadata.json" && ! -e "slash out/.partial" && ! -e "slash out.partial" ]] || fail "--out 'slash out/' did not make 'slash out'"
 
 echo "-- JOULE_FAULT in the release binary: ignored, said so, the shards untouched"
 e2e_snapshot ../logs/fault_before
