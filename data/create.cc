@@ -557,15 +557,9 @@ T sum_over(const nlohmann::json& chunks, const char* key) {
 std::string verified_shard(const nlohmann::json& entry, const std::string& out, const std::string& where) {
   const std::string file = json_field<std::string>(entry, "file", where);
   const std::string path = joule::path_inside(out, file, where);
-  std::error_code ec;
-  const auto bytes = std::filesystem::is_regular_file(path, ec) ? std::filesystem::file_size(path, ec) : 0;
-  std::string problem;
-  if (ec || !std::filesystem::is_regular_file(path, ec))
-    problem = "is missing (or not a file)";
-  else if (static_cast<int64_t>(bytes) != json_field<int64_t>(entry, "bytes", where))
-    problem = "has " + std::to_string(bytes) + " bytes, metadata.json says " + entry["bytes"].dump();
-  else if (joule::hex64(joule::fnv1a64_file(path)) != json_field<std::string>(entry, "fnv1a64", where))
-    problem = "does not have the checksum metadata.json records (its content changed)";
+  const std::string problem =
+      joule::listed_file_problem(path, json_field<uint64_t>(entry, "bytes", where),
+                                 json_field<std::string>(entry, "fnv1a64", where), "metadata.json");
   if (!problem.empty())
     throw CorpusError(path + " " + problem + ": the finished data set in " + out + " was changed after it was made",
                       "restore the shard, or rerun with --replace to make the data set again");
@@ -678,6 +672,7 @@ CreateSummary create_pretraining_data(const CreateOptions& o) {
   meta["masked_predictions"] = summary.masked_predictions;
   out.finish(meta);
   summary.resumed_chunks = static_cast<int64_t>(out.resumed_chunks());
+  summary.notes = out.notes();
   summary.skipped = read.skipped();
   summary.first_skip = read.first_skip;
   return summary;

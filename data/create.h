@@ -77,7 +77,8 @@ struct CreateSummary {
   int64_t masked_predictions = 0, tokens = 0, random_next = 0;
   int64_t input_bytes = 0, chunk_bytes = 0, chunks = 0, resumed_chunks = 0, skipped = 0;
   std::string first_skip;
-  bool already_complete = false;  // `out` already held this very data set: nothing was written
+  std::vector<std::string> notes;  // about an earlier run's damaged progress record
+  bool already_complete = false;   // `out` already held this very data set: nothing was written
   std::vector<std::string> train_shards, eval_shards;
 };
 

@@ -92,7 +92,14 @@ PartialDataSet::PartialDataSet(std::string out, nlohmann::json arguments, bool r
   if (!lock_)
     throw joule::IoError("data create: another `joule data create` is writing " + dir_,
                          "wait for it to finish, or give this one another --out");
-  const nlohmann::json earlier = read_json((fs::path(dir_) / kProgress).string());
+  const std::string progress_path = (fs::path(dir_) / kProgress).string();
+  const nlohmann::json earlier = read_json(progress_path);
+  std::error_code exists_ec;
+  if (fs::exists(progress_path, exists_ec) && !earlier.is_object())
+    notes_.push_back(progress_path + " is damaged (not a JSON object): the earlier run's shards are made again");
+  else if (earlier.is_object() && (!earlier.contains("arguments") || !earlier.contains("chunks")))
+    notes_.push_back(progress_path + " lacks '" + (earlier.contains("arguments") ? "chunks" : "arguments") +
+                     "' (damaged): the earlier run's shards are made again");
   const bool same = earlier.is_object() && earlier.contains("arguments") && earlier["arguments"] == arguments_;
   const bool has_work =
       earlier.is_object() && earlier.contains("chunks") && earlier["chunks"].is_array() && !earlier["chunks"].empty();
@@ -129,18 +136,20 @@ void PartialDataSet::verify_and_keep(const nlohmann::json& earlier) {
       for (const char* split : {"train", "eval"}) {
         if (!c.contains(split)) continue;
         const nlohmann::json& s = c[split];
-        const fs::path path = path_inside(dir_, json_field<std::string>(s, "file", where), where);
+        const std::string path = path_inside(dir_, json_field<std::string>(s, "file", where), where);
         json_field<int64_t>(s, "sequences", where);  // what the summary adds up: a record without it is not kept
-        std::error_code ec;
-        intact = intact && fs::is_regular_file(path, ec) &&
-                 static_cast<int64_t>(fs::file_size(path, ec)) == json_field<int64_t>(s, "bytes", where) &&
-                 joule::hex64(joule::fnv1a64_file(path.string())) == json_field<std::string>(s, "fnv1a64", where);
+        const uint64_t bytes = json_field<uint64_t>(s, "bytes", where);
+        const std::string checksum = json_field<std::string>(s, "fnv1a64", where);
+        intact = intact && listed_file_problem(path, bytes, checksum, where).empty();
       }
       if (!intact) break;
       progress_["chunks"].push_back(c);
     }
-  } catch (const joule::Error&) {  // JsonFileError: a record without its keys; IoError: an entry that leads out of
-  }                                // the directory, or a shard that cannot be read. What is not kept is made again.
+  } catch (const joule::Error& e) {  // JsonFileError: a record without its keys; IoError: an entry that leads out of
+    // the directory, or a shard that cannot be read. What is not kept is made again.
+    notes_.push_back(std::string(e.what()) + ": chunk " + std::to_string(progress_["chunks"].size()) +
+                     " and those after it are made again");
+  }
   resumed_ = progress_["chunks"].size();
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -30,6 +31,9 @@ class PartialDataSet {
   std::string shard_path(const std::string& split, int64_t index) const;  // under dir(), e.g. train/part_00003.hdf5
   const nlohmann::json& chunks() const { return progress_["chunks"]; }    // one record per completed chunk
   size_t resumed_chunks() const { return resumed_; }
+  // What an earlier run's progress.json could not give (damaged JSON, a record without its keys): said to the user,
+  // whose rerun then makes that work again.
+  const std::vector<std::string>& notes() const { return notes_; }
 
   // A shard's record for a chunk's progress entry: file (relative), sequences, bytes, fnv1a64 checksum.
   nlohmann::json shard_record(const std::string& split, int64_t index, int64_t sequences) const;
@@ -45,6 +49,7 @@ class PartialDataSet {
   nlohmann::json arguments_, progress_;
   std::optional<FileLock> lock_;  // held from construction to the rename into place
   size_t resumed_ = 0;
+  std::vector<std::string> notes_;
 };
 
 // "seed: 9 here, 12345 there; seq_len: ..." for the arguments that differ between two argument objects.

@@ -2,6 +2,7 @@
 #include "launch/util/error.h"
 #include "launch/util/file_io.h"
 #include "launch/util/hash.h"
+#include "launch/util/json_field.h"
 
 #include <glob.h>
 #include <sys/stat.h>
@@ -14,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -99,6 +101,16 @@ std::vector<std::string> list_shards(const std::string& spec, std::string* cache
 
 // A cheap content fingerprint of a shard: FNV-1a-64 of its first and last 64 KiB. Size and modification time alone
 // do not prove that a cached validation still applies (a shard replaced by a copy keeping both would be trusted).
+constexpr int kCacheVersion = 2;
+
+std::string checksum_of(const std::string& path) {
+  try {
+    return joule::hex64(joule::fnv1a64_file(path));
+  } catch (const joule::IoError& e) {
+    throw ShardError(path + ": cannot read the shard: " + e.what());
+  }
+}
+
 std::string content_fingerprint(const std::string& path, uint64_t bytes) {
   constexpr uint64_t kBlock = 64 * 1024;
   try {
@@ -114,33 +126,78 @@ std::string content_fingerprint(const std::string& path, uint64_t bytes) {
   }
 }
 
-// metadata.json of a `joule data create` output, when `spec` is its train/ or eval/ directory: the shard count and
-// sequences it recorded must be what the directory holds (a rerun into the same --out once left extra shards).
-void check_against_metadata(const std::string& spec, size_t shards, int64_t sequences) {
+// metadata.json of a `joule data create` output, when `spec` is its train/ or eval/ directory: what it recorded of
+// the shards (their count, sequences and checksums) and of how they were made (vocabulary, inputs).
+struct Recorded {
+  CreatedBy by;
+  int64_t shards = -1, sequences = -1;
+  std::map<std::string, std::string> checksums;  // file name in the split's directory -> FNV-1a-64
+};
+
+std::optional<Recorded> read_metadata(const std::string& spec) {
   const fs::path dir = fs::path(spec).lexically_normal();
-  const std::string split = dir.filename().empty() ? dir.parent_path().filename().string() : dir.filename().string();
-  const fs::path meta_path = (dir.filename().empty() ? dir.parent_path() : dir).parent_path() / "metadata.json";
+  const fs::path split_dir = dir.filename().empty() ? dir.parent_path() : dir;
+  const std::string split = split_dir.filename().string();
+  const fs::path meta_path = split_dir.parent_path() / "metadata.json";
   std::error_code ec;
-  if ((split != "train" && split != "eval") || !fs::is_directory(dir, ec) || !fs::exists(meta_path, ec)) return;
+  if ((split != "train" && split != "eval") || !fs::is_directory(dir, ec) || !fs::exists(meta_path, ec))
+    return std::nullopt;
+  const auto damaged = [&](const std::string& what) {
+    return ShardError(meta_path.string() + ": " + what,
+                      "the data set's metadata is damaged: run `joule data create --replace` again");
+  };
   nlohmann::json meta;
   try {
     std::ifstream in(meta_path);
     meta = nlohmann::json::parse(in);
   } catch (const std::exception&) {
-    throw ShardError(meta_path.string() + ": not valid JSON",
-                     "the data set's metadata is damaged: run `joule data create --replace` again");
+    throw damaged("not valid JSON");
   }
-  if (!meta.is_object() || meta.value("format", "") != "joule-pretraining-data") return;
-  const int64_t want_shards = split == "train" ? meta.value("train_shards", int64_t{-1}) : 1;
-  const int64_t want_sequences = meta.value(split + "_sequences", int64_t{-1});
-  if ((want_shards >= 0 && static_cast<int64_t>(shards) != want_shards) ||
-      (want_sequences >= 0 && sequences != want_sequences))
-    throw ShardError(dir.string() + ": holds " + std::to_string(shards) + " shard(s) of " + std::to_string(sequences) +
-                         " sequences, but " + meta_path.string() + " records " + std::to_string(want_shards) + " of " +
-                         std::to_string(want_sequences) + ": files of two data sets are mixed",
+  if (!meta.is_object() || meta.value("format", "") != "joule-pretraining-data") return std::nullopt;
+  Recorded r;
+  r.by.metadata_path = meta_path.string();
+  r.by.split = split;
+  try {
+    const std::string where = meta_path.string();
+    r.shards = split == "train" ? json_field_or<int64_t>(meta, "train_shards", -1, where) : 1;
+    r.sequences = json_field_or<int64_t>(meta, split + "_sequences", -1, where);
+    const nlohmann::json arguments = json_field_or<nlohmann::json>(meta, "arguments", nlohmann::json::object(), where);
+    r.by.vocab_fnv1a64 = json_field_or<std::string>(arguments, "vocab_fnv1a64", "", where + " arguments");
+    for (const auto& input : json_field_or<nlohmann::json>(arguments, "inputs", nlohmann::json::array(), where))
+      r.by.inputs.push_back({json_field<std::string>(input, "path", where + " arguments.inputs"),
+                             json_field<uint64_t>(input, "bytes", where + " arguments.inputs"),
+                             json_field<int64_t>(input, "mtime_ns", where + " arguments.inputs")});
+    for (const auto& chunk : json_field_or<nlohmann::json>(meta, "chunks", nlohmann::json::array(), where)) {
+      if (!chunk.contains(split)) continue;
+      const nlohmann::json& shard = chunk[split];
+      r.checksums[fs::path(json_field<std::string>(shard, "file", where + " chunks")).filename().string()] =
+          json_field<std::string>(shard, "fnv1a64", where + " chunks");
+    }
+  } catch (const joule::Error& e) {
+    throw damaged(e.what());
+  }
+  return r;
+}
+
+// The shard count and sequences metadata.json recorded must be what the directory holds (a rerun into the same --out
+// once left extra shards).
+void check_against_metadata(const Recorded& r, const std::string& spec, size_t shards, int64_t sequences) {
+  if ((r.shards >= 0 && static_cast<int64_t>(shards) != r.shards) || (r.sequences >= 0 && sequences != r.sequences))
+    throw ShardError(spec + ": holds " + std::to_string(shards) + " shard(s) of " + std::to_string(sequences) +
+                         " sequences, but " + r.by.metadata_path + " records " + std::to_string(r.shards) + " of " +
+                         std::to_string(r.sequences) + ": files of two data sets are mixed",
                      "recreate the data set into a new directory (or `joule data create --replace`), or remove the "
-                     "files that do not "
-                     "belong to it");
+                     "files that do not belong to it");
+}
+
+// A shard `joule data create` recorded must still have the content it recorded (the full checksum, so an edit that
+// keeps the size and the first and last 64 KiB is found too).
+void check_recorded_checksum(const Recorded& r, const ShardEntry& e) {
+  const auto it = r.checksums.find(fs::path(e.path).filename().string());
+  if (it == r.checksums.end() || it->second == e.checksum) return;
+  throw ShardError(e.path + ": its content (checksum " + e.checksum + ") is not what " + r.by.metadata_path +
+                       " records for it (" + it->second + "): the shard was edited or replaced after it was made",
+                   "restore the shard, or recreate the data set with `joule data create --replace`");
 }
 
 nlohmann::json stats_json(const ShardEntry& e) {
@@ -148,6 +205,7 @@ nlohmann::json stats_json(const ShardEntry& e) {
   return {{"bytes", e.bytes},
           {"mtime_ns", e.mtime_ns},
           {"fingerprint", e.fingerprint},
+          {"checksum", e.checksum},
           {"sequences", s.sequences},
           {"seq_len", s.seq_len},
           {"max_predictions", s.max_predictions},
@@ -163,14 +221,19 @@ Dataset Dataset::open(const std::string& spec, const DatasetOptions& options) {
   Dataset d;
   std::string cache_dir;
   const std::vector<std::string> paths = list_shards(spec, &cache_dir);
-  d.cache_path_ = (fs::path(cache_dir.empty() ? "." : cache_dir) / ".joule-index.json").string();
+  const fs::path base = fs::absolute(cache_dir.empty() ? "." : cache_dir).lexically_normal();
+  d.cache_path_ = (base / ".joule-index.json").string();
+  d.spec_ = spec;
+  const std::optional<Recorded> recorded = read_metadata(spec);
+  if (recorded) d.created_by_ = recorded->by;
 
   nlohmann::json cache = nlohmann::json::object();
   if (options.use_cache && fs::exists(d.cache_path_)) {
     try {
       std::ifstream in(d.cache_path_);
       cache = nlohmann::json::parse(in);
-      if (!cache.is_object() || cache.value("format_version", 0) != 1) cache = nlohmann::json::object();
+      // Version 2 added each shard's full checksum: an older cache is validated again, once.
+      if (!cache.is_object() || cache.value("format_version", 0) != kCacheVersion) cache = nlohmann::json::object();
     } catch (const std::exception&) {
       cache = nlohmann::json::object();  // a damaged cache only costs a revalidation
     }
@@ -181,6 +244,7 @@ Dataset Dataset::open(const std::string& spec, const DatasetOptions& options) {
   for (const std::string& path : paths) {
     ShardEntry e;
     e.path = fs::absolute(path).lexically_normal().string();
+    e.name = fs::path(e.path).lexically_relative(base).string();
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) throw ShardError(path + ": cannot stat shard");
     e.bytes = static_cast<uint64_t>(st.st_size);
@@ -188,8 +252,9 @@ Dataset Dataset::open(const std::string& spec, const DatasetOptions& options) {
     e.fingerprint = content_fingerprint(path, e.bytes);
     const auto it = entries.find(e.path);
     if (it != entries.end() && (*it)["bytes"] == e.bytes && (*it)["mtime_ns"] == e.mtime_ns &&
-        it->value("fingerprint", "") == e.fingerprint) {
+        it->value("fingerprint", "") == e.fingerprint && it->value("checksum", "").size() == 16) {
       const auto& j = *it;
+      e.checksum = j["checksum"];
       e.stats.sequences = j["sequences"];
       e.stats.seq_len = j["seq_len"];
       e.stats.max_predictions = j["max_predictions"];
@@ -200,10 +265,12 @@ Dataset Dataset::open(const std::string& spec, const DatasetOptions& options) {
       ShardReader schema_check(path);  // cheap: the file still opens with the layout
     } else {
       e.stats = validate_shard(path);
+      e.checksum = checksum_of(path);
       ++d.validated_now_;
       entries[e.path] = stats_json(e);
     }
     if (options.vocab_size > 0) check_vocab(path, e.stats, options.vocab_size);
+    if (recorded) check_recorded_checksum(*recorded, e);
     if (d.shards_.empty()) {
       d.seq_len_ = e.stats.seq_len;
       d.max_predictions_ = e.stats.max_predictions;
@@ -218,10 +285,10 @@ Dataset Dataset::open(const std::string& spec, const DatasetOptions& options) {
     d.total_ += e.stats.sequences;
     d.shards_.push_back(std::move(e));
   }
-  check_against_metadata(spec, d.shards_.size(), d.total_);
+  if (recorded) check_against_metadata(*recorded, spec, d.shards_.size(), d.total_);
 
   if (options.use_cache && d.validated_now_ > 0) {
-    cache["format_version"] = 1;
+    cache["format_version"] = kCacheVersion;
     try {
       write_file_atomically(d.cache_path_, cache.dump(1) + "\n");
     } catch (const joule::IoError& e) {
@@ -230,6 +297,35 @@ Dataset Dataset::open(const std::string& spec, const DatasetOptions& options) {
     }
   }
   return d;
+}
+
+std::vector<ShardIdentity> Dataset::identity() const {
+  std::vector<ShardIdentity> out;
+  for (const ShardEntry& e : shards_) out.push_back({e.name, e.checksum, e.bytes, e.stats.sequences});
+  return out;
+}
+
+std::string Dataset::digest() const {
+  joule::Fnv1a64 h;
+  for (const ShardIdentity& s : identity())
+    h.add(s.name + " " + std::to_string(s.bytes) + " " + std::to_string(s.sequences) + " " + s.checksum + "\n");
+  return joule::hex64(h.value());
+}
+
+void Dataset::check_unchanged(size_t index) const {
+  const ShardEntry& e = shards_.at(index);
+  struct stat st {};
+  std::string now;
+  if (::stat(e.path.c_str(), &st) != 0)
+    now = std::string("now it cannot be read: ") + std::strerror(errno);
+  else if (static_cast<uint64_t>(st.st_size) != e.bytes ||
+           static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec != e.mtime_ns)
+    now = "now it has " + std::to_string(st.st_size) + " bytes and another modification time";
+  if (now.empty()) return;
+  throw ShardError(e.path + ": changed while this job reads it (" + std::to_string(e.bytes) +
+                       " bytes when the data set was opened; " + now + ")",
+                   "a shard must not change under a running job: restore it and resume with --resume auto (a resume "
+                   "compares the data set with the one the run recorded)");
 }
 
 std::pair<size_t, int64_t> Dataset::locate(int64_t id) const {
@@ -247,6 +343,87 @@ std::string find_vocab_beside(const std::string& spec) {
   for (const fs::path& candidate : {dir / "vocab.txt", dir.parent_path() / "vocab.txt"})
     if (fs::exists(candidate)) return candidate.string();
   return "";
+}
+
+std::string describe_changes(const std::vector<ShardIdentity>& recorded, const std::vector<ShardIdentity>& now) {
+  std::map<std::string, const ShardIdentity*> before, after;
+  for (const ShardIdentity& s : recorded) before[s.name] = &s;
+  for (const ShardIdentity& s : now) after[s.name] = &s;
+  std::vector<std::string> removed, added, changed;
+  const auto what = [](const ShardIdentity& s) {
+    return std::to_string(s.bytes) + " bytes, " + std::to_string(s.sequences) + " sequences, checksum " + s.checksum;
+  };
+  for (const auto& [name, s] : before) {
+    const auto it = after.find(name);
+    if (it == after.end())
+      removed.push_back(name);
+    else if (!(*it->second == *s))
+      changed.push_back(name + " (recorded: " + what(*s) + "; now: " + what(*it->second) + ")");
+  }
+  for (const auto& [name, s] : after)
+    if (!before.count(name)) added.push_back(name);
+  std::string out;
+  const auto list = [&](const char* title, const std::vector<std::string>& names) {
+    if (names.empty()) return;
+    out += std::string(out.empty() ? "" : "; ") + title + ": ";
+    for (size_t i = 0; i < names.size() && i < 3; ++i) out += (i ? ", " : "") + names[i];
+    if (names.size() > 3) out += " and " + std::to_string(names.size() - 3) + " more";
+  };
+  list("changed", changed);
+  list("removed", removed);
+  list("added", added);
+  return out;
+}
+
+void check_vocab_file(const Dataset& dataset, const std::string& vocab_path) {
+  const std::optional<CreatedBy>& by = dataset.created_by();
+  if (!by || by->vocab_fnv1a64.empty()) return;
+  const std::string checksum = joule::hex64(joule::fnv1a64_file(vocab_path));
+  if (checksum == by->vocab_fnv1a64) return;
+  throw ShardError(vocab_path + ": not the vocabulary the shards of " + dataset.spec() +
+                       " were made with (its checksum " + checksum + "; " + by->metadata_path +
+                       " records vocab_fnv1a64 " + by->vocab_fnv1a64 + "): every token id would mean another word",
+                   "give --vocab (data.vocab) the vocab.txt the shards were made with (`joule data create` leaves it "
+                   "beside them as OUT/vocab.txt), or recreate the shards with this vocabulary");
+}
+
+namespace {
+
+// A path in a form two records can be compared in.
+std::string path_key(const std::string& path) {
+  std::error_code ec;
+  const fs::path canonical = fs::weakly_canonical(path, ec);
+  return ec ? fs::path(path).lexically_normal().string() : canonical.string();
+}
+
+// An input file as `joule data create` recorded it: its path, size and modification time must all agree.
+std::string input_key(const CreatedBy::Input& input) {
+  return path_key(input.path) + "\n" + std::to_string(input.bytes) + "\n" + std::to_string(input.mtime_ns);
+}
+
+}  // namespace
+
+void check_held_out(const Dataset& train, const Dataset& eval) {
+  const std::string hint =
+      "give data.eval (--eval-data) shards made from other documents: `joule data create` holds out --eval-documents "
+      "of its input into OUT/eval/, disjoint from OUT/train/";
+  std::map<std::string, const ShardEntry*> by_checksum;
+  for (const ShardEntry& e : train.shards()) by_checksum[e.checksum] = &e;
+  for (const ShardEntry& e : eval.shards())
+    if (const auto it = by_checksum.find(e.checksum); it != by_checksum.end())
+      throw ShardError("eval shard " + e.path + " has the content of training shard " + it->second->path +
+                           " (checksum " + e.checksum + "): the model would be evaluated on data it trains on",
+                       hint);
+  const std::optional<CreatedBy>&t = train.created_by(), &v = eval.created_by();
+  if (!t || !v || path_key(t->metadata_path) == path_key(v->metadata_path)) return;
+  std::map<std::string, std::string> train_inputs;
+  for (const CreatedBy::Input& input : t->inputs) train_inputs[input_key(input)] = input.path;
+  for (const CreatedBy::Input& input : v->inputs)
+    if (const auto it = train_inputs.find(input_key(input)); it != train_inputs.end())
+      throw ShardError("the eval shards " + eval.spec() + " and the training shards " + train.spec() +
+                           " were both made from " + it->second + " (" + v->metadata_path + " and " + t->metadata_path +
+                           " list it): the eval documents are in the training data",
+                       hint);
 }
 
 }  // namespace joule::data

@@ -1,9 +1,15 @@
 // A pretraining dataset: the list of shards with their sequence counts, validated once and cached
-// beside the data (`.joule-index.json`, keyed by each file's size and modification time, so a changed
-// file is noticed and validated again).
+// beside the data (`.joule-index.json`, keyed by each file's size, modification time and a fingerprint of its first
+// and last 64 KiB, so a changed file is noticed and validated again).
+//
+// Its identity: each shard's name (relative to the data set's directory), size, sequence count and checksum
+// (FNV-1a-64 of the whole file, computed when the shard is validated and cached with it). A run records it at its
+// start and compares it at every resume (trainer/data_record.h); a shard that changes while a run reads it is an
+// error at its next open (check_unchanged).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,7 +22,32 @@ struct ShardEntry {
   uint64_t bytes = 0;
   int64_t mtime_ns = 0;
   std::string fingerprint;  // FNV-1a-64 of the first and last 64 KiB: a cached validation must match it too
+  std::string checksum;     // FNV-1a-64 of the whole file, computed when the shard is validated
+  std::string name;         // the path relative to the data set's directory: what a run records
   ShardStats stats;
+};
+
+// What identifies a shard across runs, machines and moves of the whole data set.
+struct ShardIdentity {
+  std::string name, checksum;
+  uint64_t bytes = 0;
+  int64_t sequences = 0;
+  bool operator==(const ShardIdentity& o) const {
+    return name == o.name && checksum == o.checksum && bytes == o.bytes && sequences == o.sequences;
+  }
+};
+
+// What `joule data create` recorded of a data set it made (OUT/metadata.json), when the shards are its train/ or eval/.
+struct CreatedBy {
+  std::string metadata_path;
+  std::string split;          // "train" or "eval"
+  std::string vocab_fnv1a64;  // the vocabulary the shards were made with
+  struct Input {
+    std::string path;  // as given to `joule data create`
+    uint64_t bytes = 0;
+    int64_t mtime_ns = 0;
+  };
+  std::vector<Input> inputs;  // the text files they were made from
 };
 
 struct DatasetOptions {
@@ -36,6 +67,16 @@ class Dataset {
   int64_t max_predictions() const { return max_predictions_; }
   int64_t validated_now() const { return validated_now_; }  // shards not taken from the cache
   const std::string& cache_path() const { return cache_path_; }
+  const std::string& spec() const { return spec_; }
+  // metadata.json's record when `joule data create` made these shards; else nothing.
+  const std::optional<CreatedBy>& created_by() const { return created_by_; }
+
+  std::vector<ShardIdentity> identity() const;
+  std::string digest() const;  // FNV-1a-64 of identity(): equal digests, equal data sets
+
+  // Throws ShardError when shard `index` is no longer the file that was validated (another size or modification
+  // time): called before every open of a shard, so a shard replaced or edited during a run stops it.
+  void check_unchanged(size_t index) const;
 
   // Global sequence id -> (shard index, row in shard).
   std::pair<size_t, int64_t> locate(int64_t id) const;
@@ -44,8 +85,20 @@ class Dataset {
   std::vector<ShardEntry> shards_;
   std::vector<int64_t> offsets_;  // prefix sums of sequence counts
   int64_t total_ = 0, seq_len_ = 0, max_predictions_ = 0, validated_now_ = 0;
-  std::string cache_path_;
+  std::string cache_path_, spec_;
+  std::optional<CreatedBy> created_by_;
 };
+
+// "" when the two identities are equal; else what differs, naming the shards (the first few of each kind).
+std::string describe_changes(const std::vector<ShardIdentity>& recorded, const std::vector<ShardIdentity>& now);
+
+// The vocabulary at `vocab_path` must be the one `joule data create` made the shards with (when it recorded one):
+// another vocabulary maps the same ids to other words and trains silently wrong. Throws ShardError naming both.
+void check_vocab_file(const Dataset& dataset, const std::string& vocab_path);
+
+// Held-out data must share nothing with training data: no shard with the same content, and no input text file that
+// made both (unless they are the train/ and eval/ of one `joule data create`, whose split is by document).
+void check_held_out(const Dataset& train, const Dataset& eval);
 
 // The directory holding the shards' vocab.txt: the spec's directory or its parent (as `joule data
 // create` writes OUT/vocab.txt beside OUT/train/). Empty when there is none.

@@ -22,6 +22,7 @@ class ShardCache {
       open_.erase(order_.back());
       order_.pop_back();
     }
+    dataset_.check_unchanged(shard);  // a shard replaced or edited since the data set was opened stops the job
     order_.push_front(shard);
     auto reader = std::make_unique<ShardReader>(dataset_.shards()[shard].path);
     return *open_.emplace(shard, std::make_pair(std::move(reader), order_.begin())).first->second.first;

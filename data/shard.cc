@@ -55,17 +55,6 @@ std::string dims_str(const std::vector<hsize_t>& d) {
   return s + "]";
 }
 
-// Suppresses HDF5's own error stack printing while an object lives (joule reports errors itself).
-struct QuietHdf5 {
-  H5E_auto2_t func = nullptr;
-  void* data = nullptr;
-  QuietHdf5() {
-    H5Eget_auto2(H5E_DEFAULT, &func, &data);
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  }
-  ~QuietHdf5() { H5Eset_auto2(H5E_DEFAULT, func, data); }
-};
-
 }  // namespace
 
 void HostBatch::resize(int64_t r, int64_t l, int64_t p) {
@@ -100,7 +89,7 @@ void copy_row(const HostBatch& from, int64_t from_row, HostBatch& to, int64_t to
 }
 
 ShardReader::ShardReader(const std::string& path) : path_(path) {
-  QuietHdf5 quiet;
+  quiet_hdf5_on_this_thread();  // joule reports HDF5 errors itself
   if (!std::filesystem::exists(path)) throw ShardError(path + ": no such shard file");
   if (H5Fis_hdf5(path.c_str()) <= 0) throw ShardError(path + ": not an HDF5 file (truncated or another format?)");
   file_ = Hdf5Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
@@ -181,7 +170,7 @@ void ShardReader::read_rows(const std::vector<int64_t>& rows, HostBatch& out, in
                      " out of range [0, " + std::to_string(sequences_) + ")");
   HostBatch tmp;
   tmp.resize(static_cast<int64_t>(sorted.size()), seq_len_, max_predictions_);
-  QuietHdf5 quiet;
+  quiet_hdf5_on_this_thread();  // joule reports HDF5 errors itself
   for (int c = 0; c < 6; ++c) {
     const hsize_t width = static_cast<hsize_t>(width_of(tmp, c));
     Hdf5Handle file_space(H5_CHECK(H5Dget_space(datasets_[c].get()), path_));

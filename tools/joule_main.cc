@@ -204,7 +204,9 @@ int cmd_train(int argc, char** argv) {
       "region", "grid region for CO2 (accounting.region)", cxxopts::value<std::string>())(
       "grid-intensity", "g CO2 per kWh (accounting.grid_intensity)", cxxopts::value<std::string>())(
       "resume", "auto (newest complete checkpoint) or a checkpoint directory",
-      cxxopts::value<std::string>()->default_value(""));
+      cxxopts::value<std::string>()->default_value(""))(
+      "accept-data-change",
+      "resume onto data that differs from what the checkpoint recorded, as a new data segment (otherwise an error)");
   auto r = parse(o, argc, argv);
   joule::trainer::TrainRequest t;
   t.config = joule::trainer::RunConfig::from_toml_file(required(r, "config"));
@@ -228,6 +230,7 @@ int cmd_train(int argc, char** argv) {
   for (const std::string& a : sets) t.config.set(a);
   t.config.validate();
   t.resume = r["resume"].as<std::string>();
+  t.accept_data_change = r.count("accept-data-change") > 0;
   t.presets_dir = joule::tools::config_dir() + "/models";
   t.config_dir = joule::tools::config_dir();
   return joule::trainer::train(t);
@@ -568,6 +571,7 @@ int cmd_data_create(int argc, char** argv) {
   c.replace = r.count("replace") > 0;
   c.skip_bad_input = r.count("skip-bad-input") > 0;
   const auto s = joule::data::create_pretraining_data(c);
+  for (const std::string& note : s.notes) std::cout << "note: " << note << "\n";
   if (s.already_complete)
     std::cout << c.out << " already holds this data set (same inputs and arguments): nothing to do\n";
   if (s.resumed_chunks > 0)

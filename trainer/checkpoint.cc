@@ -110,6 +110,7 @@ nlohmann::json state_json(const TrainerState& s) {
                       {"nonfinite_skipped", s.nonfinite_skipped},
                       {"nonfinite_streak", s.nonfinite_streak}};
   if (!s.ledger_json.empty()) j["ledger"] = nlohmann::json::parse(s.ledger_json);
+  if (!s.data_json.empty()) j["data"] = nlohmann::json::parse(s.data_json);
   return j;
 }
 
@@ -217,14 +218,11 @@ std::string verify(const std::string& dir) {
     const nlohmann::json files = field<nlohmann::json>(manifest, "files", path);
     for (const auto& [name, info] : files.items()) {
       const std::string where = path + " files." + name;
-      const std::string p = path_inside(dir, name, path);  // an entry never leads out of the checkpoint
-      std::error_code ec;
-      const auto size = fs::is_regular_file(p, ec) ? fs::file_size(p, ec) : 0;
-      if (ec || !fs::is_regular_file(p, ec)) return name + " is missing (or not a file)";
-      if (size != field<uint64_t>(info, "bytes", where))
-        return name + " has " + std::to_string(size) + " bytes, the manifest says " + info["bytes"].dump();
-      if (joule::hex64(joule::fnv1a64_file(p)) != field<std::string>(info, "fnv1a64", where))
-        return name + ": checksum mismatch (corrupt file)";
+      const std::string p = path_inside(dir, name, path);            // an entry never leads out of the checkpoint
+      const uint64_t bytes = field<uint64_t>(info, "bytes", where);  // read in this order: errors name the first
+      const std::string checksum = field<std::string>(info, "fnv1a64", where);
+      if (const std::string problem = listed_file_problem(p, bytes, checksum, "the manifest"); !problem.empty())
+        return name + " " + problem;
     }
     if (const std::string missing = unlisted_core_file(files); !missing.empty()) return missing;
   } catch (const joule::Error& e) {  // CheckpointError (a bad manifest), IoError (an entry or file that is not right)
@@ -248,6 +246,7 @@ TrainerState read_trainer_state(const std::string& dir, int64_t* optimizer_steps
   state.world_size = field<int>(s, "world_size", path);
   state.config_hash = field<std::string>(s, "config_hash", path);
   if (s.contains("ledger")) state.ledger_json = field<nlohmann::json>(s, "ledger", path).dump();
+  if (s.contains("data")) state.data_json = field<nlohmann::json>(s, "data", path).dump();
   if (s.contains("nonfinite_skipped")) state.nonfinite_skipped = field<int64_t>(s, "nonfinite_skipped", path);
   if (s.contains("nonfinite_streak")) state.nonfinite_streak = field<int64_t>(s, "nonfinite_streak", path);
   return state;
@@ -262,11 +261,11 @@ std::string matches_manifest(const std::string& dir, const std::string& manifest
     const nlohmann::json files = field<nlohmann::json>(parse_json_file(path), "files", path);
     for (const auto& [name, info] : files.items()) {
       const std::string p = path_inside(dir, name, path);
-      std::error_code ec;
-      const auto size = fs::is_regular_file(p, ec) ? fs::file_size(p, ec) : 0;
-      if (ec || !fs::is_regular_file(p, ec)) return name + " is missing (or not a file)";
-      if (size != field<uint64_t>(info, "bytes", path + " files." + name))
-        return name + " has " + std::to_string(size) + " bytes, the manifest says " + info["bytes"].dump();
+      // Sizes only: rank 0 read every checksum, and this rank sees the same manifest.
+      if (const std::string problem =
+              listed_file_problem(p, field<uint64_t>(info, "bytes", path + " files." + name), "", "the manifest");
+          !problem.empty())
+        return name + " " + problem;
     }
     if (const std::string missing = unlisted_core_file(files); !missing.empty()) return missing;
   } catch (const joule::Error& e) {  // CheckpointError (a bad manifest), IoError (an entry that leads out)

@@ -31,6 +31,7 @@ struct TrainerState {
   int world_size = 1;
   std::string config_hash;
   std::string ledger_json;        // the accounting ledger (energy, cost, segments), JSON; "" before the first save
+  std::string data_json;          // the data segments the run trained on (trainer/data_record.h); "" from older joules
   int64_t nonfinite_skipped = 0;  // steps whose update was skipped for NaN/Inf gradients, all segments
   int64_t nonfinite_streak = 0;   // of those, how many in a row up to `step`
 };

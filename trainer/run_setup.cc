@@ -11,6 +11,7 @@
 #include "launch/runtime.h"
 #include "launch/util/hash.h"
 #include "models/model_dir.h"
+#include "trainer/data_record.h"
 
 namespace joule::trainer {
 namespace fs = std::filesystem;
@@ -115,6 +116,11 @@ ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_d
     }
   }
   if (root) comm.barrier();
+  data::check_vocab_file(*run.train_set, vocab_path);
+  if (run.eval_set) {
+    data::check_vocab_file(*run.eval_set, vocab_path);
+    data::check_held_out(*run.train_set, *run.eval_set);
+  }
   if (cfg.train.seq_len != 0 && cfg.train.seq_len != run.dataset().seq_len())
     throw RunConfigError("train.seq_len " + std::to_string(cfg.train.seq_len) + " differs from the shards' " +
                          std::to_string(run.dataset().seq_len()));
@@ -244,7 +250,7 @@ StartPoint choose_start(const std::string& run_dir, const std::string& resume, c
 }
 
 TrainerState start_state(const ResolvedRun& run, const StartPoint& start, TrainingObjects& objects,
-                         collectives::Communicator& comm) {
+                         collectives::Communicator& comm, bool accept_data_change) {
   const int rank = comm.info().rank;
   auto say = [&](const std::string& s) {
     if (rank == 0) std::cout << s << std::flush;
@@ -253,7 +259,9 @@ TrainerState start_state(const ResolvedRun& run, const StartPoint& start, Traini
   TrainerState state;
   state.world_size = run.world;
   state.config_hash = run.config_hash;
+  const RunData data{run.dataset(), run.eval_set ? &*run.eval_set : nullptr};
   if (!start.checkpoint) {
+    state.data_json = new_data_record(data);
     objects.reducer->broadcast_parameters(0);
     return state;
   }
@@ -264,7 +272,11 @@ TrainerState start_state(const ResolvedRun& run, const StartPoint& start, Traini
   if (loaded.world_size != run.world)
     say("note: resuming on " + std::to_string(run.world) + " ranks a run saved on " +
         std::to_string(loaded.world_size) + "\n");
+  const ResumedData resumed =
+      resume_data_record(loaded.data_json, *start.checkpoint, loaded.step, data, accept_data_change);
+  for (const std::string& n : resumed.notes) say("note: " + n + "\n");
   state = loaded;
+  state.data_json = resumed.record;
   state.world_size = run.world;
   state.config_hash = run.config_hash;
   state.segments = loaded.segments + 1;

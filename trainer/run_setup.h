@@ -104,7 +104,9 @@ StartPoint choose_start(const std::string& run_dir, const std::string& resume, c
 
 // Loads the chosen checkpoint into `objects` (or broadcasts rank 0's fresh weights) and returns the state the
 // loop starts from. Collective.
+// A resume also compares the data with what the checkpoint recorded (trainer/data_record.h): other data stops the
+// run unless `accept_data_change`.
 TrainerState start_state(const ResolvedRun& run, const StartPoint& start, TrainingObjects& objects,
-                         collectives::Communicator& comm);
+                         collectives::Communicator& comm, bool accept_data_change);
 
 }  // namespace joule::trainer

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "collectives/communicator.h"
 #include "trainer/batch_sums.h"
@@ -19,7 +20,8 @@ struct RunOutcome {
   double wall_s = 0;     // training wall time, all segments
   double seq_per_s = 0;  // measured after the warm-up steps
   bool preempted = false, reached_target = false;
-  std::optional<EvalResult> eval;  // the last eval
+  std::optional<EvalResult> eval;       // the last eval
+  std::vector<std::string> data_notes;  // data segments after the first (trainer/data_record.h)
   // The workload.
   std::string model;  // model.config: a preset, config.json or model directory
   int64_t seq_len = 0, max_predictions = 0, global_batch = 0, target_sequences = 0;

@@ -18,6 +18,7 @@
 #include "launch/util/hash.h"
 #include "models/flops.h"
 #include "models/model_dir.h"
+#include "trainer/data_record.h"
 #include "trainer/metrics_logger.h"
 #include "trainer/run_accounting.h"
 #include "trainer/run_lock.h"
@@ -41,10 +42,7 @@ void say(bool root, const std::string& text) {
 // with rank 0's, and every rank stops with the same error on a mismatch (an MPMD launch with another flag, a node
 // that sees other files).
 void check_ranks_agree_on_the_run(const ResolvedRun& run, collectives::Communicator& comm) {
-  std::string data_index;
-  for (const data::ShardEntry& e : run.dataset().shards())
-    data_index += e.path + " " + std::to_string(e.bytes) + " " + std::to_string(e.stats.sequences) + "\n";
-  const std::string config = run.config_hash, data = joule::fnv1a64_hex(data_index);
+  const std::string config = run.config_hash, data = run.dataset().digest();
   std::string root_config = config, root_data = data;
   collectives::broadcast_string(comm, root_config, 0, run.cfg.train.collective_timeout_seconds,
                                 "the run's config hash");
@@ -372,6 +370,7 @@ void finish_run(const ResolvedRun& run, const TrainingLoop& loop, int exit_code,
   o.steps = state.step;
   o.sequences = state.sequences;
   o.segments = state.segments;
+  o.data_notes = data_segment_notes(state.data_json);
   o.nonfinite_skipped = state.nonfinite_skipped;
   o.wall_s = state.wall_seconds;
   o.seq_per_s = loop.metrics().seq_per_s(state.sequences / state.wall_seconds);
@@ -412,7 +411,7 @@ int train(const TrainRequest& request) {
   const RunLock lock = lock_run_directory(run, comm);  // held to the end: one job per run directory
   TrainingObjects objects = build_training(training_spec(run), comm);
   const StartPoint start = choose_start(run.cfg.run.dir, request.resume, comm, faults);
-  TrainerState state = start_state(run, start, objects, comm);
+  TrainerState state = start_state(run, start, objects, comm, request.accept_data_change);
   write_run_directory(run, info, process.threads);  // nothing is written before the resume checks have passed
 
   accounting.begin_segment(state.ledger_json, state.step, state.sequences, run.cfg.accounting.project_name);

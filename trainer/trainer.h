@@ -16,9 +16,10 @@ namespace joule::trainer {
 // What `joule train` was asked: the run config (composed of every component's options section) and where to start.
 struct TrainRequest {
   RunConfig config;
-  std::string resume;       // "": start fresh (an existing checkpoint is an error); "auto"; or a checkpoint dir
-  std::string presets_dir;  // where model presets live (configs/models)
-  std::string config_dir;   // configs/: hardware profiles and grid intensities
+  std::string resume;               // "": start fresh (an existing checkpoint is an error); "auto"; or a checkpoint dir
+  bool accept_data_change = false;  // a resume onto other data starts a new data segment instead of stopping
+  std::string presets_dir;          // where model presets live (configs/models)
+  std::string config_dir;           // configs/: hardware profiles and grid intensities
 };
 
 // Runs the whole training on this rank; returns the process exit code (0, or kExitPreempted).

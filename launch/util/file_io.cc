@@ -1,4 +1,5 @@
 #include "launch/util/file_io.h"
+#include "launch/util/hash.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -73,6 +74,19 @@ void fsync_directory(const std::string& dir) {
 void rename_durably(const std::string& from, const std::string& to) {
   if (::rename(from.c_str(), to.c_str()) != 0) throw_write_error(to, "rename from " + from, errno);
   fsync_directory(std::filesystem::path(to).parent_path().string());
+}
+
+std::string listed_file_problem(const std::string& path, uint64_t bytes, const std::string& fnv1a64,
+                                const std::string& listed_in) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const bool file = fs::is_regular_file(path, ec);
+  const uintmax_t size = file ? fs::file_size(path, ec) : 0;
+  if (!file || ec) return "is missing (or not a file)";
+  if (size != bytes) return "has " + std::to_string(size) + " bytes, " + listed_in + " says " + std::to_string(bytes);
+  if (!fnv1a64.empty() && hex64(fnv1a64_file(path)) != fnv1a64)
+    return "does not have the checksum " + listed_in + " records (its content changed)";
+  return "";
 }
 
 std::string path_inside(const std::string& dir, const std::string& entry, const std::string& listed_in) {

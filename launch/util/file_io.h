@@ -66,6 +66,13 @@ void rename_durably(const std::string& from, const std::string& to);
 // outside `dir`. An entry that names nothing yet is returned as it is (the caller says what is missing).
 std::string path_inside(const std::string& dir, const std::string& entry, const std::string& listed_in);
 
+// What is wrong with a file that a record (`listed_in`: "the manifest", "metadata.json") lists with its size and
+// FNV-1a-64 checksum: "" when `path` is a regular file of `bytes` bytes and, unless `fnv1a64` is empty (a size check
+// only), of that checksum; else "is missing (or not a file)", "has N bytes, LISTED_IN says M" or "does not have the
+// checksum LISTED_IN records (its content changed)", for the caller to put after the file's name.
+std::string listed_file_problem(const std::string& path, uint64_t bytes, const std::string& fnv1a64,
+                                const std::string& listed_in);
+
 // Nothing at `path`, or a regular file; else IoError naming what is there (a directory, a symbolic link, a device, a
 // FIFO, a socket): an output never replaces what is not a file (`report --out /dev/full` must not turn the device
 // node into a file).

@@ -1,6 +1,9 @@
 // `joule data create`: round trip on a hand-written corpus, reference invariants, determinism.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <functional>
+
 #include <nlohmann/json.hpp>
 
 #include "data/create.h"
@@ -241,4 +244,55 @@ TEST(Vocab, BuiltVocabularyCoversTheCorpusWithoutUnknowns) {
   }
   EXPECT_LT(tokens, words * 2);  // merges learned real pieces, not just characters
   EXPECT_EQ(joule::data::build_vocab(v).tokens(), vocab.tokens());
+}
+
+TEST(Create, AShardSetKnowsItsVocabularyItsInputsAndItsContent) {
+  TempDir dir;
+  write_inputs(dir);
+  auto made = options(dir, "out");
+  made.shard_mb = 0;
+  made.shards = 1;  // one chunk of four documents: two held out
+  made.eval_documents = 2;
+  joule::data::create_pretraining_data(made);
+  const auto train = joule::data::Dataset::open(dir.file("out/train"));
+  const auto eval = joule::data::Dataset::open(dir.file("out/eval"));
+  ASSERT_TRUE(train.created_by());
+  EXPECT_EQ(train.created_by()->split, "train");
+  ASSERT_EQ(train.created_by()->inputs.size(), 1u);
+  const auto expect_error = [](const std::function<void()>& call, const std::vector<std::string>& parts) {
+    try {
+      call();
+      ADD_FAILURE() << "no error; expected one with " << parts.front();
+    } catch (const joule::data::ShardError& e) {
+      for (const std::string& part : parts) EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+
+  // The vocabulary the shards were made with (or a copy of it) is accepted; another one, a word longer, is not.
+  EXPECT_NO_THROW(joule::data::check_vocab_file(train, dir.file("vocab.txt")));
+  EXPECT_NO_THROW(joule::data::check_vocab_file(eval, dir.file("out/vocab.txt")));
+  joule::test::write_file(dir.file("other_vocab.txt"), joule::test::read_file(dir.file("vocab.txt")) + "extra\n");
+  expect_error([&] { joule::data::check_vocab_file(train, dir.file("other_vocab.txt")); },
+               {"other_vocab.txt: not the vocabulary the shards of", "metadata.json records vocab_fnv1a64"});
+
+  // The held-out split of one data set is disjoint by document: accepted. Training shards as eval shards are not.
+  EXPECT_NO_THROW(joule::data::check_held_out(train, eval));
+  expect_error([&] { joule::data::check_held_out(train, train); },
+               {"eval shard ", "part_00000.hdf5 has the content of training shard"});
+
+  // A second data set made from the same text (another seed, so other shards): its eval documents are trained on.
+  auto again = made;
+  again.out = dir.file("again");
+  again.seed = 10;
+  joule::data::create_pretraining_data(again);
+  const auto again_eval = joule::data::Dataset::open(dir.file("again/eval"));
+  expect_error([&] { joule::data::check_held_out(train, again_eval); },
+               {"were both made from ", "corpus.txt", "again/metadata.json"});
+
+  // A shard replaced after data create made it (by the same-named shard of the other data set) is found by its
+  // checksum, even with its cached validation gone.
+  std::filesystem::copy_file(dir.file("again/train/part_00000.hdf5"), dir.file("out/train/part_00000.hdf5"),
+                             std::filesystem::copy_options::overwrite_existing);
+  expect_error([&] { joule::data::Dataset::open(dir.file("out/train")); },
+               {"out/train/part_00000.hdf5: its content (checksum ", "was edited or replaced after it was made"});
 }

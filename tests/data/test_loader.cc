@@ -1,6 +1,7 @@
 // The prefetching loader: resume equivalence (also across a world-size change), read errors, reopened shards.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <memory>
 #include <set>
 #include <vector>
@@ -72,10 +73,29 @@ TEST_F(LoaderTest, ResumeOnAnotherWorldSizeKeepsTheGlobalOrder) {
   for (int s = 0; s < 5; ++s) EXPECT_EQ(two[s], four[static_cast<size_t>(3 + s)]) << "step " << 3 + s;
 }
 
-TEST_F(LoaderTest, ReadErrorsSurfaceInNextNamingTheShard) {
-  // The shards change after the dataset was opened: the background thread's error reaches next().
+TEST_F(LoaderTest, ShardsChangedAfterOpeningStopTheLoaderNamingTheShard) {
+  // The shards are replaced after the dataset was opened: the open before the first read finds it (another size and
+  // modification time), and the background thread's error reaches next().
   joule::test::write_file(dir_.file("a.hdf5"), "overwritten");
   joule::test::write_file(dir_.file("b.hdf5"), "overwritten");
+  joule::data::Loader loader(*dataset_, {74, 8, 2, 2, 0, 3}, {});
+  try {
+    loader.next();
+    FAIL() << "reading a replaced shard must fail";
+  } catch (const joule::data::ShardError& e) {
+    EXPECT_NE(std::string(e.what()).find(".hdf5: changed while this job reads it"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(LoaderTest, ReadErrorsSurfaceInNextNamingTheShard) {
+  // A shard damaged in place, keeping its size and modification time: the read itself fails, naming the shard.
+  for (const char* name : {"a.hdf5", "b.hdf5"}) {
+    const std::string path = dir_.file(name);
+    const auto when = std::filesystem::last_write_time(path);
+    const auto bytes = std::filesystem::file_size(path);
+    joule::test::write_file(path, std::string(bytes, 'x'));
+    std::filesystem::last_write_time(path, when);
+  }
   joule::data::Loader loader(*dataset_, {74, 8, 2, 2, 0, 3}, {});
   try {
     loader.next();

@@ -4,11 +4,13 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <fstream>
 #include <functional>
 
 #include "data/dataset.h"
 #include "data/shard.h"
+#include "launch/util/hash.h"
 #include "test_util.h"
 #include "tests/support/shard_variants.h"
 
@@ -18,25 +20,8 @@ using joule::test::TempDir;
 
 namespace {
 
-HostBatch small_batch(int64_t rows = 5, int64_t len = 8, int64_t preds = 3) {
-  HostBatch b;
-  b.resize(rows, len, preds);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t i = 0; i < len; ++i) {
-      b.input_ids[r * len + i] = static_cast<int32_t>(10 + r + i);
-      b.input_mask[r * len + i] = i < len - 1 ? 1 : 0;
-      b.segment_ids[r * len + i] = i >= len / 2 ? 1 : 0;
-    }
-    b.masked_positions[r * preds] = 1;
-    b.masked_positions[r * preds + 1] = 3;
-    b.masked_ids[r * preds] = 7;
-    b.masked_ids[r * preds + 1] = 8;
-    b.next_sentence_labels[r] = static_cast<int32_t>(r % 2);
-  }
-  return b;
-}
-
 using joule::test::add_dataset;
+using joule::test::small_batch;
 
 // Writes a shard whose datasets are described by `write`, using raw HDF5 calls.
 void write_custom(const std::string& path, const std::function<void(hid_t)>& write) {
@@ -304,5 +289,59 @@ TEST(Dataset, ShardsOfDifferentShapesAreRefused) {
   } catch (const ShardError& e) {
     EXPECT_NE(std::string(e.what()).find("b.hdf5"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("one dataset must have one shape"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Dataset, IdentityIsEachShardsNameSizeSequencesAndContentAndSurvivesAMove) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("data"));
+  joule::data::write_shard(dir.file("data/a.hdf5"), small_batch(5));
+  joule::data::write_shard(dir.file("data/b.hdf5"), small_batch(7));
+  const auto d = joule::data::Dataset::open(dir.file("data"));
+  const std::vector<joule::data::ShardIdentity> id = d.identity();
+  ASSERT_EQ(id.size(), 2u);
+  EXPECT_EQ(id[0].name, "a.hdf5");
+  EXPECT_EQ(id[1].sequences, 7);
+  EXPECT_EQ(id[1].bytes, std::filesystem::file_size(dir.file("data/b.hdf5")));
+  EXPECT_EQ(id[1].checksum, joule::hex64(joule::fnv1a64_file(dir.file("data/b.hdf5"))));
+  EXPECT_EQ(joule::data::describe_changes(id, id), "");
+
+  // The same data set in another directory (a copy on a node's local disk) is the same data.
+  std::filesystem::copy(dir.file("data"), dir.file("moved"));
+  std::filesystem::remove(dir.file("moved/.joule-index.json"));
+  const auto moved = joule::data::Dataset::open(dir.file("moved"));
+  EXPECT_EQ(moved.digest(), d.digest());
+  EXPECT_EQ(moved.validated_now(), 2);  // validated again, checksums computed again: equal
+
+  // A rewritten, a removed and an added shard are each named.
+  joule::data::write_shard(dir.file("moved/a.hdf5"), small_batch(5, 8, 3, 11));
+  std::filesystem::remove(dir.file("moved/b.hdf5"));
+  joule::data::write_shard(dir.file("moved/c.hdf5"), small_batch(7));
+  const auto changed = joule::data::Dataset::open(dir.file("moved"));
+  EXPECT_NE(changed.digest(), d.digest());
+  const std::string changes = joule::data::describe_changes(id, changed.identity());
+  EXPECT_NE(changes.find("changed: a.hdf5 (recorded: "), std::string::npos) << changes;
+  EXPECT_NE(changes.find("removed: b.hdf5"), std::string::npos) << changes;
+  EXPECT_NE(changes.find("added: c.hdf5"), std::string::npos) << changes;
+}
+
+TEST(Dataset, AShardChangedAfterOpeningIsAnErrorAtItsNextOpen) {
+  TempDir dir;
+  joule::data::write_shard(dir.file("a.hdf5"), small_batch(5));
+  joule::data::write_shard(dir.file("b.hdf5"), small_batch(7));
+  const auto d = joule::data::Dataset::open(dir.path());
+  EXPECT_NO_THROW(d.check_unchanged(0));
+  joule::data::write_shard(dir.file("a.hdf5"), small_batch(6));
+  std::filesystem::remove(dir.file("b.hdf5"));
+  for (size_t shard : {0, 1}) {
+    try {
+      d.check_unchanged(shard);
+      FAIL() << "shard " << shard << " changed";
+    } catch (const ShardError& e) {
+      const std::string name = shard == 0 ? "a.hdf5" : "b.hdf5";
+      EXPECT_NE(std::string(e.what()).find(name + ": changed while this job reads it"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(shard == 0 ? "now it has" : "now it cannot be read"), std::string::npos)
+          << e.what();
+    }
   }
 }

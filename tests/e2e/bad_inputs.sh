@@ -74,7 +74,7 @@ cases=(
   "config: impossible batch split|--config run.toml --run-dir r --set train.global_batch=12|train.global_batch 12 is not divisible by train.micro_batch 4 x world size 2"
   "config: unknown model|--config run.toml --run-dir r --set model.config=bert-huge|bert-huge: no such model config file or directory, and not a preset (presets in .*: bert-large, bert-base, bert-tiny)"
   "checkpoint: truncated|--config run.toml --run-dir ck_truncated --resume ck_truncated/checkpoints/step_00000010|ck_truncated/checkpoints/step_00000010: model.safetensors has 1000 bytes, the manifest says"
-  "checkpoint: checksum mismatch|--config run.toml --run-dir ck_checksum --resume ck_checksum/checkpoints/step_00000010|ck_checksum/checkpoints/step_00000010: optimizer.safetensors: checksum mismatch"
+  "checkpoint: checksum mismatch|--config run.toml --run-dir ck_checksum --resume ck_checksum/checkpoints/step_00000010|ck_checksum/checkpoints/step_00000010: optimizer.safetensors does not have the checksum the manifest records"
   "checkpoint: other format version|--config run.toml --run-dir ck_version --resume ck_version/checkpoints/step_00000010|ck_version/checkpoints/step_00000010: format version 99, this joule reads version 1"
   "checkpoint: other model shape|--config run.toml --run-dir ck_shape --resume ck_shape/checkpoints/step_00000010 --set model.config=bert-base|ck_shape/checkpoints/step_00000010/model.safetensors: .*another model shape"
   "checkpoint: none verifies (--resume auto)|--config run.toml --run-dir ck_only_bad --resume auto|ck_only_bad/checkpoints: --resume auto found checkpoints but none verifies"
@@ -94,22 +94,9 @@ cases=(
   "set: a value with a comma|--config run.toml --run-dir r --set accounting.meters=model,bogus|accounting.meters: 'bogus' is unknown"
 )
 
-n=0
-for c in "${cases[@]}"; do
-  IFS='|' read -r name args expect <<<"$c"
-  n=$((n + 1))
-  log=../logs/case$n.log
-  e2e_snapshot ../logs/before$n
-  start=$(date +%s)
-  # shellcheck disable=SC2086
-  timeout 120 "$mpiexec" "${MPI_ARGS[@]}" "$joule" train $args > $log 2>&1
-  rc=$? elapsed=$(( $(date +%s) - start ))
-  e2e_snapshot ../logs/after$n
-  errors=$(grep -o 'joule train: error: .*' $log | sort -u)
-  printf '%-44s exit %3d after %2ds: %s\n' "$name" $rc $elapsed "$(head -c 150 <<<"$errors")"
-  # The table's texts are literal: brackets and parentheses escaped for the regular expression.
-  e2e_check_refusal "$name" $log $rc $elapsed "$errors" "$(sed 's/[][()]/\\&/g' <<<"$expect")" ../logs/before$n ../logs/after$n
-done
+# The table's texts are literal: brackets and parentheses are escaped for the regular expression.
+e2e_refusal_table 120 literal "$mpiexec" "${MPI_ARGS[@]}" "$joule" train
+n=$e2e_cases
 (( n >= 30 )) || fail "only $n cases"
 
 echo "-- ranks that disagree (an MPMD launch with another seed on rank 1): every rank stops naming both hashes, nothing written"

@@ -42,6 +42,21 @@ cp -r shards edited && printf '\x01' | dd of=edited/train/part_00001.hdf5 bs=1 s
 cp -r shards meta_out && sed -i 's|"train/part_00000.hdf5"|"../shards/train/part_00000.hdf5"|' meta_out/metadata.json
 grep -q '"../shards/train/part_00000.hdf5"' meta_out/metadata.json || fail "could not edit meta_out/metadata.json"
 
+# The data a run trains on is the data it started with: a run on shards without metadata.json (plain/), the same shards
+# with one replaced by another of the same shape (plain_edit/) and with one more (plain_more/); a vocabulary a word
+# longer; a second data set made from the same text with another seed (again/).
+mkdir -p plain && cp shards/train/part_0000*.hdf5 plain/
+"$joule" train --config run.toml --run-dir run_plain --data plain --set train.steps=2 > ../logs/run_plain.log 2>&1 ||
+  { cat ../logs/run_plain.log; fail "the run on plain/ failed"; }
+cp -r plain plain_edit && cp shards/eval/part_00000.hdf5 plain_edit/part_00001.hdf5
+cp -r plain plain_more && cp shards/eval/part_00000.hdf5 plain_more/part_00002.hdf5
+cp vocab.txt other_vocab.txt && echo "zzzextra" >> other_vocab.txt
+# shellcheck disable=SC2086
+"$joule" data create $create_args --out again --seed 5 > /dev/null 2>&1 || fail "data create of again/"
+for d in plain_edit plain_more again/eval; do  # their index caches, which any command opening them writes
+  "$joule" eval --model model --data $d --max-batches 1 > /dev/null 2>&1 || fail "eval of $d"
+done
+
 # name | arguments after `joule` | text the error must contain (a regular expression)
 cases=(
   "range: eval --batch 0 (was SIGFPE)|eval --model model --data shards/eval --batch 0|--batch 0: outside the valid range \(valid: \[1, 1048576\]\)"
@@ -71,7 +86,7 @@ cases=(
   "output: report --out a directory|report run --out a_dir/|a_dir/: is a directory"
   "output: data synth --out a symbolic link|data synth --out link.txt --documents 10|link.txt: is a symbolic link"
   "output: data vocab --out /dev/null|data vocab --input corpus.txt --out /dev/null --size 100|/dev/null: is a character device"
-  "verified: export of a corrupt checkpoint|export --checkpoint damaged/corrupt --out e1|damaged/corrupt: model.safetensors: checksum mismatch \(corrupt file\); not exported"
+  "verified: export of a corrupt checkpoint|export --checkpoint damaged/corrupt --out e1|damaged/corrupt: model.safetensors does not have the checksum the manifest records \(its content changed\); not exported"
   "verified: export of an unfinished checkpoint|export --checkpoint damaged/incomplete --out e2|damaged/incomplete: incomplete \(no COMPLETE marker"
   "verified: data create over a finished set with an edited shard|data create $create_args --out edited|edited/train/part_00001.hdf5 does not have the checksum metadata.json records.*was changed after it was made"
   "inside: metadata.json entry with ..|data create $create_args --out meta_out|meta_out/metadata.json: entry \"../shards/train/part_00000.hdf5\" climbs out"
@@ -83,23 +98,16 @@ cases=(
   "unreadable: a dangling shard link (was skipped)|train --config run.toml --run-dir r --data dangling|dangling/part_00001.hdf5: a symbolic link to nothing; it is a shard of dangling"
   "unreadable: a directory named like a shard|train --config run.toml --run-dir r --data not_a_file|not_a_file/part_00001.hdf5: not a regular file"
   "unreadable: eval of a dangling shard|eval --model model --data dangling|dangling/part_00001.hdf5: a symbolic link to nothing"
+  "data: resume onto a replaced shard|train --config run.toml --run-dir run_plain --data plain_edit --resume auto|the data is not what the run trained on: training data plain_edit \(recorded as plain\) differs: changed: part_00001.hdf5"
+  "data: resume onto one more shard|train --config run.toml --run-dir run_plain --data plain_more --resume auto|training data plain_more \(recorded as plain\) differs: added: part_00002.hdf5"
+  "data: --vocab not the shards' vocabulary|train --config run.toml --run-dir r --vocab other_vocab.txt|other_vocab.txt: not the vocabulary the shards of shards/train were made with"
+  "data: the training shards as eval data|train --config run.toml --run-dir r --eval-data shards/train|eval shard .*/shards/train/part_00000.hdf5 has the content of training shard"
+  "data: eval data made from the training text|train --config run.toml --run-dir r --eval-data again/eval|were both made from corpus.txt"
+  "data: train on a shard edited after data create|train --config run.toml --run-dir r --data edited/train|edited/train/part_00001.hdf5: its content \(checksum [0-9a-f]+\) is not what .*metadata.json records"
 )
 
-n=0
-for c in "${cases[@]}"; do
-  IFS='|' read -r name args expect <<<"$c"
-  n=$((n + 1))
-  log=../logs/case$n.log
-  e2e_snapshot ../logs/before$n
-  start=$(date +%s)
-  # shellcheck disable=SC2086
-  timeout 60 "$joule" $args > $log 2>&1 < /dev/null
-  rc=$? elapsed=$(( $(date +%s) - start ))
-  e2e_snapshot ../logs/after$n
-  errors=$(grep -o 'joule [a-z ]*: error: .*' $log | sort -u)
-  printf '%-52s exit %3d: %s\n' "$name" $rc "$(head -c 140 <<<"$errors")"
-  e2e_check_refusal "$name" $log $rc $elapsed "$errors" "$expect" ../logs/before$n ../logs/after$n
-done
+e2e_refusal_table 60 regex "$joule"
+n=$e2e_cases
 (( n >= 30 )) || fail "only $n cases"
 [[ -c /dev/full && -c /dev/null ]] || fail "a device node was replaced"
 [[ -p fifo ]] || fail "the FIFO was replaced"
@@ -110,6 +118,33 @@ cp corpus.txt "with,comma.txt"
 "$joule" data create --input "with,comma.txt" --vocab vocab.txt --out "slash out/" --seq-len 64 --max-pred 10 > ../logs/slash.log 2>&1 ||
   { cat ../logs/slash.log; fail "an --out with a space and a trailing slash"; }
 [[ -f "slash out/metadata.json" && ! -e "slash out/.partial" && ! -e "slash out.partial" ]] || fail "--out 'slash out/' did not make 'slash out'"
+
+echo "-- other data accepted on resume (--accept-data-change): a new data segment, recorded and said"
+cp -r run_plain run_accept
+"$joule" train --config run.toml --run-dir run_accept --data plain_more --resume auto --accept-data-change > ../logs/accept.log 2>&1 ||
+  { cat ../logs/accept.log; fail "a resume with --accept-data-change failed"; }
+grep -q "note: data segment 2 starts at step 2 (--accept-data-change): training data plain_more (recorded as plain) differs: added: part_00002.hdf5" ../logs/accept.log ||
+  { cat ../logs/accept.log; fail "no note on the new data segment"; }
+python3 - run_accept/checkpoints/step_00000004/trainer_state.json <<'PY' || fail "the checkpoint does not record two data segments"
+import json, sys
+segments = json.load(open(sys.argv[1]))["data"]["segments"]
+assert [s["from_step"] for s in segments] == [0, 2], segments
+assert len(segments[1]["train"]["shards"]) == 3, segments[1]["train"]
+PY
+"$joule" train --config run.toml --run-dir run_accept --data plain_more --resume auto --set train.steps=6 > ../logs/accept2.log 2>&1 ||
+  { cat ../logs/accept2.log; fail "the next resume on the accepted data failed"; }
+grep -q '"data segment 2 from step 2 (--accept-data-change): training data plain_more, 3 shard(s), ' run_accept/summary.json ||
+  fail "the run's summary.json does not name its second data segment"
+
+echo "-- data create after a damaged progress.json: said, the work made again, the same shards"
+for damage in '{"format": "joule-data-create-progress", "argu' '{"format": "joule-data-create-progress", "arguments": {}}'; do
+  rm -rf prog prog.partial && mkdir prog.partial && printf '%s' "$damage" > prog.partial/progress.json
+  # shellcheck disable=SC2086
+  "$joule" data create $create_args --out prog > ../logs/prog.log 2>&1 || { cat ../logs/prog.log; fail "data create after a damaged progress.json"; }
+  grep -Eq "^note: prog.partial/progress.json (is damaged \(not a JSON object\)|lacks 'chunks' \(damaged\)): the earlier run's shards are made again" ../logs/prog.log ||
+    { cat ../logs/prog.log; fail "no note on the damaged progress.json"; }
+  for f in shards/train/*.hdf5 shards/eval/*.hdf5; do cmp -s "$f" "prog/${f#shards/}" || fail "prog/${f#shards/} differs"; done
+done
 
 echo "-- JOULE_FAULT in the release binary: ignored, said so, the shards untouched"
 e2e_snapshot ../logs/fault_before
@@ -169,4 +204,4 @@ if [[ $(id -u) -eq 0 ]] && mkdir -p disk && mount -t tmpfs -o size=64m tmpfs dis
 else
   echo "   (skipped: mounting a small tmpfs needs root)"
 fi
-echo "PASS ($n hostile cases, JOULE_FAULT ignored, eval independent of --batch, a torn metrics.jsonl, full disks: $full_disk)"
+echo "PASS ($n hostile cases, a new data segment, a damaged progress.json, JOULE_FAULT ignored, eval independent of --batch, a torn metrics.jsonl, full disks: $full_disk)"

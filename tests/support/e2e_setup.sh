@@ -6,6 +6,11 @@
 #   e2e_snapshot FILE                    every file's checksum, every directory, link and special file below . to FILE
 #   e2e_check_refusal NAME LOG RC SECONDS ERRORS EXPECT BEFORE AFTER
 #                                        the checks of a refusal case (below)
+#   e2e_refusal_table LIMIT MODE COMMAND...
+#                                        runs every entry of the array `cases` ("name|arguments|expected error") as
+#                                        COMMAND... arguments, within LIMIT seconds, and checks it with
+#                                        e2e_check_refusal; MODE literal: the expected texts are literal, else extended
+#                                        regular expressions. Sets e2e_cases to the number of cases.
 #   e2e_make_data DOCS SEED VOCAB [FLAGS...]
 #                                        corpus.txt (DOCS synthetic documents), vocab.txt (VOCAB tokens) and shards/
 #                                        (seq 64, 10 predictions, 2 shards; FLAGS go to `joule data create`)
@@ -37,6 +42,27 @@ e2e_snapshot() {
 # output in LOG, and ERRORS are its distinct joule error lines. Fails unless it exited non-zero, neither hung (124) nor
 # died of a signal (>= 128), took at most 60 s, printed exactly one distinct error matching EXPECT (an extended regular
 # expression) and a "what to do" line, and changed no file (BEFORE and AFTER are e2e_snapshot files).
+e2e_refusal_table() {
+  local limit=$1 mode=$2 n=0 c name args expect log rc start elapsed errors
+  shift 2
+  for c in "${cases[@]}"; do
+    IFS='|' read -r name args expect <<<"$c"
+    n=$((n + 1))
+    log=../logs/case$n.log
+    e2e_snapshot ../logs/before$n
+    start=$(date +%s)
+    # shellcheck disable=SC2086
+    timeout "$limit" "$@" $args > $log 2>&1 < /dev/null
+    rc=$? elapsed=$(( $(date +%s) - start ))
+    e2e_snapshot ../logs/after$n
+    errors=$(grep -o 'joule [a-z ]*: error: .*' $log | sort -u)
+    printf '%-52s exit %3d after %2ds: %s\n' "$name" $rc $elapsed "$(head -c 140 <<<"$errors")"
+    [[ $mode == literal ]] && expect=$(sed 's/[][()]/\\&/g' <<<"$expect")
+    e2e_check_refusal "$name" $log $rc $elapsed "$errors" "$expect" ../logs/before$n ../logs/after$n
+  done
+  e2e_cases=$n
+}
+
 e2e_check_refusal() {
   local name=$1 log=$2 rc=$3 seconds=$4 errors=$5 expect=$6 before=$7 after=$8
   [[ $rc -ne 0 ]] || { cat "$log"; fail "$name: exit code 0"; }

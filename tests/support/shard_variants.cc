@@ -4,6 +4,24 @@
 
 namespace joule::test {
 
+data::HostBatch small_batch(int64_t rows, int64_t len, int64_t preds, int32_t first_id) {
+  data::HostBatch b;
+  b.resize(rows, len, preds);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < len; ++i) {
+      b.input_ids[r * len + i] = static_cast<int32_t>(first_id + r + i);
+      b.input_mask[r * len + i] = i < len - 1 ? 1 : 0;
+      b.segment_ids[r * len + i] = i >= len / 2 ? 1 : 0;
+    }
+    b.masked_positions[r * preds] = 1;
+    b.masked_positions[r * preds + 1] = 3;
+    b.masked_ids[r * preds] = 7;
+    b.masked_ids[r * preds + 1] = 8;
+    b.next_sentence_labels[r] = static_cast<int32_t>(r % 2);
+  }
+  return b;
+}
+
 void add_dataset(hid_t file, const char* name, hid_t type, const std::vector<hsize_t>& dims, const void* data,
                  hid_t mem_type) {
   data::Hdf5Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,15 @@ AccountingOptions fixed_billing() {
   return o;
 }
 
+// A one-rank run's accounting, billed as fixed_billing(), its segment begun at `step` after `sequences`: a fresh run
+// (`saved` empty) or one resumed from a checkpoint's ledger.
+std::unique_ptr<RunAccounting> begin_run(const std::string& saved = "", int64_t step = 0, int64_t sequences = 0) {
+  const joule::collectives::ProcessGroupInfo one_rank;
+  auto accounting = std::make_unique<RunAccounting>(fixed_billing(), "cpu", configs_dir(), one_rank);
+  accounting->begin_segment(saved, step, sequences, "intervals");
+  return accounting;
+}
+
 EnergyTotals cpu_joules(double joules) {
   EnergyTotals e;
   e.at(Component::cpu, Source::model) = joules;
@@ -72,9 +82,8 @@ StepRecord step(int64_t n, int64_t global_batch, double seconds) {
 }  // namespace
 
 TEST(RunAccounting, ASegmentFollowsTheIntervalsAndAResumeAddsOne) {
-  const joule::collectives::ProcessGroupInfo one_rank;
-  RunAccounting first(fixed_billing(), "cpu", configs_dir(), one_rank);
-  first.begin_segment("", 0, 0, "intervals");
+  const auto fresh = begin_run();
+  RunAccounting& first = *fresh;
   ASSERT_EQ(first.ledger().segments.size(), 1u);
   EXPECT_FALSE(first.ledger().run_id.empty());
   EXPECT_EQ(first.ledger().project_name, "intervals");
@@ -97,8 +106,8 @@ TEST(RunAccounting, ASegmentFollowsTheIntervalsAndAResumeAddsOne) {
 
   // Resumed from that checkpoint: the earlier segment is kept (marked interrupted, counted to its checkpoint) and a
   // new one counts this process's sequences and energy from step 20 on.
-  RunAccounting second(fixed_billing(), "cpu", configs_dir(), one_rank);
-  second.begin_segment(saved, 20, 160, "intervals");
+  const auto resumed = begin_run(saved, 20, 160);
+  RunAccounting& second = *resumed;
   ASSERT_EQ(second.ledger().segments.size(), 2u);
   EXPECT_EQ(second.ledger().run_id, first.ledger().run_id);
   EXPECT_EQ(second.ledger().segments[0].status, "interrupted (counted to its last checkpoint)");
@@ -128,9 +137,8 @@ TEST(MetricsLogger, AnIntervalEndsEveryNStepsAndAtTheLastStep) {
 // from the records, the reduced sums and the energy here.
 TEST(MetricsLogger, WritesEachIntervalsLineFromTheReducedSums) {
   TempDir run;
-  const joule::collectives::ProcessGroupInfo one_rank;
-  RunAccounting accounting(fixed_billing(), "cpu", configs_dir(), one_rank);
-  accounting.begin_segment("", 0, 0, "intervals");
+  const auto billed = begin_run();
+  RunAccounting& accounting = *billed;
   MetricsSettings m;
   m.log_every_steps = 2;
   m.throughput_warmup_steps = 1;

@@ -126,8 +126,8 @@ StepPrediction ClusterModel::predict_with(double efficiency, const Workload& w, 
   r.instance = p.name;
   r.nodes = nodes;
   r.devices = nodes * per_node;
-  if (w.global_batch < r.devices)
-    throw ProfileError(
+  if (w.global_batch < r.devices)  // the request, not the profile: a usage error (exit 2)
+    throw joule::UsageError(
         "performance model: the global batch of " + std::to_string(w.global_batch) + " sequences is smaller than the " +
             std::to_string(r.devices) + " devices of " + std::to_string(nodes) + " x " + p.name +
             ": every device needs at least one sequence a step",

@@ -91,6 +91,7 @@ TEST(PerfModel, AGlobalBatchSmallerThanTheDevicesIsRefused) {
                                          "trn1.32xlarge"),
               std::string::npos)
         << e.what();
+    EXPECT_EQ(e.exit_code(), 2) << "the request is at fault, not the profile: a usage error";
   }
 }
 
