@@ -338,7 +338,8 @@ std::pair<size_t, int64_t> Dataset::locate(int64_t id) const {
 }
 
 std::string find_vocab_beside(const std::string& spec) {
-  fs::path p(spec);
+  fs::path p = fs::path(spec).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();  // "shards/train/" as typed is shards/train
   fs::path dir = fs::is_directory(p) ? p : p.parent_path();
   for (const fs::path& candidate : {dir / "vocab.txt", dir.parent_path() / "vocab.txt"})
     if (fs::exists(candidate)) return candidate.string();

@@ -7,6 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "launch/util/file_io.h"
+#include "launch/util/json_field.h"
+
 namespace joule::models {
 namespace {
 
@@ -99,7 +102,8 @@ BertConfig BertConfig::from_json_text(const std::string& text, const std::string
   try {
     j = json::parse(text);
   } catch (const json::parse_error& e) {
-    fail(where, std::string("not valid JSON: ") + e.what());
+    throw ConfigError(where + ": " + joule::json_syntax_problem(text, e),
+                      "a model's config.json is a JSON object (HuggingFace's BertConfig): fix or replace the file");
   }
   if (!j.is_object()) fail(where, "expected a JSON object at the top level");
 
@@ -140,11 +144,15 @@ BertConfig BertConfig::from_json_text(const std::string& text, const std::string
 }
 
 BertConfig BertConfig::from_json_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError(path + ": cannot open model config");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return from_json_text(ss.str(), path);
+  std::string text;
+  try {
+    text = joule::read_text_file(path);
+  } catch (const joule::IoError& e) {
+    throw ConfigError(std::string(e.what()) + " (a model config: a preset name, a config.json or a model directory)",
+                      "give --model a preset (bert-tiny, bert-base, bert-large), a config.json, or a model directory "
+                      "holding config.json (a run's final/, or `joule export` of a checkpoint)");
+  }
+  return from_json_text(text, path);
 }
 
 std::string BertConfig::to_json_text() const {

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "launch/util/json_field.h"
+
 #include "launch/util/file_io.h"
 
 namespace joule::models::safetensors {
@@ -104,7 +106,7 @@ Header parse(const uint8_t* data, uint64_t size, const std::string& where) {
   try {
     j = json::parse(data + 8, data + 8 + header_len, on_event);
   } catch (const json::exception& e) {
-    fail(where, std::string("header is not valid JSON: ") + e.what());
+    fail(where, "header: " + joule::json_syntax_problem(std::string(data + 8, data + 8 + header_len), e));
   }
   if (!duplicate.empty()) fail(where, "duplicate tensor name '" + duplicate + "' in the header");
   if (!j.is_object()) fail(where, "header is not a JSON object");

@@ -95,7 +95,9 @@ cxxopts::ParseResult parse(cxxopts::Options& options, int argc, char** argv) {
 
 std::string required(const cxxopts::ParseResult& r, const std::string& key) {
   if (!r.count(key)) throw UsageError("missing required option --" + key);
-  return r[key].as<std::string>();
+  const std::string value = r[key].as<std::string>();
+  if (value.empty()) throw UsageError("--" + key + " is empty: it names a file or directory");
+  return value;
 }
 
 int cmd_version(int argc, char** argv) {
@@ -579,8 +581,8 @@ int cmd_data_create(int argc, char** argv) {
   if (s.skipped > 0)
     std::cout << "skipped " << s.skipped << " bad input item(s) (--skip-bad-input), the first: " << s.first_skip
               << "\n";
-  std::cout << "wrote " << c.out << ": " << s.train_sequences << " training sequences in " << s.train_shards.size()
-            << " shard(s) from " << s.documents << " documents";
+  std::cout << (s.already_complete ? "" : "wrote ") << c.out << ": " << s.train_sequences << " training sequences in "
+            << s.train_shards.size() << " shard(s) from " << s.documents << " documents";
   if (s.eval_sequences)
     std::cout << ", " << s.eval_sequences << " eval sequences from " << s.eval_documents << " held-out documents";
   rusage usage{};
@@ -625,8 +627,12 @@ int cmd_data_tokenize(int argc, char** argv) {
 
 // Prints an error and its "what to do" on every rank (one write per message, so lines from different ranks do not
 // interleave), ends the whole job so that no rank is left waiting, and returns the exit code.
-int report_error(const std::string& cmd, const std::string& what, const std::string& hint, int exit_code) {
+int report_error(const std::string& cmd, std::string what, std::string hint, int exit_code) {
   const std::string prefix = joule::launch::rank_prefix();
+  // LibTorch's errors carry their C++ backtrace after the message: the message is what the user needs.
+  if (const size_t trace = what.find("\nException raised from "); trace != std::string::npos) what.resize(trace);
+  if (const size_t placeholder = hint.find("joule COMMAND"); placeholder != std::string::npos)
+    hint.replace(placeholder, 13, "joule " + cmd);
   std::cerr << (prefix + "joule " + cmd + ": error: " + what + "\n" + prefix + "what to do: " + hint + "\n")
             << std::flush;
   joule::launch::abort_job_if_distributed(exit_code);
@@ -678,6 +684,12 @@ int main(int argc, char** argv) {
   for (const Entry& e : commands)
     if (e.name == two_words || e.name == args[0]) command = &e;
   if (!command) {
+    std::string group;  // `joule data` alone: the group's commands
+    for (const Entry& e : commands)
+      if (std::string(e.name).rfind(args[0] + " ", 0) == 0) group += std::string(group.empty() ? "" : ", ") + e.name;
+    if (!group.empty())
+      return report_error(args[0], "'" + args[0] + "' needs one of its commands: " + group,
+                          "run e.g. `joule " + group.substr(0, group.find(',')) + " --help`", 2);
     std::cerr << "joule: unknown command '" << two_words << "'\n\n" << kUsage;
     return 2;
   }
@@ -686,8 +698,11 @@ int main(int argc, char** argv) {
   try {
     return command->run(argc - words, argv + words);
   } catch (const cxxopts::exceptions::exception& e) {
-    std::cerr << "joule " << cmd << ": " << e.what() << " (see joule " << cmd << " --help)\n";
-    return 2;
+    // cxxopts's wording ("Option ‘bogus’ does not exist"), in joule's error form with plain quotes.
+    std::string what = e.what();
+    for (const char* quote : {"\u2018", "\u2019"})
+      for (size_t at; (at = what.find(quote)) != std::string::npos;) what.replace(at, std::strlen(quote), "'");
+    return report_error(cmd, what, "see `joule " + cmd + " --help` for the flags and their values", 2);
   } catch (const joule::Error& e) {
     return report_error(cmd, e.what(), e.hint(), e.exit_code());
   } catch (const std::filesystem::filesystem_error& e) {

@@ -90,9 +90,18 @@ std::string model_init(const std::string& config_arg, uint64_t seed, const std::
   if (dtype != "F32" && dtype != "F16" && dtype != "BF16")
     throw joule::UsageError("--dtype: unsupported dtype '" + dtype + "'; valid: F32, F16, BF16");
   const auto d = models::safetensors::dtype_from_name(dtype, "--dtype");
+  // A model directory already there may hold trained weights: never replaced by random ones.
+  for (const char* file : {"config.json", "model.safetensors"}) {
+    std::error_code ec;
+    if (std::filesystem::exists(std::filesystem::path(out_dir) / file, ec))
+      throw joule::UsageError("--out " + out_dir + " already holds a model (" + file + "): not replaced",
+                              "give a new --out directory, or remove that one first");
+  }
   models::BertForPreTraining model(c, seed);
   models::save_model_dir(model, out_dir, d);
-  return "wrote " + out_dir + "/config.json and " + out_dir + "/model.safetensors (" +
+  const std::string dir = std::filesystem::path(out_dir).lexically_normal().string();
+  return "wrote " + (std::filesystem::path(dir) / "config.json").string() + " and " +
+         (std::filesystem::path(dir) / "model.safetensors").string() + " (" +
          with_commas(models::parameter_counts(c).total()) + " parameters, " + dtype + ", seed " + std::to_string(seed) +
          ")";
 }

@@ -205,8 +205,13 @@ std::string bar_chart(const std::string& title, const std::string& unit, const s
 
 std::string run_summary(const std::string& run_dir) {
   const trainer::RunSummary s = trainer::read_run_summary(run_dir);
-  write_file_atomically((fs::path(run_dir) / "emissions.csv").string(), trainer::emissions_csv(s));
-  return trainer::summary_table(s);
+  std::string note;
+  try {  // an archived or read-only run is still shown; only the CSV is not rewritten
+    write_file_atomically((fs::path(run_dir) / "emissions.csv").string(), trainer::emissions_csv(s));
+  } catch (const IoError& e) {
+    note = "note: emissions.csv not rewritten: " + std::string(e.what()) + "\n";
+  }
+  return trainer::summary_table(s) + note;
 }
 
 std::string write_report(const std::string& run_dir, const std::string& out, const std::string& config_dir, int nodes) {

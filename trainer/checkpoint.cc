@@ -61,9 +61,11 @@ void write_file(const std::string& path, const std::string& bytes) {
 }
 
 std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw CheckpointError(path + ": cannot open");
-  return std::string(std::istreambuf_iterator<char>(in), {});
+  try {
+    return read_text_file(path);
+  } catch (const joule::IoError& e) {
+    throw CheckpointError(e.what());
+  }
 }
 
 void write_tensors(const std::string& path, const std::vector<std::pair<std::string, torch::Tensor>>& named) {
@@ -190,10 +192,11 @@ T field(const nlohmann::json& j, const std::string& key, const std::string& file
 }
 
 nlohmann::json parse_json_file(const std::string& path) {
+  const std::string text = read_file(path);
   try {
-    return nlohmann::json::parse(read_file(path));
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    throw CheckpointError(path + ": not valid JSON (" + e.what() + ")");
+    throw CheckpointError(path + ": " + joule::json_syntax_problem(text, e));
   }
 }
 

@@ -104,7 +104,7 @@ RunConfig RunConfig::from_toml_text(const std::string& text, const std::string& 
     std::istringstream in(text);
     root = toml::parse(in, where);
   } catch (const std::exception& e) {
-    throw RunConfigError(std::string(e.what()));
+    throw RunConfigError(toml_syntax_problem(e.what(), where));
   }
   RunConfig c;
   auto all = fields(c);

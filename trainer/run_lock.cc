@@ -27,6 +27,8 @@ std::string host_name() {
 
 RunLock RunLock::acquire(const std::string& run_dir, std::string* previous) {
   std::error_code ec;
+  if (run_dir.empty())
+    throw RunLockError("run.dir (--run-dir) is empty", "give --run-dir the directory for the run's files");
   if (fs::exists(run_dir, ec) && !fs::is_directory(run_dir, ec))
     throw RunLockError(run_dir + ": exists and is not a directory",
                        "give --run-dir a directory (it is created if missing)");

@@ -88,6 +88,11 @@ ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_d
   run.world = comm.info().world_size;
   if (cfg.data.train.empty()) throw RunConfigError("run config: data.train is not set (--data SHARDS)");
   resolve_data_create_output(cfg);
+  std::error_code ec;
+  if (cfg.data.train.find_first_of("*?[") == std::string::npos && !fs::exists(cfg.data.train, ec))
+    throw data::ShardError(cfg.data.train + ": no such shard directory, file or list (data.train, --data)",
+                           "give --data the shards: a directory (e.g. the train/ of `joule data create`), a glob "
+                           "or a list file");
   const std::string vocab_path = cfg.data.vocab.empty() ? data::find_vocab_beside(cfg.data.train) : cfg.data.vocab;
   if (vocab_path.empty())
     throw RunConfigError(cfg.data.train +
@@ -206,12 +211,32 @@ StartPoint choose_start_on_root(const std::string& run_dir, const std::string& r
     if (!fs::exists(fs::path(resume) / "manifest.json") && fs::is_directory(fs::path(resume) / "checkpoints"))
       throw CheckpointError("--resume " + resume + ": a run directory, not a checkpoint",
                             "pass --run-dir " + resume + " --resume auto, or one of its checkpoints/step_NNNNNNNN");
+    if (!fs::exists(fs::path(resume) / "manifest.json"))
+      throw CheckpointError(
+          "--resume " + resume +
+              ": not a checkpoint (no manifest.json: another kind of directory, or a checkpoint whose "
+              "write was cut short)",
+          "give a checkpoint directory (RUN/checkpoints/step_NNNNNNNN) or --resume auto; a model "
+          "directory such as final/ starts a new run with --model DIR");
     if (const std::string problem = verify_checkpoint(resume); !problem.empty())
       throw CheckpointError(resume + ": " + problem);
     start.checkpoint = resume;
   } else if (find_latest_checkpoint(ckpt_root, nullptr)) {
     throw RunConfigError(ckpt_root +
                          " already holds checkpoints: pass --resume auto to continue, or use another --run-dir");
+  } else {
+    // A fresh run never writes over another run's history or into a data set.
+    std::error_code ec;
+    const auto holds = [&](const fs::path& p) {  // a history with content (a link to /dev/full is not one)
+      return p.filename() == "final" ? fs::is_directory(p, ec) : fs::is_regular_file(p, ec) && fs::file_size(p, ec) > 0;
+    };
+    for (const char* file : {"summary.json", "metrics.jsonl", "final", "metadata.json"})
+      if (holds(fs::path(run_dir) / file))
+        throw RunConfigError(run_dir + " already holds " +
+                                 (std::string(file) == "metadata.json" ? "a data set (metadata.json)"
+                                                                       : "another run's " + std::string(file)) +
+                                 " and no checkpoint to resume: a new run there would mix with it",
+                             "give --run-dir a new or empty directory");
   }
   if (start.checkpoint) start.manifest_checksum = manifest_checksum(*start.checkpoint);
   return start;

@@ -5,8 +5,8 @@
 namespace joule::trainer {
 
 std::vector<OptionField> TrainOptions::fields() {
-  return {{"steps", &steps, at_least(0), "0: from train.target_sequences"},
-          {"target_sequences", &target_sequences, at_least(0), "0: train.steps x the global batch"},
+  return {{"steps", &steps, OptionRange{0, 1LL << 40}, "0: from train.target_sequences"},
+          {"target_sequences", &target_sequences, OptionRange{0, 1LL << 50}, "0: train.steps x the global batch"},
           {"micro_batch", &micro_batch, OptionRange{1, 1 << 20}},
           {"accumulation", &accumulation, OptionRange{1, 1 << 20}},
           {"global_batch", &global_batch, OptionRange{0, 1LL << 40}, "0: micro_batch x accumulation x ranks"},

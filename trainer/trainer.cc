@@ -437,9 +437,10 @@ std::string export_checkpoint(const std::string& checkpoint_or_run, const std::s
   if (given.filename().empty()) given = given.parent_path();
   std::string dir = given.string();
   std::error_code ec;
+  const std::string what_to_give = "give a checkpoint directory (RUN/checkpoints/step_NNNNNNNN) or a run directory";
   if (!fs::is_directory(dir, ec))
-    throw CheckpointError(checkpoint_or_run + ": no such directory",
-                          "give a checkpoint directory (RUN/checkpoints/step_N) or a run directory");
+    throw CheckpointError(checkpoint_or_run + (fs::exists(dir, ec) ? ": not a directory" : ": no such directory"),
+                          what_to_give);
   if (fs::exists(fs::path(dir) / "manifest.json", ec)) {
     // What is exported is verified as a resume verifies it: complete, every file of its size and checksum.
     if (const std::string problem = verify_checkpoint(dir); !problem.empty())
@@ -451,8 +452,9 @@ std::string export_checkpoint(const std::string& checkpoint_or_run, const std::s
     auto latest = find_latest_checkpoint((fs::path(dir) / "checkpoints").string(), &warnings);
     for (const auto& w : warnings) std::cerr << "warning: " << w << "\n";
     if (!latest)
-      throw CheckpointError(checkpoint_or_run +
-                            ": neither a checkpoint nor a run directory with a complete checkpoint");
+      throw CheckpointError(
+          checkpoint_or_run + ": neither a checkpoint nor a run directory with a complete checkpoint",
+          what_to_give + " holding one; a finished run's final/ is already a model directory (no export needed)");
     dir = *latest;
   }
   // The config travels in the run directory; rebuild it from the checkpoint's run config.

@@ -76,6 +76,30 @@ void rename_durably(const std::string& from, const std::string& to) {
   fsync_directory(std::filesystem::path(to).parent_path().string());
 }
 
+std::string read_text_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (status.type() == fs::file_type::not_found)
+    throw IoError(path + ": no such file", "check the path (relative paths start in the current directory)");
+  if (status.type() == fs::file_type::directory)
+    throw IoError(path + ": is a directory, not a file", "give the file itself (or the directory that holds it)");
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid())
+    throw IoError(path + ": cannot open for reading: " + std::strerror(errno), "check the file's permissions");
+  std::string text;
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
+    if (n == 0) break;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      throw IoError(path + ": reading failed part-way: " + std::strerror(errno), "check the file and its disk");
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  return text;
+}
+
 std::string listed_file_problem(const std::string& path, uint64_t bytes, const std::string& fnv1a64,
                                 const std::string& listed_in) {
   namespace fs = std::filesystem;
@@ -133,10 +157,33 @@ void check_replaceable(const std::string& path) {
                 "give the path of a new file (or of a regular file to replace)");
 }
 
+namespace {
+
+// The temporary file beside `path`, opened for writing. Errors name `path` as the user gave it (not the temporary
+// name) and say what is wrong with the place: an empty path, a directory that does not exist or is not one.
+UniqueFd open_temporary(const std::string& path, const std::string& tmp) {
+  namespace fs = std::filesystem;
+  if (path.empty()) throw IoError("an empty output path", "give the file to write");
+  check_replaceable(path);
+  const fs::path parent = fs::path(path).parent_path();
+  std::error_code ec;
+  if (!parent.empty() && !fs::is_directory(parent, ec))
+    throw IoError(path + ": cannot write: " + parent.string() +
+                      (fs::exists(parent, ec) ? " is not a directory" : " does not exist"),
+                  "create the directory first, or write somewhere else");
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int err = errno;
+    throw IoError(path + ": cannot write (creating " + tmp + " beside it failed: " + std::strerror(err) + ")",
+                  write_failure_hint(err));
+  }
+  return UniqueFd(fd);
+}
+
+}  // namespace
+
 AtomicFile::AtomicFile(std::string path)
-    : path_(std::move(path)),
-      tmp_((check_replaceable(path_), path_ + ".tmp." + std::to_string(::getpid()))),
-      fd_(open_file(tmp_, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, "open for writing")) {}
+    : path_(std::move(path)), tmp_(path_ + ".tmp." + std::to_string(::getpid())), fd_(open_temporary(path_, tmp_)) {}
 
 AtomicFile::~AtomicFile() {
   if (fd_.valid()) {

@@ -98,6 +98,10 @@ class AtomicFile {
   UniqueFd fd_;
 };
 
+// The whole of `path`; IoError naming it and why it cannot be read: not there, a directory, not readable, a read
+// that failed part-way (never libstdc++'s "basic_filebuf::underflow").
+std::string read_text_file(const std::string& path);
+
 // `bytes` as the whole of `path`, atomically and durably.
 void write_file_atomically(const std::string& path, const std::string& bytes);
 

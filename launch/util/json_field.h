@@ -20,6 +20,20 @@ class JsonFileError : public Error {
       : Error(message, std::move(hint)) {}
 };
 
+// Why `text` (which nlohmann::json refused with `e`) is not a JSON document, in words, to follow "FILE: ": "an empty
+// file", or "not valid JSON (line L, column C: what was found)"; never the library's "[json.exception...]" tag.
+inline std::string json_syntax_problem(const std::string& text, const std::exception& e) {
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) return "an empty file";
+  std::string what = e.what();
+  if (const size_t at = what.find(" at line "); at != std::string::npos) what = what.substr(at + 4);
+  for (const char* noise : {"syntax error while parsing value - ", "syntax error while parsing object - ",
+                            "syntax error while parsing array - ", "syntax error while parsing object key - ",
+                            "syntax error while parsing object separator - "})
+    if (const size_t at = what.find(noise); at != std::string::npos) what.erase(at, std::string(noise).size());
+  if (what.rfind("[json.exception", 0) == 0) what = what.substr(what.find(']') + 2);
+  return "not valid JSON (" + what + ")";
+}
+
 // j[key] as T. `where`: the file (and the object inside it) for the message.
 template <typename T, typename E = JsonFileError>
 T json_field(const nlohmann::json& j, const std::string& key, const std::string& where) {

@@ -1,5 +1,6 @@
 #include "launch/util/options.h"
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -16,6 +17,23 @@ std::optional<double> parse_number_text(const std::string& text) {
   const auto [ptr, ec] = std::from_chars(text.data(), end, v);
   if (text.empty() || ec != std::errc() || ptr != end) return std::nullopt;
   return v;
+}
+
+std::string toml_syntax_problem(const std::string& message, const std::string& where) {
+  std::string first = message.substr(0, message.find('\n'));
+  if (first.rfind("[error] ", 0) == 0) first.erase(0, 8);
+  if (const size_t colon = first.find(": "); first.rfind("toml::", 0) == 0 && colon != std::string::npos)
+    first.erase(0, colon + 2);
+  while (!first.empty() && (first.back() == '.' || first.back() == ' ')) first.pop_back();
+  std::string line;  // the first source line the message quotes: " 12 | text"
+  for (size_t at = message.find('\n'); at != std::string::npos && line.empty(); at = message.find('\n', at + 1)) {
+    size_t p = at + 1;
+    while (p < message.size() && message[p] == ' ') ++p;
+    size_t digits = p;
+    while (digits < message.size() && std::isdigit(static_cast<unsigned char>(message[digits]))) ++digits;
+    if (digits > p && message.compare(digits, 3, " | ") == 0) line = message.substr(p, digits - p);
+  }
+  return where + ": " + (line.empty() ? "" : "line " + line + ": ") + "TOML syntax error: " + first;
 }
 
 std::optional<int64_t> parse_integer_text(const std::string& text) {

@@ -52,6 +52,10 @@ struct OptionField {
 // 2^53 ("450e6"). A number is a decimal or scientific literal, "inf" and "nan" included (every range refuses them,
 // with a message that says so). Empty when the text is not one.
 std::optional<int64_t> parse_integer_text(const std::string& text);
+
+// A TOML parser's multi-line message ("[error] toml::parse_key: an invalid key appeared.\n --> FILE\n 1 | [train
+// ...") as one line: "FILE: line N: an invalid key appeared".
+std::string toml_syntax_problem(const std::string& message, const std::string& where);
 std::optional<double> parse_number_text(const std::string& text);
 
 // "an integer", "a number", "a string".

@@ -53,7 +53,13 @@ cp -r plain plain_more && cp shards/eval/part_00000.hdf5 plain_more/part_00002.h
 cp vocab.txt other_vocab.txt && echo "zzzextra" >> other_vocab.txt
 # shellcheck disable=SC2086
 "$joule" data create $create_args --out again --seed 5 > /dev/null 2>&1 || fail "data create of again/"
-for d in plain_edit plain_more again/eval; do  # their index caches, which any command opening them writes
+# Inputs whose errors came from a library (principle 11): a model shorter than the shards' sequences, a summary.json
+# that is a directory, an empty model config, a TOML syntax error; a finished run without checkpoints.
+python3 -c "import json; c = json.load(open('$(dirname "$0")/../../configs/models/bert-tiny.json')); c['max_position_embeddings'] = 32; json.dump(c, open('cfg32.json', 'w'))"
+"$joule" model init --config cfg32.json --out mp32 > /dev/null || fail "model init of mp32"
+mkdir -p dirsum/summary.json && : > empty.json && printf '[train\nsteps = 2\n' > bad_syntax.toml
+cp -r run_plain finished && rm -rf finished/checkpoints
+for d in plain_edit plain_more again/eval shards/eval; do  # their index caches, which any command opening them writes
   "$joule" eval --model model --data $d --max-batches 1 > /dev/null 2>&1 || fail "eval of $d"
 done
 
@@ -103,6 +109,18 @@ cases=(
   "data: --vocab not the shards' vocabulary|train --config run.toml --run-dir r --vocab other_vocab.txt|other_vocab.txt: not the vocabulary the shards of shards/train were made with"
   "data: the training shards as eval data|train --config run.toml --run-dir r --eval-data shards/train|eval shard .*/shards/train/part_00000.hdf5 has the content of training shard"
   "data: eval data made from the training text|train --config run.toml --run-dir r --eval-data again/eval|were both made from corpus.txt"
+  "raw: eval past max_position_embeddings (was a LibTorch backtrace)|eval --model mp32 --data shards/eval|sequence length 64 exceeds max_position_embeddings 32"
+  "raw: summary.json a directory (was basic_filebuf)|summary dirsum|dirsum/summary.json: is a directory, not a file"
+  "raw: an empty model config (was nlohmann's message)|model init --config empty.json --out m3|empty.json: an empty file"
+  "raw: a TOML syntax error (was 9 lines of toml11)|train --config bad_syntax.toml --run-dir r|bad_syntax.toml: line 1: TOML syntax error: "
+  "raw: an unknown flag (was cxxopts' wording)|data synth --out z.txt --bogus|joule data synth: error: Option 'bogus' does not exist"
+  "raw: a command group alone|data|'data' needs one of its commands: data synth, "
+  "output: into a directory that does not exist|data synth --out nodir/x.txt --documents 10|nodir/x.txt: cannot write: nodir does not exist"
+  "output: model init over a model (was replaced)|model init --config bert-tiny --out model|--out model already holds a model \(config.json\): not replaced"
+  "output: a fresh run over a finished one (was mixed)|train --config run.toml --run-dir finished|finished already holds another run's summary.json"
+  "output: a run into the data set|train --config run.toml --run-dir shards|shards already holds a data set \(metadata.json\)"
+  "input: --resume a model directory|train --config run.toml --run-dir r --resume model|--resume model: not a checkpoint \(no manifest.json"
+  "input: export of a file|export --checkpoint corpus.txt --out e6|corpus.txt: not a directory"
   "data: train on a shard edited after data create|train --config run.toml --run-dir r --data edited/train|edited/train/part_00001.hdf5: its content \(checksum [0-9a-f]+\) is not what .*metadata.json records"
 )
 
@@ -112,7 +130,9 @@ n=$e2e_cases
 [[ -c /dev/full && -c /dev/null ]] || fail "a device node was replaced"
 [[ -p fifo ]] || fail "the FIFO was replaced"
 
-echo "-- paths as users type them: an --input with a comma, an --out with a trailing slash"
+echo "-- paths as users type them: --data with a trailing slash, an --input with a comma, an --out with a trailing slash"
+"$joule" train --config run.toml --run-dir slash_run --data shards/train/ --set train.steps=1 > ../logs/slash_data.log 2>&1 ||
+  { cat ../logs/slash_data.log; fail "--data shards/train/ (a trailing slash)"; }
 cp corpus.txt "with,comma.txt"
 "$joule" data vocab --input "with,comma.txt" --out comma_vocab.txt --size 300 > ../logs/comma.log 2>&1 || { cat ../logs/comma.log; fail "an --input holding a comma"; }
 "$joule" data create --input "with,comma.txt" --vocab vocab.txt --out "slash out/" --seq-len 64 --max-pred 10 > ../logs/slash.log 2>&1 ||

@@ -41,7 +41,8 @@ e2e_snapshot() {
 # The checks every refusal case makes (bad_inputs.sh, hostile.sh): NAME's command exited RC after SECONDS with its
 # output in LOG, and ERRORS are its distinct joule error lines. Fails unless it exited non-zero, neither hung (124) nor
 # died of a signal (>= 128), took at most 60 s, printed exactly one distinct error matching EXPECT (an extended regular
-# expression) and a "what to do" line, and changed no file (BEFORE and AFTER are e2e_snapshot files).
+# expression) and a "what to do" line, printed no library's raw text (a LibTorch backtrace, nlohmann's or toml11's or
+# libstdc++'s wording), and changed no file (BEFORE and AFTER are e2e_snapshot files).
 e2e_refusal_table() {
   local limit=$1 mode=$2 n=0 c name args expect log rc start elapsed errors
   shift 2
@@ -72,5 +73,7 @@ e2e_check_refusal() {
   [[ $(grep -c . <<<"$errors") -eq 1 ]] || { cat "$log"; fail "$name: expected one error message, got: $errors"; }
   grep -Eq -- "$expect" <<<"$errors" || { cat "$log"; fail "$name: the error does not say '$expect'"; }
   grep -q "what to do: " "$log" || { cat "$log"; fail "$name: no 'what to do' line"; }
+  ! grep -Eq 'Exception raised from|frame #[0-9]|\[json\.exception|basic_filebuf|filesystem error:|toml::|\[error\]' "$log" ||
+    { cat "$log"; fail "$name: a library's raw text reached the user"; }
   diff "$before" "$after" > /dev/null || { diff "$before" "$after"; fail "$name: files changed"; }
 }

@@ -27,7 +27,7 @@ toml::value parse_file(const std::string& path, const char* what) {
     std::istringstream stream(text);
     return toml::parse(stream, path);
   } catch (const std::exception& e) {
-    throw ProfileError(std::string(e.what()));
+    throw ProfileError(toml_syntax_problem(e.what(), path));
   }
 }
 

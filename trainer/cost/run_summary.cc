@@ -9,6 +9,7 @@
 #include <map>
 #include <sstream>
 
+#include "launch/util/file_io.h"
 #include "launch/util/json_field.h"
 
 namespace joule::trainer {
@@ -229,15 +230,18 @@ RunSummary RunSummary::from_json(const json& j, const std::string& where) {
 
 RunSummary read_run_summary(const std::string& run_dir) {
   const std::string path = (fs::path(run_dir) / "summary.json").string();
-  std::ifstream in(path);
-  if (!in)
-    throw IoError(path + ": cannot open (is this a joule run directory?)",
+  std::string text;
+  try {
+    text = read_text_file(path);
+  } catch (const IoError& e) {
+    throw IoError(std::string(e.what()) + " (is this a joule run directory?)",
                   "give the run directory of a joule train run (it holds summary.json)");
+  }
   json j;
   try {
-    j = json::parse(in);
+    j = json::parse(text);
   } catch (const json::exception& e) {
-    throw Error(path + ": not valid JSON: " + e.what(),
+    throw Error(path + ": " + json_syntax_problem(text, e),
                 "the file is damaged or half-written: rerun `joule train --resume auto` to write it again");
   }
   RunSummary s = RunSummary::from_json(j, path);
@@ -402,9 +406,12 @@ std::string emissions_csv(const RunSummary& s) {
 // ---- metrics.jsonl ------------------------------------------------------------------------------------
 MetricsHistory read_metrics_history(const std::string& run_dir) {
   const std::string path = (fs::path(run_dir) / "metrics.jsonl").string();
-  std::ifstream in(path);
-  if (!in)
-    throw IoError(path + ": cannot open", "give the run directory of a joule train run (it holds metrics.jsonl)");
+  std::istringstream in;
+  try {
+    in.str(read_text_file(path));
+  } catch (const IoError& e) {
+    throw IoError(e.what(), "give the run directory of a joule train run (it holds metrics.jsonl)");
+  }
   std::map<int64_t, TrainPoint> train;
   std::map<int64_t, EvalPoint> eval;
   MetricsHistory h;
