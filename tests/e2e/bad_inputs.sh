@@ -118,7 +118,7 @@ rc=$?
 grep -q "joule train: error: busy is in use by another joule train (host .* pid [0-9]* started " ../logs/busy2.log && [[ $rc -ne 0 ]] ||
   { cat ../logs/busy2.log; fail "a second job on a busy run directory: rc $rc"; }
 # A crash: SIGKILL to every process of the first job at once (ranks and launcher).
-pkill -9 -f -- "--run-dir busy" 2>/dev/null; wait $first 2>/dev/null
+kill -9 $(e2e_own_pids "--run-dir busy") 2>/dev/null; wait $first 2>/dev/null
 [[ -s busy/.joule.lock ]] || fail "a killed job's lock record is gone"
 mpi "$joule" train --config run.toml --run-dir busy --resume auto --set train.steps=10 > ../logs/busy3.log 2>&1 || { cat ../logs/busy3.log; fail "resume after a killed job"; }
 grep -q "note: the previous job on this run directory (host .* pid [0-9]* started .*) ended without releasing its lock" ../logs/busy3.log ||

@@ -156,7 +156,7 @@ for _ in $(seq 1 600); do grep -q "^step 10/" c.log 2>/dev/null && break; sleep 
 grep -q "^step 10/" c.log || { cat c.log; fail "no 'step 10/' progress line within 60 s"; }
 # The process of rank 1, found by its launcher's environment (never mpirun itself, which has no rank).
 victim=""
-for pid in $(pgrep -f -- " train --config run.toml --run-dir c" || true); do
+for pid in $(e2e_own_pids " train --config run.toml --run-dir c"); do
   tr '\0' '\n' < /proc/$pid/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && victim=$pid
 done
 [[ -n "$victim" ]] || { cat c.log; fail "no process of rank 1 to signal (the run ended too early?)"; }

@@ -11,6 +11,8 @@
 #                                        COMMAND... arguments, within LIMIT seconds, and checks it with
 #                                        e2e_check_refusal; MODE literal: the expected texts are literal, else extended
 #                                        regular expressions. Sets e2e_cases to the number of cases.
+#   e2e_own_pids PATTERN                 the processes matching PATTERN (pgrep -f) whose working directory is this
+#                                        test's (the current one): never those of another test run on the machine
 #   e2e_make_data DOCS SEED VOCAB [FLAGS...]
 #                                        corpus.txt (DOCS synthetic documents), vocab.txt (VOCAB tokens) and shards/
 #                                        (seq 64, 10 predictions, 2 shards; FLAGS go to `joule data create`)
@@ -21,6 +23,14 @@ e2e_workdir() { rm -rf "$1" && mkdir -p "$1" && cd "$1" || exit 1; }
 mpi() { "$mpiexec" "${MPI_ARGS[@]}" "$@"; }
 
 fail() { echo "FAIL: $*"; exit 1; }
+
+e2e_own_pids() {
+  local pid
+  for pid in $(pgrep -f -- "$1" || true); do
+    [[ $(readlink "/proc/$pid/cwd" 2>/dev/null) == "$PWD" ]] && echo "$pid"
+  done
+  return 0
+}
 
 e2e_make_data() {
   local documents=$1 seed=$2 vocab=$3
