@@ -7,9 +7,10 @@
 #     ring all-reduce's α-β time from that α and β (`--predict-alpha-us`, `--predict-mbps`);
 #  3. a table row per size (VALIDATION.md's "emulated links, one host"), and a failure when a prediction is more than
 #     15 % off.
-# Both sides use the fastest of their repeats (ping-pong fit and all-reduce alike): the machine's other work (a build,
-# a second test run) can only add time, never remove it, so the fastest repeat is the link's figure and load cannot
-# fail the comparison (the median once came out 18 % slow on a loaded host, with a ping-pong α of 1.3 ms against 9 us).
+# Load on the machine cannot fail the comparison: the ranks run at nice -15 and no other run's emulated cluster runs
+# beside them (tests/cluster/cluster.sh), and both sides use the fastest of their repeats (ping-pong fit and all-reduce
+# alike), since the machine's other work can only add time, never remove it. (Before the priority and the lock, two
+# full test runs at once measured 23 % slow at 4 nodes, and a loaded host once gave a ping-pong α of 1.3 ms against 9 us.)
 # Why 15 %: what the α-β ring model leaves out, bounded at the smallest case (4 MiB over 4 nodes: 1 MiB a ring step):
 #  - tc tbf's 64 KB burst lets the first 64 KB of each step through at line rate: measured faster by <= 64 KiB / 1 MiB
 #    = 6.25 %;
@@ -17,7 +18,8 @@
 #    acknowledgements share the shaped link (about 40 bytes per two 1448-byte segments: 1.4 %);
 #  - α: 2(n-1) latencies of <= 0.1 ms against >= 250 ms of transfer at 200 Mbit/s (<= 0.3 %), and the reduction's
 #    adds and copies on the CPU (1 MiB a step at > 1 GB/s against 40 ms on the wire: <= 2.5 %);
-# about 10.5 % in all; the rest of 15 % is the scheduler's share on an oversubscribed host.
+# about 10.5 % in all; the rest of 15 % is the 4 ranks' own sharing of 2 cores (each ring step waits for the slowest
+# rank's turn on a core).
 # usage: alpha_beta.sh JOULE WORKDIR [NODE_COUNTS="2 4"] [MAX_BYTES=16777216] [RATE=200mbit]
 #        exits 77 (ctest: skipped) with the reason when namespaces are unavailable
 set -uo pipefail

@@ -16,7 +16,14 @@
 #   cluster_down             (also run on exit)
 #   cluster_unavailable      prints why namespaces cannot be made here (not root, no ip/unshare/tc), or nothing
 #   cluster_test_begin DIR   a test's start: exits 77 (ctest: skipped) with the reason when namespaces are unavailable,
-#                            else sources tests/support/e2e_setup.sh (set `joule` first) and works in a fresh DIR
+#                            else waits for the machine's emulated cluster (below), sources tests/support/e2e_setup.sh
+#                            (set `joule` first) and works in a fresh DIR
+# What the emulated-cluster tests measure (link rates, all-reduce times, a straggler's exposed communication) must not
+# depend on what else the machine runs. Two things see to that:
+#  - one emulated cluster at a time on the machine: cluster_test_begin takes /run/joule-cluster/machine.lock (held until
+#    the test's shell exits), so a second test run's cluster tests wait for this one's instead of sharing its cores;
+#  - cluster_mpirun runs the ranks at nice -15: a build or a second test run beside them (nice 0) gets about 1/28 of the
+#    CPU the ranks want, so it cannot stretch their progress through a collective.
 CLUSTER_PREFIX=jc$$
 CLUSTER_NODES=0
 CLUSTER_NET=
@@ -50,8 +57,21 @@ cluster_test_begin() {
   local why
   why=$(cluster_unavailable)
   if [[ -n "$why" ]]; then echo "SKIPPED: emulated cluster unavailable: $why"; exit 77; fi
+  cluster_take_machine || exit 1
   source "$(dirname "${BASH_SOURCE[0]}")/../support/e2e_setup.sh"
   e2e_workdir "$1"
+}
+
+# Waits (up to 5 minutes) for any other run's emulated-cluster test to end, then holds the machine until this shell
+# exits.
+cluster_take_machine() {
+  mkdir -p /run/joule-cluster || return 1
+  exec {CLUSTER_MACHINE_FD}> /run/joule-cluster/machine.lock || return 1
+  flock -n "$CLUSTER_MACHINE_FD" && return 0
+  echo "waiting for another test run's emulated cluster (/run/joule-cluster/machine.lock) to finish"
+  flock -w 300 "$CLUSTER_MACHINE_FD" && return 0
+  echo "FAIL: another test run held the emulated cluster (/run/joule-cluster/machine.lock) for 5 minutes" >&2
+  return 1
 }
 
 cluster_down() {
@@ -105,7 +125,7 @@ cluster_mpirun() {
   local hosts=$CLUSTER_DIR/hosts_${nodes}x$per_node
   : > "$hosts"
   for ((i = 1; i <= nodes; i++)); do echo "node$i slots=$per_node" >> "$hosts"; done
-  mpirun --allow-run-as-root --oversubscribe --bind-to none --hostfile "$hosts" -np $((nodes * per_node)) --map-by slot \
+  nice -n -15 mpirun --allow-run-as-root --oversubscribe --bind-to none --hostfile "$hosts" -np $((nodes * per_node)) --map-by slot \
     --mca plm_rsh_agent "$CLUSTER_DIR/agent.sh" --mca btl tcp,self,vader --mca btl_tcp_if_include "$CLUSTER_NET.0/24" \
     --mca oob_tcp_if_include "$CLUSTER_NET.0/24" "$@"
 }

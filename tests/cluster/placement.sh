@@ -7,6 +7,7 @@ tests=$1
 source "$(dirname "$0")/cluster.sh"
 why=$(cluster_unavailable)
 if [[ -n "$why" ]]; then echo "SKIPPED: emulated cluster unavailable: $why"; exit 77; fi
+cluster_take_machine || exit 1
 cluster_up 16 || { echo "FAIL: could not make the emulated nodes"; exit 1; }
 for layout in "4 2" "16 1"; do
   read -r nodes per_node <<< "$layout"
