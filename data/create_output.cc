@@ -58,6 +58,16 @@ std::string argument_differences(const nlohmann::json& ours, const nlohmann::jso
 
 nlohmann::json existing_data_set(const std::string& out, const nlohmann::json& arguments, bool replace) {
   std::error_code ec;
+  // OUT is made as OUT.partial and renamed into place: onto a symbolic link, that would replace the link (and leave
+  // what it points to as it was).
+  std::string link = out;
+  while (link.size() > 1 && link.back() == '/') link.pop_back();
+  if (fs::is_symlink(link, ec))
+    throw joule::UsageError("data create: --out " + out + " is a symbolic link (to " +
+                                fs::read_symlink(link, ec).string() +
+                                "); the data set is built beside it and renamed into place, which would replace "
+                                "the link",
+                            "give the directory it points to as --out");
   if (empty_or_absent(out)) return nullptr;
   if (!fs::is_directory(out, ec))
     throw joule::UsageError("data create: --out " + out + " exists and is not a directory");
@@ -85,6 +95,7 @@ nlohmann::json existing_data_set(const std::string& out, const nlohmann::json& a
 PartialDataSet::PartialDataSet(std::string out, nlohmann::json arguments, bool replace)
     : out_(std::move(out)), dir_(out_ + ".partial"), arguments_(std::move(arguments)) {
   std::error_code ec;
+  created_ = !fs::exists(dir_, ec);
   fs::create_directories(dir_, ec);
   if (ec) throw_write_error(dir_, "creating the directory", ec.value());
   const std::string lock = (fs::path(dir_) / kLock).string();
@@ -174,6 +185,13 @@ void PartialDataSet::record_chunk(nlohmann::json record) {
 
 void PartialDataSet::save_progress() const {
   write_file_atomically((fs::path(dir_) / kProgress).string(), progress_.dump(1) + "\n");
+}
+
+PartialDataSet::~PartialDataSet() {
+  // A run that made OUT.partial and failed before completing a chunk (an input without text, a full disk at the first
+  // shard) leaves nothing behind: there is nothing in it to resume. (The lock is released after the removal.)
+  std::error_code ec;
+  if (lock_ && created_ && progress_["chunks"].empty()) fs::remove_all(dir_, ec);
 }
 
 void PartialDataSet::finish(const nlohmann::json& metadata) {

@@ -24,6 +24,7 @@ class PartialDataSet {
   // `arguments` completed, their shards verified; files not listed (a killed run's half-written shard) are removed.
   // A partial data set of other arguments is refused (UsageError naming the difference) unless `replace`.
   PartialDataSet(std::string out, nlohmann::json arguments, bool replace);
+  ~PartialDataSet();  // removes OUT.partial when this run made it and completed no chunk (nothing to resume)
   PartialDataSet(const PartialDataSet&) = delete;
   PartialDataSet& operator=(const PartialDataSet&) = delete;
 
@@ -49,6 +50,7 @@ class PartialDataSet {
   nlohmann::json arguments_, progress_;
   std::optional<FileLock> lock_;  // held from construction to the rename into place
   size_t resumed_ = 0;
+  bool created_ = false;  // OUT.partial did not exist before this run
   std::vector<std::string> notes_;
 };
 

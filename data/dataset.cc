@@ -99,10 +99,10 @@ std::vector<std::string> list_shards(const std::string& spec, std::string* cache
   return paths;
 }
 
-// A cheap content fingerprint of a shard: FNV-1a-64 of its first and last 64 KiB. Size and modification time alone
-// do not prove that a cached validation still applies (a shard replaced by a copy keeping both would be trusted).
+// The index cache's format: version 2 added each shard's full checksum (an older cache is validated again, once).
 constexpr int kCacheVersion = 2;
 
+// A shard's full checksum (FNV-1a-64 of every byte): what metadata.json records and what a run's data record keeps.
 std::string checksum_of(const std::string& path) {
   try {
     return joule::hex64(joule::fnv1a64_file(path));
@@ -111,6 +111,13 @@ std::string checksum_of(const std::string& path) {
   }
 }
 
+// The modification time of `st` in nanoseconds: with the size, what says a cached validation may still apply.
+int64_t mtime_ns(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+// A cheap content fingerprint of a shard: FNV-1a-64 of its first and last 64 KiB. Size and modification time alone
+// do not prove that a cached validation still applies (a shard replaced by a copy keeping both would be trusted).
 std::string content_fingerprint(const std::string& path, uint64_t bytes) {
   constexpr uint64_t kBlock = 64 * 1024;
   try {
@@ -147,11 +154,16 @@ std::optional<Recorded> read_metadata(const std::string& spec) {
                       "the data set's metadata is damaged: run `joule data create --replace` again");
   };
   nlohmann::json meta;
+  std::string text;
   try {
-    std::ifstream in(meta_path);
-    meta = nlohmann::json::parse(in);
-  } catch (const std::exception&) {
-    throw damaged("not valid JSON");
+    text = joule::read_text_file(meta_path.string());
+  } catch (const joule::IoError& e) {
+    throw ShardError(e.what(), e.hint());
+  }
+  try {
+    meta = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    throw damaged(joule::json_syntax_problem(text, e));
   }
   if (!meta.is_object() || meta.value("format", "") != "joule-pretraining-data") return std::nullopt;
   Recorded r;
@@ -248,7 +260,7 @@ Dataset Dataset::open(const std::string& spec, const DatasetOptions& options) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) throw ShardError(path + ": cannot stat shard");
     e.bytes = static_cast<uint64_t>(st.st_size);
-    e.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+    e.mtime_ns = mtime_ns(st);
     e.fingerprint = content_fingerprint(path, e.bytes);
     const auto it = entries.find(e.path);
     if (it != entries.end() && (*it)["bytes"] == e.bytes && (*it)["mtime_ns"] == e.mtime_ns &&
@@ -318,8 +330,7 @@ void Dataset::check_unchanged(size_t index) const {
   std::string now;
   if (::stat(e.path.c_str(), &st) != 0)
     now = std::string("now it cannot be read: ") + std::strerror(errno);
-  else if (static_cast<uint64_t>(st.st_size) != e.bytes ||
-           static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec != e.mtime_ns)
+  else if (static_cast<uint64_t>(st.st_size) != e.bytes || mtime_ns(st) != e.mtime_ns)
     now = "now it has " + std::to_string(st.st_size) + " bytes and another modification time";
   if (now.empty()) return;
   throw ShardError(e.path + ": changed while this job reads it (" + std::to_string(e.bytes) +
@@ -335,6 +346,21 @@ std::pair<size_t, int64_t> Dataset::locate(int64_t id) const {
   const size_t shard =
       static_cast<size_t>(std::upper_bound(offsets_.begin(), offsets_.end(), id) - offsets_.begin()) - 1;
   return {shard, id - offsets_[shard]};
+}
+
+std::string data_create_split(const std::string& spec, const std::string& split) {
+  const fs::path d(spec);
+  std::error_code ec;
+  if (spec.empty() || !fs::is_directory(d, ec) || !fs::exists(d / "metadata.json", ec) ||
+      !fs::is_directory(d / "train", ec))
+    return spec;
+  if (fs::is_directory(d / split, ec)) return (d / split).string();
+  throw ShardError(spec + ": this `joule data create` output has no " + split + "/ (it was made without " +
+                       (split == "eval" ? "--eval-documents" : "training shards") + ")",
+                   split == "eval" ? "make it again with --eval-documents N, or give the shards to evaluate on "
+                                     "(e.g. --data " +
+                                         (d / "train").string() + " evaluates on training data)"
+                                   : "give the shards directory itself");
 }
 
 std::string find_vocab_beside(const std::string& spec) {

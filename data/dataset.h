@@ -100,6 +100,11 @@ void check_vocab_file(const Dataset& dataset, const std::string& vocab_path);
 // made both (unless they are the train/ and eval/ of one `joule data create`, whose split is by document).
 void check_held_out(const Dataset& train, const Dataset& eval);
 
+// `joule data create --out D` writes D/train, D/eval (with --eval-documents) and D/vocab.txt beside D/metadata.json.
+// Given such a D, every command means its `split` ("train" or "eval") directory: D/train for train, data inspect and
+// bench data, D/eval for eval. Another spec comes back as given; a D without that split is a ShardError naming it.
+std::string data_create_split(const std::string& spec, const std::string& split);
+
 // The directory holding the shards' vocab.txt: the spec's directory or its parent (as `joule data
 // create` writes OUT/vocab.txt beside OUT/train/). Empty when there is none.
 std::string find_vocab_beside(const std::string& spec);

@@ -32,12 +32,18 @@ void expand_one(const std::string& spec, std::vector<std::string>& out, int dept
   if (spec.size() > 1 && spec[0] == '@') {
     const std::string list = spec.substr(1);
     std::ifstream in(list);
-    if (!in) throw joule::UsageError("data create: --input " + spec + ": cannot open the list file " + list);
-    if (depth > 4) throw joule::UsageError("data create: --input " + spec + ": list files nest more than 4 deep");
+    if (!in) throw joule::UsageError("--input " + spec + ": cannot open the list file " + list);
+    if (depth > 4) throw joule::UsageError("--input " + spec + ": list files nest more than 4 deep");
+    // Entries are relative to the list's directory (as a shard list's are), so a list works from any directory.
+    const fs::path base = fs::path(list).parent_path();
     std::string line;
     while (std::getline(in, line)) {
-      const std::string entry(trimmed(std::string_view(line)));
-      if (!entry.empty() && entry[0] != '#') expand_one(entry, out, depth + 1);
+      std::string entry(trimmed(std::string_view(line)));
+      if (entry.empty() || entry[0] == '#') continue;
+      const bool nested = entry.size() > 1 && entry[0] == '@';
+      const std::string path = nested ? entry.substr(1) : entry;
+      if (fs::path(path).is_relative()) entry = (nested ? "@" : "") + (base / path).string();
+      expand_one(entry, out, depth + 1);
     }
     return;
   }
@@ -52,8 +58,8 @@ void expand_one(const std::string& spec, std::vector<std::string>& out, int dept
       }
       if (it->is_regular_file(ec)) files.push_back(it->path().string());
     }
-    if (ec) throw joule::IoError("data create: --input " + spec + ": cannot list the directory (" + ec.message() + ")");
-    if (files.empty()) throw joule::UsageError("data create: --input " + spec + ": the directory holds no files");
+    if (ec) throw joule::IoError("--input " + spec + ": cannot list the directory (" + ec.message() + ")");
+    if (files.empty()) throw joule::UsageError("--input " + spec + ": the directory holds no files");
     std::sort(files.begin(), files.end());
     out.insert(out.end(), files.begin(), files.end());
     return;
@@ -67,11 +73,11 @@ void expand_one(const std::string& spec, std::vector<std::string>& out, int dept
     const int rc = ::glob(spec.c_str(), 0, nullptr, &g);
     std::vector<std::string> matches(g.gl_pathv, g.gl_pathv + (rc == 0 ? g.gl_pathc : 0));
     globfree(&g);
-    if (matches.empty()) throw joule::UsageError("data create: --input " + spec + ": the pattern matches no files");
+    if (matches.empty()) throw joule::UsageError("--input " + spec + ": the pattern matches no files");
     for (const std::string& m : matches) expand_one(m, out, depth);  // sorted by glob(); directories expand
     return;
   }
-  throw joule::UsageError("data create: --input " + spec + ": no such file, directory or pattern");
+  throw joule::UsageError("--input " + spec + ": no such file, directory or pattern");
 }
 
 }  // namespace
@@ -282,7 +288,7 @@ bool DocumentChunker::read_chunk(TextChunk& c, size_t documents) {
         const std::string why =
             reader_->path() + (reader_->bytes() == 0 ? ": an empty input file" : ": holds only blank lines");
         if (!limits_.skip_bad)
-          throw CorpusError("data create: " + why,
+          throw CorpusError(why,
                             "remove it from --input, or pass --skip-bad-input to skip and count such files");
         skip(stats_.skipped_empty_files, why);
       }
@@ -297,7 +303,7 @@ bool DocumentChunker::read_chunk(TextChunk& c, size_t documents) {
       const std::string why =
           here() + ": a line longer than " + megabytes(limits_.max_line_bytes) + " (one sentence per line is expected)";
       if (!limits_.skip_bad)
-        throw CorpusError("data create: " + why,
+        throw CorpusError(why,
                           "split the text into one sentence per line, or pass --skip-bad-input to skip such lines");
       skip(stats_.skipped_long_lines, why);
       file_has_text_ = true;
@@ -317,7 +323,7 @@ bool DocumentChunker::read_chunk(TextChunk& c, size_t documents) {
                               std::to_string(bad + 1 + (sentence.data() - line.data())) + " (" + byte + ")";
       if (!limits_.skip_bad)
         throw CorpusError(
-            "data create: " + why,
+            why,
             "convert the file to UTF-8 (iconv -f ... -t UTF-8), or pass --skip-bad-input to skip such lines");
       skip(stats_.skipped_invalid_utf8_lines, why);
       continue;
@@ -337,7 +343,7 @@ bool DocumentChunker::read_chunk(TextChunk& c, size_t documents) {
                               ")";
       if (!limits_.skip_bad)
         throw CorpusError(
-            "data create: " + why,
+            why,
             "documents are separated by blank lines: is the whole file one document? Add the blank lines, raise "
             "--memory-budget (the limit is one chunk), or pass --skip-bad-input to skip such documents");
       skip(stats_.skipped_long_documents, why);

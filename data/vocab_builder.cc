@@ -1,7 +1,6 @@
 #include "data/vocab_builder.h"
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <queue>
@@ -10,24 +9,25 @@
 #include <unordered_map>
 
 #include "data/data_error.h"
+#include "data/text_input.h"
 #include "launch/util/parallel.h"
 
 namespace joule::data {
 namespace {
 
+// Word counts over the inputs as data create reads them: files, directories, globs and @LIST files, each file once,
+// plain or gzip, checked as UTF-8, in chunks of bounded size.
 std::unordered_map<std::string, int64_t> count_words(const VocabBuildOptions& o) {
-  std::vector<std::string> lines;
-  for (const std::string& path : o.inputs) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw joule::IoError(path + ": cannot open input text");
-    std::string line;
-    while (std::getline(in, line)) lines.push_back(std::move(line));
-  }
   const int threads = std::max(1, o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency()));
   std::vector<std::unordered_map<std::string, int64_t>> partial(static_cast<size_t>(threads));
-  joule::parallel_for(lines.size(), threads, [&](size_t i, int worker) {
-    for (std::string& w : basic_tokenize(lines[i], o.lower_case)) ++partial[static_cast<size_t>(worker)][w];
-  });
+  TextLimits limits;
+  limits.skip_bad = o.skip_bad_input;
+  DocumentChunker chunker(expand_inputs(o.inputs), 64ll << 20, limits);
+  TextChunk chunk;
+  while (chunker.next(chunk))
+    joule::parallel_for(chunk.sentences(), threads, [&](size_t i, int worker) {
+      for (std::string& w : basic_tokenize(chunk.sentence(i), o.lower_case)) ++partial[static_cast<size_t>(worker)][w];
+    });
   std::unordered_map<std::string, int64_t> counts;
   for (auto& p : partial)
     for (auto& [w, n] : p) counts[w] += n;

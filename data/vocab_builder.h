@@ -16,6 +16,7 @@ struct VocabBuildOptions {
   bool lower_case = true;
   int64_t min_frequency = 2;  // a merge must occur at least this often
   int threads = 0;
+  bool skip_bad_input = false;  // as data create's: bad lines, documents and empty files are skipped, not an error
 };
 
 // [PAD] [UNK] [CLS] [SEP] [MASK], then every character seen (word-initial and "##" forms), then

@@ -1,5 +1,6 @@
 #include "models/bert_config.h"
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -71,16 +72,28 @@ double get_double(const json& j, const char* key, const std::string& where) {
 }  // namespace
 
 void BertConfig::validate(const std::string& where) const {
-  auto positive = [&](int64_t v, const char* key) {
-    if (v <= 0) fail(where, std::string("'") + key + "' must be positive, found " + std::to_string(v));
+  // Each size in [1, its largest]: the largest are beyond any BERT (Large: 30522, 1024, 24, 16, 4096, 512, 2) and
+  // keep every product joule forms in 64 bits; a value past them is a typo, refused naming the key before the
+  // model is allocated.
+  auto in_range = [&](int64_t v, const char* key, int64_t largest, const char* why) {
+    if (v < 1 || v > largest)
+      fail(where, std::string("'") + key + "' must be in [1, " + std::to_string(largest) + "] (" + why + "), found " +
+                      std::to_string(v));
   };
-  positive(vocab_size, "vocab_size");
-  positive(hidden_size, "hidden_size");
-  positive(num_hidden_layers, "num_hidden_layers");
-  positive(num_attention_heads, "num_attention_heads");
-  positive(intermediate_size, "intermediate_size");
-  positive(max_position_embeddings, "max_position_embeddings");
-  positive(type_vocab_size, "type_vocab_size");
+  in_range(vocab_size, "vocab_size", INT32_MAX, "token ids are 32-bit");
+  in_range(hidden_size, "hidden_size", 65536, "BERT-Large: 1024");
+  in_range(num_hidden_layers, "num_hidden_layers", 4096, "BERT-Large: 24");
+  in_range(num_attention_heads, "num_attention_heads", hidden_size, "at most hidden_size");
+  in_range(intermediate_size, "intermediate_size", 262144, "BERT-Large: 4096");
+  in_range(max_position_embeddings, "max_position_embeddings", 65536,
+           "joule data create writes sequences of at most 65535 tokens");
+  in_range(type_vocab_size, "type_vocab_size", 65536, "BERT: 2");
+  // Data-parallel training keeps weights, gradients and two LAMB moments on every rank: 16 bytes a parameter in
+  // fp32. 2^36 parameters (1.1 TB of such state) is past any one node; the allocator's refusal would name no key.
+  if (const int64_t total = parameter_counts(*this).total(); total > (int64_t{1} << 36))
+    fail(where, "these sizes make a model of " + std::to_string(total) +
+                    " parameters (more than 2^36: over 1.1 TB of weights, gradients and optimizer state per rank); "
+                    "BERT-Large has 336 million");
   if (hidden_size % num_attention_heads != 0)
     fail(where, "hidden_size " + std::to_string(hidden_size) + " is not divisible by num_attention_heads " +
                     std::to_string(num_attention_heads));

@@ -17,7 +17,8 @@
 
 namespace joule::tools {
 
-std::string data_inspect(const std::string& spec, int samples, const std::string& vocab_arg) {
+std::string data_inspect(const std::string& given, int samples, const std::string& vocab_arg) {
+  const std::string spec = data::data_create_split(given, "train");
   const data::Dataset dataset = data::Dataset::open(spec);
   const std::string vocab_path = vocab_arg.empty() ? data::find_vocab_beside(spec) : vocab_arg;
   std::ostringstream out;
@@ -98,7 +99,8 @@ std::string data_inspect(const std::string& spec, int samples, const std::string
   return out.str();
 }
 
-std::string bench_data(const std::string& spec, int64_t micro_batch, int batches, int warmup, bool json) {
+std::string bench_data(const std::string& given, int64_t micro_batch, int batches, int warmup, bool json) {
+  const std::string spec = data::data_create_split(given, "train");
   const data::Dataset dataset = data::Dataset::open(spec);
   data::SamplerConfig sc{static_cast<uint64_t>(dataset.size()),
                          static_cast<uint64_t>(micro_batch),

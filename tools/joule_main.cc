@@ -228,7 +228,7 @@ int cmd_train(int argc, char** argv) {
                                                        {"region", "accounting.region"},
                                                        {"grid-intensity", "accounting.grid_intensity"}};
   for (const auto& [flag, key] : named)
-    if (r.count(flag)) t.config.set(std::string(key) + "=" + r[flag].as<std::string>());
+    if (r.count(flag)) t.config.set(std::string(key) + "=" + r[flag].as<std::string>(), std::string("--") + flag);
   for (const std::string& a : sets) t.config.set(a);
   t.config.validate();
   t.resume = r["resume"].as<std::string>();
@@ -324,12 +324,13 @@ int cmd_eval(int argc, char** argv) {
   auto r = parse(o, argc, argv);
   const auto precision =
       joule::models::choose_precision(r["precision"].as<std::string>(), false, joule::launch::CpuIsa::current());
-  std::cerr << "joule eval: " << precision.reason << "\n";
-  std::cout << joule::trainer::evaluate_model_dir(required(r, "model"), required(r, "data"), int_flag(r, batch),
-                                                  int_flag(r, max_batches), precision.precision,
-                                                  r["dump"].as<std::string>())
-                   .to_json()
-            << "\n";
+  const std::string result =
+      joule::trainer::evaluate_model_dir(required(r, "model"), required(r, "data"), int_flag(r, batch),
+                                         int_flag(r, max_batches), precision.precision, r["dump"].as<std::string>())
+          .to_json()
+          .dump();
+  std::cerr << "joule eval: " << precision.reason << "\n";  // after the evaluation: an error is not preceded by it
+  std::cout << result << "\n";
   return 0;
 }
 
@@ -457,7 +458,8 @@ int cmd_data_vocab(int argc, char** argv) {
   o.add_options()("input", "text file (repeatable; the value may hold commas)", cxxopts::value<std::string>())(
       "out", "vocab.txt to write", cxxopts::value<std::string>())("lower-case", "lower-case and strip accents",
                                                                   cxxopts::value<bool>()->default_value("true"))(
-      "no-lower-case", "keep case and accents");
+      "no-lower-case", "keep case and accents")(
+      "skip-bad-input", "skip and count invalid UTF-8 lines, over-long lines or documents and empty files");
   const NumberFlag size{"size", "vocabulary size, special tokens included", "8000", OptionRange{6, 1 << 24}},
       min_frequency{"min-frequency", "least count of a merged piece", "2", OptionRange{1, 1e15}};
   add_number_flags(o, {size, min_frequency});
@@ -468,6 +470,7 @@ int cmd_data_vocab(int argc, char** argv) {
   v.size = int_flag(r, size);
   v.min_frequency = int_flag(r, min_frequency);
   v.lower_case = r["lower-case"].as<bool>() && !r.count("no-lower-case");
+  v.skip_bad_input = r.count("skip-bad-input") > 0;
   const std::string out = required(r, "out");
   const auto vocab = joule::data::build_vocab(v);
   vocab.save(out);

@@ -40,8 +40,8 @@ std::string compare_set(const char* role, const nlohmann::json& recorded, const 
 
 }  // namespace
 
-std::string new_data_record(const RunData& data) {
-  return nlohmann::json{{"segments", nlohmann::json::array({segment_json(data, 0)})}}.dump();
+std::string new_data_record(const RunData& data, int64_t from_step) {
+  return nlohmann::json{{"segments", nlohmann::json::array({segment_json(data, from_step)})}}.dump();
 }
 
 ResumedData resume_data_record(const std::string& recorded, const std::string& checkpoint, int64_t step,
@@ -50,7 +50,7 @@ ResumedData resume_data_record(const std::string& recorded, const std::string& c
   if (recorded.empty()) {
     out.notes.push_back(checkpoint + " records no data set (written by an older joule): recording " +
                         data.train.spec() + " from step " + std::to_string(step) + " on");
-    out.record = nlohmann::json{{"segments", nlohmann::json::array({segment_json(data, step)})}}.dump();
+    out.record = new_data_record(data, step);
     return out;
   }
   const std::string where = checkpoint + "/trainer_state.json data";
@@ -77,12 +77,6 @@ ResumedData resume_data_record(const std::string& recorded, const std::string& c
                       std::to_string(step) + " (--accept-data-change): " + changes);
   out.record = record.dump();
   return out;
-}
-
-int64_t data_segments(const std::string& record) {
-  if (record.empty()) return 1;
-  const nlohmann::json j = nlohmann::json::parse(record);
-  return j.contains("segments") && j["segments"].is_array() ? static_cast<int64_t>(j["segments"].size()) : 1;
 }
 
 std::vector<std::string> data_segment_notes(const std::string& record) {

@@ -33,8 +33,8 @@ struct RunData {
   const data::Dataset* eval = nullptr;
 };
 
-// A fresh run's record: one segment from step 0.
-std::string new_data_record(const RunData& data);
+// A record of one segment from `from_step`: a fresh run's (step 0), or a resume from a checkpoint that records none.
+std::string new_data_record(const RunData& data, int64_t from_step = 0);
 
 struct ResumedData {
   std::string record;              // what the resumed run's checkpoints record
@@ -45,9 +45,6 @@ struct ResumedData {
 // Throws DataChangedError naming the shards that differ, unless `accept_change`.
 ResumedData resume_data_record(const std::string& recorded, const std::string& checkpoint, int64_t step,
                                const RunData& data, bool accept_change);
-
-// The number of data segments in a record (1 for "" or a fresh run).
-int64_t data_segments(const std::string& record);
 
 // One line per data segment after the first, for the run's summary: where it starts and what it trained on.
 std::vector<std::string> data_segment_notes(const std::string& record);

@@ -2,13 +2,17 @@
 
 #include <algorithm>
 #include <climits>
+#include <filesystem>
 #include <vector>
 
 #include "data/loader.h"
+#include "launch/util/error.h"
 #include "models/model_dir.h"
 #include "models/safetensors.h"
 
 namespace joule::trainer {
+
+namespace fs = std::filesystem;
 
 BatchSums evaluate_slice(models::BertForPreTraining& model, const data::Dataset& dataset, int64_t batch,
                          int64_t max_batches, int rank, int world) {
@@ -65,11 +69,57 @@ void dump_first_batch(models::BertForPreTraining& model, const data::Dataset& da
 
 }  // namespace
 
+namespace {
+
+// --model must be an HF model directory (config.json + model.safetensors). What else users give it (a checkpoint, a
+// run directory, a preset name, a config.json) is named as such, with the command that makes a model directory.
+void check_model_dir(const std::string& dir) {
+  const fs::path d(dir);
+  std::error_code ec;
+  const auto refuse = [&](const std::string& what, const std::string& hint) {
+    throw joule::UsageError("--model " + dir + ": " + what, hint);
+  };
+  const std::string make =
+      "a run's final/ is one; `joule export --checkpoint CKPT --out DIR` makes one of a checkpoint";
+  if (!fs::exists(d, ec)) {
+    if (dir.find('/') == std::string::npos && d.extension().empty())
+      refuse("no such directory (a preset name such as bert-large has no trained weights)",
+             "give a model directory (" + make + "), or `joule model init --config " + dir +
+                 " --out DIR` for random weights");
+    refuse("no such model directory", "give an HF model directory (config.json and model.safetensors): " + make);
+  }
+  if (!fs::is_directory(d, ec))
+    refuse("not a directory" + std::string(d.extension() == ".json" ? " (a config.json alone has no weights)" : ""),
+           "give the directory that holds config.json and model.safetensors: " + make);
+  if (fs::exists(d / "manifest.json", ec) || fs::exists(d / "trainer_state.json", ec))
+    refuse("a joule checkpoint, not a model directory",
+           "`joule export --checkpoint " + dir + " --out DIR` makes a model directory of it");
+  if (fs::exists(d / "config.toml", ec) && !fs::exists(d / "config.json", ec))
+    refuse("a run directory, not a model directory",
+           fs::is_directory(d / "final", ec)
+               ? "its trained model is " + (d / "final").string()
+               : "`joule export --checkpoint " + dir + " --out DIR` makes a model directory of its newest checkpoint");
+  for (const char* file : {"config.json", "model.safetensors"})
+    if (!fs::exists(d / file, ec))
+      refuse(std::string("no ") + file + " in it",
+             "an HF model directory holds config.json and model.safetensors: " + make);
+}
+
+}  // namespace
+
 EvalResult evaluate_model_dir(const std::string& model_dir, const std::string& data_spec, int64_t batch,
                               int64_t max_batches, models::Precision precision, const std::string& dump) {
+  check_model_dir(model_dir);
   models::BertForPreTraining model = models::load_model_dir(model_dir);
   model->set_precision(precision);
-  const data::Dataset dataset = data::Dataset::open(data_spec, {model->config().vocab_size, true});
+  const data::Dataset dataset =
+      data::Dataset::open(data::data_create_split(data_spec, "eval"), {model->config().vocab_size, true});
+  if (dataset.seq_len() > model->config().max_position_embeddings)
+    throw data::ShardError(dataset.spec() + ": the shards' sequence length " + std::to_string(dataset.seq_len()) +
+                               " exceeds the max_position_embeddings " +
+                               std::to_string(model->config().max_position_embeddings) + " of the model in " +
+                               model_dir,
+                           "evaluate with shards made with a --seq-len the model takes (joule data create --seq-len)");
   if (!dump.empty()) dump_first_batch(model, dataset, batch, dump);
   return finish_eval(evaluate_slice(model, dataset, batch, max_batches, 0, 1));
 }

@@ -155,14 +155,15 @@ RunConfig RunConfig::from_toml_file(const std::string& path) {
   return from_toml_text(ss.str(), path);
 }
 
-void RunConfig::set(const std::string& assignment) {
+void RunConfig::set(const std::string& assignment, const std::string& flag) {
   const size_t eq = assignment.find('=');
   if (eq == std::string::npos) throw RunConfigError("--set " + assignment + ": expected table.key=value");
   const std::string key = assignment.substr(0, eq), text = assignment.substr(eq + 1);
+  const std::string who = flag.empty() ? "--set " + key : flag + " (" + key + ")";  // as the user typed it
   auto all = fields(*this);
   Field* f = find(all, key);
   if (!f) unknown("--set", key);
-  if (const std::string bad = utf8_problem(text); !bad.empty()) throw RunConfigError("--set " + key + ": " + bad);
+  if (const std::string bad = utf8_problem(text); !bad.empty()) throw RunConfigError(who + ": " + bad);
   try {
     if (auto* i = std::get_if<int64_t*>(&f->target)) {
       const std::optional<int64_t> v = parse_integer_text(text);  // 450e6 too; never wraps
@@ -175,13 +176,13 @@ void RunConfig::set(const std::string& assignment) {
     } else if (text.size() >= 2 && (text.front() == '"' || text.front() == '\'') && text.back() == text.front()) {
       // Written as in the TOML file (--set run.dir="/scratch/x"): the string inside the quotes, escapes read as TOML.
       std::istringstream in("value = " + text);
-      const toml::value root = toml::parse(in, "--set " + key);
+      const toml::value root = toml::parse(in, who);
       *std::get<std::string*>(f->target) = toml::find<std::string>(root, "value");
     } else {
       *std::get<std::string*>(f->target) = text;
     }
   } catch (const std::exception&) {
-    throw RunConfigError("--set " + key + ": '" + text + "' is not " + option_type_name(f->target));
+    throw RunConfigError(who + ": '" + text + "' is not " + option_type_name(f->target));
   }
 }
 

@@ -42,8 +42,9 @@ struct RunConfig {
 
   static RunConfig from_toml_file(const std::string& path);
   static RunConfig from_toml_text(const std::string& text, const std::string& where);
-  // "table.key=value", value parsed by the key's type; errors name the key and list valid ones.
-  void set(const std::string& assignment);
+  // "table.key=value", value parsed by the key's type; errors name the key and list valid ones, and `flag` ("--steps")
+  // when the value came from a named flag rather than --set.
+  void set(const std::string& assignment, const std::string& flag = "");
   // Every section's ranges and cross-key checks (none needs the world size or the data).
   void validate() const;
   std::string to_toml() const;  // the resolved config, every key

@@ -29,14 +29,14 @@ void resolve_batches(ResolvedRun& run) {
   run.target_sequences = plan.target_sequences;
 }
 
-// `joule data create --out D` writes D/train, D/eval (with --eval-documents) and D/vocab.txt: data.train = D means
-// D/train, and, when data.eval is not set, D/eval.
+// data.train = D, a `joule data create` output, means D/train, and, when data.eval is not set, D/eval (if made).
 void resolve_data_create_output(RunConfig& cfg) {
-  const fs::path d(cfg.data.train);
+  const std::string train = data::data_create_split(cfg.data.train, "train");
+  if (train == cfg.data.train) return;
   std::error_code ec;
-  if (!fs::is_directory(d / "train", ec) || !fs::exists(d / "metadata.json", ec)) return;
-  cfg.data.train = (d / "train").string();
-  if (cfg.data.eval.empty() && fs::is_directory(d / "eval", ec)) cfg.data.eval = (d / "eval").string();
+  if (cfg.data.eval.empty() && fs::is_directory(fs::path(cfg.data.train) / "eval", ec))
+    cfg.data.eval = data::data_create_split(cfg.data.train, "eval");
+  cfg.data.train = train;
 }
 
 }  // namespace
@@ -88,17 +88,26 @@ ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_d
   run.world = comm.info().world_size;
   if (cfg.data.train.empty()) throw RunConfigError("run config: data.train is not set (--data SHARDS)");
   resolve_data_create_output(cfg);
-  std::error_code ec;
-  if (cfg.data.train.find_first_of("*?[") == std::string::npos && !fs::exists(cfg.data.train, ec))
-    throw data::ShardError(cfg.data.train + ": no such shard directory, file or list (data.train, --data)",
-                           "give --data the shards: a directory (e.g. the train/ of `joule data create`), a glob "
-                           "or a list file");
   const std::string vocab_path = cfg.data.vocab.empty() ? data::find_vocab_beside(cfg.data.train) : cfg.data.vocab;
-  if (vocab_path.empty())
+  if (vocab_path.empty()) {
+    std::error_code ec;  // no vocab.txt beside shards that are not there: say the shards are missing
+    if (cfg.data.train.find_first_of("*?[") == std::string::npos && !fs::exists(cfg.data.train, ec))
+      throw data::ShardError(cfg.data.train + ": no such shard directory, file or list (data.train, --data)",
+                             "give --data the shards: a directory (e.g. the train/ of `joule data create`), a glob "
+                             "or a list file");
     throw RunConfigError(cfg.data.train +
                          ": no vocab.txt beside the shards or their parent; set data.vocab (--vocab FILE)");
+  }
   const int64_t vocab_size = data::Vocab::load(vocab_path).size();
   run.model_config = models::load_config(cfg.model.config, presets_dir);
+  // Trained weights (a model directory's model.safetensors) belong to the vocabulary they were trained with.
+  if (std::error_code ec;
+      run.model_config.vocab_size != vocab_size && fs::exists(fs::path(cfg.model.config) / "model.safetensors", ec))
+    throw RunConfigError("model.config " + cfg.model.config + " was trained with a vocabulary of " +
+                             std::to_string(run.model_config.vocab_size) + " tokens; the data's " + vocab_path +
+                             " has " + std::to_string(vocab_size),
+                         "train on shards made with the model's vocabulary (joule data create --vocab), or start "
+                         "from a preset or a config.json (fresh weights)");
   run.model_config.vocab_size = vocab_size;  // the vocabulary the shards were made with
   if (run.model_config.type_vocab_size < 2)
     throw RunConfigError("model.config " + cfg.model.config + ": type_vocab_size is " +
@@ -131,8 +140,10 @@ ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_d
                          std::to_string(run.dataset().seq_len()));
   cfg.train.seq_len = run.dataset().seq_len();
   if (cfg.train.seq_len > run.model_config.max_position_embeddings)
-    throw RunConfigError("the shards' sequence length " + std::to_string(cfg.train.seq_len) +
-                         " exceeds the model's max_position_embeddings");
+    throw RunConfigError(cfg.data.train + ": the shards' sequence length " + std::to_string(cfg.train.seq_len) +
+                             " exceeds model.config " + cfg.model.config + "'s max_position_embeddings " +
+                             std::to_string(run.model_config.max_position_embeddings),
+                         "make the shards with a --seq-len the model takes, or use a model with more positions");
   resolve_batches(run);
   run.resolved_toml = cfg.to_toml();
   run.precision =
@@ -144,6 +155,31 @@ ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_d
   return run;
 }
 
+namespace {
+
+// An HF model directory (e.g. phase 1's final/) gives the starting weights: its model.safetensors. A directory with
+// only config.json starts from fresh weights (said in the log); one whose weights are in a form joule does not read
+// (PyTorch .bin, sharded safetensors) is refused rather than trained from scratch without a word.
+std::string initial_weights(const std::string& model_config) {
+  std::error_code ec;
+  if (!fs::is_directory(model_config, ec)) return "";
+  const fs::path weights = fs::path(model_config) / "model.safetensors";
+  if (fs::exists(weights, ec)) return weights.string();
+  for (const auto& entry : fs::directory_iterator(model_config, ec)) {
+    const std::string name = entry.path().filename().string();
+    const std::string ext = entry.path().extension().string();
+    if (ext == ".bin" || ext == ".safetensors" || ext == ".pt" || ext == ".pth" || ext == ".ckpt" || ext == ".h5")
+      throw RunConfigError("model.config " + model_config + ": the weights are in " + name +
+                               ", and joule reads only model.safetensors (one file)",
+                           "convert them with HF transformers (save_pretrained(DIR, safe_serialization=True, "
+                           "max_shard_size=\"100GB\")), or give a directory with config.json alone to start from "
+                           "fresh weights");
+  }
+  return "";
+}
+
+}  // namespace
+
 TrainingSpec training_spec(const ResolvedRun& run) {
   const RunConfig& cfg = run.cfg;
   TrainingSpec spec;
@@ -151,9 +187,7 @@ TrainingSpec training_spec(const ResolvedRun& run) {
   spec.precision = run.precision.precision;
   spec.device = run.device;
   spec.seed = static_cast<uint64_t>(cfg.train.seed);
-  // An HF model directory (e.g. phase 1's final/) gives the starting weights.
-  const fs::path initial = fs::path(cfg.model.config) / "model.safetensors";
-  if (fs::exists(initial)) spec.initial_weights = initial.string();
+  spec.initial_weights = initial_weights(cfg.model.config);
   spec.optimizer = cfg.optimizer;
   spec.reducer.timeout_seconds = cfg.train.collective_timeout_seconds;
   return spec;
@@ -167,6 +201,8 @@ TrainingObjects build_training(const TrainingSpec& spec, collectives::Communicat
   if (!spec.initial_weights.empty()) {
     models::load_weights(o.model, spec.initial_weights);
     if (comm.info().rank == 0) std::cout << "initial weights from " << spec.initial_weights << "\n" << std::flush;
+  } else if (comm.info().rank == 0) {
+    std::cout << "initial weights: fresh (seed " << spec.seed << ")\n" << std::flush;
   }
   o.model->to(spec.device.device);
   o.model->train();

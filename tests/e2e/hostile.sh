@@ -62,6 +62,14 @@ cp -r run_plain finished && rm -rf finished/checkpoints
 for d in plain_edit plain_more again/eval shards/eval; do  # their index caches, which any command opening them writes
   "$joule" eval --model model --data $d --max-batches 1 > /dev/null 2>&1 || fail "eval of $d"
 done
+# The sweep's last findings: a model config key past any BERT, a data set made without eval/, a model directory with
+# weights joule does not read, a model trained with another vocabulary, an --out that is a symbolic link, an input
+# without text.
+python3 -c "import json; c = json.load(open('$(dirname "$0")/../../configs/models/bert-tiny.json')); c['max_position_embeddings'] = 10**11; json.dump(c, open('cfg_huge.json', 'w'))"
+"$joule" data create --input corpus.txt --vocab vocab.txt --seq-len 64 --max-pred 10 --out noeval > /dev/null 2>&1 || fail "data create of noeval/"
+"$joule" model init --config bert-tiny --out model_30522 > /dev/null || fail "model init of model_30522"
+mkdir -p binw cfgonly && cp model/config.json binw/ && : > binw/pytorch_model.bin && cp model/config.json cfgonly/
+ln -s a_dir lnk_out && : > empty_in.txt
 
 # name | arguments after `joule` | text the error must contain (a regular expression)
 cases=(
@@ -109,7 +117,7 @@ cases=(
   "data: --vocab not the shards' vocabulary|train --config run.toml --run-dir r --vocab other_vocab.txt|other_vocab.txt: not the vocabulary the shards of shards/train were made with"
   "data: the training shards as eval data|train --config run.toml --run-dir r --eval-data shards/train|eval shard .*/shards/train/part_00000.hdf5 has the content of training shard"
   "data: eval data made from the training text|train --config run.toml --run-dir r --eval-data again/eval|were both made from corpus.txt"
-  "raw: eval past max_position_embeddings (was a LibTorch backtrace)|eval --model mp32 --data shards/eval|sequence length 64 exceeds max_position_embeddings 32"
+  "raw: eval past max_position_embeddings (was a LibTorch backtrace)|eval --model mp32 --data shards/eval|shards/eval: the shards' sequence length 64 exceeds the max_position_embeddings 32 of the model in mp32"
   "raw: summary.json a directory (was basic_filebuf)|summary dirsum|dirsum/summary.json: is a directory, not a file"
   "raw: an empty model config (was nlohmann's message)|model init --config empty.json --out m3|empty.json: an empty file"
   "raw: a TOML syntax error (was 9 lines of toml11)|train --config bad_syntax.toml --run-dir r|bad_syntax.toml: line 1: TOML syntax error: "
@@ -121,6 +129,16 @@ cases=(
   "output: a run into the data set|train --config run.toml --run-dir shards|shards already holds a data set \(metadata.json\)"
   "input: --resume a model directory|train --config run.toml --run-dir r --resume model|--resume model: not a checkpoint \(no manifest.json"
   "input: export of a file|export --checkpoint corpus.txt --out e6|corpus.txt: not a directory"
+  "range: a model config key past its range (was an allocator error)|train --config run.toml --run-dir r --model cfg_huge.json|cfg_huge.json: 'max_position_embeddings' must be in \[1, 65536\].*found 100000000000"
+  "range: --steps abc is named as typed (was --set train.steps)|train --config run.toml --run-dir r --steps abc|--steps \(train.steps\): 'abc' is not an integer"
+  "input: eval --model a preset name|eval --model bert-tiny --data shards/eval|--model bert-tiny: no such directory \(a preset name"
+  "input: eval --model a checkpoint|eval --model $ck --data shards/eval|--model $ck: a joule checkpoint, not a model directory"
+  "input: eval --model a run directory|eval --model run --data shards/eval|--model run: a run directory, not a model directory"
+  "input: eval of a data set made without eval/ (was: no shards)|eval --model model --data noeval|noeval: this .joule data create. output has no eval/"
+  "input: model weights joule does not read (was trained from fresh weights)|train --config run.toml --run-dir r --model binw|model.config binw: the weights are in pytorch_model.bin"
+  "data: a model trained with another vocabulary (was a safetensors hint)|train --config run.toml --run-dir r --model model_30522|model.config model_30522 was trained with a vocabulary of 30522 tokens; the data's .*vocab.txt has [0-9]+"
+  "output: data create --out a symbolic link (was replaced)|data create $create_args --out lnk_out|--out lnk_out is a symbolic link \(to a_dir\)"
+  "output: data create of an empty input (left OUT.partial)|data create --input empty_in.txt --vocab vocab.txt --out e_out|empty_in.txt: an empty input file"
   "data: train on a shard edited after data create|train --config run.toml --run-dir r --data edited/train|edited/train/part_00001.hdf5: its content \(checksum [0-9a-f]+\) is not what .*metadata.json records"
 )
 
@@ -138,6 +156,21 @@ cp corpus.txt "with,comma.txt"
 "$joule" data create --input "with,comma.txt" --vocab vocab.txt --out "slash out/" --seq-len 64 --max-pred 10 > ../logs/slash.log 2>&1 ||
   { cat ../logs/slash.log; fail "an --out with a space and a trailing slash"; }
 [[ -f "slash out/metadata.json" && ! -e "slash out/.partial" && ! -e "slash out.partial" ]] || fail "--out 'slash out/' did not make 'slash out'"
+
+echo "-- inputs as data create takes them, in data vocab too (a directory, an @LIST relative to itself); a data create root"
+mkdir -p in_dir/sub lists && cp corpus.txt in_dir/sub/ && echo "../corpus.txt" > lists/inputs.txt
+"$joule" data vocab --input corpus.txt --out file_vocab.txt --size 300 > /dev/null 2>&1 || fail "data vocab of corpus.txt"
+"$joule" data vocab --input in_dir --out dir_vocab.txt --size 300 > /dev/null 2>&1 || fail "data vocab --input in_dir"
+(cd a_dir && "$joule" data vocab --input @../lists/inputs.txt --out ../list_vocab.txt --size 300 > /dev/null 2>&1) ||
+  fail "data vocab --input @../lists/inputs.txt (an entry relative to the list)"
+cmp -s file_vocab.txt dir_vocab.txt && cmp -s file_vocab.txt list_vocab.txt || fail "data vocab of a directory or a list differs"
+"$joule" data inspect shards 2>&1 | grep -q "^dataset shards/train: " || fail "data inspect of a data create root"
+"$joule" eval --model model --data shards > ../logs/eval_root.json 2> /dev/null || fail "eval of a data create root"
+"$joule" eval --model model --data shards/eval > ../logs/eval_split.json 2> /dev/null || fail "eval of shards/eval"
+cmp -s ../logs/eval_root.json ../logs/eval_split.json || fail "eval of a data create root is not eval of its eval/"
+"$joule" train --config run.toml --run-dir cfgonly_run --model cfgonly --set train.steps=1 > ../logs/cfgonly.log 2>&1 ||
+  { cat ../logs/cfgonly.log; fail "a run from a model directory with config.json alone"; }
+grep -q "^initial weights: fresh (seed " ../logs/cfgonly.log || { cat ../logs/cfgonly.log; fail "no line saying the weights are fresh"; }
 
 echo "-- other data accepted on resume (--accept-data-change): a new data segment, recorded and said"
 cp -r run_plain run_accept

@@ -131,7 +131,21 @@ TEST(BertConfig, ErrorsNameFileKeyAndValue) {
 
   std::string negative = base_json();
   negative.replace(negative.find("\"num_hidden_layers\": 2"), 22, "\"num_hidden_layers\": 0");
-  EXPECT_NE(error_of(negative).find("'num_hidden_layers' must be positive"), std::string::npos);
+  EXPECT_NE(error_of(negative).find("'num_hidden_layers' must be in [1, 4096] (BERT-Large: 24), found 0"),
+            std::string::npos)
+      << error_of(negative);
+
+  // A size past any BERT is refused naming the key before anything is allocated (it was an allocator error).
+  std::string huge = base_json();
+  huge.replace(huge.find("\"num_hidden_layers\": 2"), 22, "\"num_hidden_layers\": 99999999999");
+  EXPECT_NE(error_of(huge).find("'num_hidden_layers' must be in [1, 4096] (BERT-Large: 24), found 99999999999"),
+            std::string::npos)
+      << error_of(huge);
+  // Each key in range, the product not: more parameters than any one node holds the training state of.
+  std::string wide = base_json();
+  wide.replace(wide.find("\"num_hidden_layers\": 2"), 22, "\"num_hidden_layers\": 4096");
+  wide.replace(wide.find("\"intermediate_size\": 128"), 24, "\"intermediate_size\": 262144");
+  EXPECT_NE(error_of(wide).find("parameters (more than 2^36"), std::string::npos) << error_of(wide);
 }
 
 TEST(BertConfig, UnknownPresetListsTheAvailableOnes) {
