@@ -128,6 +128,7 @@ int cmd_model_info(int argc, char** argv) {
   o.add_options()("config", "preset name, config.json or model directory", cxxopts::value<std::string>())(
       "dir", "model directory (also accepted positionally)", cxxopts::value<std::string>());
   o.parse_positional({"dir"});
+  o.positional_help("[DIR]").show_positional_help();
   auto r = parse(o, argc, argv);
   if (r.count("config") == r.count("dir")) throw UsageError("give either a model directory or --config");
   std::cout << joule::tools::model_info(r.count("dir") ? r["dir"].as<std::string>() : r["config"].as<std::string>());
@@ -240,8 +241,9 @@ int cmd_train(int argc, char** argv) {
 
 int cmd_summary(int argc, char** argv) {
   cxxopts::Options o("joule summary", "print a run's training-cost summary and rewrite its emissions.csv");
-  o.add_options()("run", "run directory", cxxopts::value<std::string>());
+  o.add_options()("run", "run directory (also as the first argument)", cxxopts::value<std::string>());
   o.parse_positional({"run"});
+  o.positional_help("RUN").show_positional_help();
   auto r = parse(o, argc, argv);
   std::cout << joule::tools::run_summary(required(r, "run"));
   return 0;
@@ -249,11 +251,12 @@ int cmd_summary(int argc, char** argv) {
 
 int cmd_report(int argc, char** argv) {
   cxxopts::Options o("joule report", "write a self-contained HTML report of a run (SVG charts)");
-  o.add_options()("run", "run directory", cxxopts::value<std::string>())(
+  o.add_options()("run", "run directory (also as the first argument)", cxxopts::value<std::string>())(
       "out", "output file (default RUN/report.html)", cxxopts::value<std::string>()->default_value(""));
   const NumberFlag nodes_flag{"nodes", "instances per profile for the workload projection", "16", kNodes};
   add_number_flags(o, {nodes_flag});
   o.parse_positional({"run"});
+  o.positional_help("RUN").show_positional_help();
   auto r = parse(o, argc, argv);
   const int nodes = static_cast<int>(int_flag(r, nodes_flag));
   std::cout << joule::tools::write_report(required(r, "run"), r["out"].as<std::string>(), joule::tools::config_dir(),
@@ -263,15 +266,16 @@ int cmd_report(int argc, char** argv) {
 }
 
 int cmd_plan(int argc, char** argv) {
+  const std::vector<std::string> instance_args = take_flag_values(argc, argv, "instance");  // a path may hold a comma
   cxxopts::Options o("joule plan",
                      "predict hours, seq/hour, kWh, USD and CO2 of a workload on N instances of each profile");
   o.add_options()("model", "model preset or config.json", cxxopts::value<std::string>()->default_value("bert-large"))(
       "precision", "compute dtype: bf16, fp16, tf32, fp32", cxxopts::value<std::string>()->default_value("bf16"))(
       "instance",
-      "instance profile, or PROFILE:PRECISION for that row (repeatable; default: every accelerator profile at "
-      "--precision)",
-      cxxopts::value<std::vector<std::string>>())("region", "grid region for CO2",
-                                                  cxxopts::value<std::string>()->default_value("world"))(
+      "instance profile, or PROFILE:PRECISION for that row (repeatable, or comma-separated; default: every "
+      "accelerator profile at --precision)",
+      cxxopts::value<std::string>())("region", "grid region for CO2",
+                                     cxxopts::value<std::string>()->default_value("world"))(
       "scaling", "node counts for the scaling curve", cxxopts::value<std::string>()->default_value("1,2,4,8,16,32,64"))(
       "json", "print {\"rows\": [...], \"scaling\": [...]}")(
       "validate", "print the model's validation against published figures (VALIDATION.md's table)");
@@ -298,7 +302,16 @@ int cmd_plan(int argc, char** argv) {
   p.sequences = number_flag(r, sequences);
   p.precision = r["precision"].as<std::string>();
   p.nodes = static_cast<int>(int_flag(r, nodes));
-  if (r.count("instance")) p.instances = r["instance"].as<std::vector<std::string>>();
+  for (const std::string& v : instance_args) {
+    // "p4d.24xlarge,p5.48xlarge" is two profiles; a profile file whose path holds a comma is one.
+    std::error_code ec;
+    if (std::filesystem::exists(v, ec) || std::filesystem::exists(v.substr(0, v.rfind(':')), ec)) {
+      p.instances.push_back(v);
+      continue;
+    }
+    std::stringstream items(v);
+    for (std::string item; std::getline(items, item, ',');) p.instances.push_back(item);
+  }
   p.region = r["region"].as<std::string>();
   p.grid_intensity = number_flag(r, grid);
   p.scaling.clear();
@@ -605,6 +618,7 @@ int cmd_data_inspect(int argc, char** argv) {
   const NumberFlag samples{"samples", "sequences to decode", "3", OptionRange{0, 1e6}};
   add_number_flags(o, {samples});
   o.parse_positional({"data"});
+  o.positional_help("[DATA]").show_positional_help();
   auto r = parse(o, argc, argv);
   std::cout << joule::tools::data_inspect(required(r, "data"), static_cast<int>(int_flag(r, samples)),
                                           r["vocab"].as<std::string>());

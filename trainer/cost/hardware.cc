@@ -305,8 +305,10 @@ GridRegion load_grid_region(const std::string& region, const std::string& file) 
       (void)v;
       known += (known.empty() ? "" : ", ") + name;
     }
-    throw ProfileError("region '" + region + "' is not in " + file + "; known regions: " + known +
-                       " (or give --grid-intensity G in g CO2/kWh)");
+    throw ProfileError("region '" + region + "' is not in " + file + "; known regions: " + known,
+                       "choose one of those regions (--region, accounting.region), give the grid's intensity "
+                       "directly (--grid-intensity G in g CO2/kWh), or add the region to " +
+                           file);
   }
   const Table t(root.at("regions"), region, file, {"g_per_kwh", "country", "provider"});
   GridRegion r;

@@ -79,7 +79,9 @@ ClusterModel::ClusterModel(InstanceProfile profile, const std::string& presets_d
     basis_ = "assumed MFU " + std::to_string(p.calibration_mfu).substr(0, 4);
   } else {
     throw ProfileError(
-        p.file + ": no [calibration] seq_per_s, borrow or mfu: the performance model cannot set a compute efficiency");
+        p.file + ": no [calibration] seq_per_s, borrow or mfu: the performance model cannot set a compute efficiency",
+        "give the profile a [calibration] (a measured seq_per_s, or an mfu), or choose a calibrated instance with "
+        "--instance; this host's own speed is measured, not predicted: `joule bench train` or `joule train`");
   }
 }
 
