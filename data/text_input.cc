@@ -288,8 +288,7 @@ bool DocumentChunker::read_chunk(TextChunk& c, size_t documents) {
         const std::string why =
             reader_->path() + (reader_->bytes() == 0 ? ": an empty input file" : ": holds only blank lines");
         if (!limits_.skip_bad)
-          throw CorpusError(why,
-                            "remove it from --input, or pass --skip-bad-input to skip and count such files");
+          throw CorpusError(why, "remove it from --input, or pass --skip-bad-input to skip and count such files");
         skip(stats_.skipped_empty_files, why);
       }
       reader_.reset();
@@ -323,8 +322,7 @@ bool DocumentChunker::read_chunk(TextChunk& c, size_t documents) {
                               std::to_string(bad + 1 + (sentence.data() - line.data())) + " (" + byte + ")";
       if (!limits_.skip_bad)
         throw CorpusError(
-            why,
-            "convert the file to UTF-8 (iconv -f ... -t UTF-8), or pass --skip-bad-input to skip such lines");
+            why, "convert the file to UTF-8 (iconv -f ... -t UTF-8), or pass --skip-bad-input to skip such lines");
       skip(stats_.skipped_invalid_utf8_lines, why);
       continue;
     }

@@ -23,7 +23,12 @@ MetricsLogger::MetricsLogger(const MetricsSettings& settings, const std::string&
 double MetricsLogger::wall_s() const { return s_.wall_before + launch::seconds_since(start_); }
 
 double MetricsLogger::seq_per_s(double fallback) const {
-  return timed_steps_ > 0 ? timed_steps_ * s_.global_batch / timed_seconds_ : fallback;
+  const double seconds = s_.timed_s_before + timed_seconds_;
+  return seconds > 0 ? static_cast<double>(s_.timed_sequences_before + timed_sequences_) / seconds : fallback;
+}
+
+void MetricsLogger::record_timing(RunAccounting& accounting) const {
+  accounting.set_segment_timing(timed_sequences_, timed_seconds_);
 }
 
 void MetricsLogger::record_step(const StepRecord& r) {
@@ -33,14 +38,13 @@ void MetricsLogger::record_step(const StepRecord& r) {
   interval_exposed_s_ += r.exposed_comm_seconds;
   interval_wait_s_ += r.data_wait_seconds;
   ++interval_steps_;
-  if (r.step > s_.throughput_warmup_steps || s_.resumed) {
+  if (r.step - s_.start_step > s_.throughput_warmup_steps) {  // each segment warms up (allocations, caches)
     timed_seconds_ += r.seconds;
-    ++timed_steps_;
+    timed_sequences_ += s_.global_batch;
   }
   // On a terminal, rank 0 keeps one live status line between the logged intervals.
   if (root_ && s_.interactive && !interval_ends(r.step)) {
-    const double rate =
-        timed_steps_ > 0 ? timed_steps_ * s_.global_batch / timed_seconds_ : s_.global_batch / r.seconds;
+    const double rate = seq_per_s(s_.global_batch / r.seconds);
     std::printf("\r\033[Kstep %lld/%lld | %.2f seq/s | ETA %s", static_cast<long long>(r.step),
                 static_cast<long long>(s_.total_steps), rate,
                 duration_text((s_.total_steps - r.step) * s_.global_batch / rate).c_str());
@@ -52,6 +56,7 @@ void MetricsLogger::write_interval(const StepBoundary& reduced, RunAccounting& a
   const Segment& segment = accounting.ledger().segments.back();
   const double previous_joules = segment.energy.total(), previous_wall = segment.wall_s;
   accounting.update_segment(reduced.energy, last_.step, last_.sequences, "running");
+  record_timing(accounting);
   const Ledger& ledger = accounting.ledger();
   const Figures spent = ledger.totals();
   const double power_w = (segment.energy.total() - previous_joules) / std::max(1e-9, segment.wall_s - previous_wall);
@@ -88,7 +93,7 @@ void MetricsLogger::write_interval(const StepBoundary& reduced, RunAccounting& a
                         {"energy_source", energy_json(ledger.energy())["source"]}};
     if (sim) j["sim"] = sim->figures(last_.step).to_json();
     // After a warm-up fraction of the target, project the whole run from the measured rates.
-    if (timed_steps_ > 0 && last_.sequences >= s_.project_after_fraction * s_.target_sequences) {
+    if (s_.timed_s_before + timed_seconds_ > 0 && last_.sequences >= s_.project_after_fraction * s_.target_sequences) {
       const Projection p = project_target(s_.target_sequences, last_.sequences, ledger.wall_s(), spent, rate);
       accounting.ledger().add_projection(
           {last_.step, last_.sequences, ledger.wall_s(), p.wall_s, p.kwh, p.usd, p.co2_kg});

@@ -36,8 +36,12 @@ struct MetricsSettings {
   std::string prometheus_file;
   std::string precision = "fp32";  // the compute precision, named in every line (MFU is against its peak)
   bool interactive = false;        // a live status line on a terminal
-  bool resumed = false;            // every step of a resumed run counts towards throughput
-  double wall_before = 0;          // training wall time of earlier segments
+  // Where this segment starts, and what earlier segments (a resumed run's) trained and timed: the run's throughput
+  // is every segment's timed sequences over their timed seconds, each segment's own warm-up steps left out.
+  int64_t start_step = 0;
+  double wall_before = 0;  // training wall time of earlier segments
+  int64_t timed_sequences_before = 0;
+  double timed_s_before = 0;
 };
 
 class MetricsLogger {
@@ -52,8 +56,10 @@ class MetricsLogger {
   void write_interval(const StepBoundary& reduced, RunAccounting& accounting, const SimulatedClock* sim);
   void write_eval(int64_t step, const EvalResult& eval);
 
-  // Sequences per second over the steps after the warm-up; `fallback` when none was timed.
+  // Sequences per second over every segment's steps after its warm-up; `fallback` when none was timed.
   double seq_per_s(double fallback) const;
+  // This segment's timed steps into the ledger (write_interval does it; the end of the run too).
+  void record_timing(RunAccounting& accounting) const;
   double wall_s() const;  // all segments
 
  private:
@@ -63,7 +69,7 @@ class MetricsLogger {
   std::chrono::steady_clock::time_point start_;
   StepRecord last_;
   double interval_step_s_ = 0, interval_comm_s_ = 0, interval_exposed_s_ = 0, interval_wait_s_ = 0;
-  int64_t interval_steps_ = 0, timed_steps_ = 0;
+  int64_t interval_steps_ = 0, timed_sequences_ = 0;  // this segment's
   double timed_seconds_ = 0;
 };
 

@@ -71,13 +71,26 @@ void RunAccounting::set_mfu_basis(double flops_per_sequence, const std::string& 
   }
 }
 
-std::optional<double> RunAccounting::mfu(double seq_per_s) const {
-  if (!(peak_flops_ > 0)) return std::nullopt;
-  return seq_per_s * flops_per_sequence_ / peak_flops_;
+void RunAccounting::set_segment_timing(int64_t timed_sequences, double timed_s) {
+  Segment& g = ledger_.segments.back();
+  g.timed_sequences = timed_sequences;
+  g.timed_s = timed_s;
 }
 
-nlohmann::json RunAccounting::mfu_json(double seq_per_s) const {
-  const std::optional<double> m = mfu(seq_per_s);
+std::optional<double> RunAccounting::mfu(double fallback_seq_per_s) const {
+  if (!(peak_flops_ > 0)) return std::nullopt;
+  const double peak_per_node = peak_flops_ / nodes_;
+  double flops = 0, capacity = 0;  // FLOPs done in timed steps; FLOPs the segments' nodes could have done meanwhile
+  for (const Segment& g : ledger_.segments) {
+    flops += static_cast<double>(g.timed_sequences) * flops_per_sequence_;
+    capacity += g.timed_s * peak_per_node * g.nodes;
+  }
+  if (capacity > 0) return flops / capacity;
+  return fallback_seq_per_s * flops_per_sequence_ / peak_flops_;
+}
+
+nlohmann::json RunAccounting::mfu_json(double fallback_seq_per_s) const {
+  const std::optional<double> m = mfu(fallback_seq_per_s);
   return m ? nlohmann::json(*m) : nlohmann::json();
 }
 

@@ -36,12 +36,16 @@ class RunAccounting {
   void begin_segment(const std::string& ledger_json, int64_t step, int64_t sequences, const std::string& project_name);
   // Brings the current segment up to `step`/`sequences` with `energy` summed over ranks.
   void update_segment(const EnergyTotals& energy, int64_t step, int64_t sequences, const std::string& status);
+  // The current segment's timed steps so far (after its warm-up): what the run's throughput and MFU are over.
+  void set_segment_timing(int64_t timed_sequences, double timed_s);
   Ledger& ledger() { return ledger_; }
 
-  // MFU against the instance peak for `dtype`, over every node: null when the profile has no figure.
+  // MFU against the instance peak for `dtype`: over every segment's timed steps, each against the peak of its own
+  // node count; when no step was timed yet, `fallback_seq_per_s` against this segment's nodes. None without a peak
+  // for the device and dtype (json: null).
   void set_mfu_basis(double flops_per_sequence, const std::string& dtype);
-  std::optional<double> mfu(double seq_per_s) const;  // none without a peak for the device and dtype
-  nlohmann::json mfu_json(double seq_per_s) const;    // the same, null when none
+  std::optional<double> mfu(double fallback_seq_per_s) const;
+  nlohmann::json mfu_json(double fallback_seq_per_s) const;
 
  private:
   InstanceProfile profile_;

@@ -104,6 +104,12 @@ void write_run_directory(const ResolvedRun& run, const collectives::ProcessGroup
             << " = " << cfg.train.micro_batch << " x " << cfg.train.accumulation << " x " << run.world << "; "
             << run.total_steps << " steps; " << run.dataset().size() << " sequences of " << cfg.train.seq_len
             << " tokens\n"
+            << "data: training " << cfg.data.train << " (" << run.dataset().shards().size() << " shard(s), "
+            << run.dataset().size() << " sequences), eval "
+            << (run.eval_set ? cfg.data.eval + " (" + std::to_string(run.eval_set->shards().size()) + " shard(s), " +
+                                   std::to_string(run.eval_set->size()) + " sequences)"
+                             : std::string("none"))
+            << "\n"
             << run.precision.reason << "\nresolved config (" << (fs::path(cfg.run.dir) / "config.toml").string()
             << "):\n"
             << run.resolved_toml << std::flush;
@@ -120,7 +126,7 @@ void print_accounting(RunAccounting& accounting, const collectives::ProcessGroup
   std::cout << std::flush;
 }
 
-MetricsSettings metrics_settings(const ResolvedRun& run, bool resumed, double wall_before, int world) {
+MetricsSettings metrics_settings(const ResolvedRun& run, const TrainerState& state, const Ledger& ledger) {
   const RunConfig& cfg = run.cfg;
   MetricsSettings m;
   m.log_every_steps = cfg.train.log_every_steps;
@@ -135,10 +141,14 @@ MetricsSettings metrics_settings(const ResolvedRun& run, bool resumed, double wa
   // A live status line only for a single process on a terminal: under mpirun/srun every rank gets a
   // pseudo-terminal whatever the real destination.
   const bool launched = launch::detect_placement().launcher != "none";
-  m.interactive =
-      cfg.train.progress == "bar" || (cfg.train.progress == "auto" && world == 1 && !launched && isatty(STDOUT_FILENO));
-  m.resumed = resumed;
-  m.wall_before = wall_before;
+  m.interactive = cfg.train.progress == "bar" ||
+                  (cfg.train.progress == "auto" && run.world == 1 && !launched && isatty(STDOUT_FILENO));
+  m.start_step = state.step;
+  m.wall_before = state.wall_seconds;
+  for (size_t i = 0; i + 1 < ledger.segments.size(); ++i) {  // the earlier segments (the last one is this)
+    m.timed_sequences_before += ledger.segments[i].timed_sequences;
+    m.timed_s_before += ledger.segments[i].timed_s;
+  }
   return m;
 }
 
@@ -151,7 +161,6 @@ struct LoopParts {
   RunAccounting& accounting;
   const SimulatedClock* sim;
   TrainerState& state;
-  bool resumed;  // from a checkpoint: every step counts towards throughput
 };
 
 class TrainingLoop {
@@ -161,7 +170,7 @@ class TrainingLoop {
         cfg_(p.run.cfg),
         root_(p.comm.info().rank == 0),
         loader_(p.run.dataset(), sampler_config(), p.state.sampler),
-        metrics_(metrics_settings(p.run, p.resumed, p.state.wall_seconds, p.run.world), cfg_.run.dir, root_),
+        metrics_(metrics_settings(p.run, p.state, p.accounting.ledger()), cfg_.run.dir, root_),
         policy_(cfg_.checkpoint, root_),
         step_(p.objects.model, *p.objects.reducer, *p.objects.optimizer, cfg_.train.accumulation) {}
 
@@ -179,7 +188,11 @@ class TrainingLoop {
       if (log) metrics_.write_interval(boundary, p_.accounting, p_.sim);
       if (eval) finish_eval_at(record.step, boundary.eval);
       const CheckpointPolicy::Decision d = policy_.decide(record.step, boundary);
-      if (d.save) checkpoint(d.preempted);
+      // With checkpoints on, the run's last step is saved too: a finished run continued with more --steps resumes
+      // where it ended instead of training its last steps again from an earlier checkpoint.
+      const bool last = record.step == p_.run.total_steps || reached_target_;
+      if (d.save || (last && (cfg_.checkpoint.every_steps > 0 || cfg_.checkpoint.every_minutes > 0)))
+        checkpoint(d.preempted);
       if (d.preempted) return kExitPreempted;
       if (reached_target_) break;
     }
@@ -313,6 +326,7 @@ class TrainingLoop {
     const EnergyTotals energy =
         reduce_energy(p_.accounting.local_energy(), p_.comm, cfg_.train.collective_timeout_seconds);
     p_.accounting.update_segment(energy, state.step, state.sequences, preempted ? "preempted" : "running");
+    metrics_.record_timing(p_.accounting);
     state.ledger_json = p_.accounting.ledger().to_json().dump();
     const auto t = Clock::now();
     CheckpointFaults faults;
@@ -365,6 +379,7 @@ void finish_run(const ResolvedRun& run, const TrainingLoop& loop, int exit_code,
   const EnergyTotals energy = reduce_energy(accounting.local_energy(), comm, cfg.train.collective_timeout_seconds);
   const bool preempted = exit_code == kExitPreempted;
   accounting.update_segment(energy, state.step, state.sequences, preempted ? "preempted" : "finished");
+  loop.metrics().record_timing(accounting);
   if (!root) return;
   RunOutcome o;
   o.steps = state.step;
@@ -386,6 +401,24 @@ void finish_run(const ResolvedRun& run, const TrainingLoop& loop, int exit_code,
   o.flops_per_sequence = models::training_flops_per_sequence(run.model_config, cfg.train.seq_len, o.max_predictions);
   o.dtype = models::precision_name(run.precision.precision);
   write_summary(cfg.run.dir, o, comm.info(), accounting, sim);
+}
+
+// The step at which RUN/summary.json says the run finished (its final/ written), or -1: rank 0 reads, every rank
+// learns.
+int64_t finished_at(const std::string& run_dir, collectives::Communicator& comm) {
+  std::string step = "-1";
+  if (comm.info().rank == 0) {
+    std::error_code ec;
+    const fs::path summary = fs::path(run_dir) / "summary.json";
+    if (fs::is_directory(fs::path(run_dir) / "final", ec) && fs::is_regular_file(summary, ec)) try {
+        const nlohmann::json j = nlohmann::json::parse(read_text_file(summary.string()));
+        if (j.is_object() && j.value("status", "").rfind("finished", 0) == 0 && j.contains("steps"))
+          step = std::to_string(j["steps"].get<int64_t>());
+      } catch (const std::exception&) {  // unreadable: not known to be finished, so the resume goes on
+      }
+  }
+  collectives::broadcast_string(comm, step, 0, 600, "where the run finished");
+  return std::stoll(step);
 }
 
 }  // namespace
@@ -412,6 +445,29 @@ int train(const TrainRequest& request) {
   TrainingObjects objects = build_training(training_spec(run), comm);
   const StartPoint start = choose_start(run.cfg.run.dir, request.resume, comm, faults);
   TrainerState state = start_state(run, start, objects, comm, request.accept_data_change);
+  // A finished run resumed: nothing to do at its own length (no segment added, nothing written); a longer one (--steps
+  // raised) continues it, said with both ends. A run stopped after its last checkpoint but before final/ and its
+  // summary still resumes, to write them.
+  if (const int64_t finished = start.checkpoint ? finished_at(run.cfg.run.dir, comm) : -1; finished >= 0) {
+    const std::string run_dir = run.cfg.run.dir;
+    if (run.total_steps <= finished) {
+      if (info.rank == 0)
+        std::cout << run_dir << ": the run finished at step " << finished << " (" << run_dir
+                  << "/summary.json); nothing to do, nothing written. To train it further, raise --steps "
+                     "(train.steps) or train.target_sequences\n"
+                  << std::flush;
+      comm.barrier();
+      return 0;
+    }
+    if (info.rank == 0)
+      std::cout << "continuing the finished run " << run_dir << " from step " << state.step << " to step "
+                << run.total_steps
+                << (state.step < finished ? " (its newest checkpoint is before the step it finished at, " +
+                                                std::to_string(finished) + ": those steps are trained again)"
+                                          : std::string())
+                << "\n"
+                << std::flush;
+  }
   write_run_directory(run, info, process.threads);  // nothing is written before the resume checks have passed
 
   accounting.begin_segment(state.ledger_json, state.step, state.sequences, run.cfg.accounting.project_name);
@@ -423,8 +479,7 @@ int train(const TrainRequest& request) {
     sim.emplace(simulated_clock(run, objects, config_dir, accounting.cost().region.g_per_kwh));
   print_accounting(accounting, info, sim ? &*sim : nullptr);
 
-  TrainingLoop loop(
-      {run, objects, comm, faults, accounting, sim ? &*sim : nullptr, state, start.checkpoint.has_value()});
+  TrainingLoop loop({run, objects, comm, faults, accounting, sim ? &*sim : nullptr, state});
   const int exit_code = loop.run();
   finish_run(run, loop, exit_code, objects, state, accounting, sim ? &*sim : nullptr, comm);
   comm.barrier();

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end `joule train` at 2 ranks on a small synthetic corpus:
 #  1. loss falls and eval masked-LM accuracy beats chance;
-#  2. bit-exact resume: N steps uninterrupted == preempted at step k (signal checkpoint, exit 75) +
-#     --resume auto, with dropout on;
+#  2. bit-exact resume: N steps uninterrupted == preempted twice (signal checkpoints, exit 75) + --resume auto,
+#     with dropout on; throughput, MFU and projections over every segment; a finished run resumed (nothing to do, or
+#     continued with more --steps); --data of a data create output evaluates on its own eval/;
 #  3. a real SIGTERM to one rank: a checkpoint at the next step boundary and exit code 75 on every rank;
 #  4. a corrupt newest checkpoint: --resume auto warns and takes the previous one.
 # The runs use train.precision = auto: bf16 mixed precision where the CPU has AVX512-BF16 or AMX-BF16. Section 2a
@@ -63,17 +64,23 @@ assert all(r["precision"] == sys.argv[1] for r in map(json.loads, open("a/metric
 PY
 grep -Eq '^joule_step\{run_id="[0-9a-f-]{36}"\} 40$' a.prom && grep -q '^joule_energy_kwh{' a.prom || { cat a.prom; fail "the Prometheus textfile lacks the last step or the energy"; }
 
-echo "== 2. preempted at step 23 (between checkpoints), then --resume auto"
+echo "== 2. preempted at step 23 and at step 31 (between checkpoints), each time --resume auto"
 set +e
 JOULE_FAULT="preempt:rank=0,step=23" mpi -x JOULE_FAULT "$joule" train --config run.toml --run-dir b > b1.log 2>&1
 rc=$?
 set -e
 [[ $rc -eq 75 ]] || { cat b1.log; fail "preemption exit code $rc, expected 75"; }
 [[ -f b/checkpoints/step_00000023/COMPLETE ]] || fail "no checkpoint at the preemption step"
-mpi "$joule" train --config run.toml --run-dir b --resume auto > b2.log 2>&1 || { cat b2.log; fail "resume failed"; }
+set +e
+JOULE_FAULT="preempt:rank=0,step=31" mpi -x JOULE_FAULT "$joule" train --config run.toml --run-dir b --resume auto > b2.log 2>&1
+rc=$?
+set -e
+[[ $rc -eq 75 ]] || { cat b2.log; fail "second preemption exit code $rc, expected 75"; }
 grep -q "resumed from .*step_00000023 at step 23" b2.log || fail "did not resume from step 23"
+mpi "$joule" train --config run.toml --run-dir b --resume auto > b3.log 2>&1 || { cat b3.log; fail "resume failed"; }
+grep -q "resumed from .*step_00000031 at step 31" b3.log || fail "did not resume from step 31"
 cmp a/final/model.safetensors b/final/model.safetensors || fail "resumed weights differ from the uninterrupted run"
-python3 -c "import json; s=json.load(open('b/summary.json')); assert s['segments']==2 and s['sequences']==40*32, s" || fail "summary does not cover both segments"
+python3 -c "import json; s=json.load(open('b/summary.json')); assert s['segments']==3 and s['sequences']==40*32, s" || fail "summary does not cover the three segments"
 
 echo "== 2a. fp32: bit-exact resume too; auto on a CPU without bf16 instructions is fp32"
 mpi "$joule" train --config run.toml --run-dir f --precision fp32 > f.log 2>&1 || { cat f.log; fail "fp32 training failed"; }
@@ -92,14 +99,24 @@ if [[ $auto_precision == bf16 ]]; then
   ! cmp -s f/final/model.safetensors a/final/model.safetensors || fail "bf16 and fp32 runs gave identical weights: was bf16 used at all?"
 fi
 
-echo "== 2b. accounting across the resume: two segments, totals = their sum, one emissions.csv row each"
-python3 - <<'PY2' || fail "the summary does not account for both segments"
+echo "== 2b. accounting across the resumes: three segments, totals = their sum, one emissions.csv row each"
+python3 - <<'PY2' || fail "the summary does not account for every segment"
 import csv, json
 s = json.load(open("b/summary.json"))
 segs = s["segment_list"]
-assert [g["status"] for g in segs] == ["preempted", "finished"], [g["status"] for g in segs]
-assert segs[0]["end_step"] == 23 and segs[1]["start_step"] == 23, segs
+assert [g["status"] for g in segs] == ["preempted", "preempted", "finished"], [g["status"] for g in segs]
+assert segs[0]["end_step"] == 23 and segs[1]["start_step"] == 23 and segs[1]["end_step"] == 31, segs
+assert segs[2]["start_step"] == 31 and s["schema_version"] == 2, (segs, s.get("schema_version"))
 close = lambda a, b: abs(a - b) <= 1e-9 * max(1.0, abs(b))
+# Throughput over the whole run, not its last segment: every segment's timed sequences (after its own warm-up of 2
+# steps) over their timed seconds; MFU is the same rate against the peak.
+timed_sequences, timed_s = sum(g["timed_sequences"] for g in segs), sum(g["timed_s"] for g in segs)
+assert [g["timed_sequences"] for g in segs] == [(23 - 2) * 32, (31 - 23 - 2) * 32, (40 - 31 - 2) * 32], segs
+assert (s["timed_sequences"], s["timed_s"]) == (timed_sequences, timed_s), s
+assert close(s["seq_per_s"], timed_sequences / timed_s), (s["seq_per_s"], timed_sequences / timed_s)
+last = [r for r in map(json.loads, open("b/metrics.jsonl")) if "seq_per_s" in r][-1]
+assert close(last["seq_per_s"], s["seq_per_s"]), (last["seq_per_s"], s["seq_per_s"])
+assert s["mfu"] is None or close(s["mfu"] / s["seq_per_s"], last["mfu"] / last["seq_per_s"]), (s["mfu"], last["mfu"])
 for k in ("facility_kwh", "usd", "co2_kg"):
     total = {"facility_kwh": s["energy_kwh"], "usd": s["cost_usd"], "co2_kg": s["co2_kg"]}[k]
     assert close(total, sum(g["figures"][k] for g in segs)), (k, total)
@@ -115,14 +132,40 @@ assert close(c["wall_s"], card_wall), (c, card_wall)
 assert close(c["kwh"], s["energy_kwh"] / s["billed_wall_s"] * card_wall), c
 assert close(c["usd"], s["cost_usd"] / s["billed_wall_s"] * card_wall), c
 rows = list(csv.DictReader(open("b/emissions.csv")))
-assert len(rows) == 2 and rows[0]["run_id"] == rows[1]["run_id"] == s["run_id"], rows
+assert len(rows) == 3 and {r["run_id"] for r in rows} == {s["run_id"]}, rows
 assert close(sum(float(r["energy_consumed"]) for r in rows), s["energy_kwh"])
 m = [json.loads(l) for l in open("b/metrics.jsonl")]
 assert all("energy_kwh" in r and "cost_usd" in r and "power_w" in r for r in m if "loss" in r)
 print("segments", len(segs), "| kWh", s["energy_kwh"], "| USD", s["cost_usd"], "| kg CO2", s["co2_kg"])
 PY2
 "$joule" summary b > summary.txt 2>&1 || { cat summary.txt; fail "joule summary failed"; }
-grep -q "segment 2 .*steps 23-40" summary.txt || { cat summary.txt; fail "joule summary does not list the segments"; }
+grep -q "segment 3 .*steps 31-40, .* seq/s" summary.txt || { cat summary.txt; fail "joule summary does not list the segments"; }
+grep -q "throughput (all segments' timed steps)" summary.txt && grep -q "time outside timed steps .*in each of 3 segments" summary.txt ||
+  { cat summary.txt; fail "joule summary does not say what its throughput covers"; }
+
+echo "== 2d. --resume auto on a finished run: nothing to do, nothing written; with --steps raised it continues"
+e2e_snapshot before_finished.txt
+mpi "$joule" train --config run.toml --run-dir b --resume auto > b4.log 2>&1 || { cat b4.log; fail "resume of a finished run failed"; }
+grep -q "^b: the run finished at step 40 (b/summary.json); nothing to do, nothing written" b4.log || { cat b4.log; fail "no 'finished' line"; }
+e2e_snapshot after_finished.txt
+diff <(grep -v "b4.log\|before_finished" before_finished.txt) <(grep -v "b4.log\|before_finished\|after_finished" after_finished.txt) ||
+  fail "a resume of a finished run wrote something"
+cp -r b b_more
+mpi "$joule" train --config run.toml --run-dir b_more --resume auto --steps 44 > b5.log 2>&1 || { cat b5.log; fail "continuing a finished run failed"; }
+grep -q "^continuing the finished run b_more from step 40 to step 44$" b5.log || { cat b5.log; fail "no 'continuing' line"; }
+python3 - <<'PY3' || fail "the continued run's records"
+import json
+steps = [r["step"] for r in map(json.loads, open("b_more/metrics.jsonl")) if "seq_per_s" in r]
+assert steps == sorted(set(steps)) and steps[-1] == 44, steps  # no step logged twice
+s = json.load(open("b_more/summary.json"))
+assert s["steps"] == 44 and s["segments"] == 4 and s["segment_list"][-1]["start_step"] == 40, s["segment_list"]
+PY3
+
+echo "== 2e. --data D (a data create output): D's eval/ is the held-out set whatever the config's data.eval says"
+sed 's|^eval = "shards/eval"|eval = "elsewhere/eval"|' run.toml > run_elsewhere.toml
+mpi "$joule" train --config run_elsewhere.toml --run-dir dd --data shards --steps 2 > dd.log 2>&1 || { cat dd.log; fail "--data shards with the config's eval elsewhere"; }
+grep -q "^data: training shards/train ([0-9]* shard(s), [0-9]* sequences), eval shards/eval (1 shard(s), [0-9]* sequences)$" dd.log ||
+  { cat dd.log; fail "the resolved data pair is not D's"; }
 grep -q "energy (facility, PUE 1.58)" summary.txt || fail "no facility energy line"
 
 echo "== 2c. joule report renders in headless Chromium"

@@ -207,22 +207,35 @@ TEST(MetricsLogger, WritesEachIntervalsLineFromTheReducedSums) {
   EXPECT_DOUBLE_EQ(lines[2]["eval"]["mlm_accuracy"], 0.6);
 }
 
-TEST(MetricsLogger, AResumedRunTimesEveryStepAndOnlyRankZeroWrites) {
+TEST(MetricsLogger, AResumedRunsRateIsEverySegmentsTimedStepsAndOnlyRankZeroWrites) {
+  // A first segment timed 160 sequences in 10 s (its ledger, as its checkpoint saved it).
+  const auto first = begin_run();
+  first->set_segment_timing(160, 10.0);
+  const std::string saved = first->ledger().to_json().dump();
+
   TempDir run;
-  const joule::collectives::ProcessGroupInfo one_rank;
-  RunAccounting accounting(fixed_billing(), "cpu", configs_dir(), one_rank);
-  accounting.begin_segment("", 10, 80, "intervals");
+  const auto resumed = begin_run(saved, 10, 80);
+  RunAccounting& accounting = *resumed;
   MetricsSettings m;
   m.log_every_steps = 2;
-  m.throughput_warmup_steps = 100;  // would exclude every step of a fresh run
+  m.throughput_warmup_steps = 1;  // each segment's own first step is not timed
   m.total_steps = 20;
   m.global_batch = 8;
-  m.resumed = true;
+  m.start_step = 10;
   m.wall_before = 1000;
+  m.timed_sequences_before = accounting.ledger().timed().first;
+  m.timed_s_before = accounting.ledger().timed().second;
+  EXPECT_EQ(m.timed_sequences_before, 160);
   MetricsLogger root(m, run.path(), true);
-  root.record_step(step(11, 8, 1.0));
-  EXPECT_DOUBLE_EQ(root.seq_per_s(-1), 8.0);
-  EXPECT_GE(root.wall_s(), 1000);  // earlier segments' training time counts
+  root.record_step(step(11, 8, 5.0));                  // this segment's warm-up: left out
+  EXPECT_DOUBLE_EQ(root.seq_per_s(-1), 160.0 / 10.0);  // the first segment's rate until this one times a step
+  root.record_step(step(12, 8, 2.0));
+  EXPECT_DOUBLE_EQ(root.seq_per_s(-1), 168.0 / 12.0);  // sum of sequences over sum of time, both segments
+  EXPECT_GE(root.wall_s(), 1000);                      // earlier segments' training time counts
+  root.record_timing(accounting);
+  EXPECT_EQ(accounting.ledger().segments.back().timed_sequences, 8);
+  EXPECT_DOUBLE_EQ(accounting.ledger().segments.back().timed_s, 2.0);
+  EXPECT_EQ(accounting.ledger().timed(), std::make_pair(int64_t{168}, 12.0));
 
   TempDir other;
   MetricsLogger not_root(m, other.path(), false);

@@ -177,6 +177,12 @@ double Ledger::wall_s() const {
   return w;
 }
 
+std::pair<int64_t, double> Ledger::timed() const {
+  std::pair<int64_t, double> t{0, 0.0};
+  for (const Segment& s : segments) t.first += s.timed_sequences, t.second += s.timed_s;
+  return t;
+}
+
 void Ledger::add_projection(const ProjectionPoint& p) {
   history.push_back(p);
   if (history.size() > kMaxHistory) {  // keep the first, then every other one
@@ -202,9 +208,11 @@ json energy_json(const EnergyTotals& e) {
 }
 
 json Segment::to_json(bool raw_joules) const {
-  json j = {{"start_step", start_step}, {"end_step", end_step}, {"sequences", sequences},     {"wall_s", wall_s},
-            {"ranks", ranks},           {"nodes", nodes},       {"started_utc", started_utc}, {"ended_utc", ended_utc},
-            {"status", status},         {"meters", meters},     {"cost", cost_json(cost)}};
+  json j = {{"start_step", start_step},   {"end_step", end_step},    {"sequences", sequences},
+            {"wall_s", wall_s},           {"ranks", ranks},          {"nodes", nodes},
+            {"started_utc", started_utc}, {"ended_utc", ended_utc},  {"status", status},
+            {"meters", meters},           {"cost", cost_json(cost)}, {"timed_sequences", timed_sequences},
+            {"timed_s", timed_s}};
   if (raw_joules) j["energy_joules"] = energy.joules;
   j["energy"] = energy_json(energy);
   j["figures"] = figures_json(figures());
@@ -223,6 +231,8 @@ Segment Segment::from_json(const json& s, const std::string& where) {
   g.ended_utc = json_field_or<std::string>(s, "ended_utc", "", where);
   g.status = json_field_or<std::string>(s, "status", "", where);
   g.meters = json_field_or<std::string>(s, "meters", "", where);
+  g.timed_sequences = json_field_or<int64_t>(s, "timed_sequences", 0, where);
+  g.timed_s = json_field_or<double>(s, "timed_s", 0.0, where);
   g.cost = cost_from_json(json_field<json>(s, "cost", where), where + " cost");
   if (s.contains("energy_joules")) {  // a checkpoint's ledger: exact joules
     const auto raw = json_field<std::vector<double>>(s, "energy_joules", where);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -40,6 +41,10 @@ Figures account(const EnergyTotals& energy, double wall_s, int nodes, const Cost
 struct Segment {
   int64_t start_step = 0, end_step = 0, sequences = 0;
   double wall_s = 0;
+  // The steps after this segment's warm-up: what the run's throughput is measured on. wall_s - timed_s is the
+  // segment's own overhead (start-up, warm-up steps, checkpoints, eval). Absent (0) in ledgers of older joules.
+  int64_t timed_sequences = 0;
+  double timed_s = 0;
   int ranks = 0, nodes = 0;
   std::string started_utc, ended_utc, status = "running", meters;
   CostSettings cost;
@@ -66,6 +71,8 @@ struct Ledger {
   Figures totals() const;
   EnergyTotals energy() const;
   double wall_s() const;
+  // Every segment's timed steps together: (sequences, seconds). The run's throughput is their ratio.
+  std::pair<int64_t, double> timed() const;
   void add_projection(const ProjectionPoint& p);
   nlohmann::json to_json() const;
   nlohmann::json segments_json(bool raw_joules) const;

@@ -156,7 +156,9 @@ json RunSummary::to_json() const {
   const json energy = energy_json(ledger.energy());
   json notes = json::array();
   for (const std::string& n : notices) notes.push_back(n);
+  const auto [timed_sequences, timed_s] = ledger.timed();
   json s = {
+      {"schema_version", kSummarySchemaVersion},
       {"run_dir", run_dir},
       {"run_id", ledger.run_id},
       {"project_name", ledger.project_name},
@@ -171,6 +173,8 @@ json RunSummary::to_json() const {
       {"nonfinite_skipped_steps", nonfinite_skipped_steps},
       {"seq_per_s", seq_per_s},
       {"seq_per_hour", seq_per_s * 3600},
+      {"timed_sequences", timed_sequences},
+      {"timed_s", timed_s},
       {"mfu", mfu ? json(*mfu) : json()},
       {"target_sequences", target_sequences},
       {"workload", workload_json(workload)},
@@ -196,6 +200,11 @@ json RunSummary::to_json() const {
 }
 
 RunSummary RunSummary::from_json(const json& j, const std::string& where) {
+  // Version 1 (no key) and 2 (timed_sequences and timed_s, per segment too) read alike; a later one is refused.
+  if (const int64_t version = json_field_or<int64_t>(j, "schema_version", 1, where); version > kSummarySchemaVersion)
+    throw JsonFileError(where + ": schema_version " + std::to_string(version) + ", newer than this joule reads (" +
+                            std::to_string(kSummarySchemaVersion) + ")",
+                        "read it with the joule version that wrote it, or a newer one");
   RunSummary s;
   s.run_dir = json_field_or<std::string>(j, "run_dir", "", where);
   s.status = json_field<std::string>(j, "status", where);
@@ -311,10 +320,12 @@ void segment_rows(const RunSummary& s, const Row& row) {
   int i = 1;
   for (const Segment& g : s.ledger.segments) {
     const Figures f = g.figures();
+    const std::string rate = g.timed_s > 0 ? sig(static_cast<double>(g.timed_sequences) / g.timed_s) + " seq/s, "
+                                           : std::string("no step timed, ");
     row("segment " + std::to_string(i++), "steps " + std::to_string(g.start_step) + "-" + std::to_string(g.end_step) +
                                               ", " + duration_text(g.wall_s) + " on " + std::to_string(g.ranks) +
-                                              " rank(s), " + sig(f.facility_kwh) + " kWh, USD " + sig(f.usd) + " (" +
-                                              g.status + ")");
+                                              " rank(s), " + rate + sig(f.facility_kwh) + " kWh, USD " + sig(f.usd) +
+                                              " (" + g.status + ")");
   }
 }
 
@@ -338,9 +349,16 @@ std::string summary_table(const RunSummary& s) {
   row("sequences processed", std::to_string(s.sequences));
   row("wall time",
       duration_text(s.wall_s) + (s.segments > 1 ? " over " + std::to_string(s.segments) + " segments" : ""));
-  row("throughput (after warm-up)",
+  row(s.ledger.segments.size() > 1 ? "throughput (all segments' timed steps)" : "throughput (after warm-up)",
       sig(s.seq_per_s) + " seq/s, " + sig(s.seq_per_s * 3600) + " seq/hour" +
           (s.mfu ? ", MFU " + fmt("%.3f", *s.mfu) + " of the " + s.workload.dtype + " peak" : ""));
+  // What the rate leaves out, so that sequences / wall time and the rate can be told apart.
+  if (const double timed_s = s.ledger.timed().second; timed_s > 0)
+    row("time outside timed steps",
+        duration_text(std::max(0.0, s.ledger.wall_s() - timed_s)) + " (start-up, warm-up steps, checkpoints, eval" +
+            (s.ledger.segments.size() > 1 ? ", in each of " + std::to_string(s.ledger.segments.size()) + " segments"
+                                          : std::string()) +
+            ")");
   row("precision",
       s.workload.dtype == "bf16" ? "bf16 mixed precision (fp32 master weights and optimizer state)" : s.workload.dtype);
   row("instance", inst.instance + " x " + std::to_string(s.nodes) + " node(s), USD " + sig(inst.usd_per_hour) + "/h (" +

@@ -16,6 +16,10 @@
 
 namespace joule::trainer {
 
+// summary.json's "schema_version": 2 added it, timed_sequences and timed_s (the run's and each segment's). Keys are
+// only ever added; a reader refuses a version newer than its own.
+inline constexpr int64_t kSummarySchemaVersion = 2;
+
 // What emissions.csv says about one node.
 struct HostInfo {
   std::string os, cpu_model, device_model;
