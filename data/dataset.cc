@@ -92,7 +92,9 @@ std::vector<std::string> list_shards(const std::string& spec, std::string* cache
     paths.push_back(spec);
     *cache_dir = fs::path(spec).parent_path().string();
   } else {
-    throw ShardError(spec + ": no such shard directory, file, list or matching glob");
+    throw ShardError(spec + ": no such shard directory, file, list or matching glob",
+                     "give the shards: a directory (e.g. the train/ of `joule data create`, or its output directory), "
+                     "a glob, a list file or one shard");
   }
   std::sort(paths.begin(), paths.end());
   if (paths.empty()) throw ShardError(spec + ": no shards (*.hdf5, *.h5) found");

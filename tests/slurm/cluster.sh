@@ -35,9 +35,29 @@ slurm_nodes_conf() {
   fi
 }
 
+# This cluster's own job ids, from a range no other test cluster on the host holds (a lock under /run/joule-cluster,
+# kept until this shell exits): Open MPI names its shared-memory segments and session directory after the PMIx
+# namespace (slurm.pmix.JOB.STEP), so two test runs at once whose clusters both numbered jobs from 1 had their
+# ranks meet in each other's segments (a segfault and a hang, seen with two clones testing together).
+slurm_pick_job_ids() {
+  local k
+  mkdir -p /run/joule-cluster || return 1
+  for ((k = 0; k < 600; k++)); do
+    exec {SLURM_ID_LOCK_FD}> "/run/joule-cluster/slurm-job-ids-$k.lock" || return 1
+    if flock -n "$SLURM_ID_LOCK_FD"; then
+      SLURM_FIRST_JOB_ID=$(( (k + 1) * 100000 ))
+      return 0
+    fi
+    exec {SLURM_ID_LOCK_FD}>&-
+  done
+  slurm_log "no free job id range (600 held by other test clusters)"
+  return 1
+}
+
 slurm_start() {
   SLURM_TEST_DIR=$1
   SLURM_TEST_NODES=${2:-0}
+  slurm_pick_job_ids || return 1
   mkdir -p "$SLURM_TEST_DIR"/{state,spool,log,munge}
   chmod 700 "$SLURM_TEST_DIR/munge"
   local ctld_port slurmd_port
@@ -54,6 +74,7 @@ slurm_start() {
   export SLURM_CONF=$SLURM_TEST_DIR/slurm.conf
   cat > "$SLURM_CONF" <<CONF
 ClusterName=joule-test
+FirstJobId=$SLURM_FIRST_JOB_ID
 SlurmctldPort=$ctld_port
 SlurmdPort=$slurmd_port
 SlurmUser=root
