@@ -3,7 +3,10 @@
 #   launch/mpirun.sh [-n RANKS] [--hostfile FILE] [--ranks-per-node K] -- joule train --config RUN.toml ...
 # Prints the exact mpirun command before running it. SIGTERM or SIGUSR1 to this script reaches every rank as SIGUSR1
 # (mpirun forwards SIGUSR1; a SIGTERM to mpirun itself aborts the job, and mpirun then returns 1): joule checkpoints,
-# every rank exits 75, and so does this script, the code a scheduler requeues on.
+# every rank exits 75, and so does this script, the code a scheduler requeues on. When a rank has printed a joule
+# error, Open MPI's banners that would follow it ("MPI_ABORT was invoked", "Primary job terminated normally, but...",
+# "mpirun detected that one or more processes exited with non-zero status") are left out, so the error and its
+# "what to do" are the last thing on the screen; mpirun's own errors (no slots, a command not found) still show.
 set -euo pipefail
 ranks=2 hostfile="" per_node=""
 while [[ $# -gt 0 ]]; do
@@ -27,8 +30,30 @@ for v in LD_LIBRARY_PATH PATH OMP_WAIT_POLICY OPENBLAS_THREAD_TIMEOUT JOULE_CONF
   [[ -n "${!v:-}" ]] && args+=(-x "$v")
 done
 echo "+ ${args[*]} $*" >&2
+# stderr, with Open MPI's banners (blocks between lines of dashes that say a process aborted or exited non-zero) held
+# back to the end and dropped if a joule error was seen (they can arrive before the error they follow), and their
+# help-aggregation notes dropped with them.
+quiet_after_joule_error() {
+  awk '
+    /joule [a-z ]+: error: / { error = 1 }
+    /^--------------------+$/ {
+      if (!inblock) { inblock = 1; block = $0 "\n"; next }
+      block = block $0 "\n"; inblock = 0
+      if (block ~ /MPI_ABORT was invoked|Primary job +terminated|exited with non-zero status|mpirun noticed that process/) held = held block
+      else { printf "%s", block; fflush() }
+      next
+    }
+    inblock { block = block $0 "\n"; next }
+    /has sent help message|orte_base_help_aggregate/ { notes = notes $0 "\n"; next }
+    { print; fflush() }
+    END { if (!error) printf "%s%s", held, notes; if (inblock) printf "%s", block }'
+}
+filter_fifo=$(mktemp -u /tmp/joule-mpirun.XXXXXX)
+mkfifo "$filter_fifo"
+quiet_after_joule_error < "$filter_fifo" >&2 &
+filter=$!
 set +e  # mpirun's exit code is this script's
-"${args[@]}" "$@" &
+"${args[@]}" "$@" 2> "$filter_fifo" &
 launcher=$!
 preempt() { kill -USR1 "$launcher" 2>/dev/null || true; }
 trap preempt TERM USR1
@@ -38,4 +63,6 @@ while true; do
   rc=$?
   kill -0 "$launcher" 2>/dev/null || break
 done
+wait "$filter"  # everything mpirun wrote to stderr has been shown
+rm -f "$filter_fifo"
 exit "$rc"

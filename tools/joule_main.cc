@@ -252,11 +252,12 @@ int cmd_train(int argc, char** argv) {
 
 int cmd_summary(int argc, char** argv) {
   cxxopts::Options o("joule summary", "print a run's training-cost summary and rewrite its emissions.csv");
-  o.add_options()("run", "run directory (also as the first argument)", cxxopts::value<std::string>());
+  o.add_options()("run", "run directory (also as the first argument)", cxxopts::value<std::string>())(
+      "json", "print the summary as JSON (summary.json's keys; its schema_version says which)");
   o.parse_positional({"run"});
   o.positional_help("RUN").show_positional_help();
   auto r = parse(o, argc, argv);
-  std::cout << joule::tools::run_summary(required(r, "run"));
+  std::cout << joule::tools::run_summary(required(r, "run"), r.count("json") > 0);
   return 0;
 }
 

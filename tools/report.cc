@@ -70,20 +70,51 @@ struct Series {
 std::string tick_label(double v) {
   if (v == 0 || !std::isfinite(v)) return v == 0 ? "0" : "?";
   const double a = std::fabs(v);
-  // Each scale takes the values that print as 1 to 999 of it; 0.01 to 1 print plainly (0.05, not 50m).
+  // Each large scale takes the values that print as 1 to 999 of it. Below 1, plain decimals (0.05, 0.0025): a milli
+  // or micro prefix would read as part of the axis's unit ("2.5m h").
   static const std::pair<double, const char*> kLarge[] = {{1e12, "T"}, {1e9, "G"}, {1e6, "M"}, {1e3, "k"}, {1, ""}};
-  static const std::pair<double, const char*> kSmall[] = {{1e-3, "m"}, {1e-6, "\u00b5"}, {1e-9, "n"}};
   for (const auto& [scale, suffix] : kLarge)
     if (a >= scale * 0.9995) return num(v / scale, "%.3g") + suffix;
   if (a >= 0.00995) return num(v, "%.3g");
-  for (const auto& [scale, suffix] : kSmall)
-    if (a >= scale * 0.9995) return num(v / scale, "%.3g") + suffix;
-  return "0";  // below a nano: rounding noise around zero on an axis
+  if (a < 1e-12) return "0";                                             // rounding noise around zero on an axis
+  const int decimals = static_cast<int>(std::ceil(-std::log10(a))) + 1;  // two significant digits
+  std::string text = num(v, ("%." + std::to_string(decimals) + "f").c_str());
+  while (text.back() == '0') text.pop_back();
+  return text;
+}
+
+std::string quantity(double v, const std::string& unit) {
+  const double a = std::fabs(v);
+  const auto plain = [&](double x) { return tick_label(x); };
+  if (unit == "h") {  // hours, minutes or seconds: whichever reads as 1 or more
+    if (a >= 0.9995 || a == 0) return plain(v) + " h";
+    if (a * 60 >= 0.9995) return plain(v * 60) + " min";
+    return plain(v * 3600) + " s";
+  }
+  if (unit == "Wh" || unit == "kWh") {  // energy in Wh, kWh or MWh (units of their own, not prefixes of another)
+    const double wh = unit == "kWh" ? v * 1000 : v, b = std::fabs(wh);
+    if (b >= 0.9995e6) return num(wh / 1e6, "%.3g") + " MWh";
+    if (b >= 0.9995e3) return num(wh / 1e3, "%.3g") + " kWh";
+    return plain(wh) + " Wh";
+  }
+  if (unit == "USD") return "USD " + (a >= 1000 ? num(v, "%.0f") : plain(v));
+  return plain(v) + " " + unit;
 }
 
 namespace {
 
 std::string si(double v) { return tick_label(v); }
+
+// The unit a time axis reads best in for values up to `longest_seconds`: seconds, minutes or hours.
+struct TimeUnit {
+  double seconds;
+  std::string name;
+};
+TimeUnit time_unit(double longest_seconds) {
+  if (longest_seconds < 120) return {1, "s"};
+  if (longest_seconds < 120 * 60) return {60, "min"};
+  return {3600, "h"};
+}
 
 // An SVG line chart: the title, a legend row under it, the plot with five ticks per axis (SI labels), axis names.
 // Nothing is drawn over the title and no label leaves the canvas (tests/e2e/train_resume.sh checks it in Chromium).
@@ -181,12 +212,12 @@ std::string bar_chart(const std::string& title, const std::string& unit, const s
       const double bw = v / max_total * (w - left - right);
       const auto c = colours.count(name) ? colours.at(name) : "#666";
       o << "<rect x=\"" << x << "\" y=\"" << y + 3 << "\" width=\"" << std::max(0.5, bw) << "\" height=\"" << row - 8
-        << "\" fill=\"" << c << "\"><title>" << esc(name) << ": " << fig(v) << " " << esc(unit) << "</title></rect>";
+        << "\" fill=\"" << c << "\"><title>" << esc(name) << ": " << esc(quantity(v, unit)) << "</title></rect>";
       x += bw;
       total += v;
       legend[name] = true;
     }
-    o << "<text x=\"" << x + 6 << "\" y=\"" << y + 15 << "\" font-size=\"11\">" << si(total) << " " << esc(unit)
+    o << "<text x=\"" << x + 6 << "\" y=\"" << y + 15 << "\" font-size=\"11\">" << esc(quantity(total, unit))
       << "</text>\n";
   }
   int k = 0;
@@ -203,8 +234,9 @@ std::string bar_chart(const std::string& title, const std::string& unit, const s
 
 }  // namespace
 
-std::string run_summary(const std::string& run_dir) {
+std::string run_summary(const std::string& run_dir, bool json) {
   const trainer::RunSummary s = trainer::read_run_summary(run_dir);
+  if (json) return s.to_json().dump(2) + "\n";  // summary.json's keys, as this joule writes them
   std::string note;
   try {  // an archived or read-only run is still shown; only the CSV is not rewritten
     write_file_atomically((fs::path(run_dir) / "emissions.csv").string(), trainer::emissions_csv(s));
@@ -224,8 +256,10 @@ std::string write_report(const std::string& run_dir, const std::string& out, con
   for (const trainer::TrainPoint& r : history.train) {
     loss.points.push_back({r.sequences, r.loss});
     acc.points.push_back({r.sequences, r.mlm_acc});
-    rate.points.push_back({r.wall_s / 60.0, r.seq_per_s});
+    rate.points.push_back({r.wall_s, r.seq_per_s});
   }
+  const TimeUnit rate_time = time_unit(rate.points.empty() ? 0 : rate.points.back().first);
+  for (auto& point : rate.points) point.first /= rate_time.seconds;
   for (const trainer::EvalPoint& r : history.eval) {
     eval_loss.points.push_back({static_cast<double>(r.step * global_batch), r.eval.loss});
     eval_acc.points.push_back({static_cast<double>(r.step * global_batch), r.eval.mlm_accuracy});
@@ -246,12 +280,15 @@ std::string write_report(const std::string& run_dir, const std::string& out, con
 
   // The projection's history: predicted wall time for the run's target against the actual one.
   Series predicted{"projected wall time for the target", "#7570b3", {}}, actual{"actual wall time", "#666", {}};
-  for (const trainer::ProjectionPoint& p : s.ledger.history)
-    predicted.points.push_back({static_cast<double>(p.step), p.target_wall_s / 60.0});
   const double billed_wall_s = s.ledger.wall_s();
+  double longest = billed_wall_s;
+  for (const trainer::ProjectionPoint& p : s.ledger.history) longest = std::max(longest, p.target_wall_s);
+  const TimeUnit projection_time = time_unit(longest);
+  for (const trainer::ProjectionPoint& p : s.ledger.history)
+    predicted.points.push_back({static_cast<double>(p.step), p.target_wall_s / projection_time.seconds});
   if (!predicted.points.empty() && s.status == "finished")
-    actual.points = {{predicted.points.front().first, billed_wall_s / 60.0},
-                     {predicted.points.back().first, billed_wall_s / 60.0}};
+    actual.points = {{predicted.points.front().first, billed_wall_s / projection_time.seconds},
+                     {predicted.points.back().first, billed_wall_s / projection_time.seconds}};
 
   // This run's workload (model, sequence length, the 450M-sequence target) on each instance profile.
   const trainer::WorkloadInfo& w = s.workload;
@@ -340,10 +377,11 @@ std::string write_report(const std::string& run_dir, const std::string& out, con
   h << "</table>\n<h2>Training</h2>\n<div class=\"charts\">\n"
     << line_chart("Loss over sequences", "sequences", "loss", {loss, eval_loss})
     << line_chart("Masked-LM accuracy over sequences", "sequences", "accuracy", {acc, eval_acc})
-    << line_chart("Throughput over time", "wall time (min)", "seq/s", {rate})
+    << line_chart("Throughput over time", "wall time (" + rate_time.name + ")", "seq/s", {rate})
     << "</div>\n<h2>Energy</h2>\n<div class=\"charts\">\n"
     << bar_chart("Energy by component and source (IT equipment)", "Wh", energy_bars)
-    << line_chart("Projection history: wall time for the run's target", "step", "minutes", {predicted, actual})
+    << line_chart("Projection history: wall time for the run's target", "step",
+                  "wall time (" + projection_time.name + ")", {predicted, actual})
     << "</div>\n"
     << "<h2>This workload on each instance profile</h2>\n<p class=\"note\">" << si(target) << " sequences of "
     << w.seq_len << " tokens, model " << esc(w.model) << ", " << nodes

@@ -10,12 +10,18 @@
 
 namespace joule::tools {
 
-// Prints the table and rewrites RUN_DIR/emissions.csv from RUN_DIR/summary.json; returns the table.
-std::string run_summary(const std::string& run_dir);
+// Prints the table and rewrites RUN_DIR/emissions.csv from RUN_DIR/summary.json; returns the table. `json`: the
+// summary as JSON instead (summary.json's keys and schema_version, as this joule writes them), nothing rewritten.
+std::string run_summary(const std::string& run_dir, bool json = false);
 
-// A chart's tick label: a plain number with an SI suffix (38.4k, 1.2M, 250µ), three significant digits at most,
-// never in exponent form.
+// A chart's tick label: a plain number with a large SI suffix (38.4k, 1.2M), three significant digits at most; below 1
+// plain decimals (0.05, 0.0025); never in exponent form, never a milli or micro prefix (it would read as part of the
+// axis's unit).
 std::string tick_label(double value);
+
+// A value with its unit, as people read it: hours as h, min or s; energy as Wh, kWh or MWh; "USD 0.0012"; never an SI
+// prefix glued to another unit ("4.63m h" is 16.7 s).
+std::string quantity(double value, const std::string& unit);
 
 // Writes the report; returns its path (RUN_DIR/report.html unless `out` is given).
 std::string write_report(const std::string& run_dir, const std::string& out, const std::string& config_dir, int nodes);

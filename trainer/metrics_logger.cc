@@ -18,6 +18,11 @@ MetricsLogger::MetricsLogger(const MetricsSettings& settings, const std::string&
   if (file_.cut_bytes() > 0)
     std::cout << "note: " << path << " ended in a partial record of " << file_.cut_bytes()
               << " byte(s) (a run killed while writing it): cut back to its last complete line\n";
+  tb_ = TensorBoardLog((fs::path(run_dir) / "tb").string(), s_.start_step);
+  if (tb_.dropped_events() > 0)
+    std::cout << "note: " << (fs::path(run_dir) / "tb").string() << ": " << tb_.dropped_events()
+              << " TensorBoard event(s) after step " << s_.start_step
+              << " left out of the earlier segments' files (those steps are trained again from the checkpoint)\n";
 }
 
 double MetricsLogger::wall_s() const { return s_.wall_before + launch::seconds_since(start_); }
@@ -101,6 +106,19 @@ void MetricsLogger::write_interval(const StepBoundary& reduced, RunAccounting& a
           {"sequences", p.sequences}, {"wall_s", p.wall_s}, {"kwh", p.kwh}, {"usd", p.usd}, {"co2_kg", p.co2_kg}};
     }
     file_.write_line(j.dump());
+    Scalars tb = {{"train/loss", mlm_loss + nsp_loss},
+                  {"train/mlm_loss", mlm_loss},
+                  {"train/nsp_loss", nsp_loss},
+                  {"train/mlm_accuracy", mlm_acc},
+                  {"train/learning_rate", last_.lr},
+                  {"train/grad_norm", last_.grad_norm},
+                  {"perf/seq_per_s", rate},
+                  {"energy/power_w", power_w},
+                  {"energy/facility_kwh", spent.facility_kwh},
+                  {"cost/usd", spent.usd},
+                  {"co2/kg", spent.co2_kg}};
+    if (!j["mfu"].is_null()) tb.push_back({"perf/mfu", j["mfu"].get<double>()});
+    tb_.scalars(last_.step, tb);
     // Written whole, then renamed: a scraper never sees half a file.
     if (!s_.prometheus_file.empty()) write_file_atomically(s_.prometheus_file, prometheus_text(j, ledger.run_id));
     char line[320];
@@ -118,6 +136,11 @@ void MetricsLogger::write_interval(const StepBoundary& reduced, RunAccounting& a
 void MetricsLogger::write_eval(int64_t step, const EvalResult& eval) {
   if (!root_) return;
   file_.write_line(nlohmann::json({{"step", step}, {"eval", eval.to_json()}}).dump());
+  tb_.scalars(step, {{"eval/loss", eval.loss},
+                     {"eval/mlm_loss", eval.mlm_loss},
+                     {"eval/nsp_loss", eval.nsp_loss},
+                     {"eval/mlm_accuracy", eval.mlm_accuracy},
+                     {"eval/nsp_accuracy", eval.nsp_accuracy}});
   std::printf("eval at step %lld: mlm_acc %.4f, nsp_acc %.4f, loss %.4f (%lld sequences)\n",
               static_cast<long long>(step), eval.mlm_accuracy, eval.nsp_accuracy, eval.loss,
               static_cast<long long>(eval.sequences));

@@ -1,9 +1,9 @@
 // The metrics stage of `joule train`: steps are gathered into logging intervals (their timings here; their losses and
 // accuracies in the training loop's DeviceSums, read once per interval and reduced over ranks); at the end of each
-// interval rank 0 writes one JSON object to RUN/metrics.jsonl (loss, accuracy, lr, throughput, MFU, time split, power,
-// energy, cost, CO2, the projection, the simulated clock), rewrites the Prometheus textfile when one is configured, and
-// prints a line (or, on a terminal, keeps a live status line between intervals). Eval results go to the same
-// file. No LibTorch.
+// interval rank 0 writes one JSON object to RUN/metrics.jsonl (and the scalars people watch to TensorBoard's RUN/tb/)
+// (loss, accuracy, lr, throughput, MFU, time split, power, energy, cost, CO2, the projection, the simulated clock),
+// rewrites the Prometheus textfile when one is configured, and prints a line (or, on a terminal, keeps a live status
+// line between intervals). Eval results go to the same file. No LibTorch.
 #pragma once
 
 #include <chrono>
@@ -16,6 +16,7 @@
 #include "trainer/run_accounting.h"
 #include "trainer/sim_clock.h"
 #include "trainer/step_boundary.h"
+#include "trainer/tensorboard.h"
 
 namespace joule::trainer {
 
@@ -65,7 +66,8 @@ class MetricsLogger {
  private:
   MetricsSettings s_;
   bool root_;
-  LineLog file_;  // RUN/metrics.jsonl on rank 0: every line checked
+  LineLog file_;       // RUN/metrics.jsonl on rank 0: every line checked
+  TensorBoardLog tb_;  // RUN/tb/ on rank 0: the same figures as TensorBoard scalars
   std::chrono::steady_clock::time_point start_;
   StepRecord last_;
   double interval_step_s_ = 0, interval_comm_s_ = 0, interval_exposed_s_ = 0, interval_wait_s_ = 0;

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <set>
 #include <sstream>
 #include <variant>
 
@@ -81,6 +82,19 @@ std::string toml_string(const std::string& s) {
       out += ch;
   }
   return out + "\"";
+}
+
+// A key's value as the resolved config.toml writes it.
+std::string value_text(const Field& f) {
+  if (auto* i = std::get_if<int64_t*>(&f.target)) return std::to_string(**i);
+  if (auto* d = std::get_if<double*>(&f.target)) {
+    char buf[64];  // shortest text that reads back to the same double
+    const auto res = std::to_chars(buf, buf + sizeof buf, **d);
+    std::string text(buf, res.ptr);
+    if (text.find_first_of(".eEn") == std::string::npos) text += ".0";  // keep it a TOML float
+    return text;
+  }
+  return toml_string(*std::get<std::string*>(f.target));
 }
 
 [[noreturn]] void unknown(const std::string& where, const std::string& key) {
@@ -198,20 +212,52 @@ std::string RunConfig::to_toml() const {
     const std::string key = f.key;
     const std::string t = key.substr(0, key.find('.')), name = key.substr(key.find('.') + 1);
     if (t != table) out << (table.empty() ? "" : "\n") << "[" << (table = t) << "]\n";
-    out << name << " = ";
-    if (auto* i = std::get_if<int64_t*>(&f.target))
-      out << **i;
-    else if (auto* d = std::get_if<double*>(&f.target)) {
-      char buf[64];  // shortest text that reads back to the same double
-      const auto res = std::to_chars(buf, buf + sizeof buf, **d);
-      std::string text(buf, res.ptr);
-      if (text.find_first_of(".eEn") == std::string::npos) text += ".0";  // keep it a TOML float
-      out << text;
-    } else
-      out << toml_string(*std::get<std::string*>(f.target));
-    out << "\n";
+    out << name << " = " << value_text(f) << "\n";
   }
   return out.str();
+}
+
+std::vector<ConfigChange> config_changes(const RunConfig& before, const RunConfig& after) {
+  // Keys that name a file or directory: the same path spelled otherwise ("shards/train/", "./shards/train", an
+  // absolute path) is not a change.
+  static const std::set<std::string> kPaths = {"data.train",   "data.eval", "data.vocab",
+                                               "model.config", "run.dir",   "accounting.prometheus_file"};
+  // Keys that do not change what the remaining steps compute (how long, how often to log, save and evaluate, how
+  // it is billed), and the two that change the schedule's length.
+  static const std::set<std::string> kSafeTables = {"checkpoint", "eval", "run", "sim", "accounting"};
+  static const std::set<std::string> kSafeKeys = {"train.log_every_steps",
+                                                  "train.throughput_warmup_steps",
+                                                  "train.threads",
+                                                  "train.progress",
+                                                  "train.collective_timeout_seconds",
+                                                  "train.max_nonfinite_steps",
+                                                  "data.eval"};
+  static const std::set<std::string> kSchedule = {"train.steps", "train.target_sequences"};
+  RunConfig a = before, b = after;
+  const std::vector<Field> fa = fields(a), fb = fields(b);
+  std::vector<ConfigChange> out;
+  for (size_t i = 0; i < fa.size(); ++i) {
+    const std::string was = value_text(fa[i]), now = value_text(fb[i]);
+    if (was == now) continue;
+    const std::string& key = fa[i].key;
+    if (kPaths.count(key)) {
+      std::error_code e1, e2;
+      const std::string& p = *std::get<std::string*>(fa[i].target);
+      const std::string& q = *std::get<std::string*>(fb[i].target);
+      if (!p.empty() && !q.empty() &&
+          std::filesystem::weakly_canonical(p, e1) == std::filesystem::weakly_canonical(q, e2) && !e1 && !e2)
+        continue;
+    }
+    ConfigChange c{key, was, now, true, "does not change what the steps compute"};
+    if (kSchedule.count(key)) {
+      c.note = "the run's length: the learning-rate schedule's warm-up and decay stretch to it from here on";
+    } else if (!kSafeKeys.count(key) && !kSafeTables.count(key.substr(0, key.find('.')))) {
+      c.safe = false;
+      c.note = "changes the training from here on: the run is no longer the one its earlier steps belong to";
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
 }
 
 }  // namespace joule::trainer

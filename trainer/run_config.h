@@ -51,4 +51,14 @@ struct RunConfig {
   static std::vector<std::string> keys();
 };
 
+// One key whose value differs between a checkpoint's config and a resumed run's: the two values as config.toml writes
+// them, whether the change leaves the run the one its earlier steps belong to (`safe`), and what it changes in words.
+struct ConfigChange {
+  std::string key, before, after;
+  bool safe = true;
+  std::string note;
+};
+// Every key that differs, in config.toml's order; paths compare as the files they name.
+std::vector<ConfigChange> config_changes(const RunConfig& before, const RunConfig& after);
+
 }  // namespace joule::trainer

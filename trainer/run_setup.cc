@@ -310,6 +310,28 @@ StartPoint choose_start(const std::string& run_dir, const std::string& resume, c
   return start;
 }
 
+namespace {
+
+// What differs between the config a checkpoint was trained with and the resumed run's, a line per key: a note when
+// the change leaves the run the one its earlier steps belong to, a warning when it does not.
+std::string config_change_lines(const TrainerState& loaded, const ResolvedRun& run, const std::string& checkpoint) {
+  if (loaded.config_toml.empty())
+    return "warning: resuming with a config that differs from the checkpoint's (" + checkpoint +
+           " was written by an older joule, which did not record the config it was trained with)\n";
+  std::string out;
+  const RunConfig before = RunConfig::from_toml_text(loaded.config_toml, checkpoint + "/trainer_state.json \"config\"");
+  for (const ConfigChange& c : config_changes(before, run.cfg))
+    out += std::string(c.safe ? "note" : "warning") + ": resuming with " + c.key + " = " + c.after +
+           " (the checkpoint's: " + c.before + "): " + c.note + "\n";
+  const std::string now = models::precision_name(run.precision.precision);
+  if (!loaded.compute_precision.empty() && loaded.compute_precision != now)
+    out += "warning: resuming in " + now + " a run trained in " + loaded.compute_precision + " (train.precision " +
+           run.cfg.train.precision + " resolves otherwise here): the arithmetic changes from here on\n";
+  return out;
+}
+
+}  // namespace
+
 TrainerState start_state(const ResolvedRun& run, const StartPoint& start, TrainingObjects& objects,
                          collectives::Communicator& comm, bool accept_data_change) {
   const int rank = comm.info().rank;
@@ -320,6 +342,8 @@ TrainerState start_state(const ResolvedRun& run, const StartPoint& start, Traini
   TrainerState state;
   state.world_size = run.world;
   state.config_hash = run.config_hash;
+  state.config_toml = run.resolved_toml;
+  state.compute_precision = models::precision_name(run.precision.precision);
   const RunData data{run.dataset(), run.eval_set ? &*run.eval_set : nullptr};
   if (!start.checkpoint) {
     state.data_json = new_data_record(data);
@@ -328,8 +352,7 @@ TrainerState start_state(const ResolvedRun& run, const StartPoint& start, Traini
   }
   const TrainerState loaded =
       load_checkpoint(*start.checkpoint, objects.model, *objects.optimizer, rank, run.world, start.manifest_checksum);
-  if (loaded.config_hash != run.config_hash)
-    say("warning: resuming with a config that differs from the checkpoint's\n");
+  if (loaded.config_hash != run.config_hash) say(config_change_lines(loaded, run, *start.checkpoint));
   if (loaded.world_size != run.world)
     say("note: resuming on " + std::to_string(run.world) + " ranks a run saved on " +
         std::to_string(loaded.world_size) + "\n");
@@ -340,6 +363,8 @@ TrainerState start_state(const ResolvedRun& run, const StartPoint& start, Traini
   state.data_json = resumed.record;
   state.world_size = run.world;
   state.config_hash = run.config_hash;
+  state.config_toml = run.resolved_toml;
+  state.compute_precision = models::precision_name(run.precision.precision);
   state.segments = loaded.segments + 1;
   say("resumed from " + *start.checkpoint + " at step " + std::to_string(state.step) + "\n");
   return state;

@@ -20,6 +20,7 @@
 #include "models/model_dir.h"
 #include "trainer/data_record.h"
 #include "trainer/metrics_logger.h"
+#include "trainer/mlperf_log.h"
 #include "trainer/run_accounting.h"
 #include "trainer/run_lock.h"
 #include "trainer/run_setup.h"
@@ -154,6 +155,7 @@ MetricsSettings metrics_settings(const ResolvedRun& run, const TrainerState& sta
 
 // Everything the loop works with, built by train() from the stages.
 struct LoopParts {
+  double init_start_ms;  // when `train` began (MLPerf's init_start)
   const ResolvedRun& run;
   TrainingObjects& objects;
   collectives::Communicator& comm;
@@ -172,7 +174,11 @@ class TrainingLoop {
         loader_(p.run.dataset(), sampler_config(), p.state.sampler),
         metrics_(metrics_settings(p.run, p.state, p.accounting.ledger()), cfg_.run.dir, root_),
         policy_(cfg_.checkpoint, root_),
-        step_(p.objects.model, *p.objects.reducer, *p.objects.optimizer, cfg_.train.accumulation) {}
+        step_(p.objects.model, *p.objects.reducer, *p.objects.optimizer, cfg_.train.accumulation) {
+    if (!root_) return;
+    mllog_ = MlperfLog((fs::path(cfg_.run.dir) / "mllog.txt").string());
+    if (p.state.segments == 1) mllog_.start(mlperf_facts());  // a resumed run's log goes on where it stopped
+  }
 
   // Steps until the run's target, the target accuracy or a preemption. Returns the exit code.
   int run() {
@@ -200,6 +206,7 @@ class TrainingLoop {
   }
 
   const MetricsLogger& metrics() const { return metrics_; }
+  void log_finished() { mllog_.finish(p_.state.sequences); }
   const std::optional<EvalResult>& last_eval() const { return last_eval_; }
   bool reached_target() const { return reached_target_; }
 
@@ -308,9 +315,30 @@ class TrainingLoop {
                                  " ranks found NaN/Inf gradients; the replicas have diverged");
   }
 
+  MlperfRunFacts mlperf_facts() const {
+    const OptimizerOptions& o = cfg_.optimizer;
+    MlperfRunFacts f;
+    f.org = cfg_.accounting.project_name;
+    f.platform = p_.accounting.cost().instance + " x " + std::to_string(p_.comm.info().node_count) + " (" +
+                 std::to_string(p_.run.world) + " ranks, " + p_.run.device.description + ")";
+    f.global_batch = p_.run.global_batch;
+    f.accumulation = cfg_.train.accumulation;
+    f.total_steps = p_.run.total_steps;
+    f.warmup_steps = static_cast<int64_t>(std::llround(o.warmup_fraction * static_cast<double>(p_.run.total_steps)));
+    f.seed = cfg_.train.seed;
+    f.seq_len = cfg_.train.seq_len;
+    f.train_samples = p_.run.dataset().size();
+    f.eval_samples = p_.run.eval_set ? p_.run.eval_set->size() : 0;
+    f.optimizer = o.name;
+    f.lr = o.lr, f.beta1 = o.beta1, f.beta2 = o.beta2, f.eps = o.eps, f.weight_decay = o.weight_decay;
+    f.init_start_ms = p_.init_start_ms;
+    return f;
+  }
+
   void finish_eval_at(int64_t step, const BatchSums& reduced) {
     last_eval_ = finish_eval(reduced);
     metrics_.write_eval(step, *last_eval_);
+    mllog_.eval(p_.state.sequences, last_eval_->mlm_accuracy);
     if (cfg_.eval.target_mlm_accuracy > 0 && last_eval_->mlm_accuracy >= cfg_.eval.target_mlm_accuracy) {
       say(root_, "reached the target masked-LM accuracy " + std::to_string(cfg_.eval.target_mlm_accuracy) + "\n");
       reached_target_ = true;
@@ -344,6 +372,7 @@ class TrainingLoop {
   LoopParts p_;
   const RunConfig& cfg_;
   bool root_;
+  MlperfLog mllog_;  // rank 0: RUN/mllog.txt
   data::Loader loader_;
   MetricsLogger metrics_;
   CheckpointPolicy policy_;
@@ -368,7 +397,7 @@ SimulatedClock simulated_clock(const ResolvedRun& run, const TrainingObjects& ob
 }
 
 // The end of the run: RUN/final (finished runs), the ledger's last update and the training-cost summary.
-void finish_run(const ResolvedRun& run, const TrainingLoop& loop, int exit_code, TrainingObjects& objects,
+void finish_run(const ResolvedRun& run, TrainingLoop& loop, int exit_code, TrainingObjects& objects,
                 TrainerState& state, RunAccounting& accounting, const SimulatedClock* sim,
                 collectives::Communicator& comm) {
   const RunConfig& cfg = run.cfg;
@@ -376,6 +405,7 @@ void finish_run(const ResolvedRun& run, const TrainingLoop& loop, int exit_code,
   state.wall_seconds = loop.metrics().wall_s();
   if (exit_code == 0) refuse_nonfinite_weights(*objects.optimizer, "final weights");
   if (exit_code == 0 && root) models::save_model_dir(objects.model, (fs::path(cfg.run.dir) / "final").string());
+  if (exit_code == 0) loop.log_finished();
   const EnergyTotals energy = reduce_energy(accounting.local_energy(), comm, cfg.train.collective_timeout_seconds);
   const bool preempted = exit_code == kExitPreempted;
   accounting.update_segment(energy, state.step, state.sequences, preempted ? "preempted" : "finished");
@@ -424,6 +454,7 @@ int64_t finished_at(const std::string& run_dir, collectives::Communicator& comm)
 }  // namespace
 
 int train(const TrainRequest& request) {
+  const double init_start_ms = epoch_ms();
   RunConfig cfg = request.config;
   cfg.validate();
   FaultPlan fault_plan = FaultPlan::from_environment();  // developers' fault injection (trainer/fault.h)
@@ -479,7 +510,7 @@ int train(const TrainRequest& request) {
     sim.emplace(simulated_clock(run, objects, config_dir, accounting.cost().region.g_per_kwh));
   print_accounting(accounting, info, sim ? &*sim : nullptr);
 
-  TrainingLoop loop({run, objects, comm, faults, accounting, sim ? &*sim : nullptr, state});
+  TrainingLoop loop({init_start_ms, run, objects, comm, faults, accounting, sim ? &*sim : nullptr, state});
   const int exit_code = loop.run();
   finish_run(run, loop, exit_code, objects, state, accounting, sim ? &*sim : nullptr, comm);
   comm.barrier();

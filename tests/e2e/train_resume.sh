@@ -138,6 +138,21 @@ m = [json.loads(l) for l in open("b/metrics.jsonl")]
 assert all("energy_kwh" in r and "cost_usd" in r and "power_w" in r for r in m if "loss" in r)
 print("segments", len(segs), "| kWh", s["energy_kwh"], "| USD", s["cost_usd"], "| kg CO2", s["co2_kg"])
 PY2
+# The logs the field's tools read: one TensorBoard event file per segment, one MLPerf-style log for the run. With
+# tbparse and mlperf-logging installed (not in CI), a real reader and the real checker read them.
+[[ $(ls b/tb | grep -c "^events.out.tfevents.") -eq 3 ]] || { ls -l b/tb; fail "not one TensorBoard event file per segment"; }
+[[ $(grep -c "^:::MLLOG .*\"key\":\"run_start\"" b/mllog.txt) -eq 1 && $(grep -c "\"key\":\"run_stop\"" b/mllog.txt) -eq 1 ]] ||
+  { cat b/mllog.txt; fail "mllog.txt: not one run_start and one run_stop over three segments"; }
+if python3 -c "import tbparse" 2> /dev/null; then
+  python3 "$here/../../tools/check/tb_events.py" b | tail -n 1 | grep -q "tensorboard check: ok" || fail "tools/check/tb_events.py b"
+else
+  echo "   (tbparse not installed: tools/check/tb_events.py skipped)"
+fi
+if python3 -c "import mlperf_logging" 2> /dev/null; then
+  python3 "$here/../../tools/check/mlperf.py" b > mlperf_check.txt || { cat mlperf_check.txt; fail "tools/check/mlperf.py b"; }
+else
+  echo "   (mlperf-logging not installed: tools/check/mlperf.py skipped)"
+fi
 "$joule" summary b > summary.txt 2>&1 || { cat summary.txt; fail "joule summary failed"; }
 grep -q "segment 3 .*steps 31-40, .* seq/s" summary.txt || { cat summary.txt; fail "joule summary does not list the segments"; }
 grep -q "throughput (all segments' timed steps)" summary.txt && grep -q "time outside timed steps .*in each of 3 segments" summary.txt ||
@@ -151,8 +166,14 @@ e2e_snapshot after_finished.txt
 diff <(grep -v "b4.log\|before_finished" before_finished.txt) <(grep -v "b4.log\|before_finished\|after_finished" after_finished.txt) ||
   fail "a resume of a finished run wrote something"
 cp -r b b_more
-mpi "$joule" train --config run.toml --run-dir b_more --resume auto --steps 44 > b5.log 2>&1 || { cat b5.log; fail "continuing a finished run failed"; }
+mpi "$joule" train --config run.toml --run-dir b_more --resume auto --steps 44 --set optimizer.lr=0.02 --data ./shards/train/ > b5.log 2>&1 ||
+  { cat b5.log; fail "continuing a finished run failed"; }
 grep -q "^continuing the finished run b_more from step 40 to step 44$" b5.log || { cat b5.log; fail "no 'continuing' line"; }
+# The config's changes, each with both values and whether the run stays the same; the data path spelled otherwise is
+# not one.
+grep -q "^note: resuming with train.steps = 44 (the checkpoint's: 40): the run's length" b5.log &&
+  grep -q "^warning: resuming with optimizer.lr = 0.02 (the checkpoint's: 0.01): changes the training from here on" b5.log &&
+  ! grep -q "data.train" b5.log || { cat b5.log; fail "the config's changes are not named key by key"; }
 python3 - <<'PY3' || fail "the continued run's records"
 import json
 steps = [r["step"] for r in map(json.loads, open("b_more/metrics.jsonl")) if "seq_per_s" in r]
@@ -273,6 +294,16 @@ pkill -TERM -f "launch/mpirun.sh -n 2 -- $joule train --config run.toml --run-di
 for _ in $(seq 1 600); do [[ -s w.rc ]] && break; sleep 0.1; done
 [[ "$(cat w.rc 2>/dev/null)" == 75 ]] || { cat w.log; fail "launch/mpirun.sh exited $(cat w.rc 2>/dev/null) after SIGTERM, not 75"; }
 ls w/checkpoints/step_* > /dev/null 2>&1 || fail "no checkpoint after SIGTERM to launch/mpirun.sh"
+
+echo "== 8a. a joule error under launch/mpirun.sh is the last thing printed: Open MPI's abort banner left out"
+set +e
+bash "$here/../../launch/mpirun.sh" -n 2 -- "$joule" train --config run.toml --run-dir q --data no_such_shards > q.out 2> q.err
+rc=$?
+set -e
+[[ $rc -eq 1 ]] || { cat q.err; fail "launch/mpirun.sh with a joule error exited $rc, not 1"; }
+tail -n 2 q.err | head -n 1 | grep -q "joule train: error: no_such_shards: no such shard directory" &&
+  tail -n 1 q.err | grep -q "what to do: " && ! grep -q "MPI_ABORT\|Primary job" q.err ||
+  { cat q.err; fail "the joule error is not the last thing launch/mpirun.sh prints"; }
 
 echo "== 9. the oversubscription warning: none for mpirun's default binding (a core per rank) or --bind-to none"
 if (( $(nproc) >= 2 )); then

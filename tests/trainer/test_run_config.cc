@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "test_util.h"
 #include "trainer/run_config.h"
 
@@ -149,4 +151,41 @@ TEST(RunConfig, SetOverridesByTypeAndRoundTrips) {
   EXPECT_EQ(back.to_toml(), c.to_toml());
   EXPECT_DOUBLE_EQ(back.optimizer.lr, 4e-3);
   EXPECT_EQ(back.train.target_sequences, 450000000);
+}
+
+// What a resume says when the config differs from the checkpoint's: each key with both values, whether the run stays
+// the one its earlier steps belong to, and never a path spelled another way.
+TEST(RunConfig, ConfigChangesNameEachKeyBothValuesAndWhetherTheRunStaysTheSame) {
+  joule::test::TempDir dir;
+  std::filesystem::create_directories(dir.path() + "/shards/train");
+  RunConfig before;
+  before.data.train = dir.path() + "/shards/train";
+  before.optimizer.lr = 0.01;
+  before.train.steps = 40;
+  RunConfig after = before;
+  after.data.train = dir.path() + "/shards/./train/";  // the same directory
+  EXPECT_TRUE(joule::trainer::config_changes(before, after).empty());
+
+  after.optimizer.lr = 0.02;
+  after.train.steps = 44;
+  after.checkpoint.every_steps = 5;
+  const auto changes = joule::trainer::config_changes(before, after);
+  ASSERT_EQ(changes.size(), 3u);
+  EXPECT_EQ(changes[0].key, "train.steps");  // config.toml's order: [train], [optimizer], [checkpoint]
+  EXPECT_EQ(changes[0].before, "40");
+  EXPECT_EQ(changes[0].after, "44");
+  EXPECT_TRUE(changes[0].safe);
+  EXPECT_NE(changes[0].note.find("learning-rate schedule"), std::string::npos) << changes[0].note;
+  EXPECT_EQ(changes[1].key, "optimizer.lr");
+  EXPECT_EQ(changes[1].before, "0.01");
+  EXPECT_EQ(changes[1].after, "0.02");
+  EXPECT_FALSE(changes[1].safe);
+  EXPECT_EQ(changes[2].key, "checkpoint.every_steps");
+  EXPECT_TRUE(changes[2].safe);
+
+  after = before;
+  after.data.train = dir.path() + "/other";  // another directory: a change that is not safe
+  const auto data = joule::trainer::config_changes(before, after);
+  ASSERT_EQ(data.size(), 1u);
+  EXPECT_FALSE(data[0].safe);
 }
