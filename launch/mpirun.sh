@@ -32,7 +32,9 @@ done
 echo "+ ${args[*]} $*" >&2
 # stderr, with Open MPI's banners (blocks between lines of dashes that say a process aborted or exited non-zero) held
 # back to the end and dropped if a joule error was seen (they can arrive before the error they follow), and their
-# help-aggregation notes dropped with them.
+# help-aggregation notes dropped with them (and show_help's own unpack error: when ranks abort together, Open MPI 4.1
+# can fail to unpack a help message it forwards, "ORTE_ERROR_LOG: Data unpack would read past end of buffer in file
+# .../show_help.c"; it belongs to the banners, not to the job).
 quiet_after_joule_error() {
   awk '
     /joule [a-z ]+: error: / { error = 1 }
@@ -44,7 +46,7 @@ quiet_after_joule_error() {
       next
     }
     inblock { block = block $0 "\n"; next }
-    /has sent help message|orte_base_help_aggregate/ { notes = notes $0 "\n"; next }
+    /has sent help message|orte_base_help_aggregate|ORTE_ERROR_LOG: .*show_help\.c/ { notes = notes $0 "\n"; next }
     { print; fflush() }
     END { if (!error) printf "%s%s", held, notes; if (inblock) printf "%s", block }'
 }
