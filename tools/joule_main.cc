@@ -233,15 +233,10 @@ int cmd_train(int argc, char** argv) {
   for (const auto& [flag, key] : named)
     if (r.count(flag)) t.config.set(std::string(key) + "=" + r[flag].as<std::string>(), std::string("--") + flag);
   for (const std::string& a : sets) t.config.set(a);
-  // --data D, a `joule data create` output with an eval/: D's own held-out set, not the config's data.eval (which
-  // belongs to the config's data.train), unless --eval-data names one.
   const bool eval_named = r.count("eval-data") > 0 || std::any_of(sets.begin(), sets.end(), [](const std::string& a) {
                             return a.rfind("data.eval=", 0) == 0;
                           });
-  if (r.count("data") && !eval_named &&
-      joule::data::data_create_split(t.config.data.train, "train") != t.config.data.train &&
-      std::filesystem::is_directory(std::filesystem::path(t.config.data.train) / "eval"))
-    t.config.data.eval.clear();
+  t.eval_from_data_root = r.count("data") > 0 && !eval_named;
   t.config.validate();
   t.resume = r["resume"].as<std::string>();
   t.accept_data_change = r.count("accept-data-change") > 0;

@@ -29,12 +29,13 @@ void resolve_batches(ResolvedRun& run) {
   run.target_sequences = plan.target_sequences;
 }
 
-// data.train = D, a `joule data create` output, means D/train, and, when data.eval is not set, D/eval (if made).
-void resolve_data_create_output(RunConfig& cfg) {
+// data.train = D, a `joule data create` output, means D/train, and D/eval (if made) when data.eval is not set or
+// `eval_from_data_root` (see resolve_run).
+void resolve_data_create_output(RunConfig& cfg, bool eval_from_data_root) {
   const std::string train = data::data_create_split(cfg.data.train, "train");
   if (train == cfg.data.train) return;
   std::error_code ec;
-  if (cfg.data.eval.empty() && fs::is_directory(fs::path(cfg.data.train) / "eval", ec))
+  if ((cfg.data.eval.empty() || eval_from_data_root) && fs::is_directory(fs::path(cfg.data.train) / "eval", ec))
     cfg.data.eval = data::data_create_split(cfg.data.train, "eval");
   cfg.data.train = train;
 }
@@ -80,14 +81,14 @@ TrainingProcess start_training_process(const TrainOptions& options) {
 }
 
 ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_dir, collectives::Communicator& comm,
-                        const launch::DeviceChoice& device) {
+                        const launch::DeviceChoice& device, bool eval_from_data_root) {
   ResolvedRun run;
   run.cfg = validated;
   run.device = device;
   RunConfig& cfg = run.cfg;
   run.world = comm.info().world_size;
   if (cfg.data.train.empty()) throw RunConfigError("run config: data.train is not set (--data SHARDS)");
-  resolve_data_create_output(cfg);
+  resolve_data_create_output(cfg, eval_from_data_root);
   const std::string vocab_path = cfg.data.vocab.empty() ? data::find_vocab_beside(cfg.data.train) : cfg.data.vocab;
   if (vocab_path.empty()) {
     std::error_code ec;  // no vocab.txt beside shards that are not there: say the shards are missing

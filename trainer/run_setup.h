@@ -57,9 +57,12 @@ struct BatchPlan {
 BatchPlan plan_batches(const TrainOptions& train, int world, int64_t available, const std::string& data_name);
 
 // Opens and validates the data (rank 0 first, so the others read its index cache), checks the config against
-// the data and the world size. Collective. Throws RunConfigError naming the key.
+// the data and the world size. Collective. Throws RunConfigError naming the key. data.train = D, a `joule data
+// create` output, means D/train, and D/eval is the held-out set when data.eval is not set, or when
+// `eval_from_data_root` (the command line named D but not the held-out set: the config's data.eval belongs to the
+// config's data.train).
 ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_dir, collectives::Communicator& comm,
-                        const launch::DeviceChoice& device);
+                        const launch::DeviceChoice& device, bool eval_from_data_root = false);
 
 // What a training run is built from: the one construction path of `joule train`, `joule bench train` and the tests.
 struct TrainingSpec {

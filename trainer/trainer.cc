@@ -18,6 +18,7 @@
 #include "launch/util/hash.h"
 #include "models/flops.h"
 #include "models/model_dir.h"
+#include "trainer/cost/run_summary.h"
 #include "trainer/data_record.h"
 #include "trainer/metrics_logger.h"
 #include "trainer/mlperf_log.h"
@@ -441,10 +442,10 @@ int64_t finished_at(const std::string& run_dir, collectives::Communicator& comm)
     std::error_code ec;
     const fs::path summary = fs::path(run_dir) / "summary.json";
     if (fs::is_directory(fs::path(run_dir) / "final", ec) && fs::is_regular_file(summary, ec)) try {
-        const nlohmann::json j = nlohmann::json::parse(read_text_file(summary.string()));
-        if (j.is_object() && j.value("status", "").rfind("finished", 0) == 0 && j.contains("steps"))
-          step = std::to_string(j["steps"].get<int64_t>());
-      } catch (const std::exception&) {  // unreadable: not known to be finished, so the resume goes on
+        const RunSummary finished = read_run_summary(run_dir);
+        if (finished.status.rfind("finished", 0) == 0) step = std::to_string(finished.steps);
+      } catch (
+          const std::exception&) {  // unreadable: not known to be finished, so the resume goes on (and rewrites it)
       }
   }
   collectives::broadcast_string(comm, step, 0, 600, "where the run finished");
@@ -470,7 +471,7 @@ int train(const TrainRequest& request) {
   RunAccounting accounting(cfg.accounting, cfg.train.device, config_dir, info, process.device.cuda_index(),
                            process.device.pci_bus_id);
 
-  const ResolvedRun run = resolve_run(cfg, request.presets_dir, comm, process.device);
+  const ResolvedRun run = resolve_run(cfg, request.presets_dir, comm, process.device, request.eval_from_data_root);
   check_ranks_agree_on_the_run(run, comm);
   const RunLock lock = lock_run_directory(run, comm);  // held to the end: one job per run directory
   TrainingObjects objects = build_training(training_spec(run), comm);

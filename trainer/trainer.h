@@ -20,6 +20,9 @@ struct TrainRequest {
   bool accept_data_change = false;  // a resume onto other data starts a new data segment instead of stopping
   std::string presets_dir;          // where model presets live (configs/models)
   std::string config_dir;           // configs/: hardware profiles and grid intensities
+  // --data D without --eval-data (or --set data.eval): when D is a `joule data create` output with an eval/, that is
+  // the held-out set, not the config's data.eval (which belongs to the config's data.train).
+  bool eval_from_data_root = false;
 };
 
 // Runs the whole training on this rank; returns the process exit code (0, or kExitPreempted).
