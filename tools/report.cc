@@ -83,6 +83,47 @@ std::string tick_label(double v) {
   return text;
 }
 
+AxisTicks axis_ticks(double lo, double hi, int max_intervals) {
+  if (!std::isfinite(lo) || !std::isfinite(hi)) lo = 0, hi = 1;
+  if (lo > hi) std::swap(lo, hi);
+  if (hi == lo) {  // one value: a range around it (a tenth of it, or 1 around zero)
+    const double half = lo == 0 ? 1 : std::fabs(lo) * 0.1;
+    lo -= half, hi += half;
+  }
+  max_intervals = std::max(2, max_intervals);
+  const double magnitude = std::pow(10.0, std::floor(std::log10((hi - lo) / max_intervals)));
+  AxisTicks t;
+  long long first = 0, last = 0;
+  for (double m : {1.0, 2.0, 5.0, 10.0, 20.0}) {
+    t.step = m * magnitude;
+    // A relative tolerance: a data extreme a rounding error past a tick does not add an interval.
+    const double slack = 1e-9 * t.step;
+    first = static_cast<long long>(std::floor((lo + slack) / t.step));
+    last = static_cast<long long>(std::ceil((hi - slack) / t.step));
+    if (last - first <= max_intervals) break;
+  }
+  if (last == first) ++last;
+  t.lo = static_cast<double>(first) * t.step, t.hi = static_cast<double>(last) * t.step;
+  // One scale and one number of decimals for the whole axis, from its largest tick and its step.
+  const double largest = std::max(std::fabs(t.lo), std::fabs(t.hi));
+  double scale = 1;
+  const char* suffix = "";
+  static const std::pair<double, const char*> kLarge[] = {{1e12, "T"}, {1e9, "G"}, {1e6, "M"}, {1e3, "k"}};
+  for (const auto& [s, name] : kLarge)
+    if (largest >= s) {
+      scale = s, suffix = name;
+      break;
+    }
+  const int decimals = std::max(0, static_cast<int>(-std::floor(std::log10(t.step / scale) + 1e-9)));
+  const std::string format = "%." + std::to_string(decimals) + "f";
+  for (long long k = first; k <= last; ++k) {
+    const double v = static_cast<double>(k) * t.step;
+    t.values.push_back(v);
+    t.labels.push_back(k == 0 ? "0" : num(v / scale, format.c_str()) + suffix);
+  }
+  return t;
+}
+
 std::string quantity(double v, const std::string& unit) {
   const double a = std::fabs(v);
   const auto plain = [&](double x) { return tick_label(x); };
@@ -116,7 +157,7 @@ TimeUnit time_unit(double longest_seconds) {
   return {3600, "h"};
 }
 
-// An SVG line chart: the title, a legend row under it, the plot with five ticks per axis (SI labels), axis names.
+// An SVG line chart: the title, a legend row under it, the plot with 1-2-5 ticks on each axis (axis_ticks), axis names.
 // Nothing is drawn over the title and no label leaves the canvas (tests/e2e/train_resume.sh checks it in Chromium).
 std::string line_chart(const std::string& title, const std::string& x_label, const std::string& y_label,
                        const std::vector<Series>& series) {
@@ -140,24 +181,24 @@ std::string line_chart(const std::string& title, const std::string& x_label, con
   }
   if (x0 > x1)
     return o.str() + "<text x=\"" + num(left, "%.0f") + "\" y=\"100\" font-size=\"12\">no data</text>\n</svg>\n";
-  if (x1 == x0) x1 = x0 + 1;
-  if (y1 == y0) y1 = y0 + std::max(1e-9, std::fabs(y0) * 0.1);
-  const double pad = (y1 - y0) * 0.05;
-  y0 -= pad, y1 += pad;
+  // 1-2-5 ticks, each axis widened to its outer ticks.
+  const AxisTicks xt = axis_ticks(x0, x1, 6), yt = axis_ticks(y0, y1, 6);
+  x0 = xt.lo, x1 = xt.hi, y0 = yt.lo, y1 = yt.hi;
   auto px = [&](double x) { return left + (x - x0) / (x1 - x0) * (w - left - right); };
   auto py = [&](double y) { return h - bottom - (y - y0) / (y1 - y0) * (h - top - bottom); };
   o << "<g stroke=\"#999\" stroke-width=\"1\"><line x1=\"" << left << "\" y1=\"" << h - bottom << "\" x2=\""
     << w - right << "\" y2=\"" << h - bottom << "\"/><line x1=\"" << left << "\" y1=\"" << top << "\" x2=\"" << left
     << "\" y2=\"" << h - bottom << "\"/></g>\n<g font-size=\"10\" fill=\"#444\">\n";
-  for (int i = 0; i <= 4; ++i) {
-    const double xv = x0 + (x1 - x0) * i / 4, yv = y0 + (y1 - y0) * i / 4;
-    const char* anchor = i == 0 ? "start" : i == 4 ? "end" : "middle";  // the end ticks stay inside the canvas
-    o << "<text x=\"" << px(xv) << "\" y=\"" << h - bottom + 14 << "\" text-anchor=\"" << anchor << "\">" << si(xv)
-      << "</text>"
-      << "<text x=\"" << left - 6 << "\" y=\"" << py(yv) + 3 << "\" text-anchor=\"end\">" << si(yv) << "</text>"
-      << "<line x1=\"" << left << "\" y1=\"" << py(yv) << "\" x2=\"" << w - right << "\" y2=\"" << py(yv)
-      << "\" stroke=\"#eee\"/>\n";
+  for (size_t i = 0; i < xt.values.size(); ++i) {
+    const bool first = i == 0, last = i + 1 == xt.values.size();
+    const char* anchor = first ? "start" : last ? "end" : "middle";  // the end ticks stay inside the canvas
+    o << "<text x=\"" << px(xt.values[i]) << "\" y=\"" << h - bottom + 14 << "\" text-anchor=\"" << anchor << "\">"
+      << xt.labels[i] << "</text>\n";
   }
+  for (size_t i = 0; i < yt.values.size(); ++i)
+    o << "<text x=\"" << left - 6 << "\" y=\"" << py(yt.values[i]) + 3 << "\" text-anchor=\"end\">" << yt.labels[i]
+      << "</text><line x1=\"" << left << "\" y1=\"" << py(yt.values[i]) << "\" x2=\"" << w - right << "\" y2=\""
+      << py(yt.values[i]) << "\" stroke=\"#eee\"/>\n";
   o << "<text x=\"" << (left + w - right) / 2 << "\" y=\"" << h - 8 << "\" text-anchor=\"middle\" font-size=\"11\">"
     << esc(x_label) << "</text><text transform=\"translate(14," << (top + h - bottom) / 2
     << ") rotate(-90)\" text-anchor=\"middle\" font-size=\"11\">" << esc(y_label) << "</text>\n</g>\n";

@@ -19,6 +19,17 @@ std::string run_summary(const std::string& run_dir, bool json = false);
 // axis's unit).
 std::string tick_label(double value);
 
+// An axis's ticks: 1-2-5 steps (1, 2 or 5 times a power of ten) that cover [lo, hi] in at most `max_intervals`
+// intervals, the axis range widened to the outer ticks, and labels with the same number of decimals along the axis
+// (0.2, 0.4, 0.6; 1.5k, 2.0k, 2.5k; zero as "0"), never in exponent form. An empty or one-point range gets a range
+// around its value.
+struct AxisTicks {
+  double lo = 0, hi = 1, step = 1;
+  std::vector<double> values;
+  std::vector<std::string> labels;
+};
+AxisTicks axis_ticks(double lo, double hi, int max_intervals = 6);
+
 // A value with its unit, as people read it: hours as h, min or s; energy as Wh, kWh or MWh; "USD 0.0012"; never an SI
 // prefix glued to another unit ("4.63m h" is 16.7 s).
 std::string quantity(double value, const std::string& unit);

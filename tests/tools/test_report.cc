@@ -2,8 +2,10 @@
 // and the names scripts read (summary.json's keys, emissions.csv's header).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -31,6 +33,56 @@ TEST(Report, TickLabelsArePlainNumbersWithSiSuffixes) {
   EXPECT_EQ(tick_label(-38400), "-38.4k");
   for (double v : {1e-12, 3e-7, 0.0099, 0.01, 0.999, 999.4, 999.5, 1e5, 9.99e11, 7e14})
     EXPECT_EQ(tick_label(v).find('e'), std::string::npos) << v << " -> " << tick_label(v);
+}
+
+// Chart axes tick at 1-2-5 steps covering the data, widened to the outer ticks, with one number of decimals along an
+// axis: the report's axes were labelled at the extremes and quarters of the range (7.38, 5.99, 4.6, 3.21, 1.82).
+TEST(Report, AxisTicksAreOneTwoFiveStepsCoveringTheData) {
+  using joule::tools::axis_ticks;
+  const auto loss = axis_ticks(1.82, 7.38);
+  EXPECT_EQ(loss.labels, (std::vector<std::string>{"0", "2", "4", "6", "8"}));
+  const auto accuracy = axis_ticks(0.0987, 0.657);
+  EXPECT_EQ(accuracy.labels, (std::vector<std::string>{"0", "0.2", "0.4", "0.6", "0.8"}));
+  const auto minutes = axis_ticks(0.0695, 0.254);
+  EXPECT_EQ(minutes.labels, (std::vector<std::string>{"0.05", "0.10", "0.15", "0.20", "0.25", "0.30"}));
+  const auto sequences = axis_ticks(1500, 2600);
+  EXPECT_EQ(sequences.labels, (std::vector<std::string>{"1.4k", "1.6k", "1.8k", "2.0k", "2.2k", "2.4k", "2.6k"}));
+  const auto negative = axis_ticks(-3.3, -0.4);
+  EXPECT_EQ(negative.labels, (std::vector<std::string>{"-4", "-3", "-2", "-1", "0"}));
+  const auto one_point = axis_ticks(5, 5);
+  EXPECT_LE(one_point.lo, 5);
+  EXPECT_GE(one_point.hi, 5);
+  EXPECT_LT(one_point.lo, one_point.hi);
+
+  // Ranges from 1e-6 to 1e9, either sign: a 1-2-5 step, the data covered, at most 6 intervals (at least 2 ticks),
+  // distinct labels with one number of decimals each, never exponent form.
+  for (double base : {1e-6, 3.7e-4, 0.02, 0.999, 1.0, 42.0, 7777.0, 1.3e6, 9.9e8})
+    for (double width : {0.01, 0.3, 1.0, 7.0, 120.0})
+      for (double sign : {1.0, -1.0}) {
+        const double lo = sign * base, hi = lo + width * base;
+        const auto t = axis_ticks(lo, hi);
+        const std::string what = std::to_string(lo) + ".." + std::to_string(hi);
+        const double mantissa = t.step / std::pow(10.0, std::floor(std::log10(t.step) + 1e-9));
+        EXPECT_TRUE(std::fabs(mantissa - 1) < 1e-6 || std::fabs(mantissa - 2) < 1e-6 || std::fabs(mantissa - 5) < 1e-6)
+            << what << " step " << t.step;
+        EXPECT_LE(t.lo, lo + 1e-9 * std::fabs(t.step)) << what;
+        EXPECT_GE(t.hi, hi - 1e-9 * std::fabs(t.step)) << what;
+        EXPECT_GE(t.values.size(), 2u) << what;
+        EXPECT_LE(t.values.size(), 7u) << what;
+        ASSERT_EQ(t.values.size(), t.labels.size());
+        std::set<std::string> distinct(t.labels.begin(), t.labels.end());
+        EXPECT_EQ(distinct.size(), t.labels.size()) << what << ": " << t.labels.front() << " .. " << t.labels.back();
+        size_t decimals = std::string::npos;
+        for (const std::string& label : t.labels) {
+          EXPECT_EQ(label.find('e'), std::string::npos) << what << ": " << label;
+          if (label == "0") continue;
+          const size_t dot = label.find('.');
+          const std::string digits = label.substr(0, label.find_first_of("kMGT"));
+          const size_t d = dot == std::string::npos ? 0 : digits.size() - dot - 1;
+          if (decimals == std::string::npos) decimals = d;
+          EXPECT_EQ(d, decimals) << what << ": " << label;
+        }
+      }
 }
 
 // Units and SI prefixes are never combined: the report's bar labels said "4.63m h".
