@@ -1,14 +1,65 @@
 #include "trainer/mlperf_log.h"
 
 #include <chrono>
+#include <filesystem>
+#include <vector>
 
 namespace joule::trainer {
+namespace fs = std::filesystem;
 
 double epoch_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-MlperfLog::MlperfLog(const std::string& path) : file_(path) {}
+namespace {
+
+// The log's complete lines without those a resume from `samples` trains again; a partial last line (a writer killed
+// mid-line) is kept as it is, for LineLog to cut. Returns how many lines went.
+int64_t drop_lines_after(const std::string& path, int64_t samples) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return 0;
+  const std::string text = read_text_file(path);
+  std::vector<std::string> kept;
+  std::vector<nlohmann::json> records;  // parsed, parallel to kept (null for a line that is not an MLLOG record)
+  int64_t dropped = 0;
+  size_t begin = 0;
+  for (size_t end; (end = text.find('\n', begin)) != std::string::npos; begin = end + 1) {
+    const std::string line = text.substr(begin, end - begin);
+    nlohmann::json j;
+    if (line.rfind(":::MLLOG ", 0) == 0) j = nlohmann::json::parse(line.substr(9), nullptr, false);
+    const nlohmann::json* count =
+        j.is_object() && j.contains("metadata") && j["metadata"].is_object() && j["metadata"].contains("samples_count")
+            ? &j["metadata"]["samples_count"]
+            : nullptr;
+    if (count && count->is_number_integer() && count->get<int64_t>() > samples) {
+      ++dropped;
+      continue;
+    }
+    if (j.is_object() && j.value("key", "") == "run_stop") {  // the run goes on: no run_stop, nor its block_stop
+      ++dropped;
+      if (!records.empty() && records.back().is_object() && records.back().value("key", "") == "block_stop") {
+        records.pop_back(), kept.pop_back();
+        ++dropped;
+      }
+      continue;
+    }
+    kept.push_back(line);
+    records.push_back(j.is_discarded() ? nlohmann::json() : j);
+  }
+  if (dropped == 0) return 0;
+  std::string out;
+  for (const std::string& line : kept) out += line + "\n";
+  out += text.substr(begin);  // a partial last line, if any
+  write_file_atomically(path, out);
+  return dropped;
+}
+
+}  // namespace
+
+MlperfLog::MlperfLog(const std::string& path, int64_t resume_samples)
+    : dropped_lines_(resume_samples >= 0 ? drop_lines_after(path, resume_samples) : 0) {
+  file_ = LineLog(path);
+}
 
 std::string MlperfLog::line(const std::string& key, const nlohmann::json& value, const nlohmann::json& metadata,
                             double time_ms) {

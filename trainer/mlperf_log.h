@@ -8,7 +8,10 @@
 //                run_start, block_start;
 //   each eval:   block_stop, eval_start, eval_accuracy (masked-LM accuracy), eval_stop, block_start;
 //   the end:     block_stop, run_stop {status: success}. A resumed segment appends to the same file and writes no
-//                second init, run_start or block_start; a preempted one writes no run_stop (the run goes on).
+//                second init, run_start or block_start; a preempted one writes no run_stop (the run goes on). A
+//                resume first drops what it trains again: lines past its checkpoint's samples (a crash after the
+//                checkpoint) and a finished run's closing block_stop and run_stop (--steps raised), so the log has
+//                one run_stop and no sample counted twice.
 // Rank 0 writes, one line at a time. No LibTorch.
 #pragma once
 
@@ -34,8 +37,11 @@ struct MlperfRunFacts {
 class MlperfLog {
  public:
   MlperfLog() = default;
-  explicit MlperfLog(const std::string& path);  // appends; the file is made when missing
+  // Appends; the file is made when missing. `resume_samples` >= 0: a resumed segment from a checkpoint at that many
+  // samples (the lines it trains again are dropped first; dropped_lines() says how many).
+  explicit MlperfLog(const std::string& path, int64_t resume_samples = -1);
   bool is_open() const { return file_.is_open(); }
+  int64_t dropped_lines() const { return dropped_lines_; }
 
   // A fresh run's head, up to run_start and the first block_start. A resumed segment writes nothing at its start:
   // the block the run was in when it stopped goes on.
@@ -52,6 +58,7 @@ class MlperfLog {
   void log(const std::string& key, const nlohmann::json& value = nullptr,
            const nlohmann::json& metadata = nlohmann::json::object(), double time_ms = 0);
   LineLog file_;
+  int64_t dropped_lines_ = 0;
 };
 
 double epoch_ms();  // now, in milliseconds since the epoch

@@ -177,8 +177,13 @@ class TrainingLoop {
         policy_(cfg_.checkpoint, root_),
         step_(p.objects.model, *p.objects.reducer, *p.objects.optimizer, cfg_.train.accumulation) {
     if (!root_) return;
-    mllog_ = MlperfLog((fs::path(cfg_.run.dir) / "mllog.txt").string());
-    if (p.state.segments == 1) mllog_.start(mlperf_facts());  // a resumed run's log goes on where it stopped
+    const std::string mllog = (fs::path(cfg_.run.dir) / "mllog.txt").string();
+    const bool resumed = p.state.segments > 1;
+    mllog_ = MlperfLog(mllog, resumed ? p.state.sequences : -1);
+    if (!resumed) mllog_.start(mlperf_facts());  // a resumed run's log goes on where it stopped
+    if (mllog_.dropped_lines() > 0)
+      std::cout << "note: " << mllog << ": " << mllog_.dropped_lines() << " line(s) after the checkpoint's "
+                << p.state.sequences << " samples left out (trained again from the checkpoint)\n";
   }
 
   // Steps until the run's target, the target accuracy or a preemption. Returns the exit code.

@@ -180,6 +180,10 @@ steps = [r["step"] for r in map(json.loads, open("b_more/metrics.jsonl")) if "se
 assert steps == sorted(set(steps)) and steps[-1] == 44, steps  # no step logged twice
 s = json.load(open("b_more/summary.json"))
 assert s["steps"] == 44 and s["segments"] == 4 and s["segment_list"][-1]["start_step"] == 40, s["segment_list"]
+# The MLPerf log has one run_stop (the continuation dropped the earlier close) at the continued run's samples.
+keys = [json.loads(line[9:]) for line in open("b_more/mllog.txt")]
+stops = [k for k in keys if k["key"] == "run_stop"]
+assert len(stops) == 1 and stops[0]["metadata"]["samples_count"] == s["sequences"], stops
 PY3
 
 echo "== 2e. --data D (a data create output): D's eval/ is the held-out set whatever the config's data.eval says"

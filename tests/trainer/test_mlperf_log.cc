@@ -105,3 +105,60 @@ TEST(MlperfLog, ARunsRecordsInTheOrderTheCheckerWants) {
   EXPECT_EQ(r.back()["metadata"]["status"], "success");
   EXPECT_EQ(r[static_cast<size_t>(at("submission_division"))]["value"], "open");  // not a submission
 }
+
+// A resume drops what it trains again: a crash after the checkpoint left evals past it, and a finished run continued
+// with --steps raised left its closing block_stop and run_stop. The log ends with one run_stop and counts no sample
+// twice.
+TEST(MlperfLog, AResumeDropsTheLinesItTrainsAgain) {
+  joule::test::TempDir dir;
+  const std::string path = dir.path() + "/mllog.txt";
+  const auto keys_and_counts = [&] {
+    std::vector<std::pair<std::string, int64_t>> out;
+    for (const auto& j : records(path)) out.emplace_back(j["key"], j["metadata"].value("samples_count", int64_t{-1}));
+    return out;
+  };
+  {
+    MlperfLog log(path);
+    log.start(facts());
+    log.eval(100, 0.1);
+    log.eval(200, 0.2);
+    log.eval(300, 0.3);  // the crash comes after this eval; the newest checkpoint is at 200 samples
+  }
+  const size_t before_crash = records(path).size();
+  {
+    MlperfLog resumed(path, 200);
+    EXPECT_EQ(resumed.dropped_lines(), 5);  // the eval at 300: block_stop, eval_start/accuracy/stop, block_start
+    EXPECT_EQ(records(path).size(), before_crash - 5);
+    resumed.eval(300, 0.31);
+    resumed.finish(400);
+  }
+  {
+    MlperfLog continued(path, 400);           // the finished run continued from its last checkpoint
+    EXPECT_EQ(continued.dropped_lines(), 2);  // block_stop and run_stop at 400
+    continued.eval(500, 0.5);
+    continued.finish(600);
+  }
+  {
+    MlperfLog unchanged(path, 600);  // a finished log resumed at its own end (then finished again) drops its close
+    EXPECT_EQ(unchanged.dropped_lines(), 2);
+    unchanged.finish(600);
+  }
+  int run_stops = 0, evals_at_300 = 0;
+  int64_t last_count = 0;
+  for (const auto& [key, count] : keys_and_counts()) {
+    run_stops += key == "run_stop";
+    evals_at_300 += key == "eval_accuracy" && count == 300;
+    if (count >= 0) {
+      EXPECT_GE(count, last_count) << key;  // samples never go back
+      last_count = count;
+    }
+  }
+  EXPECT_EQ(run_stops, 1);
+  EXPECT_EQ(evals_at_300, 1);
+  EXPECT_EQ(keys_and_counts().back(), (std::pair<std::string, int64_t>{"run_stop", 600}));
+  // A partial last line (a writer killed mid-line) stays for LineLog to cut, and the lines before it are kept.
+  joule::write_file_atomically(path, joule::read_text_file(path) + ":::MLLOG {\"key\": \"eval_st");
+  MlperfLog torn(path, 550);
+  EXPECT_EQ(torn.dropped_lines(), 2);  // 600's block_stop and run_stop; the eval at 500 and its new block stay
+  EXPECT_EQ(keys_and_counts().back(), (std::pair<std::string, int64_t>{"block_start", 500}));
+}
