@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
 #include <torch/csrc/autograd/profiler_legacy.h>
@@ -15,6 +16,7 @@
 #include "collectives/communicator.h"
 #include "collectives/reducer.h"
 #include "launch/cpu_allocator.h"
+#include "launch/cpu_isa.h"
 #include "launch/device.h"
 #include "launch/placement.h"
 #include "launch/runtime.h"
@@ -189,6 +191,13 @@ std::string bench_train(const TrainBenchOptions& o) {
                       {"rss_over_expected", peak_rss / (state_bytes + weight_copies + act)},
                       {"device", device.description},
                       {"loss", loss}};
+  // What the figures depend on besides joule: who others compare them with need it beside every repeat.
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  j["host"] = {{"cpu_isa", launch::CpuIsa::current().describe()},
+               {"blas", launch::detect_blas().description},
+               {"openblas_coretype", coretype ? coretype : ""},
+               {"libtorch", launch::torch_version()},
+               {"precision_path", precision.reason}};
   if (cuda) {
     // On a GPU the state and activations live in device memory: the caching allocator's peak, not the RSS.
     j["peak_device_memory_bytes"] = device_peak_bytes;

@@ -5,15 +5,17 @@
   the independent DGX A100 multi-node rows, the 16 x trn1.32xlarge row, the 3- and 4-node NCCL rows, the trn1/p4d
   ratio the model predicts;
 - tools/bench/results/demo.json (tools/bench/demo_figures.sh): the demo's training time and held-out accuracy in
-  the precision auto chose and in fp32.
+  the precision auto chose and in fp32;
+- tools/bench/results/data_prep.jsonl (tools/bench/data_prep.sh): `data create`'s text, sequences and wall time on
+  every core, and its per-core speed over NVIDIA's script.
 
-usage: readme_figures.py README.md VALIDATION.md demo.json     exits 1 naming each figure that disagrees
+usage: readme_figures.py README.md VALIDATION.md demo.json data_prep.jsonl     exits 1 naming each figure that disagrees
 """
 import json
 import re
 import sys
 
-readme_path, validation_path, demo_path = sys.argv[1:4]
+readme_path, validation_path, demo_path, data_prep_path = sys.argv[1:5]
 readme = " ".join(open(readme_path, encoding="utf-8").read().split())  # sentences across line breaks
 rows = []
 for line in open(validation_path, encoding="utf-8"):
@@ -52,8 +54,17 @@ expect(f"{auto['train_wall_s']:.0f} s of training, {auto['eval_mlm_accuracy']:.2
 expect(f"takes {fp32['train_wall_s']:.0f} s and reaches {fp32['eval_mlm_accuracy']:.2f}",
        "tools/bench/results/demo.json, fp32")
 
+records = [json.loads(line) for line in open(data_prep_path) if line.strip()]
+prep = [r for r in records if r.get("record") == "data_prep"]
+cores = next(r["vcpus"] for r in records if r.get("record") == "environment")
+whole = next(r for r in prep if r["run"].startswith(f"joule, {cores} thread(s)"))
+nvidia = next(r for r in prep if r["run"].startswith("NVIDIA"))
+expect(f"makes {whole['text_mb'] / 1000:.1f} GB of text into {whole['sequences'] / 1e6:.1f}M sequences in "
+       f"{whole['wall_s']:.0f} s, about {whole['mb_per_cpu_s'] / nvidia['mb_per_cpu_s']:.0f}\u00d7 NVIDIA's",
+       "tools/bench/results/data_prep.jsonl, the whole corpus on every core")
+
 for p in problems:
     print("FAIL: " + p)
 if problems:
     sys.exit(1)
-print(f"README.md: {6} figures agree with VALIDATION.md and tools/bench/results/demo.json")
+print(f"README.md: {7} figures agree with VALIDATION.md, tools/bench/results/demo.json and data_prep.jsonl")

@@ -10,7 +10,10 @@
 #                                       [--repeats 3] [--steps 4] [--micro-batch 8] [--min-ratio R] [--out results.jsonl]
 # PYTHONS="/usr/bin/python3 /path/to/python3" runs the PyTorch side on each of those interpreters' PyTorch in turn
 # (default: Debian's /usr/bin/python3, PyTorch 1.13); the table has a row per PyTorch version.
-# tools/bench/compare_summary.py prints the same table again from one or more result files.
+# The result file (JSON lines) starts with the machine's description (tools/bench/bench_env.py) and holds every run,
+# numbered by repeat; `python3 tools/bench/tables.py summary FILE...` prints the table again from one or more of them,
+# and BENCHMARKS.md's tables are made from the files committed under tools/bench/results/ (tools/bench/tables.py).
+# The PyTorch side times both of its LAMB forms in each run (tools/bench/ddp_bert.py --lamb both).
 # Exits non-zero when a ratio falls below --min-ratio (default 0: report only). Needs python3-torch
 # (bash tools/setup.sh --reference) and a built joule (bash tools/build.sh).
 set -euo pipefail
@@ -36,7 +39,9 @@ for python in "${pythons[@]}"; do
   "$python" -c "import torch" 2>/dev/null || { echo "$python has no torch: bash tools/setup.sh --reference (or set PYTHONS)" >&2; exit 1; }
 done
 out=${out:-$(mktemp /tmp/joule-compare-XXXXXX.jsonl)}
-: > "$out"
+/usr/bin/python3 tools/bench/bench_env.py --note "compare_pytorch.sh --models '$models' --layouts '$layouts' --precisions '$precisions' --repeats $repeats --steps $steps --micro-batch $micro" > "$out"
+# Each run's JSON line, numbered with its repeat.
+keep() { grep '^{' | /usr/bin/python3 -c 'import json,sys; r=json.loads(sys.stdin.readline()); r["repeat"]=int(sys.argv[1]); print(json.dumps(r))' "$1" >> "$out"; }
 root=(); [[ $(id -u) -eq 0 ]] && root=(--allow-run-as-root)
 # The same process environment for both: passive OpenMP waits, OpenBLAS threads that sleep when idle.
 export OMP_WAIT_POLICY=PASSIVE OPENBLAS_THREAD_TIMEOUT=4
@@ -54,11 +59,11 @@ for model in $models; do
         for impl in "${order[@]}"; do
           if [[ $impl == joule ]]; then
             "${mpi[@]}" "$joule" bench train --config "$model" --micro-batch "$micro" --threads "$threads" --steps "$steps" --warmup 2 \
-              --precision "$precision" | grep '^{' >> "$out"
+              --precision "$precision" | keep "$r"
           else
             port=$((port + 1))
             "${mpi[@]}" "$impl" tools/bench/ddp_bert.py --config "configs/models/$model.json" --micro-batch "$micro" \
-              --threads "$threads" --steps "$steps" --warmup 2 --port "$port" --precision "$precision" | grep '^{' >> "$out"
+              --threads "$threads" --steps "$steps" --warmup 2 --port "$port" --precision "$precision" | keep "$r"
           fi
           echo "$model $layout $precision run $r $impl: $(tail -1 "$out" | /usr/bin/python3 -c 'import json,sys; print(round(json.load(sys.stdin)["seq_per_s"], 3), "seq/s")')" >&2
         done
@@ -66,4 +71,4 @@ for model in $models; do
     done
   done
 done
-/usr/bin/python3 tools/bench/compare_summary.py --min-ratio "$min_ratio" "$out"
+/usr/bin/python3 tools/bench/tables.py summary --min-ratio "$min_ratio" "$out"

@@ -36,7 +36,7 @@ report() {  # NAME BYTES SEQUENCES WALL CPU RSS_KB
   python3 -c "
 import json, sys
 name, nbytes, seqs, wall, cpu, rss = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), *map(float, sys.argv[4:7])
-print(json.dumps({'run': name, 'text_mb': round(nbytes / 1e6, 1), 'sequences': seqs, 'wall_s': wall, 'cpu_s': round(cpu, 2),
+print(json.dumps({'record': 'data_prep', 'run': name, 'text_mb': round(nbytes / 1e6, 1), 'sequences': seqs, 'wall_s': wall, 'cpu_s': round(cpu, 2),
                   'mb_per_s': round(nbytes / 1e6 / wall, 2), 'mb_per_cpu_s': round(nbytes / 1e6 / cpu, 3),
                   'seq_per_s': round(seqs / wall), 'peak_rss_mb': round(rss / 1024)}))" "$@"
 }
