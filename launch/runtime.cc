@@ -32,10 +32,12 @@ BlasInfo detect_blas() {
   using GetThreads = int (*)();
   auto get_config = reinterpret_cast<GetConfig>(dlsym(RTLD_DEFAULT, "openblas_get_config"));
   auto get_threads = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  auto get_core = reinterpret_cast<GetConfig>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
   const bool sgemm_from_openblas = info.library.find("openblas") != std::string::npos;
   if (get_config && sgemm_from_openblas) {
     info.description = get_config();
     if (get_threads) info.threads = get_threads();
+    if (get_core) info.core = get_core();
   } else if (info.library.find("/blas/") != std::string::npos || info.library.find("libblas.so") != std::string::npos) {
     info.description = "reference BLAS (netlib)";
     info.is_reference = true;

@@ -18,6 +18,7 @@ struct BlasInfo {
   std::string description;    // e.g. "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64"
   bool is_reference = false;  // netlib reference BLAS: matmuls ~20x slower than OpenBLAS
   int threads = 0;            // OpenBLAS's thread count, 0 when not OpenBLAS
+  std::string core;           // OpenBLAS's kernel set (openblas_get_corename: "Haswell"), "" when not OpenBLAS
 };
 BlasInfo detect_blas();
 

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -12,6 +13,7 @@
 #include <utility>
 
 #include "data/loader.h"
+#include "launch/blas_core.h"
 #include "launch/placement.h"
 #include "launch/runtime.h"
 #include "launch/util/file_io.h"
@@ -95,6 +97,15 @@ RunLock lock_run_directory(const ResolvedRun& run, collectives::Communicator& co
   return lock;
 }
 
+// The kernels the CPU's fp32 matmuls run on, judged against the processor (launch/blas_core.h).
+std::string fp32_gemm_kernels() {
+  const launch::BlasInfo blas = launch::detect_blas();
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  const launch::BlasCoreJudgement core =
+      launch::judge_blas_core(blas.core, launch::CpuIsa::current(), coretype ? coretype : "");
+  return core.text.empty() ? blas.description : core.text;
+}
+
 // After the resume checks: RUN/config.toml, RUN/model_config.json and the header rank 0 prints.
 void write_run_directory(const ResolvedRun& run, const collectives::ProcessGroupInfo& info, int threads) {
   const RunConfig& cfg = run.cfg;
@@ -112,8 +123,9 @@ void write_run_directory(const ResolvedRun& run, const collectives::ProcessGroup
                                    std::to_string(run.eval_set->size()) + " sequences)"
                              : std::string("none"))
             << "\n"
-            << run.precision.reason << "\nresolved config (" << (fs::path(cfg.run.dir) / "config.toml").string()
-            << "):\n"
+            << run.precision.reason << "\n"
+            << (cfg.train.device == "cuda" ? std::string() : "gemm: fp32 on " + fp32_gemm_kernels() + "\n")
+            << "resolved config (" << (fs::path(cfg.run.dir) / "config.toml").string() << "):\n"
             << run.resolved_toml << std::flush;
 }
 
