@@ -1,6 +1,7 @@
 #include "launch/runtime.h"
 
 #include <ATen/Version.h>
+#include "launch/blas_core.h"
 #include "launch/util/error.h"
 
 #include <dlfcn.h>
@@ -48,6 +49,12 @@ BlasInfo detect_blas() {
     info.description = "unrecognized BLAS";
   }
   return info;
+}
+
+std::string fp32_gemm_kernels(const BlasInfo& blas) {
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  const BlasCoreJudgement core = judge_blas_core(blas.core, CpuIsa::current(), coretype ? coretype : "");
+  return core.text.empty() ? blas.description : core.text;
 }
 
 void set_threads(int threads) {

@@ -22,6 +22,11 @@ struct BlasInfo {
 };
 BlasInfo detect_blas();
 
+// The kernels the fp32 matmuls run on, judged against this processor and naming who chose them (launch/blas_core.h):
+// "OpenBLAS Haswell kernels (AVX2+FMA) on a CPU with AVX-512: below what it runs, ..." when `blas` is OpenBLAS, else
+// its description.
+std::string fp32_gemm_kernels(const BlasInfo& blas);
+
 // Sets LibTorch's intra-op threads and OpenBLAS's threads (which torch::set_num_threads does not set).
 void set_threads(int threads);
 

@@ -15,7 +15,6 @@
 
 #include "collectives/communicator.h"
 #include "collectives/reducer.h"
-#include "launch/blas_core.h"
 #include "launch/cpu_allocator.h"
 #include "launch/cpu_isa.h"
 #include "launch/device.h"
@@ -194,14 +193,13 @@ std::string bench_train(const TrainBenchOptions& o) {
                       {"loss", loss}};
   // What the figures depend on besides joule: who others compare them with need it beside every repeat.
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
-  j["host"] = {
-      {"cpu_isa", launch::CpuIsa::current().describe()},
-      {"blas", launch::detect_blas().description},
-      {"openblas_coretype", coretype ? coretype : ""},
-      {"fp32_gemm_kernels",
-       launch::judge_blas_core(launch::detect_blas().core, launch::CpuIsa::current(), coretype ? coretype : "").text},
-      {"libtorch", launch::torch_version()},
-      {"precision_path", precision.reason}};
+  const launch::BlasInfo blas = launch::detect_blas();
+  j["host"] = {{"cpu_isa", launch::CpuIsa::current().describe()},
+               {"blas", blas.description},
+               {"openblas_coretype", coretype ? coretype : ""},
+               {"fp32_gemm_kernels", blas.core.empty() ? std::string() : launch::fp32_gemm_kernels(blas)},
+               {"libtorch", launch::torch_version()},
+               {"precision_path", precision.reason}};
   if (cuda) {
     // On a GPU the state and activations live in device memory: the caching allocator's peak, not the RSS.
     j["peak_device_memory_bytes"] = device_peak_bytes;

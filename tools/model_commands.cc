@@ -6,9 +6,7 @@
 #include <sstream>
 
 #include "data/hdf5.h"
-#include "launch/blas_core.h"
 #include "launch/cpu_allocator.h"
-#include "launch/cpu_isa.h"
 #include "launch/runtime.h"
 #include "launch/util/error.h"
 #include "models/bert.h"
@@ -110,17 +108,14 @@ std::string model_init(const std::string& config_arg, uint64_t seed, const std::
 
 std::string version_report(std::string* blas_warning) {
   const launch::BlasInfo blas = launch::detect_blas();
-  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
-  const launch::BlasCoreJudgement core =
-      launch::judge_blas_core(blas.core, launch::CpuIsa::current(), coretype ? coretype : "");
   std::ostringstream out;
   out << "joule " << JOULE_VERSION << "\n"
       << "  LibTorch " << launch::torch_version() << "\n"
       << "  MPI      " << launch::mpi_library_version() << "\n"
       << "  HDF5     " << data::hdf5_version().substr(5) << "\n"
       << "  BLAS     " << blas.description << " (" << blas.library << ")\n"
-      << (core.text.empty() ? std::string() : "  GEMM     fp32 on " + core.text + "\n") << "  cores    "
-      << launch::physical_cores() << " available to this process\n"
+      << (blas.core.empty() ? std::string() : "  GEMM     fp32 on " + launch::fp32_gemm_kernels(blas) + "\n")
+      << "  cores    " << launch::physical_cores() << " available to this process\n"
       << "  memory   "
       << (launch::caching_cpu_allocator_active()
               ? "caching CPU allocator for tensors of 1 MiB or more (JOULE_CPU_CACHING=0 turns it off)"

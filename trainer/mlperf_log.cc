@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <utility>
 #include <vector>
 
 namespace joule::trainer {
@@ -19,36 +20,28 @@ int64_t drop_lines_after(const std::string& path, int64_t samples) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return 0;
   const std::string text = read_text_file(path);
-  std::vector<std::string> kept;
-  std::vector<nlohmann::json> records;  // parsed, parallel to kept (null for a line that is not an MLLOG record)
+  std::vector<std::pair<std::string, std::string>> kept;  // each line and its key ("" for a line that is not a record)
   int64_t dropped = 0;
   size_t begin = 0;
   for (size_t end; (end = text.find('\n', begin)) != std::string::npos; begin = end + 1) {
     const std::string line = text.substr(begin, end - begin);
     nlohmann::json j;
     if (line.rfind(":::MLLOG ", 0) == 0) j = nlohmann::json::parse(line.substr(9), nullptr, false);
-    const nlohmann::json* count =
-        j.is_object() && j.contains("metadata") && j["metadata"].is_object() && j["metadata"].contains("samples_count")
-            ? &j["metadata"]["samples_count"]
-            : nullptr;
-    if (count && count->is_number_integer() && count->get<int64_t>() > samples) {
+    const std::string key = j.is_object() ? j.value("key", "") : "";
+    const nlohmann::json metadata = j.is_object() ? j.value("metadata", nlohmann::json::object()) : nlohmann::json();
+    const nlohmann::json count = metadata.is_object() ? metadata.value("samples_count", nlohmann::json()) : nullptr;
+    if (count.is_number_integer() && count.get<int64_t>() > samples) {
       ++dropped;
-      continue;
-    }
-    if (j.is_object() && j.value("key", "") == "run_stop") {  // the run goes on: no run_stop, nor its block_stop
+    } else if (key == "run_stop") {  // the run goes on: no run_stop, nor the block_stop written with it
       ++dropped;
-      if (!records.empty() && records.back().is_object() && records.back().value("key", "") == "block_stop") {
-        records.pop_back(), kept.pop_back();
-        ++dropped;
-      }
-      continue;
+      if (!kept.empty() && kept.back().second == "block_stop") kept.pop_back(), ++dropped;
+    } else {
+      kept.emplace_back(line, key);
     }
-    kept.push_back(line);
-    records.push_back(j.is_discarded() ? nlohmann::json() : j);
   }
   if (dropped == 0) return 0;
   std::string out;
-  for (const std::string& line : kept) out += line + "\n";
+  for (const auto& [line, key] : kept) out += line + "\n";
   out += text.substr(begin);  // a partial last line, if any
   write_file_atomically(path, out);
   return dropped;

@@ -5,7 +5,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -13,7 +12,6 @@
 #include <utility>
 
 #include "data/loader.h"
-#include "launch/blas_core.h"
 #include "launch/placement.h"
 #include "launch/runtime.h"
 #include "launch/util/file_io.h"
@@ -97,15 +95,6 @@ RunLock lock_run_directory(const ResolvedRun& run, collectives::Communicator& co
   return lock;
 }
 
-// The kernels the CPU's fp32 matmuls run on, judged against the processor (launch/blas_core.h).
-std::string fp32_gemm_kernels() {
-  const launch::BlasInfo blas = launch::detect_blas();
-  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
-  const launch::BlasCoreJudgement core =
-      launch::judge_blas_core(blas.core, launch::CpuIsa::current(), coretype ? coretype : "");
-  return core.text.empty() ? blas.description : core.text;
-}
-
 // After the resume checks: RUN/config.toml, RUN/model_config.json and the header rank 0 prints.
 void write_run_directory(const ResolvedRun& run, const collectives::ProcessGroupInfo& info, int threads) {
   const RunConfig& cfg = run.cfg;
@@ -124,7 +113,8 @@ void write_run_directory(const ResolvedRun& run, const collectives::ProcessGroup
                              : std::string("none"))
             << "\n"
             << run.precision.reason << "\n"
-            << (cfg.train.device == "cuda" ? std::string() : "gemm: fp32 on " + fp32_gemm_kernels() + "\n")
+            << (cfg.train.device == "cuda" ? std::string()
+                                           : "gemm: fp32 on " + launch::fp32_gemm_kernels(launch::detect_blas()) + "\n")
             << "resolved config (" << (fs::path(cfg.run.dir) / "config.toml").string() << "):\n"
             << run.resolved_toml << std::flush;
 }
@@ -194,8 +184,9 @@ class TrainingLoop {
     mllog_ = MlperfLog(mllog, resumed ? p.state.sequences : -1);
     if (!resumed) mllog_.start(mlperf_facts());  // a resumed run's log goes on where it stopped
     if (mllog_.dropped_lines() > 0)
-      std::cout << "note: " << mllog << ": " << mllog_.dropped_lines() << " line(s) after the checkpoint's "
-                << p.state.sequences << " samples left out (trained again from the checkpoint)\n";
+      std::cout << "note: " << mllog << ": " << mllog_.dropped_lines()
+                << " line(s) left out that this segment writes again "
+                << "(what followed the checkpoint at " << p.state.sequences << " samples, or a finished run's close)\n";
   }
 
   // Steps until the run's target, the target accuracy or a preemption. Returns the exit code.
@@ -461,8 +452,8 @@ int64_t finished_at(const std::string& run_dir, collectives::Communicator& comm)
     if (fs::is_directory(fs::path(run_dir) / "final", ec) && fs::is_regular_file(summary, ec)) try {
         const RunSummary finished = read_run_summary(run_dir);
         if (finished.status.rfind("finished", 0) == 0) step = std::to_string(finished.steps);
-      } catch (
-          const std::exception&) {  // unreadable: not known to be finished, so the resume goes on (and rewrites it)
+      } catch (const std::exception&) {
+        // unreadable: not known to be finished, so the resume goes on (and rewrites it)
       }
   }
   collectives::broadcast_string(comm, step, 0, 600, "where the run finished");
