@@ -204,7 +204,9 @@ void RunConfig::validate() const {
   for_each_section(*this, [](const auto& section) { section.validate(); });
 }
 
-std::string RunConfig::to_toml() const {
+std::string RunConfig::to_toml() const { return to_toml({}); }
+
+std::string RunConfig::to_toml(const std::vector<std::pair<std::string, std::string>>& comments) const {
   RunConfig copy = *this;
   std::ostringstream out;
   std::string table;
@@ -212,9 +214,46 @@ std::string RunConfig::to_toml() const {
     const std::string key = f.key;
     const std::string t = key.substr(0, key.find('.')), name = key.substr(key.find('.') + 1);
     if (t != table) out << (table.empty() ? "" : "\n") << "[" << (table = t) << "]\n";
-    out << name << " = " << value_text(f) << "\n";
+    out << name << " = " << value_text(f);
+    for (const auto& [k, text] : comments)
+      if (k == key) {
+        std::string one_line = text;  // a comment ends at the line's end
+        for (char& c : one_line)
+          if (c == '\n' || c == '\r') c = ' ';
+        out << "  # " << one_line;
+      }
+    out << "\n";
   }
   return out.str();
+}
+
+namespace {
+
+// Whether `key` holds its automatic default in `c` (the value a default-constructed config has: 0, -1, "auto", "").
+bool holds_default(RunConfig& c, const std::string& key) {
+  RunConfig d;
+  auto all = fields(c), defaults = fields(d);
+  const Field* f = find(all, key);
+  if (!f) throw std::logic_error("used value for an unknown key " + key);
+  return value_text(*f) == value_text(*find(defaults, key));
+}
+
+}  // namespace
+
+RunConfig with_used_values(RunConfig cfg, const std::vector<UsedValue>& used) {
+  for (const UsedValue& u : used)
+    if (!u.value.empty() && holds_default(cfg, u.key)) cfg.set(u.key + "=" + u.value);
+  return cfg;
+}
+
+std::string used_config_toml(const RunConfig& cfg, const std::vector<UsedValue>& used) {
+  RunConfig given = cfg;
+  std::vector<std::pair<std::string, std::string>> comments;
+  for (const UsedValue& u : used)
+    if (holds_default(given, u.key)) comments.emplace_back(u.key, "auto: " + u.source);
+  return "# The config this run used, every key. Keys marked \"# auto\" were left automatic: each holds the value the\n"
+         "# run worked out, and where it came from. `joule train --config` with this file repeats the run.\n\n" +
+         with_used_values(cfg, used).to_toml(comments);
 }
 
 std::vector<ConfigChange> config_changes(const RunConfig& before, const RunConfig& after) {

@@ -48,8 +48,22 @@ struct RunConfig {
   // Every section's ranges and cross-key checks (none needs the world size or the data).
   void validate() const;
   std::string to_toml() const;  // the resolved config, every key
+  // The same, with `comments` ("table.key" -> text) written after their keys as "  # text".
+  std::string to_toml(const std::vector<std::pair<std::string, std::string>>& comments) const;
   static std::vector<std::string> keys();
 };
+
+// A value the run worked out for a key its config left automatic (train.threads = 0, train.precision = "auto",
+// accounting.pue = 0, ...: the key's default), and where it came from. `value` is as --set takes it; "" when the run
+// only says where the key's value came from (train.steps = 0: from train.target_sequences).
+struct UsedValue {
+  std::string key, value, source;
+};
+// `cfg` with each key that holds its automatic default set to the value the run used; keys the config set keep theirs.
+RunConfig with_used_values(RunConfig cfg, const std::vector<UsedValue>& used);
+// The config.toml a run writes: every key with the value the run used, each automatic one followed by
+// "# auto: <source>". Given back to `joule train --config`, it repeats the run on the same machine kind and world.
+std::string used_config_toml(const RunConfig& cfg, const std::vector<UsedValue>& used);
 
 // One key whose value differs between a checkpoint's config and a resumed run's: the two values as config.toml writes
 // them, whether the change leaves the run the one its earlier steps belong to (`safe`), and what it changes in words.

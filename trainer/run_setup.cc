@@ -40,6 +40,33 @@ void resolve_data_create_output(RunConfig& cfg, bool eval_from_data_root) {
   cfg.data.train = train;
 }
 
+// What the run worked out for the keys its config may leave automatic (with_used_values applies each only where the
+// config did).
+std::vector<UsedValue> used_values(const ResolvedRun& run, const std::string& vocab_path,
+                                   const TrainingProcess& process, const CostSettings& cost) {
+  const TrainOptions& t = run.cfg.train;
+  const std::string precision = models::precision_name(run.precision.precision);
+  auto number = [](double v) { return joule::option_number_text(v); };
+  const std::string& reason = run.precision.reason;  // "precision auto -> bf16 mixed precision: this CPU (...) has ..."
+  const std::string why = reason.find(": ") == std::string::npos ? reason : reason.substr(reason.find(": ") + 2);
+  return {
+      {"train.steps", "",
+       "0: " + std::to_string(run.total_steps) + " steps of " + std::to_string(run.global_batch) +
+           " sequences from train.target_sequences"},
+      {"train.global_batch", std::to_string(run.global_batch),
+       "micro_batch " + std::to_string(t.micro_batch) + " x accumulation " + std::to_string(t.accumulation) + " x " +
+           std::to_string(run.world) + " rank(s)"},
+      {"train.threads", std::to_string(process.threads), process.threads_source},
+      {"train.precision", precision, why},
+      {"data.vocab", vocab_path, "vocab.txt beside the shards"},
+      {"accounting.instance", cost.instance,
+       "the machine the numerics run on (profile " + fs::path(cost.instance_file).filename().string() + ")"},
+      {"accounting.price_per_hour", number(cost.usd_per_hour), "USD per instance-hour, " + cost.price_source},
+      {"accounting.pue", number(cost.pue), cost.pue_source},
+      {"accounting.grid_intensity", number(cost.region.g_per_kwh), "g CO2/kWh, " + cost.grid_source},
+  };
+}
+
 }  // namespace
 
 BatchPlan plan_batches(const TrainOptions& train, int world, int64_t available, const std::string& data_name) {
@@ -72,19 +99,24 @@ TrainingProcess start_training_process(const TrainOptions& options) {
   const collectives::ProcessGroupInfo& info = p.comm->info();
   p.device = launch::choose_device(options.device, info.local_rank);
   std::string oversubscribed;
-  p.threads = launch::threads_per_rank(collectives::node_core_view(*p.comm, options.collective_timeout_seconds),
-                                       info.local_size, static_cast<int>(options.threads), &oversubscribed);
+  const launch::CoreView cores = collectives::node_core_view(*p.comm, options.collective_timeout_seconds);
+  p.threads = launch::threads_per_rank(cores, info.local_size, static_cast<int>(options.threads), &oversubscribed);
+  p.threads_source = p.threads == cores.own && cores.own < cores.node / std::max(1, info.local_size)
+                         ? "the " + std::to_string(cores.own) + " core(s) the launcher binds this rank to"
+                         : "this node's " + std::to_string(cores.node) + " core(s) / " +
+                               std::to_string(info.local_size) + " rank(s) on it";
   launch::set_threads(p.threads);
   if (!oversubscribed.empty() && info.local_rank == 0)
     std::cerr << (launch::rank_prefix() + "warning: " + oversubscribed + "\n") << std::flush;
   return p;
 }
 
-ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_dir, collectives::Communicator& comm,
-                        const launch::DeviceChoice& device, bool eval_from_data_root) {
+ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_dir, const TrainingProcess& process,
+                        const CostSettings& cost, bool eval_from_data_root) {
+  collectives::Communicator& comm = *process.comm;
   ResolvedRun run;
   run.cfg = validated;
-  run.device = device;
+  run.device = process.device;
   RunConfig& cfg = run.cfg;
   run.world = comm.info().world_size;
   if (cfg.data.train.empty()) throw RunConfigError("run config: data.train is not set (--data SHARDS)");
@@ -153,6 +185,7 @@ ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_d
   // and what a resume compares.
   run.config_hash = joule::fnv1a64_hex(
       run.resolved_toml + "# compute precision: " + models::precision_name(run.precision.precision) + "\n");
+  run.used = used_values(run, vocab_path, process, cost);
   return run;
 }
 
@@ -321,7 +354,8 @@ std::string config_change_lines(const TrainerState& loaded, const ResolvedRun& r
            " was written by an older joule, which did not record the config it was trained with)\n";
   std::string out;
   const RunConfig before = RunConfig::from_toml_text(loaded.config_toml, checkpoint + "/trainer_state.json \"config\"");
-  for (const ConfigChange& c : config_changes(before, run.cfg))
+  // Compared with the automatic keys filled in: "auto" then and the value it resolved to now is no change.
+  for (const ConfigChange& c : config_changes(with_used_values(before, run.used), with_used_values(run.cfg, run.used)))
     out += std::string(c.safe ? "note" : "warning") + ": resuming with " + c.key + " = " + c.after +
            " (the checkpoint's: " + c.before + "): " + c.note + "\n";
   const std::string now = models::precision_name(run.precision.precision);

@@ -17,6 +17,7 @@
 #include "models/bert_config.h"
 #include "models/precision.h"
 #include "trainer/checkpoint.h"
+#include "trainer/cost/accounting.h"
 #include "trainer/fault.h"
 #include "trainer/optimizer.h"
 #include "trainer/run_config.h"
@@ -31,6 +32,7 @@ struct TrainingProcess {
   std::unique_ptr<collectives::Communicator> comm;
   launch::DeviceChoice device;
   int threads = 1;
+  std::string threads_source;  // where `threads` came from, when train.threads left it automatic
 };
 TrainingProcess start_training_process(const TrainOptions& options);
 
@@ -44,6 +46,9 @@ struct ResolvedRun {
   int64_t global_batch = 0, total_steps = 0;
   int64_t target_sequences = 0;  // the run's own target: train.target_sequences, else steps x global batch
   std::string resolved_toml, config_hash;
+  // The values worked out for the keys the config left automatic (threads, precision, global batch, vocabulary,
+  // price, PUE, grid intensity): RUN/config.toml holds them, and a resume compares configs with them filled in.
+  std::vector<UsedValue> used;
   const data::Dataset& dataset() const { return *train_set; }
 };
 
@@ -61,8 +66,9 @@ BatchPlan plan_batches(const TrainOptions& train, int world, int64_t available, 
 // create` output, means D/train, and D/eval is the held-out set when data.eval is not set, or when
 // `eval_from_data_root` (the command line named D but not the held-out set: the config's data.eval belongs to the
 // config's data.train).
-ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_dir, collectives::Communicator& comm,
-                        const launch::DeviceChoice& device, bool eval_from_data_root = false);
+// `cost`: what the run is billed as (its automatic price, PUE and grid intensity go into `used`).
+ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_dir, const TrainingProcess& process,
+                        const CostSettings& cost, bool eval_from_data_root = false);
 
 // What a training run is built from: the one construction path of `joule train`, `joule bench train` and the tests.
 struct TrainingSpec {

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -77,9 +78,7 @@ RunLock lock_run_directory(const ResolvedRun& run, collectives::Communicator& co
     std::string previous;
     lock = RunLock::acquire(run.cfg.run.dir, &previous);
     if (!previous.empty()) std::cout << "note: " << previous << "\n" << std::flush;
-    double parameters = 0;
-    for (const auto& [name, numel] : models::parameter_numels(run.model_config))
-      parameters += static_cast<double>(numel);
+    const auto parameters = static_cast<double>(models::parameter_counts(run.model_config).total());
     const double checkpoint_bytes = parameters * 4 * 3 + (1 << 20);
     struct statvfs fsinfo {};
     if (::statvfs(run.cfg.run.dir.c_str(), &fsinfo) == 0) {
@@ -95,17 +94,24 @@ RunLock lock_run_directory(const ResolvedRun& run, collectives::Communicator& co
   return lock;
 }
 
-// After the resume checks: RUN/config.toml, RUN/model_config.json and the header rank 0 prints.
+// After the resume checks: RUN/config.toml (every key, the automatic ones as used), RUN/model_config.json and the
+// few lines rank 0 prints of them: what a user checks before the first step.
 void write_run_directory(const ResolvedRun& run, const collectives::ProcessGroupInfo& info, int threads) {
   const RunConfig& cfg = run.cfg;
   if (info.rank != 0) return;
-  write_file_atomically((fs::path(cfg.run.dir) / "config.toml").string(), run.resolved_toml);
+  const std::string config_file = (fs::path(cfg.run.dir) / "config.toml").string();
+  write_file_atomically(config_file, used_config_toml(cfg, run.used));
   write_file_atomically((fs::path(cfg.run.dir) / "model_config.json").string(), run.model_config.to_json_text());
-  std::cout << "joule train: " << run.world << " rank(s) on " << info.node_count << " node(s), " << threads
-            << " thread(s) per rank, device " << run.device.description << "; global batch " << run.global_batch
-            << " = " << cfg.train.micro_batch << " x " << cfg.train.accumulation << " x " << run.world << "; "
-            << run.total_steps << " steps; " << run.dataset().size() << " sequences of " << cfg.train.seq_len
-            << " tokens\n"
+  const models::BertConfig& m = run.model_config;
+  char millions[32];
+  std::snprintf(millions, sizeof millions, "%.3g", static_cast<double>(models::parameter_counts(m).total()) / 1e6);
+  std::cout << "joule train: " << cfg.model.config << " (" << m.num_hidden_layers << " layers, hidden " << m.hidden_size
+            << ", " << millions << "M parameters); " << run.total_steps << " steps; " << run.world << " rank(s) on "
+            << info.node_count << " node(s), " << threads << " thread(s) per rank, device " << run.device.description
+            << "\n"
+            << "batch: global batch " << run.global_batch << " = " << cfg.train.micro_batch << " x "
+            << cfg.train.accumulation << " x " << run.world << " (micro-batch x accumulation x ranks), sequences of "
+            << cfg.train.seq_len << " tokens\n"
             << "data: training " << cfg.data.train << " (" << run.dataset().shards().size() << " shard(s), "
             << run.dataset().size() << " sequences), eval "
             << (run.eval_set ? cfg.data.eval + " (" + std::to_string(run.eval_set->shards().size()) + " shard(s), " +
@@ -115,8 +121,8 @@ void write_run_directory(const ResolvedRun& run, const collectives::ProcessGroup
             << run.precision.reason << "\n"
             << (cfg.train.device == "cuda" ? std::string()
                                            : "gemm: fp32 on " + launch::fp32_gemm_kernels(launch::detect_blas()) + "\n")
-            << "resolved config (" << (fs::path(cfg.run.dir) / "config.toml").string() << "):\n"
-            << run.resolved_toml << std::flush;
+            << "run: " << cfg.run.dir << " (its config.toml has every key; automatic ones with their source)\n"
+            << std::flush;
 }
 
 void print_accounting(RunAccounting& accounting, const collectives::ProcessGroupInfo& info, const SimulatedClock* sim) {
@@ -479,7 +485,8 @@ int train(const TrainRequest& request) {
   RunAccounting accounting(cfg.accounting, cfg.train.device, config_dir, info, process.device.cuda_index(),
                            process.device.pci_bus_id);
 
-  const ResolvedRun run = resolve_run(cfg, request.presets_dir, comm, process.device, request.eval_from_data_root);
+  const ResolvedRun run =
+      resolve_run(cfg, request.presets_dir, process, accounting.cost(), request.eval_from_data_root);
   check_ranks_agree_on_the_run(run, comm);
   const RunLock lock = lock_run_directory(run, comm);  // held to the end: one job per run directory
   TrainingObjects objects = build_training(training_spec(run), comm);

@@ -186,6 +186,24 @@ stops = [k for k in keys if k["key"] == "run_stop"]
 assert len(stops) == 1 and stops[0]["metadata"]["samples_count"] == s["sequences"], stops
 PY3
 
+echo "== 2f. RUN/config.toml: what the run used, automatic keys with their source; given back, it repeats the run"
+grep -q "^global_batch = 32  # auto: micro_batch 8 x accumulation 2 x 2 rank(s)$" a/config.toml &&
+  grep -Eq "^threads = [0-9]+  # auto: " a/config.toml && grep -q "^precision = \"$auto_precision\"  # auto: " a/config.toml &&
+  grep -q "^price_per_hour = 0.085  # auto: USD per instance-hour, profile cpu-host.toml$" a/config.toml &&
+  grep -q "^pue = 1.58  # auto: profile cpu-host.toml$" a/config.toml &&
+  grep -q "^grid_intensity = 475.0  # auto: g CO2/kWh, grid-intensity.toml region world$" a/config.toml ||
+  { cat a/config.toml; fail "config.toml does not hold the values the run used"; }
+! grep -q "resolved config\|^\[accounting\]" a.log || fail "the terminal shows the whole config (it belongs in config.toml)"
+mpi "$joule" train --config a/config.toml --run-dir a_again > a_again.log 2>&1 || { cat a_again.log; fail "a run from a/config.toml"; }
+cmp a/final/model.safetensors a_again/final/model.safetensors || fail "a/config.toml given back did not repeat the run"
+# Resumed with its own config.toml (values where the checkpoint's config says auto), a run notes only the real changes
+# (the copy's run.dir, the steps).
+cp -r b b_file
+mpi "$joule" train --config b/config.toml --run-dir b_file --resume auto --steps 42 > b_file.log 2>&1 || { cat b_file.log; fail "resume with b/config.toml"; }
+[[ $(grep -c "resuming with" b_file.log) -eq 2 ]] && grep -q "^note: resuming with train.steps = 42 " b_file.log &&
+  grep -q "^note: resuming with run.dir = \"b_file\" " b_file.log ||
+  { cat b_file.log; fail "a resume with the run's own config.toml reported changes that are none"; }
+
 echo "== 2e. --data D (a data create output): D's eval/ is the held-out set whatever the config's data.eval says"
 sed 's|^eval = "shards/eval"|eval = "elsewhere/eval"|' run.toml > run_elsewhere.toml
 mpi "$joule" train --config run_elsewhere.toml --run-dir dd --data shards --steps 2 > dd.log 2>&1 || { cat dd.log; fail "--data shards with the config's eval elsewhere"; }

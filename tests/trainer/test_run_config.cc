@@ -189,3 +189,50 @@ TEST(RunConfig, ConfigChangesNameEachKeyBothValuesAndWhetherTheRunStaysTheSame) 
   ASSERT_EQ(data.size(), 1u);
   EXPECT_FALSE(data[0].safe);
 }
+
+// RUN/config.toml holds what the run used: each key the config left automatic with the value the run worked out and
+// its source as a comment, keys the config set as set; read back, it is the same config with those values filled in,
+// and a resume that compares it with the checkpoint's (automatic) config finds nothing changed.
+TEST(RunConfig, UsedConfigHoldsTheResolvedValuesWithTheirSourceAndReadsBack) {
+  RunConfig cfg;
+  cfg.train.steps = 600;
+  cfg.train.micro_batch = 32;
+  cfg.data.train = "demo/shards/train";
+  cfg.accounting.pue = 1.2;  // set by the user: kept, no comment
+  const std::vector<joule::trainer::UsedValue> used = {
+      {"train.steps", "", "0: from train.target_sequences"},
+      {"train.global_batch", "64", "micro_batch 32 x accumulation 1 x 2 rank(s)"},
+      {"train.threads", "1", "this node's 2 core(s) / 2 rank(s) on it"},
+      {"train.precision", "bf16", "this CPU has bf16 matmul instructions"},
+      {"data.vocab", "demo/shards/vocab.txt", "vocab.txt beside the shards"},
+      {"accounting.price_per_hour", "0.085", "USD per instance-hour, profile cpu-host.toml"},
+      {"accounting.pue", "1.58", "profile cpu-host.toml"},
+      {"accounting.grid_intensity", "475", "g CO2/kWh, grid-intensity.toml region world"},
+  };
+  const std::string text = joule::trainer::used_config_toml(cfg, used);
+  for (const char* line :
+       {"\nsteps = 600\n", "\nglobal_batch = 64  # auto: micro_batch 32 x accumulation 1 x 2 rank(s)\n",
+        "\nthreads = 1  # auto: this node's 2 core(s) / 2 rank(s) on it\n",
+        "\nprecision = \"bf16\"  # auto: this CPU has bf16 matmul instructions\n",
+        "\nvocab = \"demo/shards/vocab.txt\"  # auto: vocab.txt beside the shards\n",
+        "\nprice_per_hour = 0.085  # auto: USD per instance-hour, profile cpu-host.toml\n", "\npue = 1.2\n",
+        "\ngrid_intensity = 475.0  # auto: g CO2/kWh, grid-intensity.toml region world\n"})
+    EXPECT_NE(text.find(line), std::string::npos) << line << " not in\n" << text;
+  const RunConfig back = RunConfig::from_toml_text(text, "config.toml");
+  EXPECT_EQ(back.to_toml(), joule::trainer::with_used_values(cfg, used).to_toml());
+  EXPECT_EQ(back.train.global_batch, 64);
+  EXPECT_DOUBLE_EQ(back.accounting.price_per_hour, 0.085);
+  EXPECT_DOUBLE_EQ(back.accounting.pue, 1.2);
+  // Given back, the filled-in file is its own used config (nothing left automatic, so no comment).
+  EXPECT_EQ(joule::trainer::used_config_toml(back, used).find("  # auto: "), std::string::npos);
+  // A resume compares both sides with the automatic keys filled in: the checkpoint's "auto" and the file's values
+  // are the same run; a value that differs from what auto gave is still a change.
+  using joule::trainer::config_changes, joule::trainer::with_used_values;
+  EXPECT_TRUE(config_changes(with_used_values(cfg, used), with_used_values(back, used)).empty());
+  RunConfig other = back;
+  other.train.global_batch = 128;
+  const auto changes = config_changes(with_used_values(cfg, used), with_used_values(other, used));
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].key, "train.global_batch");
+  EXPECT_EQ(changes[0].before, "64");
+}
