@@ -22,7 +22,8 @@ mpirun -np 2 --oversubscribe --bind-to none $( [[ $(id -u) -eq 0 ]] && echo --al
 # The same run as one self-contained HTML page (SVG charts; open it in a browser).
 "$joule" report "$demo/run"
 # The demo trains bert-tiny on this host; the card's question is BERT-Large on a cluster. joule plan answers it from
-# the cluster performance model (calibrated on published single-node figures; VALIDATION.md).
+# the cluster performance model (calibrated on published single-node figures; VALIDATION.md): the study's comparison
+# first (trn1 bf16 against p4d TF32, with the error), then p4d in bf16.
 echo
-echo "The card's question: BERT-Large, 450M sequences of 128 tokens, on 16 x trn1.32xlarge or 16 x p4d.24xlarge (predicted):"
-"$joule" plan --model bert-large --sequences 450e6 --nodes 16 --instance trn1.32xlarge --instance p4d.24xlarge
+echo "The card's question: BERT-Large, 450M sequences of 128 tokens, on 16 x trn1.32xlarge or 16 x p4d.24xlarge (predicted; the full table: joule plan):"
+"$joule" plan --study

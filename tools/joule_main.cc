@@ -285,7 +285,8 @@ int cmd_plan(int argc, char** argv) {
                                      cxxopts::value<std::string>()->default_value("world"))(
       "scaling", "node counts for the scaling curve", cxxopts::value<std::string>()->default_value("1,2,4,8,16,32,64"))(
       "json", "print {\"rows\": [...], \"scaling\": [...]}")(
-      "validate", "print the model's validation against published figures (VALIDATION.md's table)");
+      "validate", "print the model's validation against published figures (VALIDATION.md's table)")(
+      "study", "print the seed study's comparison (16 x trn1 vs 16 x p4d) beside the model's");
   const NumberFlag seq_len{"seq-len", "sequence length", "128", kSeqLen},
       max_pred{"max-predictions", "masked positions per sequence", "0", kPredictions, "0: 20 at 128, 80 at 512"},
       global_batch{"global-batch", "sequences per optimizer step", "65536", OptionRange{1, 1 << 30}},
@@ -298,6 +299,10 @@ int cmd_plan(int argc, char** argv) {
   const std::string configs = joule::tools::config_dir();
   if (r.count("validate")) {
     std::cout << joule::trainer::validation_table(joule::trainer::validation_cases(configs));
+    return 0;
+  }
+  if (r.count("study")) {
+    std::cout << joule::trainer::study_text(joule::trainer::study_comparison(configs));
     return 0;
   }
   joule::tools::PlanOptions p;

@@ -7,15 +7,19 @@
 - tools/bench/results/demo.json (tools/bench/demo_figures.sh): the demo's training time and held-out accuracy in
   the precision auto chose and in fp32;
 - tools/bench/results/data_prep.jsonl (tools/bench/data_prep.sh): `data create`'s text, sequences and wall time on
-  every core, and its per-core speed over NVIDIA's script.
+  every core, and its per-core speed over NVIDIA's script;
+- `joule plan --study`'s comparison (the demo's last lines): the trn1/p4d ratios with p4d in TF32 against the
+  study's, from VALIDATION.md, and the hours and dollars of trn1 bf16, p4d TF32 and p4d bf16 from `joule plan --json`.
 
-usage: readme_figures.py README.md VALIDATION.md demo.json data_prep.jsonl     exits 1 naming each figure that disagrees
+usage: readme_figures.py README.md VALIDATION.md demo.json data_prep.jsonl JOULE
+exits 1 naming each figure that disagrees
 """
 import json
 import re
+import subprocess
 import sys
 
-readme_path, validation_path, demo_path, data_prep_path = sys.argv[1:5]
+readme_path, validation_path, demo_path, data_prep_path, joule = sys.argv[1:6]
 readme = " ".join(open(readme_path, encoding="utf-8").read().split())  # sentences across line breaks
 rows = []
 for line in open(validation_path, encoding="utf-8"):
@@ -47,6 +51,28 @@ expect(f"NCCL bandwidth {signed(nccl[3])} and {signed(nccl[4])} %", "VALIDATION.
 ratio = [float(r[3]) for r in rows if r[0].startswith("trn1 / p4d sequences per hour")]
 expect(f"it predicts {ratio[0]:.2f}\u00d7", "VALIDATION.md, the trn1/p4d ratio")
 
+
+def study_row(what):
+    row = next(r for r in rows if r[0].startswith(f"trn1 / p4d {what}") and r[0].endswith("p4d in TF32"))
+    predicted, published = float(row[3]), float(row[2])
+    error = round(100 * (predicted - published) / published)
+    return predicted, published, ("+" if error >= 0 else "\u2212") + f"{abs(error)} %"  # as joule plan --study rounds
+
+
+(speed, speed_pub, speed_err), (energy, energy_pub, energy_err), (cost, cost_pub, cost_err) = (
+    study_row("sequences per hour"), study_row("energy"), study_row("cost"))
+expect(f"{speed:.2f}\u00d7 the sequences per hour (study {speed_pub:g}\u00d7, {speed_err}), {energy:.2f} of the energy "
+       f"({energy_pub:g}, {energy_err}), {cost:.2f} of the cost ({cost_pub:g}, {cost_err})",
+       "VALIDATION.md, the study's ratios with p4d in TF32")
+plan = json.loads(subprocess.run([joule, "plan", "--json", "--instance", "trn1.32xlarge,p4d.24xlarge:tf32,p4d.24xlarge"],
+                                 check=True, capture_output=True, text=True).stdout)["rows"]
+trn1, tf32, bf16 = plan
+expect(f"{trn1['hours']:.1f} h and USD {trn1['usd']:.0f} against {tf32['hours']:.1f} h and USD {tf32['usd']:.0f}",
+       "joule plan: trn1 bf16 and p4d TF32")
+expect(f"p4d finishes in {bf16['hours']:.1f} h, {trn1['hours'] / bf16['hours']:.1f}\u00d7 faster than trn1, and trn1 "
+       f"still costs {100 * (1 - trn1['usd'] / bf16['usd']):.0f} % less (USD {trn1['usd']:.0f} against "
+       f"{bf16['usd']:.0f})", "joule plan: p4d bf16")
+
 demo = json.load(open(demo_path))
 auto, fp32 = demo["auto"], demo["fp32"]
 expect(f"{auto['train_wall_s']:.0f} s of training, {auto['eval_mlm_accuracy']:.2f} masked-LM accuracy on the "
@@ -67,4 +93,4 @@ for p in problems:
     print("FAIL: " + p)
 if problems:
     sys.exit(1)
-print(f"README.md: {7} figures agree with VALIDATION.md, tools/bench/results/demo.json and data_prep.jsonl")
+print("README.md: its figures agree with VALIDATION.md, joule plan, tools/bench/results/demo.json and data_prep.jsonl")

@@ -120,16 +120,89 @@ std::vector<ValidationCase> validation_cases(const std::string& config_dir) {
                      "NVIDIA/nccl issue 527 (p4dn, NCCL 2.9.9)", published,
                      all_reduce_bus_bandwidth(gib, seconds, nodes * pp.devices) / 1e9});
   }
-  // The seed article: 16 x trn1.32xlarge against 16 x p4d.24xlarge, BERT-Large phase 1, 450M sequences.
-  const Workload card = workload(128, 65536, "bf16", 32);
-  const StepPrediction t16 = trn1.predict(card, 16), p16 = p4d.predict(card, 16);
+  // The seed article: 16 x trn1.32xlarge against 16 x p4d.24xlarge, BERT-Large phase 1, 450M sequences; p4d in
+  // bf16 (NVIDIA's AMP recipe) and in TF32 (the rate the article's ratio implies).
+  const StudyComparison study = study_comparison(config_dir);
   const std::string article = "AWS ML blog (the seed article): 16 x trn1 vs 16 x p4d";
-  cases.push_back({"trn1 / p4d sequences per hour, 16 nodes", "ratio", "independent", article, 1.7,
-                   t16.seq_per_hour / p16.seq_per_hour});
-  cases.push_back({"trn1 / p4d energy for the run, 16 nodes", "ratio",
-                   "independent of any trn1 figure but its assumed power", article, 0.71, t16.kwh / p16.kwh});
-  cases.push_back({"trn1 / p4d cost for the run, 16 nodes", "ratio", "independent", article, 0.38, t16.usd / p16.usd});
+  using S = StudyComparison;
+  for (const auto& [p16, label] :
+       {std::pair{&study.p4d_bf16, "p4d in bf16"}, std::pair{&study.p4d_tf32, "p4d in TF32"}}) {
+    const StepPrediction& t16 = study.trn1;
+    const std::string where = std::string(", 16 nodes, ") + label;
+    cases.push_back({"trn1 / p4d sequences per hour" + where, "ratio", "independent", article, S::kSeqPerHourRatio,
+                     t16.seq_per_hour / p16->seq_per_hour});
+    cases.push_back({"trn1 / p4d energy for the run" + where, "ratio",
+                     "independent of any trn1 figure but its assumed power", article, S::kEnergyRatio,
+                     t16.kwh / p16->kwh});
+    cases.push_back(
+        {"trn1 / p4d cost for the run" + where, "ratio", "independent", article, S::kCostRatio, t16.usd / p16->usd});
+  }
   return cases;
+}
+
+StudyComparison study_comparison(const std::string& config_dir) {
+  const std::string hw = (fs::path(config_dir) / "hardware").string(),
+                    presets = (fs::path(config_dir) / "models").string();
+  const InstanceProfile trn1_profile = load_instance_profile("trn1.32xlarge", hw),
+                        p4d_profile = load_instance_profile("p4d.24xlarge", hw);
+  const ClusterModel p4d(p4d_profile, presets), trn1(trn1_profile, presets);
+  StudyComparison s;
+  Workload w;
+  w.model = models::load_config("bert-large", presets);
+  w.seq_len = 128;
+  w.max_predictions = default_max_predictions(128);
+  w.global_batch = 65536;
+  w.micro_batch = 32;
+  w.sequences = s.sequences;
+  w.dtype = "bf16";
+  s.trn1 = trn1.predict(w, s.nodes);
+  s.p4d_bf16 = p4d.predict(w, s.nodes);
+  w.dtype = "tf32";
+  s.p4d_tf32 = p4d.predict(w, s.nodes);
+  s.trn1_usd_per_hour = trn1_profile.usd_per_hour;
+  s.p4d_usd_per_hour = p4d_profile.usd_per_hour;
+  return s;
+}
+
+std::string study_text(const StudyComparison& s) {
+  using S = StudyComparison;
+  const StepPrediction &t = s.trn1, &g = s.p4d_tf32, &b = s.p4d_bf16;
+  auto error = [](double predicted, double published) {  // right-aligned in 8 columns
+    const std::string e = f("%+.0f %%", 100 * (predicted - published) / published);
+    return std::string(e.size() < 8 ? 8 - e.size() : 0, ' ') + e;
+  };
+  std::ostringstream out;
+  out << "The seed study: AWS Machine Learning Blog, \"Reduce energy consumption of your machine learning workloads "
+         "by\n"
+         "up to 90% with AWS purpose-built accelerators\".\nBERT-Large phase 1, "
+      << f("%.0fM", s.sequences / 1e6) << " sequences, " << s.nodes << " x trn1.32xlarge vs " << s.nodes
+      << " x p4d.24xlarge.\nIt publishes ratios. The p4d rate its 1.7x implies ("
+      << f("%.0f", S::kTrn1PublishedSeqPerS / S::kSeqPerHourRatio / s.nodes)
+      << " seq/s per instance) is below even NVIDIA's TF32\nfigure (2505 on 8 x A100), far below its AMP one (4591): "
+         "joule plan compares trn1 in bf16 with p4d in TF32.\n\n"
+      << "                               study   joule plan   error\n"
+      << "  trn1 / p4d sequences/hour    " << f("%5.2f", S::kSeqPerHourRatio)
+      << f("%13.2f", t.seq_per_hour / g.seq_per_hour) << error(t.seq_per_hour / g.seq_per_hour, S::kSeqPerHourRatio)
+      << "\n"
+      << "  trn1 / p4d energy            " << f("%5.2f", S::kEnergyRatio) << f("%13.2f", t.kwh / g.kwh)
+      << error(t.kwh / g.kwh, S::kEnergyRatio) << "   (trn1's power is an assumption: AWS publishes none)\n"
+      << "  trn1 / p4d cost              " << f("%5.2f", S::kCostRatio) << f("%13.2f", t.usd / g.usd)
+      << error(t.usd / g.usd, S::kCostRatio) << "\n\n"
+      << std::string(20, ' ') << "    hours           USD           kWh\n"
+      << std::string(20, ' ') << " joule  study   joule  study   joule\n";
+  auto row = [&](const char* label, const StepPrediction& p, double study_hours, double study_usd) {
+    out << label << f("%6.2f", p.hours) << (study_hours > 0 ? f("%7.2f", study_hours) : "      -") << f("%8.0f", p.usd)
+        << (study_usd > 0 ? f("%7.0f", study_usd) : "      -") << f("%8.0f", p.kwh) << "\n";
+  };
+  row("  trn1.32xlarge bf16", t, s.implied_trn1_hours(), s.nodes * s.trn1_usd_per_hour * s.implied_trn1_hours());
+  row("  p4d.24xlarge TF32 ", g, s.implied_p4d_hours(), s.nodes * s.p4d_usd_per_hour * s.implied_p4d_hours());
+  row("  p4d.24xlarge bf16 ", b, 0, 0);
+  out << "study: its 1.7x applied to AWS Neuron's published 16 x trn1 rate (" << f("%.0f", S::kTrn1PublishedSeqPerS)
+      << " seq/s), at the profiles' prices.\n\n"
+      << "In bf16 (NVIDIA's AMP recipe) p4d is " << f("%.2f", t.hours / b.hours)
+      << "x faster than trn1; trn1 still costs " << f("%.0f %%", 100 * (1 - t.usd / b.usd)) << " less and uses "
+      << f("%.0f %%", 100 * std::fabs(t.kwh / b.kwh - 1)) << (t.kwh > b.kwh ? " more" : " less") << " energy.\n";
+  return out.str();
 }
 
 std::string validation_table(const std::vector<ValidationCase>& cases) {
