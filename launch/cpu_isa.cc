@@ -1,5 +1,8 @@
 #include "launch/cpu_isa.h"
 
+#include <time.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <sstream>
@@ -96,6 +99,67 @@ std::string CpuIsa::describe() const {
   add(avx512_bf16, "avx512_bf16");
   add(amx_bf16, "amx_bf16");
   return out.empty() ? "none" : out;
+}
+
+double cpu_flops_per_cycle(const CpuIsa& isa, const std::string& dtype) {
+  // fp32: two FMA pipes per core, each a multiply and an add per lane per cycle, 16 lanes (512-bit) or 8 (256-bit).
+  // Two 512-bit FMA pipes: Intel 64 and IA-32 Architectures Optimization Reference Manual (Skylake Server and later
+  // server cores;
+  // https://www.intel.com/content/www/us/en/developer/articles/technical/intel64-and-ia32-architectures-optimization.html);
+  // AMD, Software Optimization Guide for the AMD Zen5 Microarchitecture, publication 58455 rev. 1.00, August 2024
+  // (four FP pipes, two with FMA, a full 512-bit datapath on EPYC 9005), and A. J. Yee, "Zen5's AVX512 Teardown"
+  // (http://numberworld.org/blogs/2024_8_7_zen5_avx512_teardown).
+  const double fp32 = isa.avx512f ? 2 * 16 * 2 : (isa.avx2 && isa.fma) ? 2 * 8 * 2 : 2 * 4;
+  if (dtype == "fp32") return fp32;
+  if (dtype != "bf16") return 0;
+  // AMX-BF16: 1024 bf16 FLOP per cycle per core (Intel, "Accelerate AI Workloads with Intel AMX", 4th Gen Xeon
+  // Scalable processors: 2048 INT8 or 1024 BF16 operations per cycle per core).
+  if (isa.amx_bf16) return 1024;
+  // AVX512-BF16: VDPBF16PS multiplies 32 bf16 pairs and adds them into 16 fp32 lanes (Intel 64 and IA-32
+  // Architectures Software Developer's Manual, Vol. 2A;
+  // https://www.intel.com/content/www/us/en/developer/articles/technical/intel-sdm.html), 64 FLOP per instruction on
+  // each of the two FMA pipes.
+  if (isa.avx512_bf16) return 2 * 64;
+  return fp32;
+}
+
+namespace {
+
+double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+double measure_clock_ghz() {
+#if defined(__x86_64__)
+  constexpr uint64_t kAdds = 40'000'000;  // ~10 ms at 4 GHz
+  double best = 0;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    uint64_t x = 0, n = kAdds;
+    const double t0 = thread_cpu_seconds();
+    // Eight adds into one register per iteration: a dependency chain of one cycle per add. The counter's sub and the
+    // branch run beside it on other ports.
+    __asm__ volatile(
+        "1:\n\t"
+        "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
+        "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
+        "sub $8, %1\n\tjnz 1b\n"
+        : "+r"(x), "+r"(n));
+    const double seconds = thread_cpu_seconds() - t0;
+    if (seconds > 0) best = std::max(best, static_cast<double>(kAdds) / seconds / 1e9);
+  }
+  return best;
+#else
+  return 0;
+#endif
+}
+
+}  // namespace
+
+double core_clock_ghz() {
+  static const double ghz = measure_clock_ghz();
+  return ghz;
 }
 
 }  // namespace joule::launch

@@ -24,4 +24,14 @@ struct CpuIsa {
   static const CpuIsa& current();                // JOULE_CPU_ISA when set, else detect(); read once per process
 };
 
+// Peak FLOP per cycle of one core for the ISA: fp32 from the FMA width, bf16 from AVX512-BF16 or AMX-BF16 (fp32's
+// figure without them: bf16 is then converted and computed in fp32); 0 for another dtype. Sources in cpu_isa.cc.
+double cpu_flops_per_cycle(const CpuIsa& isa, const std::string& dtype);
+
+// This core's clock in GHz, measured: a chain of dependent integer adds (one cycle each on every x86-64 core) timed
+// in the thread's own CPU time, so other processes sharing the core do not slow it; the best of a few ~10 ms tries.
+// Turbo included: a scalar loop runs at the clock vector code can at most reach, so a peak from it is never
+// understated. 0 where it cannot be measured (not x86-64). Measured once per process.
+double core_clock_ghz();
+
 }  // namespace joule::launch

@@ -9,12 +9,18 @@
 #include <mpi.h>
 #include <sched.h>
 
+#include <time.h>
+
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
 #include <torch/torch.h>
+#if JOULE_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+#endif
 
 namespace joule::launch {
 
@@ -55,6 +61,111 @@ std::string fp32_gemm_kernels(const BlasInfo& blas) {
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
   const BlasCoreJudgement core = judge_blas_core(blas.core, CpuIsa::current(), coretype ? coretype : "");
   return core.text.empty() ? blas.description : core.text;
+}
+
+bool onednn_available() {
+#if JOULE_ONEDNN
+  return true;
+#else
+  return false;
+#endif
+}
+
+namespace {
+
+double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+// GFLOP/s of `gemm` (2*m*n*k FLOP): the best of three after one untimed call, in this thread's CPU time (other
+// processes on the core do not count; one thread, so CPU time is the GEMM's time).
+template <typename Fn>
+double gflops(double flop, Fn gemm) {
+  gemm();
+  double best = 0;
+  for (int i = 0; i < 3; ++i) {
+    const double t0 = thread_cpu_seconds();
+    gemm();
+    const double s = thread_cpu_seconds() - t0;
+    if (s > 0) best = std::max(best, flop / s / 1e9);
+  }
+  return best;
+}
+
+#if JOULE_ONEDNN
+std::string onednn_isa_name() {
+  switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_sse41:
+      return "sse41";
+    case dnnl_cpu_isa_avx:
+      return "avx";
+    case dnnl_cpu_isa_avx2:
+      return "avx2";
+    case dnnl_cpu_isa_avx2_vnni:
+      return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_core:
+      return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx:
+      return "avx512_core_amx";
+    default:
+      return "other";
+  }
+}
+#endif
+
+// The calibration GEMM: a BERT-sized projection, 256 tokens x 1024 inputs x 1024 outputs (0.54 GFLOP).
+GemmRates measure_gemm_rates() {
+  constexpr int64_t m = 256, k = 1024, n = 1024;
+  const double flop = 2.0 * m * n * k;
+  torch::NoGradGuard no_grad;
+  // y = a b^T, as a Linear layer. Operands from sin/cos, not the global generator: a run's random streams do not
+  // depend on whether or how often it calibrated.
+  const torch::Tensor a = torch::sin(torch::arange(m * k, torch::kFloat)).reshape({m, k});
+  const torch::Tensor b = torch::cos(torch::arange(n * k, torch::kFloat) * 0.37).reshape({n, k});
+  torch::Tensor blas_out;
+  GemmRates r;
+  r.blas_fp32 = gflops(flop, [&] { blas_out = torch::mm(a, b.t()); });
+#if JOULE_ONEDNN
+  torch::Tensor dnnl_out = torch::empty({m, n});
+  r.onednn_fp32 = gflops(flop, [&] {
+    dnnl_sgemm('N', 'T', m, n, k, 1.0f, a.data_ptr<float>(), k, b.data_ptr<float>(), k, 0.0f,
+               dnnl_out.data_ptr<float>(), n);
+  });
+  r.onednn_fp32_difference =
+      (dnnl_out - blas_out).abs().max().item<double>() / std::max(blas_out.abs().max().item<double>(), 1e-30);
+  r.onednn_isa = onednn_isa_name();
+#endif
+  if (CpuIsa::current().native_bf16()) {  // emulated bf16 is not a path anyone takes
+    const torch::Tensor a16 = a.to(torch::kBFloat16), b16 = b.to(torch::kBFloat16);
+    r.onednn_bf16 = gflops(flop, [&] { torch::mm(a16, b16.t()); });
+  }
+  return r;
+}
+
+}  // namespace
+
+std::string GemmPath::line() const {
+  return gemm_line(choice, rates, blas, blas_description, CpuIsa::current(), clock_ghz);
+}
+
+GemmPath choose_gemm_path(const std::string& setting, int threads) {
+  GemmPath p;
+  const BlasInfo info = detect_blas();
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  p.blas = judge_blas_core(info.core, CpuIsa::current(), coretype ? coretype : "");
+  p.blas_description = info.description;
+  set_threads(1);
+  p.rates = measure_gemm_rates();
+  set_threads(threads);
+  p.clock_ghz = core_clock_ghz();
+  p.choice = choose_fp32_gemm(setting, p.blas, p.rates);
+  return p;
 }
 
 void set_threads(int threads) {

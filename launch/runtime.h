@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "launch/blas_core.h"
+
 namespace joule::launch {
 
 // Seconds of steady-clock time since `start`.
@@ -26,6 +28,22 @@ BlasInfo detect_blas();
 // "OpenBLAS Haswell kernels (AVX2+FMA) on a CPU with AVX-512: below what it runs, ..." when `blas` is OpenBLAS, else
 // its description.
 std::string fp32_gemm_kernels(const BlasInfo& blas);
+
+// The GEMM paths of a CPU process, measured and chosen at start-up: the calibration GEMM's rate on one core in
+// LibTorch's fp32 matmul (its BLAS), oneDNN's sgemm (its product compared with LibTorch's) and LibTorch's bf16 matmul
+// (oneDNN), the clock the peaks are computed from, and the fp32 path train.fp32_gemm resolves to (launch/blas_core.h).
+struct GemmPath {
+  GemmChoice choice;
+  GemmRates rates;
+  BlasCoreJudgement blas;
+  std::string blas_description;
+  double clock_ghz = 0;
+  std::string line() const;  // "fp32 oneDNN avx512_core_bf16 205 GFLOP/s/core (84 % of peak), not ..."
+};
+// Measures on one thread (about 0.1 s; `threads` restored after) and chooses; throws as choose_fp32_gemm does.
+GemmPath choose_gemm_path(const std::string& setting, int threads);
+// Whether this joule can run fp32 GEMMs on oneDNN (built with it).
+bool onednn_available();
 
 // Sets LibTorch's intra-op threads and OpenBLAS's threads (which torch::set_num_threads does not set).
 void set_threads(int threads);

@@ -54,7 +54,9 @@ class BertForPreTrainingImpl : public torch::nn::Module {
   const BertConfig& config() const { return config_; }
 
   // The arithmetic of forward and backward (models/precision_ops.h). Parameters stay fp32 either way.
-  void set_precision(Precision precision) { ops_ = PrecisionOps(precision); }
+  void set_precision(Precision precision, launch::Fp32Gemm fp32_gemm = launch::Fp32Gemm::kBlas) {
+    ops_ = PrecisionOps(precision, fp32_gemm);
+  }
   Precision precision() const { return ops_.precision(); }
 
   // Re-initializes every parameter from `seed` (deterministic, independent of torch's global RNG).

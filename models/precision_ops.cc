@@ -1,8 +1,81 @@
 #include "models/precision_ops.h"
 
+#include <string>
+
+#include "launch/util/error.h"
 #include "models/attention_softmax.h"
 
+#if JOULE_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
 namespace joule::models {
+namespace {
+
+#if JOULE_ONEDNN
+// C [m, n] = A B (+ beta C), row-major, A [m, k] or its transpose, B [k, n] or its transpose.
+void sgemm(char trans_a, char trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+           int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  const dnnl_status_t status = dnnl_sgemm(trans_a, trans_b, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+  if (status != dnnl_success)
+    throw joule::InternalError("oneDNN sgemm " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
+                               " failed (dnnl_status_t " + std::to_string(static_cast<int>(status)) + ")");
+}
+
+struct OnednnLinear : public torch::autograd::Function<OnednnLinear> {
+  // `bias`: [out], or empty for none.
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& weight, const torch::Tensor& bias) {
+    const torch::Tensor x2 = x.reshape({-1, x.size(-1)}).contiguous(), w = weight.contiguous();
+    const int64_t m = x2.size(0), k = x2.size(1), n = w.size(0);
+    TORCH_CHECK(w.size(1) == k, "onednn_linear: x has ", k, " features, the weight ", w.size(1));
+    const bool has_bias = bias.numel() > 0;
+    std::vector<int64_t> sizes = x.sizes().vec();  // y: x's shape with the last dimension n, in storage of its own
+    sizes.back() = n;                              // (a custom function's output must not be a view)
+    torch::Tensor y = has_bias ? bias.expand(sizes).contiguous() : torch::empty(sizes, x2.options());
+    sgemm('N', 'T', m, n, k, x2.data_ptr<float>(), k, w.data_ptr<float>(), k, has_bias ? 1.0f : 0.0f,
+          y.data_ptr<float>(), n);
+    ctx->save_for_backward({x2, w});
+    ctx->saved_data["x_sizes"] = x.sizes().vec();
+    ctx->saved_data["has_bias"] = has_bias;
+    return y;
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &x2 = saved[0], &w = saved[1];
+    const int64_t m = x2.size(0), k = x2.size(1), n = w.size(0);
+    const torch::Tensor dy = grads[0].reshape({m, n}).contiguous();
+    torch::Tensor dx, dw, db;
+    if (ctx->needs_input_grad(0)) {
+      dx = torch::empty(ctx->saved_data["x_sizes"].toIntVector(), dy.options());
+      sgemm('N', 'N', m, k, n, dy.data_ptr<float>(), n, w.data_ptr<float>(), k, 0.0f, dx.data_ptr<float>(), k);
+    }
+    if (ctx->needs_input_grad(1)) {
+      dw = torch::empty({n, k}, dy.options());
+      sgemm('T', 'N', n, k, m, dy.data_ptr<float>(), n, x2.data_ptr<float>(), k, 0.0f, dw.data_ptr<float>(), k);
+    }
+    if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) db = dy.sum(0);
+    return {dx, dw, db};
+  }
+};
+#endif
+
+}  // namespace
+
+torch::Tensor onednn_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+#if JOULE_ONEDNN
+  TORCH_CHECK(x.scalar_type() == torch::kFloat && weight.scalar_type() == torch::kFloat,
+              "onednn_linear is the fp32 path");
+  // No bias: an empty tensor (autograd's custom functions take no undefined inputs in LibTorch 1.13).
+  return OnednnLinear::apply(x, weight, bias.defined() ? bias : torch::empty({0}, x.options()));
+#else
+  throw joule::Error("fp32 GEMMs on oneDNN: this joule was built without oneDNN (JOULE_ONEDNN=OFF)",
+                     "set train.fp32_gemm to blas or auto");
+#endif
+}
 
 torch::Tensor PrecisionOps::operand(const torch::Tensor& x) const {
   return x.scalar_type() == compute_dtype() ? x : x.to(compute_dtype());
@@ -10,7 +83,9 @@ torch::Tensor PrecisionOps::operand(const torch::Tensor& x) const {
 
 torch::Tensor PrecisionOps::linear(const torch::Tensor& x, const torch::Tensor& weight,
                                    const torch::Tensor& bias) const {
-  if (precision_ == Precision::kFp32) return torch::nn::functional::linear(x, weight, bias);
+  if (precision_ == Precision::kFp32)
+    return fp32_gemm_ == launch::Fp32Gemm::kOnednn ? onednn_linear(x, weight, bias)
+                                                   : torch::nn::functional::linear(x, weight, bias);
   return torch::nn::functional::linear(operand(x), operand(weight), bias.defined() ? operand(bias) : bias);
 }
 

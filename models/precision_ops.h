@@ -8,24 +8,30 @@
 //   - the residual stream and LayerNorm stay fp32; softmax's max and sum, GELU's arithmetic and the losses run in
 //     fp32 while the tensors kept for backward (matmul inputs, attention probabilities, GELU's input) are bf16;
 //   - dropout draws the same keep masks whatever the dtype.
-// In fp32 every function is exactly the fp32 model's original operation.
+// In fp32 every function is exactly the fp32 model's original operation; its Linear layers' GEMMs run on the BLAS
+// LibTorch calls, or on oneDNN's sgemm where the run chose that path (launch/blas_core.h Fp32Gemm): the same
+// products up to summation order.
 #pragma once
 
 #include <torch/torch.h>
 
+#include "launch/blas_core.h"
 #include "models/precision.h"
 
 namespace joule::models {
 
 class PrecisionOps {
  public:
-  explicit PrecisionOps(Precision p = Precision::kFp32) : precision_(p) {}
+  explicit PrecisionOps(Precision p = Precision::kFp32, launch::Fp32Gemm fp32_gemm = launch::Fp32Gemm::kBlas)
+      : precision_(p), fp32_gemm_(fp32_gemm) {}
   Precision precision() const { return precision_; }
+  launch::Fp32Gemm fp32_gemm() const { return fp32_gemm_; }
   torch::Dtype compute_dtype() const { return precision_ == Precision::kBf16 ? torch::kBFloat16 : torch::kFloat; }
 
   // x in the matmul dtype (a no-op in fp32).
   torch::Tensor operand(const torch::Tensor& x) const;
-  // x W^T + b with x, W and b in the matmul dtype; the output is in that dtype.
+  // x W^T + b with x, W and b in the matmul dtype; the output is in that dtype. fp32 on oneDNN: forward and both
+  // backward GEMMs through its sgemm (a joule::Error if this joule was built without it).
   torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) const;
   torch::Tensor linear(const torch::Tensor& x, torch::nn::Linear& layer) const {
     return linear(x, layer->weight, layer->bias);
@@ -42,6 +48,11 @@ class PrecisionOps {
 
  private:
   Precision precision_;
+  launch::Fp32Gemm fp32_gemm_;
 };
+
+// x W^T + b in fp32 with the forward GEMM and the two backward ones (dx = dy W, dW = dy^T x) on oneDNN's sgemm; the
+// bias gradient is dy summed over rows. x [..., in] and W [out, in] fp32; b [out] or undefined.
+torch::Tensor onednn_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
 
 }  // namespace joule::models

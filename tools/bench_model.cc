@@ -26,7 +26,8 @@ using launch::seconds_since;
 }  // namespace
 
 double measure_matmul_gflops(const std::vector<GemmShape>& gemms, models::Precision precision,
-                             const torch::Device& device, double seconds_per_shape) {
+                             const torch::Device& device, double seconds_per_shape, launch::Fp32Gemm fp32_gemm) {
+  const bool onednn = fp32_gemm == launch::Fp32Gemm::kOnednn && precision == models::Precision::kFp32;
   const auto dtype = torch::TensorOptions()
                          .dtype(precision == models::Precision::kBf16 ? torch::kBFloat16 : torch::kFloat)
                          .device(device);
@@ -41,8 +42,11 @@ double measure_matmul_gflops(const std::vector<GemmShape>& gemms, models::Precis
       torch::Tensor a = torch::randn({s.batch, s.m, s.k}, dtype), b = torch::randn({s.batch, s.k, s.n}, dtype);
       torch::Tensor c = torch::empty({s.batch, s.m, s.n}, dtype);
       torch::Tensor a0 = a[0], b0 = b[0], c0 = c[0];
+      const torch::Tensor b0_rows = onednn ? b0.t().contiguous() : torch::Tensor();  // a Linear weight: [n, k]
       auto run = [&] {
-        if (s.batch == 1)
+        if (s.batch == 1 && onednn)
+          c0 = models::onednn_linear(a0, b0_rows, torch::Tensor());
+        else if (s.batch == 1)
           torch::mm_out(c0, a0, b0);
         else
           torch::bmm_out(c, a, b);
@@ -78,8 +82,10 @@ ModelBenchResult bench_model(const ModelBenchOptions& o) {
   const models::PrecisionChoice precision = models::choose_precision(o.precision, false, launch::CpuIsa::current());
   r.precision = models::precision_name(precision.precision);
 
+  const launch::GemmPath gemm = launch::choose_gemm_path("auto", r.threads);
+  r.gemm = gemm.line();
   models::BertForPreTraining model(o.config, o.seed);
-  model->set_precision(precision.precision);
+  model->set_precision(precision.precision, gemm.choice.fp32);
   model->train();
   models::PretrainingBatch batch = models::synthetic_batch(o.config, o.batch, o.seq_len, o.max_predictions, o.seed);
   const int64_t predictions = (batch.masked_positions != 0).sum().item<int64_t>();
@@ -103,15 +109,22 @@ ModelBenchResult bench_model(const ModelBenchOptions& o) {
   r.seq_per_s = o.batch / r.step_s_median;
   r.gflop_per_step = total_flops(gemms) / 1e9;
   r.gflops = r.gflop_per_step / r.step_s_median;
-  r.sgemm_gflops = measure_matmul_gflops(gemms, precision.precision);
+  r.sgemm_gflops = measure_matmul_gflops(gemms, precision.precision, torch::kCPU, 0.15, gemm.choice.fp32);
   r.sgemm_fraction = r.gflops / r.sgemm_gflops;
   return r;
 }
 
 std::string ModelBenchResult::to_json() const {
-  nlohmann::json j = {{"threads", threads},           {"precision", precision},           {"step_s", step_s_median},
-                      {"seq_per_s", seq_per_s},       {"gflop_per_step", gflop_per_step}, {"gflops", gflops},
-                      {"sgemm_gflops", sgemm_gflops}, {"sgemm_fraction", sgemm_fraction}, {"loss", loss}};
+  nlohmann::json j = {{"threads", threads},
+                      {"precision", precision},
+                      {"step_s", step_s_median},
+                      {"seq_per_s", seq_per_s},
+                      {"gflop_per_step", gflop_per_step},
+                      {"gflops", gflops},
+                      {"sgemm_gflops", sgemm_gflops},
+                      {"sgemm_fraction", sgemm_fraction},
+                      {"loss", loss},
+                      {"gemm", gemm}};
   return j.dump();
 }
 
@@ -127,7 +140,7 @@ std::string ModelBenchResult::to_text(const ModelBenchOptions& o) const {
       static_cast<long long>(o.config.num_attention_heads), static_cast<long long>(o.config.vocab_size),
       static_cast<long long>(o.batch), static_cast<long long>(o.seq_len), threads, precision.c_str(), o.iterations,
       step_s_median, seq_per_s, gflop_per_step, gflops, sgemm_gflops, sgemm_fraction);
-  return buf;
+  return "gemm: " + gemm + "\n" + buf;
 }
 
 }  // namespace joule::tools

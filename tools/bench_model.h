@@ -8,6 +8,7 @@
 
 #include <torch/types.h>
 
+#include "launch/blas_core.h"
 #include "models/bert_config.h"
 #include "models/flops.h"
 #include "models/precision.h"
@@ -33,6 +34,7 @@ struct ModelBenchOptions {
 struct ModelBenchResult {
   int threads = 0;
   std::string precision;  // the one used
+  std::string gemm;       // the GEMM paths, measured and chosen (launch::GemmPath::line)
   double step_s_median = 0;
   double seq_per_s = 0;
   double gflop_per_step = 0;  // GEMM FLOPs of one forward+backward step
@@ -46,9 +48,12 @@ struct ModelBenchResult {
 
 // The matmul roofline (fp32 or bf16 GEMMs) on the given shapes and device: each shape's fastest call (at least 3
 // calls, for at least `seconds_per_shape`), weighted by the FLOPs the step spends in it.
+// fp32 on oneDNN (`fp32_gemm`): the unbatched shapes (the Linear layers') through oneDNN's sgemm, as the model runs
+// them.
 double measure_matmul_gflops(const std::vector<GemmShape>& gemms,
                              models::Precision precision = models::Precision::kFp32,
-                             const torch::Device& device = torch::kCPU, double seconds_per_shape = 0.15);
+                             const torch::Device& device = torch::kCPU, double seconds_per_shape = 0.15,
+                             launch::Fp32Gemm fp32_gemm = launch::Fp32Gemm::kBlas);
 
 ModelBenchResult bench_model(const ModelBenchOptions& options);
 

@@ -75,6 +75,7 @@ std::string bench_train(const TrainBenchOptions& o) {
   trainer::TrainOptions process_options;
   process_options.device = o.device;
   process_options.threads = o.threads;
+  process_options.fp32_gemm = o.fp32_gemm;
   trainer::TrainingProcess process = trainer::start_training_process(process_options);
   collectives::Communicator* comm = process.comm.get();
   const auto& info = comm->info();
@@ -83,12 +84,14 @@ std::string bench_train(const TrainBenchOptions& o) {
   const int threads = process.threads;
   const models::PrecisionChoice precision = models::choose_precision(o.precision, cuda, launch::CpuIsa::current());
   if (info.rank == 0)
-    std::fprintf(stderr, "joule bench train: device %s; %s\n", device.description.c_str(), precision.reason.c_str());
+    std::fprintf(stderr, "joule bench train: device %s; %s\n%s", device.description.c_str(), precision.reason.c_str(),
+                 cuda ? "" : ("gemm: " + process.gemm.line() + "\n").c_str());
   nlohmann::json rss = {{"startup", rss_now()}};
 
   trainer::TrainingSpec spec;  // LAMB as NVIDIA's recipe (the [optimizer] defaults), fresh weights
   spec.model = o.config;
   spec.precision = precision.precision;
+  spec.fp32_gemm = process.gemm.choice.fp32;
   spec.device = device;
   spec.seed = o.seed;
   if (o.wire == "bf16") spec.reducer.compression = collectives::Compression::kBFloat16;
@@ -141,8 +144,8 @@ std::string bench_train(const TrainBenchOptions& o) {
   comm->barrier();
   const double device_peak_bytes =
       cuda ? static_cast<double>(launch::compat::cuda_peak_allocated_bytes(device.cuda_index())) : 0;
-  const double sgemm =
-      measure_matmul_gflops(gemms, precision.precision, device.device);  // every rank at once, as in training
+  const double sgemm = measure_matmul_gflops(gemms, precision.precision, device.device, 0.15,
+                                             process.gemm.choice.fp32);  // every rank at once, as in training
 
   std::vector<double> per_rank(static_cast<size_t>(info.world_size) * 2, 0.0);
   per_rank[static_cast<size_t>(info.rank) * 2] = static_cast<double>(ru.ru_maxrss) * 1024.0;
@@ -198,6 +201,7 @@ std::string bench_train(const TrainBenchOptions& o) {
                {"blas", blas.description},
                {"openblas_coretype", coretype ? coretype : ""},
                {"fp32_gemm_kernels", blas.core.empty() ? std::string() : launch::fp32_gemm_kernels(blas)},
+               {"gemm", cuda ? nlohmann::json() : trainer::gemm_record(process.gemm)},
                {"libtorch", launch::torch_version()},
                {"precision_path", precision.reason}};
   if (cuda) {

@@ -27,6 +27,7 @@ struct TrainBenchOptions {
   std::string wire = "fp32";       // the all-reduce's buffer dtype: fp32 | bf16 (gradients stay fp32 either side of it)
   std::string profile;             // "": none; else rank 0's timed steps as a Chrome trace (LibTorch's profiler)
   std::string device = "cpu";      // cpu | cuda (launch/device.h)
+  std::string fp32_gemm = "auto";  // auto | blas | onednn (train.fp32_gemm)
   double peak_tflops = 0;          // the device's dense peak at the precision, for "mfu"; 0: not reported
 };
 

@@ -342,19 +342,25 @@ int cmd_eval(int argc, char** argv) {
       "precision", "auto, fp32 or bf16 (auto: bf16 where the CPU has AVX512-BF16 or AMX-BF16)",
       cxxopts::value<std::string>()->default_value("auto"))(
       "dump", "also write the first batch, joule's logits on it and its losses to this safetensors file",
-      cxxopts::value<std::string>()->default_value(""));
+      cxxopts::value<std::string>()->default_value(""))(
+      "fp32-gemm", "auto, blas or onednn: the library fp32 GEMMs run on (as train.fp32_gemm)",
+      cxxopts::value<std::string>()->default_value("auto"));
   const NumberFlag batch{"batch", "sequences per batch", "32", kBatch},
       max_batches{"max-batches", "batches to evaluate", "0", OptionRange{0, 1e12}, "0: all"};
   add_number_flags(o, {batch, max_batches});
   auto r = parse(o, argc, argv);
   const auto precision =
       joule::models::choose_precision(r["precision"].as<std::string>(), false, joule::launch::CpuIsa::current());
+  const joule::launch::GemmPath gemm =
+      joule::launch::choose_gemm_path(r["fp32-gemm"].as<std::string>(), joule::launch::physical_cores());
   const std::string result =
       joule::trainer::evaluate_model_dir(required(r, "model"), required(r, "data"), int_flag(r, batch),
-                                         int_flag(r, max_batches), precision.precision, r["dump"].as<std::string>())
+                                         int_flag(r, max_batches), precision.precision, r["dump"].as<std::string>(),
+                                         gemm.choice.fp32)
           .to_json()
           .dump();
-  std::cerr << "joule eval: " << precision.reason << "\n";  // after the evaluation: an error is not preceded by it
+  // After the evaluation: an error is not preceded by them.
+  std::cerr << "joule eval: " << precision.reason << "\ngemm: " << gemm.line() << "\n";
   std::cout << result << "\n";
   return 0;
 }
@@ -381,7 +387,9 @@ int cmd_bench_train(int argc, char** argv) {
       cxxopts::value<std::string>()->default_value("fp32"))(
       "profile", "write rank 0's timed steps as a Chrome trace (tools/bench/op_profile.py sums it per op)",
       cxxopts::value<std::string>()->default_value(""))("device", "cpu or cuda (one GPU per rank)",
-                                                        cxxopts::value<std::string>()->default_value("cpu"));
+                                                        cxxopts::value<std::string>()->default_value("cpu"))(
+      "fp32-gemm", "auto, blas or onednn: the library fp32 GEMMs run on (train.fp32_gemm)",
+      cxxopts::value<std::string>()->default_value("auto"));
   const NumberFlag seq_len{"seq-len", "sequence length", "128", kSeqLen},
       micro_batch{"micro-batch", "sequences per rank per step", "8", kBatch},
       max_pred{"max-predictions", "masked positions per sequence", "20", kPredictions},
@@ -406,6 +414,7 @@ int cmd_bench_train(int argc, char** argv) {
   b.steps = static_cast<int>(int_flag(r, steps));
   b.precision = r["precision"].as<std::string>();
   b.wire = r["wire"].as<std::string>();
+  b.fp32_gemm = r["fp32-gemm"].as<std::string>();
   const std::string line = joule::tools::bench_train(b);
   if (!line.empty()) std::cout << line << std::endl;
   return 0;

@@ -114,7 +114,7 @@ std::string version_report(std::string* blas_warning) {
       << "  MPI      " << launch::mpi_library_version() << "\n"
       << "  HDF5     " << data::hdf5_version().substr(5) << "\n"
       << "  BLAS     " << blas.description << " (" << blas.library << ")\n"
-      << (blas.core.empty() ? std::string() : "  GEMM     fp32 on " + launch::fp32_gemm_kernels(blas) + "\n")
+      << "  GEMM     " << launch::choose_gemm_path("auto", launch::physical_cores()).line() << "\n"
       << "  cores    " << launch::physical_cores() << " available to this process\n"
       << "  memory   "
       << (launch::caching_cpu_allocator_active()

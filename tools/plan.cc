@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "launch/util/error.h"
+#include "launch/util/format.h"
 #include "trainer/cost/accounting.h"
 #include "trainer/cost/hardware.h"
 #include "trainer/sim/alpha_beta.h"
@@ -105,12 +106,6 @@ Plan run_plan(const PlanOptions& o, const std::string& config_dir) {
   return plan;
 }
 
-std::string f(const char* fmt, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, fmt, v);
-  return buf;
-}
-
 }  // namespace
 
 std::string plan_text(const PlanOptions& o, const std::string& config_dir) {
@@ -120,8 +115,8 @@ std::string plan_text(const PlanOptions& o, const std::string& config_dir) {
   std::ostringstream out;
   out << "joule plan: " << o.model << ", seq " << o.seq_len << " (" << w.max_predictions
       << " predictions), global batch " << o.global_batch << ", micro-batch " << o.micro_batch << " per device, "
-      << f("%.4g", o.sequences) << " sequences, " << o.precision << " unless a row says otherwise, grid "
-      << f("%.1f", plan.grid_g_per_kwh) << " g CO2/kWh\n\n";
+      << format_number("%.4g", o.sequences) << " sequences, " << o.precision << " unless a row says otherwise, grid "
+      << format_number("%.1f", plan.grid_g_per_kwh) << " g CO2/kWh\n\n";
   char line[512];
   std::snprintf(line, sizeof line, "%-16s %-9s %6s %8s %12s %13s %10s %11s %10s\n", "instance", "precision", "nodes",
                 "hours", "seq/hour", "kWh", "USD", "CO2 kg", "seq/s");
@@ -147,7 +142,7 @@ std::string plan_text(const PlanOptions& o, const std::string& config_dir) {
   out << "\nscaling (seq/hour; hours for the target in brackets):\n";
   std::snprintf(line, sizeof line, "%-16s", "nodes");
   out << line;
-  for (int n : o.scaling) out << f("%21.0f", n);
+  for (int n : o.scaling) out << format_number("%21.0f", n);
   out << "\n";
   for (const auto& p : planned) {
     std::snprintf(line, sizeof line, "%-16s", p.at_nodes.instance.c_str());

@@ -6,6 +6,7 @@ set -euo pipefail
 
 packages=(cmake ninja-build g++ ccache pkg-config
           libtorch-dev libopenblas0-pthread libopenblas-dev
+          libdnnl-dev         # oneDNN's headers: fp32 GEMMs through it where OpenBLAS's kernels are below the CPU
           libopenmpi-dev openmpi-bin libhdf5-dev libicu-dev zlib1g-dev libdeflate-dev
           libcxxopts-dev libgtest-dev nlohmann-json3-dev libtoml11-dev
           slurm-wlm munge     # the Slurm launch test runs a private one-host cluster

@@ -32,6 +32,7 @@ struct TrainerState {
   std::string config_hash;
   std::string config_toml;        // the resolved config.toml it was trained with; "" from older joules
   std::string compute_precision;  // what train.precision resolved to ("bf16", "fp32"); "" from older joules
+  std::string fp32_gemm;          // what train.fp32_gemm resolved to ("blas", "onednn"); "" from older joules (blas)
   std::string ledger_json;        // the accounting ledger (energy, cost, segments), JSON; "" before the first save
   std::string data_json;          // the data segments the run trained on (trainer/data_record.h); "" from older joules
   int64_t nonfinite_skipped = 0;  // steps whose update was skipped for NaN/Inf gradients, all segments

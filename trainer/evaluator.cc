@@ -108,10 +108,11 @@ void check_model_dir(const std::string& dir) {
 }  // namespace
 
 EvalResult evaluate_model_dir(const std::string& model_dir, const std::string& data_spec, int64_t batch,
-                              int64_t max_batches, models::Precision precision, const std::string& dump) {
+                              int64_t max_batches, models::Precision precision, const std::string& dump,
+                              launch::Fp32Gemm fp32_gemm) {
   check_model_dir(model_dir);
   models::BertForPreTraining model = models::load_model_dir(model_dir);
-  model->set_precision(precision);
+  model->set_precision(precision, fp32_gemm);
   const data::Dataset dataset =
       data::Dataset::open(data::data_create_split(data_spec, "eval"), {model->config().vocab_size, true});
   if (dataset.seq_len() > model->config().max_position_embeddings)

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "data/dataset.h"
+#include "launch/blas_core.h"
 #include "models/bert.h"
 #include "trainer/batch_sums.h"
 #include "trainer/train_step.h"
@@ -22,6 +23,7 @@ BatchSums evaluate_slice(models::BertForPreTraining& model, const data::Dataset&
 // on it (mlm_logits [M, V] at the masked positions row by row, nsp_logits [B, 2]) and its two losses, for comparing
 // with another implementation (tools/device/hf_roundtrip.py).
 EvalResult evaluate_model_dir(const std::string& model_dir, const std::string& data, int64_t batch, int64_t max_batches,
-                              models::Precision precision = models::Precision::kFp32, const std::string& dump = "");
+                              models::Precision precision = models::Precision::kFp32, const std::string& dump = "",
+                              launch::Fp32Gemm fp32_gemm = launch::Fp32Gemm::kBlas);
 
 }  // namespace joule::trainer

@@ -58,6 +58,7 @@ std::vector<UsedValue> used_values(const ResolvedRun& run, const std::string& vo
            std::to_string(run.world) + " rank(s)"},
       {"train.threads", std::to_string(process.threads), process.threads_source},
       {"train.precision", precision, why},
+      {"train.fp32_gemm", launch::fp32_gemm_name(process.gemm.choice.fp32), process.gemm.choice.reason},
       {"data.vocab", vocab_path, "vocab.txt beside the shards"},
       {"accounting.instance", cost.instance,
        "the machine the numerics run on (profile " + fs::path(cost.instance_file).filename().string() + ")"},
@@ -65,6 +66,25 @@ std::vector<UsedValue> used_values(const ResolvedRun& run, const std::string& vo
       {"accounting.pue", number(cost.pue), cost.pue_source},
       {"accounting.grid_intensity", number(cost.region.g_per_kwh), "g CO2/kWh, " + cost.grid_source},
   };
+}
+
+// Every rank measures its GEMMs and takes rank 0's fp32 path (timings alone must not split a job across two
+// paths); a rank that cannot run rank 0's choice (oneDNN's products disagree there) stops the job naming itself.
+launch::GemmPath agreed_gemm_path(const TrainOptions& options, collectives::Communicator& comm, int threads) {
+  launch::GemmPath mine = launch::choose_gemm_path(options.fp32_gemm, threads);
+  std::string chosen = std::string(launch::fp32_gemm_name(mine.choice.fp32)) + "\n" + mine.choice.reason;
+  collectives::broadcast_string(comm, chosen, 0, options.collective_timeout_seconds, "the fp32 GEMM path");
+  const std::string name = chosen.substr(0, chosen.find('\n'));
+  if (name == launch::fp32_gemm_name(mine.choice.fp32)) return mine;
+  if (name == "onednn" &&
+      !(mine.rates.onednn_fp32_difference >= 0 && mine.rates.onednn_fp32_difference <= launch::kGemmAgreement))
+    throw RunConfigError("rank " + std::to_string(comm.info().rank) +
+                             ": rank 0 runs fp32 GEMMs on oneDNN, whose products differ here from the BLAS's by " +
+                             std::to_string(mine.rates.onednn_fp32_difference),
+                         "set train.fp32_gemm to blas for this job");
+  mine.choice = {name == "onednn" ? launch::Fp32Gemm::kOnednn : launch::Fp32Gemm::kBlas,
+                 "rank 0's choice: " + chosen.substr(chosen.find('\n') + 1)};
+  return mine;
 }
 
 }  // namespace
@@ -106,6 +126,7 @@ TrainingProcess start_training_process(const TrainOptions& options) {
                          : "this node's " + std::to_string(cores.node) + " core(s) / " +
                                std::to_string(info.local_size) + " rank(s) on it";
   launch::set_threads(p.threads);
+  if (options.device != "cuda") p.gemm = agreed_gemm_path(options, *p.comm, p.threads);
   if (!oversubscribed.empty() && info.local_rank == 0)
     std::cerr << (launch::rank_prefix() + "warning: " + oversubscribed + "\n") << std::flush;
   return p;
@@ -117,6 +138,7 @@ ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_d
   ResolvedRun run;
   run.cfg = validated;
   run.device = process.device;
+  run.gemm = process.gemm;
   RunConfig& cfg = run.cfg;
   run.world = comm.info().world_size;
   if (cfg.data.train.empty()) throw RunConfigError("run config: data.train is not set (--data SHARDS)");
@@ -183,8 +205,9 @@ ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_d
       models::choose_precision(cfg.train.precision, /*cuda=*/cfg.train.device == "cuda", launch::CpuIsa::current());
   // auto may resolve differently on another machine: the arithmetic actually used is part of what ranks agree on
   // and what a resume compares.
-  run.config_hash = joule::fnv1a64_hex(
-      run.resolved_toml + "# compute precision: " + models::precision_name(run.precision.precision) + "\n");
+  run.config_hash =
+      joule::fnv1a64_hex(run.resolved_toml + "# compute precision: " + models::precision_name(run.precision.precision) +
+                         "\n# fp32 gemm: " + launch::fp32_gemm_name(process.gemm.choice.fp32) + "\n");
   run.used = used_values(run, vocab_path, process, cost);
   return run;
 }
@@ -214,11 +237,34 @@ std::string initial_weights(const std::string& model_config) {
 
 }  // namespace
 
+nlohmann::json gemm_record(const launch::GemmPath& gemm) {
+  const launch::CpuIsa& isa = launch::CpuIsa::current();
+  auto share = [&](double gflops, const char* dtype) {
+    const double peak = gemm.clock_ghz * launch::cpu_flops_per_cycle(isa, dtype);
+    return peak > 0 && gflops > 0 ? nlohmann::json(gflops / peak) : nlohmann::json();
+  };
+  const launch::GemmRates& r = gemm.rates;
+  return {{"fp32", launch::fp32_gemm_name(gemm.choice.fp32)},
+          {"fp32_reason", gemm.choice.reason},
+          {"blas", gemm.blas.core.empty() ? gemm.blas_description : "OpenBLAS " + gemm.blas.core},
+          {"blas_fp32_gflops_per_core", r.blas_fp32},
+          {"blas_fp32_peak_fraction", share(r.blas_fp32, "fp32")},
+          {"onednn_isa", r.onednn_isa},
+          {"onednn_fp32_gflops_per_core", r.onednn_fp32},
+          {"onednn_fp32_peak_fraction", share(r.onednn_fp32, "fp32")},
+          {"onednn_fp32_difference", r.onednn_fp32_difference},
+          {"bf16_gflops_per_core", r.onednn_bf16},
+          {"bf16_peak_fraction", share(r.onednn_bf16, "bf16")},
+          {"clock_ghz", gemm.clock_ghz},
+          {"line", gemm.line()}};
+}
+
 TrainingSpec training_spec(const ResolvedRun& run) {
   const RunConfig& cfg = run.cfg;
   TrainingSpec spec;
   spec.model = run.model_config;
   spec.precision = run.precision.precision;
+  spec.fp32_gemm = run.gemm.choice.fp32;
   spec.device = run.device;
   spec.seed = static_cast<uint64_t>(cfg.train.seed);
   spec.initial_weights = initial_weights(cfg.model.config);
@@ -231,7 +277,7 @@ TrainingObjects build_training(const TrainingSpec& spec, collectives::Communicat
   TrainingObjects o;
   torch::manual_seed(spec.seed * 1000003ull + static_cast<uint64_t>(comm.info().rank));  // dropout streams
   o.model = models::BertForPreTraining(spec.model, spec.seed);
-  o.model->set_precision(spec.precision);
+  o.model->set_precision(spec.precision, spec.fp32_gemm);
   if (!spec.initial_weights.empty()) {
     models::load_weights(o.model, spec.initial_weights);
     if (comm.info().rank == 0) std::cout << "initial weights from " << spec.initial_weights << "\n" << std::flush;
@@ -362,6 +408,13 @@ std::string config_change_lines(const TrainerState& loaded, const ResolvedRun& r
   if (!loaded.compute_precision.empty() && loaded.compute_precision != now)
     out += "warning: resuming in " + now + " a run trained in " + loaded.compute_precision + " (train.precision " +
            run.cfg.train.precision + " resolves otherwise here): the arithmetic changes from here on\n";
+  // fp32 Linear layers on another library: the same products in another summation order (bf16 runs have none).
+  const std::string gemm_now = launch::fp32_gemm_name(run.gemm.choice.fp32);
+  const std::string gemm_then = loaded.fp32_gemm.empty() ? "blas" : loaded.fp32_gemm;
+  if (now == "fp32" && loaded.compute_precision == "fp32" && gemm_then != gemm_now)
+    out += "warning: resuming with fp32 GEMMs on " + gemm_now + " a run trained with them on " + gemm_then +
+           " (train.fp32_gemm " + run.cfg.train.fp32_gemm + "; " + run.gemm.choice.reason +
+           "): the same products in another summation order from here on, so not bit for bit the run it continues\n";
   return out;
 }
 
@@ -379,6 +432,7 @@ TrainerState start_state(const ResolvedRun& run, const StartPoint& start, Traini
   state.config_hash = run.config_hash;
   state.config_toml = run.resolved_toml;
   state.compute_precision = models::precision_name(run.precision.precision);
+  state.fp32_gemm = launch::fp32_gemm_name(run.gemm.choice.fp32);
   const RunData data{run.dataset(), run.eval_set ? &*run.eval_set : nullptr};
   if (!start.checkpoint) {
     state.data_json = new_data_record(data);
@@ -400,6 +454,7 @@ TrainerState start_state(const ResolvedRun& run, const StartPoint& start, Traini
   state.config_hash = run.config_hash;
   state.config_toml = run.resolved_toml;
   state.compute_precision = models::precision_name(run.precision.precision);
+  state.fp32_gemm = launch::fp32_gemm_name(run.gemm.choice.fp32);
   state.segments = loaded.segments + 1;
   say("resumed from " + *start.checkpoint + " at step " + std::to_string(state.step) + "\n");
   return state;

@@ -9,10 +9,13 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "collectives/communicator.h"
 #include "collectives/reducer.h"
 #include "data/dataset.h"
 #include "launch/device.h"
+#include "launch/runtime.h"
 #include "models/bert.h"
 #include "models/bert_config.h"
 #include "models/precision.h"
@@ -33,6 +36,7 @@ struct TrainingProcess {
   launch::DeviceChoice device;
   int threads = 1;
   std::string threads_source;  // where `threads` came from, when train.threads left it automatic
+  launch::GemmPath gemm;       // measured and chosen on a CPU device (rank 0's fp32 choice on every rank)
 };
 TrainingProcess start_training_process(const TrainOptions& options);
 
@@ -41,6 +45,7 @@ struct ResolvedRun {
   models::BertConfig model_config;    // vocab_size from the shards' vocab.txt
   models::PrecisionChoice precision;  // train.precision resolved on this machine (part of config_hash)
   launch::DeviceChoice device;        // this rank's device (train.device)
+  launch::GemmPath gemm;              // the process's GEMM paths (train.fp32_gemm resolved; part of config_hash)
   std::optional<data::Dataset> train_set, eval_set;
   int world = 1;
   int64_t global_batch = 0, total_steps = 0;
@@ -70,6 +75,10 @@ BatchPlan plan_batches(const TrainOptions& train, int world, int64_t available, 
 ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_dir, const TrainingProcess& process,
                         const CostSettings& cost, bool eval_from_data_root = false);
 
+// The GEMM paths as summary.json and the bench record them: the fp32 path taken and why, each rate on one core with
+// its share of the peak at the measured clock, and the start-up line.
+nlohmann::json gemm_record(const launch::GemmPath& gemm);
+
 // What a training run is built from: the one construction path of `joule train`, `joule bench train` and the tests.
 struct TrainingSpec {
   models::BertConfig model;
@@ -79,6 +88,7 @@ struct TrainingSpec {
   std::string
       initial_weights;  // "": fresh weights; else a model.safetensors to start from (the optimizer starts fresh)
   OptimizerOptions optimizer;
+  launch::Fp32Gemm fp32_gemm = launch::Fp32Gemm::kBlas;  // where fp32 Linear layers run their GEMMs
   collectives::ReducerOptions reducer;
 };
 // `joule train`'s: the resolved model, precision, device and seed, model.config's weights when it is a model

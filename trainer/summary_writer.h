@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "collectives/communicator.h"
 #include "trainer/batch_sums.h"
 #include "trainer/run_accounting.h"
@@ -28,6 +30,7 @@ struct RunOutcome {
   int64_t project_sequences = 0;  // the card's run, projected from the measured rates
   double flops_per_sequence = 0;
   std::string dtype = "fp32";
+  nlohmann::json gemm;  // the GEMM paths (gemm_record), a CPU run's
 };
 
 // Rank 0 only. `sim`: the simulated cluster's block, when the run has one.

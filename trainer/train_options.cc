@@ -18,6 +18,7 @@ std::vector<OptionField> TrainOptions::fields() {
           {"max_nonfinite_steps", &max_nonfinite_steps, at_least(1)},
           {"collective_timeout_seconds", &collective_timeout_seconds, OptionRange{0, 1e7, true, false}},
           {"precision", &precision},
+          {"fp32_gemm", &fp32_gemm},
           {"device", &device},
           {"progress", &progress}};
 }
@@ -32,6 +33,7 @@ void TrainOptions::validate() const {
     throw ConfigError("run config: train.precision is \"" + precision +
                       "\"; valid values: " + models::precision_settings());
   check_option_choice(kTable, "device", device, {"cpu", "cuda", "trainium-sim"});
+  check_option_choice(kTable, "fp32_gemm", fp32_gemm, {"auto", "blas", "onednn"});
 }
 
 std::vector<OptionField> RunOptions::fields() { return {{"dir", &dir}}; }

@@ -28,6 +28,9 @@ struct TrainOptions {
       600;  // a collective not done by then fails and aborts the job (a dead or stalled rank)
   std::string precision =
       "auto";  // auto | fp32 | bf16: bf16 mixed precision where matmuls run it natively (models/precision.h)
+  // auto | blas | onednn: the library fp32 GEMMs run on, on a CPU (launch/blas_core.h); auto takes oneDNN where the
+  // BLAS's kernels are below the processor and oneDNN's agree and run faster (measured at start-up).
+  std::string fp32_gemm = "auto";
   std::string device = "cpu";  // cpu | cuda (one GPU per rank) | trainium-sim (CPU numerics + [sim]'s cluster's clock)
   // "auto": a live status line when a single process writes to a terminal, else a plain line per
   // interval (under mpirun every rank gets a pseudo-terminal, so it cannot tell); "bar"; "lines".

@@ -119,8 +119,7 @@ void write_run_directory(const ResolvedRun& run, const collectives::ProcessGroup
                              : std::string("none"))
             << "\n"
             << run.precision.reason << "\n"
-            << (cfg.train.device == "cuda" ? std::string()
-                                           : "gemm: fp32 on " + launch::fp32_gemm_kernels(launch::detect_blas()) + "\n")
+            << (cfg.train.device == "cuda" ? std::string() : "gemm: " + run.gemm.line() + "\n")
             << "run: " << cfg.run.dir << " (its config.toml has every key; automatic ones with their source)\n"
             << std::flush;
 }
@@ -445,6 +444,7 @@ void finish_run(const ResolvedRun& run, TrainingLoop& loop, int exit_code, Train
   o.target_sequences = run.target_sequences;
   o.flops_per_sequence = models::training_flops_per_sequence(run.model_config, cfg.train.seq_len, o.max_predictions);
   o.dtype = models::precision_name(run.precision.precision);
+  if (run.cfg.train.device != "cuda") o.gemm = gemm_record(run.gemm);
   write_summary(cfg.run.dir, o, comm.info(), accounting, sim);
 }
 

@@ -50,9 +50,11 @@ double cosine(const torch::Tensor& a, const torch::Tensor& b) {
 
 }  // namespace
 
-TEST(Golden, MatchesPythonReferenceLossesGradientNormsAndValues) {
+// The fp32 model against the reference, its Linear layers' GEMMs on `gemm`. ASSERTs end only this call.
+static void expect_golden(joule::launch::Fp32Gemm gemm) {
   const std::string dir = kGolden;
   auto model = joule::models::load_model_dir(dir);
+  model->set_precision(joule::models::Precision::kFp32, gemm);
   EXPECT_EQ(model->config().hidden_dropout_prob, 0.0);
   model->train();  // dropout is 0: training mode must still be deterministic
 
@@ -109,6 +111,16 @@ TEST(Golden, MatchesPythonReferenceLossesGradientNormsAndValues) {
     }
   }
   EXPECT_GT(values, static_cast<int>(params.size()) * 8);
+}
+
+TEST(Golden, MatchesPythonReferenceLossesGradientNormsAndValues) { expect_golden(joule::launch::Fp32Gemm::kBlas); }
+
+// The same tolerances with the fp32 Linear layers on oneDNN's sgemm (train.fp32_gemm = onednn).
+TEST(Golden, MatchesPythonReferenceWithFp32GemmsOnOnednn) {
+#if !JOULE_ONEDNN
+  GTEST_SKIP() << "built without oneDNN (JOULE_ONEDNN=OFF)";
+#endif
+  expect_golden(joule::launch::Fp32Gemm::kOnednn);
 }
 
 // bf16 mixed precision against the same golden: losses within 1e-2 relative of the reference's fp32 figures, and

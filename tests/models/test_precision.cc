@@ -3,6 +3,8 @@
 // the way fp32's do and repeat bit for bit at a fixed thread count.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "launch/util/error.h"
 #include "models/attention_softmax.h"
 #include "models/bert.h"
@@ -134,5 +136,35 @@ TEST(Precision, Bf16GradientsAlignWithFp32AndRepeatExactly) {
     EXPECT_TRUE(torch::equal(g16[i].second, again[i].second)) << name << " differs between two bf16 passes";
     if (name.find("attention.self.key.bias") != std::string::npos) continue;  // zero in exact arithmetic
     EXPECT_GE(cosine(g16[i].second, g32[i].second), 0.99) << name;
+  }
+}
+
+// fp32 Linear layers on oneDNN's sgemm: the same products as LibTorch's linear (its BLAS) up to summation order, in
+// the forward and in the three gradients, on odd sizes, a 3-d input, and without a bias.
+TEST(Precision, OnednnLinearMatchesLibTorchLinearForwardAndGrads) {
+#if !JOULE_ONEDNN
+  GTEST_SKIP() << "built without oneDNN (JOULE_ONEDNN=OFF)";
+#endif
+  torch::manual_seed(11);
+  for (const auto& [batch, in, out, bias] : std::vector<std::tuple<int64_t, int64_t, int64_t, bool>>{
+           {3 * 37, 61, 129, true}, {1, 5, 3, false}, {2 * 128, 256, 1024, true}}) {
+    SCOPED_TRACE(std::to_string(batch) + "x" + std::to_string(in) + "x" + std::to_string(out));
+    const torch::Tensor x = torch::randn({batch % 2 ? batch : 2, batch % 2 ? 1 : batch / 2, in});
+    const torch::Tensor w = torch::randn({out, in}) * 0.05, b = bias ? torch::randn({out}) : torch::Tensor();
+    const torch::Tensor upstream = torch::randn({x.size(0), x.size(1), out});
+    auto run = [&](bool onednn) {
+      const torch::Tensor xs = x.clone().set_requires_grad(true), ws = w.clone().set_requires_grad(true);
+      const torch::Tensor bs = bias ? b.clone().set_requires_grad(true) : torch::Tensor();
+      const torch::Tensor y =
+          onednn ? joule::models::onednn_linear(xs, ws, bs) : torch::nn::functional::linear(xs, ws, bs);
+      (y * upstream).sum().backward();
+      return std::vector<torch::Tensor>{y.detach(), xs.grad(), ws.grad(), bias ? bs.grad() : torch::zeros({1})};
+    };
+    const auto want = run(false), got = run(true);
+    for (size_t i = 0; i < want.size(); ++i) {
+      SCOPED_TRACE(i);
+      ASSERT_EQ(got[i].sizes(), want[i].sizes());
+      EXPECT_TRUE(torch::allclose(got[i], want[i], 1e-5, 1e-4)) << (got[i] - want[i]).abs().max().item<double>();
+    }
   }
 }

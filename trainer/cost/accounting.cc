@@ -8,6 +8,7 @@
 #include <random>
 #include <sstream>
 
+#include "launch/util/format.h"
 #include "launch/util/json_field.h"
 
 namespace joule::trainer {
@@ -19,12 +20,6 @@ namespace {
 
 constexpr double kJoulesPerKwh = 3.6e6;
 constexpr size_t kMaxHistory = 256;
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 json cost_json(const CostSettings& c) {
   return {{"instance", c.instance},
@@ -356,7 +351,7 @@ std::string prometheus_text(const json& row, const std::string& run_id) {
     if (!value.is_number()) continue;
     const std::string name = "joule_" + key;
     out << "# TYPE " << name << " gauge\n"
-        << name << "{run_id=\"" << run_id << "\"} " << fmt("%.17g", value.get<double>()) << "\n";
+        << name << "{run_id=\"" << run_id << "\"} " << format_number("%.17g", value.get<double>()) << "\n";
   }
   return out.str();
 }

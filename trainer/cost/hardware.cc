@@ -112,29 +112,8 @@ HostFacts HostFacts::detect() {
     in.ignore(256, '\n');
   }
   h.isa = launch::CpuIsa::current();
+  h.clock_ghz = launch::core_clock_ghz();
   return h;
-}
-
-double cpu_flops_per_cycle(const launch::CpuIsa& isa, const std::string& dtype) {
-  // fp32: two FMA pipes per core, each a multiply and an add per lane per cycle, 16 lanes (512-bit) or 8 (256-bit).
-  // Two 512-bit FMA pipes: Intel 64 and IA-32 Architectures Optimization Reference Manual (Skylake Server and later
-  // server cores;
-  // https://www.intel.com/content/www/us/en/developer/articles/technical/intel64-and-ia32-architectures-optimization.html);
-  // AMD, Software Optimization Guide for the AMD Zen5 Microarchitecture, publication 58455 rev. 1.00, August 2024
-  // (four FP pipes, two with FMA, a full 512-bit datapath on EPYC 9005), and A. J. Yee, "Zen5's AVX512 Teardown"
-  // (http://numberworld.org/blogs/2024_8_7_zen5_avx512_teardown).
-  const double fp32 = isa.avx512f ? 2 * 16 * 2 : (isa.avx2 && isa.fma) ? 2 * 8 * 2 : 2 * 4;
-  if (dtype == "fp32") return fp32;
-  if (dtype != "bf16") return 0;
-  // AMX-BF16: 1024 bf16 FLOP per cycle per core (Intel, "Accelerate AI Workloads with Intel AMX", 4th Gen Xeon
-  // Scalable processors: 2048 INT8 or 1024 BF16 operations per cycle per core).
-  if (isa.amx_bf16) return 1024;
-  // AVX512-BF16: VDPBF16PS multiplies 32 bf16 pairs and adds them into 16 fp32 lanes (Intel 64 and IA-32
-  // Architectures Software Developer's Manual, Vol. 2A;
-  // https://www.intel.com/content/www/us/en/developer/articles/technical/intel-sdm.html), 64 FLOP per instruction on
-  // each of the two FMA pipes.
-  if (isa.avx512_bf16) return 2 * 64;
-  return fp32;
 }
 
 double InstanceProfile::instance_peak_tflops(const std::string& dtype) const {
@@ -181,11 +160,18 @@ void read_host(const toml::value& root, const std::string& path, const HostFacts
   if (p.cpu_max_w < p.cpu_idle_w) throw ProfileError(path + ": host cpu_max_w is below cpu_idle_w");
   if (p.usd_per_hour < 0) throw ProfileError(path + ": host usd_per_hour is negative");
   if (p.device_kind == "cpu" && host.has("clock_ghz")) {  // read_device ran first
-    // A generic host's peaks come from the detected ISA: vCPUs x clock x FLOP per cycle.
-    const double ghz = host.number("clock_ghz", 0);
+    // A generic host's peaks come from the detected ISA: vCPUs x clock x FLOP per cycle; clock_ghz = 0: measured.
+    double ghz = host.number("clock_ghz", 0);
+    if (ghz == 0) {
+      ghz = facts.clock_ghz;
+      if (!(ghz > 0))
+        throw ProfileError(path + ": host.clock_ghz is 0 (measure it), but this processor's clock cannot be measured",
+                           "set host.clock_ghz to the sustained all-core clock in a copy of the profile (--instance)");
+    }
     require_positive(ghz, path, "host.clock_ghz");
+    p.clock_ghz = ghz;
     for (const char* dtype : {"fp32", "bf16"})
-      p.peak_tflops[dtype] = p.vcpus * ghz * cpu_flops_per_cycle(facts.isa, dtype) / 1e3;
+      p.peak_tflops[dtype] = p.vcpus * ghz * launch::cpu_flops_per_cycle(facts.isa, dtype) / 1e3;
   }
 }
 

@@ -25,13 +25,10 @@ class ProfileError : public joule::Error {
 struct HostFacts {
   int vcpus = 0;
   double memory_gib = 0;
-  launch::CpuIsa isa;         // what the cpu-host profile derives its peak FLOP/s from
-  static HostFacts detect();  // online CPUs (sched affinity ignored), MemTotal and CpuIsa::current()
+  launch::CpuIsa isa;         // what the cpu-host profile derives its peak FLOP/s from, with the clock
+  double clock_ghz = 0;       // measured (launch::core_clock_ghz); 0: unknown
+  static HostFacts detect();  // online CPUs (sched affinity ignored), MemTotal, CpuIsa::current() and the clock
 };
-
-// Peak FLOP per cycle of one core for the ISA: fp32 from the FMA width, bf16 from AVX512-BF16 or AMX-BF16 (fp32's
-// figure without them: bf16 is then converted and computed in fp32). Sources beside the figures in hardware.cc.
-double cpu_flops_per_cycle(const launch::CpuIsa& isa, const std::string& dtype);
 
 struct InstanceProfile {
   std::string name, description, file;
@@ -48,6 +45,7 @@ struct InstanceProfile {
   double device_idle_w = 0, device_max_w = 0;
   double device_memory_gib = 0, device_memory_gb_per_s = 0;
   std::map<std::string, double> peak_tflops;  // per device (per instance for kind cpu), by dtype
+  double clock_ghz = 0;                       // a cpu host's: the profile's, or measured when it says 0
   // network
   double intra_node_gb_per_s = 0, intra_node_latency_us = 0, inter_node_gb_per_s = 0, inter_node_latency_us = 0;
   double intra_node_efficiency = 1, inter_node_efficiency = 1;  // achievable share of the link bandwidth

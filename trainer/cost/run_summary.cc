@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "launch/util/file_io.h"
+#include "launch/util/format.h"
 #include "launch/util/json_field.h"
 
 namespace joule::trainer {
@@ -19,19 +20,13 @@ using joule::json_field_or;
 using nlohmann::json;
 namespace {
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
 // A figure with enough significant digits for tiny demo runs and for day-long ones.
 std::string sig(double v) {
   if (v == 0) return "0";
   const double a = std::fabs(v);
-  if (a >= 100) return fmt("%.0f", v);
-  if (a >= 1) return fmt("%.2f", v);
-  return fmt("%.3g", v);
+  if (a >= 100) return format_number("%.0f", v);
+  if (a >= 1) return format_number("%.2f", v);
+  return format_number("%.3g", v);
 }
 
 json projection_json(const Projection& p) {
@@ -45,8 +40,10 @@ Projection projection_from_json(const json& j, const std::string& where) {
 }
 
 json host_json(const HostInfo& h) {
-  return {{"os", h.os},           {"cpu_model", h.cpu_model},      {"vcpus", h.vcpus}, {"memory_gib", h.memory_gib},
-          {"devices", h.devices}, {"device_model", h.device_model}};
+  json j = {{"os", h.os},           {"cpu_model", h.cpu_model},      {"vcpus", h.vcpus}, {"memory_gib", h.memory_gib},
+            {"devices", h.devices}, {"device_model", h.device_model}};
+  if (!h.gemm.is_null()) j["gemm"] = h.gemm;
+  return j;
 }
 
 HostInfo host_from_json(const json& j, const std::string& where) {
@@ -57,6 +54,7 @@ HostInfo host_from_json(const json& j, const std::string& where) {
   h.vcpus = json_field_or<int64_t>(j, "vcpus", 0, where);
   h.devices = json_field_or<int64_t>(j, "devices", 0, where);
   h.memory_gib = json_field_or<double>(j, "memory_gib", 0.0, where);
+  if (j.contains("gemm")) h.gemm = j.at("gemm");
   return h;
 }
 
@@ -278,8 +276,8 @@ void projection_rows(const RunSummary& s, const Row& row) {
     const double actual = s.wall_s, predicted = first.target_wall_s;
     row("projection converged", "first " + duration_text(predicted) + " at step " + std::to_string(first.step) +
                                     ", actual " + duration_text(actual) + " (" +
-                                    fmt("%+.1f", actual > 0 ? 100.0 * (predicted - actual) / actual : 0.0) + " %), " +
-                                    std::to_string(hist.size()) + " projections");
+                                    format_number("%+.1f", actual > 0 ? 100.0 * (predicted - actual) / actual : 0.0) +
+                                    " %), " + std::to_string(hist.size()) + " projections");
   }
 }
 
@@ -287,9 +285,9 @@ void projection_rows(const RunSummary& s, const Row& row) {
 void simulated_rows(const SimulatedFigures& m, const std::string& model, const Row& row) {
   row("SIMULATED cluster", std::to_string(m.nodes) + " x " + m.instance + " (" + std::to_string(m.devices) +
                                " devices, global batch " + std::to_string(m.global_batch) + "), not measured");
-  row("SIMULATED step", fmt("%.4g", m.step_s) + " s: compute " + fmt("%.4g", m.compute_s) + ", exposed comm " +
-                            fmt("%.4g", m.exposed_comm_s) + " (of " + fmt("%.4g", m.comm_s) + "), other " +
-                            fmt("%.4g", m.other_s));
+  row("SIMULATED step", format_number("%.4g", m.step_s) + " s: compute " + format_number("%.4g", m.compute_s) +
+                            ", exposed comm " + format_number("%.4g", m.exposed_comm_s) + " (of " +
+                            format_number("%.4g", m.comm_s) + "), other " + format_number("%.4g", m.other_s));
   row("SIMULATED throughput", sig(m.seq_per_s) + " seq/s, " + sig(m.seq_per_s * 3600) + " seq/hour");
   row("SIMULATED, " + sig(m.target_sequences) + " seq",
       duration_text(m.wall_s_for_target) + ", " + sig(m.kwh_for_target) + " kWh, USD " + sig(m.usd_for_target) + ", " +
@@ -351,7 +349,7 @@ std::string summary_table(const RunSummary& s) {
       duration_text(s.wall_s) + (s.segments > 1 ? " over " + std::to_string(s.segments) + " segments" : ""));
   row(s.ledger.segments.size() > 1 ? "throughput (all segments' timed steps)" : "throughput (after warm-up)",
       sig(s.seq_per_s) + " seq/s, " + sig(s.seq_per_s * 3600) + " seq/hour" +
-          (s.mfu ? ", MFU " + fmt("%.3f", *s.mfu) + " of the " + s.workload.dtype + " peak" : ""));
+          (s.mfu ? ", MFU " + format_number("%.3f", *s.mfu) + " of the " + s.workload.dtype + " peak" : ""));
   // What the rate leaves out, so that sequences / wall time and the rate can be told apart.
   if (const double timed_s = s.ledger.timed().second; timed_s > 0)
     row("time outside timed steps",
@@ -364,7 +362,7 @@ std::string summary_table(const RunSummary& s) {
   row("instance", inst.instance + " x " + std::to_string(s.nodes) + " node(s), USD " + sig(inst.usd_per_hour) + "/h (" +
                       inst.price_source + ")");
   row("energy (IT equipment)", sig(spent.it_kwh) + " kWh: " + energy_parts(energy));
-  row("energy (facility, PUE " + fmt("%.2f", inst.pue) + ")",
+  row("energy (facility, PUE " + format_number("%.2f", inst.pue) + ")",
       sig(spent.facility_kwh) + " kWh (" + energy_json(energy)["source"].get<std::string>() + ")");
   row("cost", "USD " + sig(spent.usd) + " (" + sig(spent.instance_hours) + " instance-hours x USD " +
                   sig(inst.usd_per_hour) + "/h)");
@@ -372,8 +370,8 @@ std::string summary_table(const RunSummary& s) {
   projection_rows(s, row);
   if (s.simulated) simulated_rows(*s.simulated, s.workload.model, row);
   if (s.eval)
-    row("last eval", "mlm_acc " + fmt("%.4f", s.eval->mlm_accuracy) + ", nsp_acc " + fmt("%.4f", s.eval->nsp_accuracy) +
-                         ", loss " + fmt("%.4f", s.eval->loss));
+    row("last eval", "mlm_acc " + format_number("%.4f", s.eval->mlm_accuracy) + ", nsp_acc " +
+                         format_number("%.4f", s.eval->nsp_accuracy) + ", loss " + format_number("%.4f", s.eval->loss));
   segment_rows(s, row);
   for (const std::string& n : s.notices) row("note", n);
   if (!s.final_dir.empty()) row("final weights (HF directory)", s.final_dir);
@@ -394,7 +392,7 @@ std::string emissions_csv(const RunSummary& s) {
     for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
     return q + "\"";
   };
-  auto num = [](double v) { return fmt("%.9g", v); };
+  auto num = [](double v) { return format_number("%.9g", v); };
   std::ostringstream out;
   out << kEmissionsCsvHeader << "\n";
   const HostInfo& host = s.host;

@@ -25,6 +25,7 @@ struct HostInfo {
   std::string os, cpu_model, device_model;
   int64_t vcpus = 0, devices = 0;
   double memory_gib = 0;
+  nlohmann::json gemm;  // a CPU run's GEMM paths and rates (trainer/run_setup.h gemm_record); null otherwise
 };
 
 // What was trained.

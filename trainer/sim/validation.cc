@@ -6,6 +6,7 @@
 #include <sstream>
 #include <utility>
 
+#include "launch/util/format.h"
 #include "models/bert_config.h"
 #include "trainer/cost/hardware.h"
 #include "trainer/sim/alpha_beta.h"
@@ -13,15 +14,7 @@
 
 namespace joule::trainer {
 namespace fs = std::filesystem;
-namespace {
-
-std::string f(const char* fmt, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, fmt, v);
-  return buf;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 namespace {
 
@@ -45,7 +38,7 @@ struct Dle {
 };
 
 // Four significant digits, never in exponent form (70555, not 7.056e+04).
-std::string figure(double v) { return std::fabs(v) >= 1e4 ? f("%.0f", v) : f("%.4g", v); }
+std::string figure(double v) { return std::fabs(v) >= 1e4 ? format_number("%.0f", v) : format_number("%.4g", v); }
 
 }  // namespace
 
@@ -168,40 +161,43 @@ std::string study_text(const StudyComparison& s) {
   using S = StudyComparison;
   const StepPrediction &t = s.trn1, &g = s.p4d_tf32, &b = s.p4d_bf16;
   auto error = [](double predicted, double published) {  // right-aligned in 8 columns
-    const std::string e = f("%+.0f %%", 100 * (predicted - published) / published);
+    const std::string e = format_number("%+.0f %%", 100 * (predicted - published) / published);
     return std::string(e.size() < 8 ? 8 - e.size() : 0, ' ') + e;
   };
   std::ostringstream out;
   out << "The seed study: AWS Machine Learning Blog, \"Reduce energy consumption of your machine learning workloads "
          "by\n"
          "up to 90% with AWS purpose-built accelerators\".\nBERT-Large phase 1, "
-      << f("%.0fM", s.sequences / 1e6) << " sequences, " << s.nodes << " x trn1.32xlarge vs " << s.nodes
+      << format_number("%.0fM", s.sequences / 1e6) << " sequences, " << s.nodes << " x trn1.32xlarge vs " << s.nodes
       << " x p4d.24xlarge.\nIt publishes ratios. The p4d rate its 1.7x implies ("
-      << f("%.0f", S::kTrn1PublishedSeqPerS / S::kSeqPerHourRatio / s.nodes)
+      << format_number("%.0f", S::kTrn1PublishedSeqPerS / S::kSeqPerHourRatio / s.nodes)
       << " seq/s per instance) is below even NVIDIA's TF32\nfigure (2505 on 8 x A100), far below its AMP one (4591): "
          "joule plan compares trn1 in bf16 with p4d in TF32.\n\n"
       << "                               study   joule plan   error\n"
-      << "  trn1 / p4d sequences/hour    " << f("%5.2f", S::kSeqPerHourRatio)
-      << f("%13.2f", t.seq_per_hour / g.seq_per_hour) << error(t.seq_per_hour / g.seq_per_hour, S::kSeqPerHourRatio)
-      << "\n"
-      << "  trn1 / p4d energy            " << f("%5.2f", S::kEnergyRatio) << f("%13.2f", t.kwh / g.kwh)
-      << error(t.kwh / g.kwh, S::kEnergyRatio) << "   (trn1's power is an assumption: AWS publishes none)\n"
-      << "  trn1 / p4d cost              " << f("%5.2f", S::kCostRatio) << f("%13.2f", t.usd / g.usd)
-      << error(t.usd / g.usd, S::kCostRatio) << "\n\n"
+      << "  trn1 / p4d sequences/hour    " << format_number("%5.2f", S::kSeqPerHourRatio)
+      << format_number("%13.2f", t.seq_per_hour / g.seq_per_hour)
+      << error(t.seq_per_hour / g.seq_per_hour, S::kSeqPerHourRatio) << "\n"
+      << "  trn1 / p4d energy            " << format_number("%5.2f", S::kEnergyRatio)
+      << format_number("%13.2f", t.kwh / g.kwh) << error(t.kwh / g.kwh, S::kEnergyRatio)
+      << "   (trn1's power is an assumption: AWS publishes none)\n"
+      << "  trn1 / p4d cost              " << format_number("%5.2f", S::kCostRatio)
+      << format_number("%13.2f", t.usd / g.usd) << error(t.usd / g.usd, S::kCostRatio) << "\n\n"
       << std::string(20, ' ') << "    hours           USD           kWh\n"
       << std::string(20, ' ') << " joule  study   joule  study   joule\n";
   auto row = [&](const char* label, const StepPrediction& p, double study_hours, double study_usd) {
-    out << label << f("%6.2f", p.hours) << (study_hours > 0 ? f("%7.2f", study_hours) : "      -") << f("%8.0f", p.usd)
-        << (study_usd > 0 ? f("%7.0f", study_usd) : "      -") << f("%8.0f", p.kwh) << "\n";
+    out << label << format_number("%6.2f", p.hours)
+        << (study_hours > 0 ? format_number("%7.2f", study_hours) : "      -") << format_number("%8.0f", p.usd)
+        << (study_usd > 0 ? format_number("%7.0f", study_usd) : "      -") << format_number("%8.0f", p.kwh) << "\n";
   };
   row("  trn1.32xlarge bf16", t, s.implied_trn1_hours(), s.nodes * s.trn1_usd_per_hour * s.implied_trn1_hours());
   row("  p4d.24xlarge TF32 ", g, s.implied_p4d_hours(), s.nodes * s.p4d_usd_per_hour * s.implied_p4d_hours());
   row("  p4d.24xlarge bf16 ", b, 0, 0);
-  out << "study: its 1.7x applied to AWS Neuron's published 16 x trn1 rate (" << f("%.0f", S::kTrn1PublishedSeqPerS)
-      << " seq/s), at the profiles' prices.\n\n"
-      << "In bf16 (NVIDIA's AMP recipe) p4d is " << f("%.2f", t.hours / b.hours)
-      << "x faster than trn1; trn1 still costs " << f("%.0f %%", 100 * (1 - t.usd / b.usd)) << " less and uses "
-      << f("%.0f %%", 100 * std::fabs(t.kwh / b.kwh - 1)) << (t.kwh > b.kwh ? " more" : " less") << " energy.\n";
+  out << "study: its 1.7x applied to AWS Neuron's published 16 x trn1 rate ("
+      << format_number("%.0f", S::kTrn1PublishedSeqPerS) << " seq/s), at the profiles' prices.\n\n"
+      << "In bf16 (NVIDIA's AMP recipe) p4d is " << format_number("%.2f", t.hours / b.hours)
+      << "x faster than trn1; trn1 still costs " << format_number("%.0f %%", 100 * (1 - t.usd / b.usd))
+      << " less and uses " << format_number("%.0f %%", 100 * std::fabs(t.kwh / b.kwh - 1))
+      << (t.kwh > b.kwh ? " more" : " less") << " energy.\n";
   return out.str();
 }
 
@@ -210,7 +206,7 @@ std::string validation_table(const std::vector<ValidationCase>& cases) {
   out << "| case | unit | published | predicted | error | basis | source |\n|---|---|---|---|---|---|---|\n";
   for (const auto& c : cases)
     out << "| " << c.name << " | " << c.unit << " | " << figure(c.published) << " | " << figure(c.predicted) << " | "
-        << f("%+.1f %%", 100 * c.relative_error()) << " | " << c.basis << " | " << c.source << " |\n";
+        << format_number("%+.1f %%", 100 * c.relative_error()) << " | " << c.basis << " | " << c.source << " |\n";
   return out.str();
 }
 

@@ -27,7 +27,7 @@ const std::string kConfigs = JOULE_CONFIG_DIR;
 
 InstanceProfile cpu_host(int vcpus = 4, double memory_gib = 16, const std::string& isa = "avx2,fma,avx512f") {
   return load_instance_profile("cpu-host", kConfigs + "/hardware",
-                               {vcpus, memory_gib, joule::launch::CpuIsa::parse(isa)});
+                               {vcpus, memory_gib, joule::launch::CpuIsa::parse(isa), /*clock_ghz=*/2.0});
 }
 
 // A powercap tree as the kernel lays it out: every zone at the top level.
@@ -328,12 +328,31 @@ TEST(Profiles, GenericHostScalesWithDetectedVcpusAndMemory) {
   EXPECT_DOUBLE_EQ(p.cpu_max_w, 8 * 3.5);
   EXPECT_DOUBLE_EQ(p.ram_w, 32 * 0.375);
   EXPECT_DOUBLE_EQ(p.usd_per_hour, 8 * 0.0425);
-  // AVX-512: 2 FMA pipes x 16 lanes x 2 FLOP at 2.0 GHz per vCPU; no bf16 instructions: bf16's peak is fp32's.
+  // AVX-512: 2 FMA pipes x 16 lanes x 2 FLOP at the measured 2.0 GHz (the profile's clock_ghz = 0) per vCPU; no
+  // bf16 instructions: bf16's peak is fp32's.
+  EXPECT_DOUBLE_EQ(p.clock_ghz, 2.0);
   EXPECT_DOUBLE_EQ(p.instance_peak_tflops("fp32"), 8 * 0.128);
   EXPECT_DOUBLE_EQ(p.instance_peak_tflops("bf16"), 8 * 0.128);
   EXPECT_DOUBLE_EQ(cpu_host(8, 32, "avx2,fma,avx512f,avx512_bf16").instance_peak_tflops("bf16"), 8 * 0.256);
   EXPECT_DOUBLE_EQ(cpu_host(8, 32, "avx2,fma,avx512f,amx_bf16").instance_peak_tflops("bf16"), 8 * 2.048);
   EXPECT_DOUBLE_EQ(cpu_host(8, 32, "avx2,fma").instance_peak_tflops("fp32"), 8 * 0.064);
+}
+
+// The cpu-host profile's clock is measured (clock_ghz = 0): one add per cycle on a dependency chain, in the thread's
+// CPU time. Without a measurement it says which key to set.
+TEST(Profiles, GenericHostClockIsMeasured) {
+#if defined(__x86_64__)
+  const double ghz = joule::launch::core_clock_ghz();
+  EXPECT_GT(ghz, 0.8);
+  EXPECT_LT(ghz, 7.0);
+  EXPECT_DOUBLE_EQ(joule::launch::core_clock_ghz(), ghz);  // once per process
+#endif
+  try {
+    load_instance_profile("cpu-host", kConfigs + "/hardware", {4, 16, joule::launch::CpuIsa::parse("avx2,fma"), 0});
+    ADD_FAILURE() << "no error without a clock";
+  } catch (const ProfileError& e) {
+    EXPECT_NE(std::string(e.what()).find("host.clock_ghz is 0"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Profiles, BadFilesNameTheFileAndTheKey) {
