@@ -53,6 +53,12 @@ CpuIsa CpuIsa::detect() {
   isa.avx512f = zmm && bit(l7.ebx, 16);
   isa.avx512_bf16 = isa.avx512f && bit(l7s1.eax, 5);
   isa.amx_bf16 = tiles && bit(l7.edx, 22) && bit(l7.edx, 24);
+  // AMD family 19h with AVX-512 is Zen 4 (Zen 3, the same family, has none), whose 512-bit operations run on 256-bit
+  // pipes in two halves: Software Optimization Guide for the AMD Zen4 Microarchitecture, publication 57647.
+  const Regs l0 = cpuid(0, 0);
+  const bool amd = l0.ebx == 0x68747541 && l0.edx == 0x69746e65 && l0.ecx == 0x444d4163;  // "AuthenticAMD"
+  const uint32_t family = ((l1.eax >> 8) & 0xf) + (((l1.eax >> 8) & 0xf) == 0xf ? (l1.eax >> 20) & 0xff : 0);
+  isa.avx512_halves = isa.avx512f && amd && family == 0x19;
 #endif
   return isa;
 }
@@ -73,9 +79,12 @@ CpuIsa CpuIsa::parse(const std::string& list) {
       isa.avx512_bf16 = true;
     else if (word == "amx_bf16")
       isa.amx_bf16 = true;
+    else if (word == "avx512_halves")
+      isa.avx512_halves = true;
     else
       throw Error("JOULE_CPU_ISA: unknown instruction set '" + word + "'",
-                  "use a comma-separated list of avx2, fma, avx512f, avx512_bf16, amx_bf16, or none", ErrorKind::usage);
+                  "use a comma-separated list of avx2, fma, avx512f, avx512_bf16, amx_bf16, avx512_halves, or none",
+                  ErrorKind::usage);
   }
   return isa;
 }
@@ -98,6 +107,7 @@ std::string CpuIsa::describe() const {
   add(avx512f, "avx512f");
   add(avx512_bf16, "avx512_bf16");
   add(amx_bf16, "amx_bf16");
+  add(avx512_halves, "avx512_halves");
   return out.empty() ? "none" : out;
 }
 
@@ -109,7 +119,8 @@ double cpu_flops_per_cycle(const CpuIsa& isa, const std::string& dtype) {
   // AMD, Software Optimization Guide for the AMD Zen5 Microarchitecture, publication 58455 rev. 1.00, August 2024
   // (four FP pipes, two with FMA, a full 512-bit datapath on EPYC 9005), and A. J. Yee, "Zen5's AVX512 Teardown"
   // (http://numberworld.org/blogs/2024_8_7_zen5_avx512_teardown).
-  const double fp32 = isa.avx512f ? 2 * 16 * 2 : (isa.avx2 && isa.fma) ? 2 * 8 * 2 : 2 * 4;
+  // Zen 4 issues each 512-bit FMA as two 256-bit halves: AVX2's rate (avx512_halves).
+  const double fp32 = isa.avx512f && !isa.avx512_halves ? 2 * 16 * 2 : (isa.avx2 && isa.fma) ? 2 * 8 * 2 : 2 * 4;
   if (dtype == "fp32") return fp32;
   if (dtype != "bf16") return 0;
   // AMX-BF16: 1024 bf16 FLOP per cycle per core (Intel, "Accelerate AI Workloads with Intel AMX", 4th Gen Xeon
@@ -119,7 +130,7 @@ double cpu_flops_per_cycle(const CpuIsa& isa, const std::string& dtype) {
   // Architectures Software Developer's Manual, Vol. 2A;
   // https://www.intel.com/content/www/us/en/developer/articles/technical/intel-sdm.html), 64 FLOP per instruction on
   // each of the two FMA pipes.
-  if (isa.avx512_bf16) return 2 * 64;
+  if (isa.avx512_bf16) return isa.avx512_halves ? 64 : 2 * 64;
   return fp32;
 }
 
@@ -133,21 +144,23 @@ double thread_cpu_seconds() {
 
 double measure_clock_ghz() {
 #if defined(__x86_64__)
-  constexpr uint64_t kAdds = 40'000'000;  // ~10 ms at 4 GHz
+  constexpr uint64_t kMultiplies = 16'000'000;  // 48M cycles: ~12 ms at 4 GHz
   double best = 0;
   for (int attempt = 0; attempt < 5; ++attempt) {
-    uint64_t x = 0, n = kAdds;
+    uint64_t x = 3, n = kMultiplies;
     const double t0 = thread_cpu_seconds();
-    // Eight adds into one register per iteration: a dependency chain of one cycle per add. The counter's sub and the
-    // branch run beside it on other ports.
+    // Eight multiplies into one register per iteration: a dependency chain of 3 cycles per 64-bit IMUL on every
+    // x86-64 core since Nehalem and Zen (Intel's optimization manual, AMD's software optimization guides; Agner Fog's
+    // instruction tables), which no core folds away as some fold small immediate adds. The counter's sub and the
+    // branch run beside it.
     __asm__ volatile(
         "1:\n\t"
-        "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
-        "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
+        "imul %0, %0\n\timul %0, %0\n\timul %0, %0\n\timul %0, %0\n\t"
+        "imul %0, %0\n\timul %0, %0\n\timul %0, %0\n\timul %0, %0\n\t"
         "sub $8, %1\n\tjnz 1b\n"
         : "+r"(x), "+r"(n));
     const double seconds = thread_cpu_seconds() - t0;
-    if (seconds > 0) best = std::max(best, static_cast<double>(kAdds) / seconds / 1e9);
+    if (seconds > 0) best = std::max(best, 3.0 * static_cast<double>(kMultiplies) / seconds / 1e9);
   }
   return best;
 #else

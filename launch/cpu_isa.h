@@ -15,6 +15,7 @@ struct CpuIsa {
   bool avx512f = false;            // 512-bit vectors (with the OS saving their state)
   bool avx512_bf16 = false;        // VDPBF16PS: bf16 pair dot products into fp32
   bool amx_bf16 = false;           // AMX tiles with TDPBF16PS (with the OS having granted tile state)
+  bool avx512_halves = false;      // 512-bit FMAs issued as two 256-bit halves (AMD Zen 4): half their peak rate
 
   bool native_bf16() const { return avx512_bf16 || amx_bf16; }
   std::string describe() const;  // "avx2 fma avx512f avx512_bf16", or "none"
@@ -28,8 +29,9 @@ struct CpuIsa {
 // figure without them: bf16 is then converted and computed in fp32); 0 for another dtype. Sources in cpu_isa.cc.
 double cpu_flops_per_cycle(const CpuIsa& isa, const std::string& dtype);
 
-// This core's clock in GHz, measured: a chain of dependent integer adds (one cycle each on every x86-64 core) timed
-// in the thread's own CPU time, so other processes sharing the core do not slow it; the best of a few ~10 ms tries.
+// This core's clock in GHz, measured: a chain of dependent 64-bit multiplies (three cycles each on every x86-64 core)
+// timed in the thread's own CPU time, so other processes sharing the core do not slow it; the best of five ~12 ms
+// tries.
 // Turbo included: a scalar loop runs at the clock vector code can at most reach, so a peak from it is never
 // understated. 0 where it cannot be measured (not x86-64). Measured once per process.
 double core_clock_ghz();

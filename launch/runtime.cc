@@ -154,15 +154,30 @@ std::string GemmPath::line() const {
   return gemm_line(choice, rates, blas, blas_description, CpuIsa::current(), clock_ghz);
 }
 
-GemmPath choose_gemm_path(const std::string& setting, int threads) {
+GemmPath choose_gemm_path(const std::string& setting) {
   GemmPath p;
   const BlasInfo info = detect_blas();
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
   p.blas = judge_blas_core(info.core, CpuIsa::current(), coretype ? coretype : "");
   p.blas_description = info.description;
-  set_threads(1);
-  p.rates = measure_gemm_rates();
-  set_threads(threads);
+  struct RestoreThreads {  // LibTorch's (OpenMP's) and OpenBLAS's counts as they were
+    int torch = torch::get_num_threads(), openblas = 0;
+    RestoreThreads() {
+      using GetThreads = int (*)();
+      if (auto get = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"))) openblas = get();
+    }
+    ~RestoreThreads() {
+      torch::set_num_threads(torch);
+      using SetThreads = void (*)(int);
+      if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")); set && openblas > 0)
+        set(openblas);
+    }
+  };
+  {
+    const RestoreThreads restore;
+    set_threads(1);
+    p.rates = measure_gemm_rates();
+  }
   p.clock_ghz = core_clock_ghz();
   p.choice = choose_fp32_gemm(setting, p.blas, p.rates);
   return p;

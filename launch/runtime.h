@@ -40,8 +40,9 @@ struct GemmPath {
   double clock_ghz = 0;
   std::string line() const;  // "fp32 oneDNN avx512_core_bf16 205 GFLOP/s/core (84 % of peak), not ..."
 };
-// Measures on one thread (about 0.1 s; `threads` restored after) and chooses; throws as choose_fp32_gemm does.
-GemmPath choose_gemm_path(const std::string& setting, int threads);
+// Measures on one thread (about 0.1 s; the process's thread counts restored after, also on an error) and chooses;
+// throws as choose_fp32_gemm does.
+GemmPath choose_gemm_path(const std::string& setting);
 // Whether this joule can run fp32 GEMMs on oneDNN (built with it).
 bool onednn_available();
 

@@ -33,7 +33,9 @@ struct OnednnLinear : public torch::autograd::Function<OnednnLinear> {
     const bool has_bias = bias.numel() > 0;
     std::vector<int64_t> sizes = x.sizes().vec();  // y: x's shape with the last dimension n, in storage of its own
     sizes.back() = n;                              // (a custom function's output must not be a view)
-    torch::Tensor y = has_bias ? bias.expand(sizes).contiguous() : torch::empty(sizes, x2.options());
+    torch::Tensor y = torch::empty(sizes, x2.options());
+    // Not bias.expand(sizes).contiguous(): with one row that is the bias itself, and the GEMM would add into it.
+    if (has_bias) y.copy_(bias.expand(sizes));
     sgemm('N', 'T', m, n, k, x2.data_ptr<float>(), k, w.data_ptr<float>(), k, has_bias ? 1.0f : 0.0f,
           y.data_ptr<float>(), n);
     ctx->save_for_backward({x2, w});

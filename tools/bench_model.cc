@@ -82,7 +82,7 @@ ModelBenchResult bench_model(const ModelBenchOptions& o) {
   const models::PrecisionChoice precision = models::choose_precision(o.precision, false, launch::CpuIsa::current());
   r.precision = models::precision_name(precision.precision);
 
-  const launch::GemmPath gemm = launch::choose_gemm_path("auto", r.threads);
+  const launch::GemmPath gemm = launch::choose_gemm_path(o.fp32_gemm);
   r.gemm = gemm.line();
   models::BertForPreTraining model(o.config, o.seed);
   model->set_precision(precision.precision, gemm.choice.fp32);

@@ -29,6 +29,7 @@ struct ModelBenchOptions {
   int iterations = 6;
   uint64_t seed = 1;
   std::string precision = "auto";  // auto | fp32 | bf16 (models/precision.h)
+  std::string fp32_gemm = "auto";  // auto | blas | onednn (launch/blas_core.h)
 };
 
 struct ModelBenchResult {

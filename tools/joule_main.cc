@@ -142,7 +142,9 @@ int cmd_bench_model(int argc, char** argv) {
   o.add_options()("config", "preset name, config.json or model directory",
                   cxxopts::value<std::string>()->default_value("bert-base"))(
       "precision", "auto, fp32 or bf16 (auto: bf16 where the CPU has AVX512-BF16 or AMX-BF16)",
-      cxxopts::value<std::string>()->default_value("auto"))("json", "print one JSON object");
+      cxxopts::value<std::string>()->default_value("auto"))("json", "print one JSON object")(
+      "fp32-gemm", "auto, blas or onednn: the library fp32 GEMMs run on (as train.fp32_gemm)",
+      cxxopts::value<std::string>()->default_value("auto"));
   const NumberFlag seq_len{"seq-len", "tokens per sequence", "128", kSeqLen},
       batch{"batch", "sequences per step", "8", kBatch},
       max_pred{"max-pred", "masked positions per sequence", "20", kPredictions},
@@ -159,8 +161,9 @@ int cmd_bench_model(int argc, char** argv) {
   b.iterations = static_cast<int>(int_flag(r, iterations));
   b.warmup = static_cast<int>(int_flag(r, warmup));
   b.precision = r["precision"].as<std::string>();
+  b.fp32_gemm = r["fp32-gemm"].as<std::string>();
   std::string warning;
-  joule::tools::version_report(&warning);
+  joule::tools::version_report(&warning, /*with_gemm_path=*/false);  // bench_model measures it
   if (!warning.empty()) std::cerr << warning;
   auto result = joule::tools::bench_model(b);
   std::cout << (r.count("json") ? result.to_json() + "\n" : result.to_text(b));
@@ -201,7 +204,9 @@ int cmd_train(int argc, char** argv) {
       "steps", "optimizer steps (train.steps)", cxxopts::value<std::string>())(
       "device", "cpu, cuda (one GPU per rank) or trainium-sim (train.device)", cxxopts::value<std::string>())(
       "precision", "auto, fp32 or bf16 (train.precision)", cxxopts::value<std::string>())(
-      "sim-instance", "simulated cluster's instance profile (sim.instance)", cxxopts::value<std::string>())(
+      "fp32-gemm", "auto, blas or onednn: the library fp32 GEMMs run on (train.fp32_gemm)",
+      cxxopts::value<std::string>())("sim-instance", "simulated cluster's instance profile (sim.instance)",
+                                     cxxopts::value<std::string>())(
       "sim-nodes", "simulated cluster's instances (sim.nodes)", cxxopts::value<std::string>())(
       "instance", "instance profile billed per node (accounting.instance)", cxxopts::value<std::string>())(
       "price-per-hour", "USD per instance-hour (accounting.price_per_hour)", cxxopts::value<std::string>())(
@@ -223,6 +228,7 @@ int cmd_train(int argc, char** argv) {
                                                        {"steps", "train.steps"},
                                                        {"device", "train.device"},
                                                        {"precision", "train.precision"},
+                                                       {"fp32-gemm", "train.fp32_gemm"},
                                                        {"sim-instance", "sim.instance"},
                                                        {"sim-nodes", "sim.nodes"},
                                                        {"instance", "accounting.instance"},
@@ -286,7 +292,9 @@ int cmd_plan(int argc, char** argv) {
       "scaling", "node counts for the scaling curve", cxxopts::value<std::string>()->default_value("1,2,4,8,16,32,64"))(
       "json", "print {\"rows\": [...], \"scaling\": [...]}")(
       "validate", "print the model's validation against published figures (VALIDATION.md's table)")(
-      "study", "print the seed study's comparison (16 x trn1 vs 16 x p4d) beside the model's");
+      "study",
+      "print the seed study's comparison beside the model's (its own workload: BERT-Large phase 1, 450M sequences, "
+      "16 x trn1.32xlarge vs 16 x p4d.24xlarge; the other flags do not apply)");
   const NumberFlag seq_len{"seq-len", "sequence length", "128", kSeqLen},
       max_pred{"max-predictions", "masked positions per sequence", "0", kPredictions, "0: 20 at 128, 80 at 512"},
       global_batch{"global-batch", "sequences per optimizer step", "65536", OptionRange{1, 1 << 30}},
@@ -351,8 +359,7 @@ int cmd_eval(int argc, char** argv) {
   auto r = parse(o, argc, argv);
   const auto precision =
       joule::models::choose_precision(r["precision"].as<std::string>(), false, joule::launch::CpuIsa::current());
-  const joule::launch::GemmPath gemm =
-      joule::launch::choose_gemm_path(r["fp32-gemm"].as<std::string>(), joule::launch::physical_cores());
+  const joule::launch::GemmPath gemm = joule::launch::choose_gemm_path(r["fp32-gemm"].as<std::string>());
   const std::string result =
       joule::trainer::evaluate_model_dir(required(r, "model"), required(r, "data"), int_flag(r, batch),
                                          int_flag(r, max_batches), precision.precision, r["dump"].as<std::string>(),

@@ -106,7 +106,7 @@ std::string model_init(const std::string& config_arg, uint64_t seed, const std::
          ")";
 }
 
-std::string version_report(std::string* blas_warning) {
+std::string version_report(std::string* blas_warning, bool with_gemm_path) {
   const launch::BlasInfo blas = launch::detect_blas();
   std::ostringstream out;
   out << "joule " << JOULE_VERSION << "\n"
@@ -114,7 +114,7 @@ std::string version_report(std::string* blas_warning) {
       << "  MPI      " << launch::mpi_library_version() << "\n"
       << "  HDF5     " << data::hdf5_version().substr(5) << "\n"
       << "  BLAS     " << blas.description << " (" << blas.library << ")\n"
-      << "  GEMM     " << launch::choose_gemm_path("auto", launch::physical_cores()).line() << "\n"
+      << (with_gemm_path ? "  GEMM     " + launch::choose_gemm_path("auto").line() + "\n" : std::string())
       << "  cores    " << launch::physical_cores() << " available to this process\n"
       << "  memory   "
       << (launch::caching_cpu_allocator_active()

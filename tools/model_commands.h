@@ -24,6 +24,6 @@ std::string model_init(const std::string& config_arg, uint64_t seed, const std::
 
 // joule's version and the LibTorch, MPI, HDF5 and BLAS in use. `blas_warning` receives a loud
 // warning when LibTorch runs on the reference BLAS (empty otherwise).
-std::string version_report(std::string* blas_warning);
+std::string version_report(std::string* blas_warning, bool with_gemm_path = true);
 
 }  // namespace joule::tools

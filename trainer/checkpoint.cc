@@ -112,6 +112,7 @@ nlohmann::json state_json(const TrainerState& s) {
                       {"nonfinite_skipped", s.nonfinite_skipped},
                       {"nonfinite_streak", s.nonfinite_streak}};
   if (!s.config_toml.empty()) j["config"] = s.config_toml;
+  if (!s.used_config_toml.empty()) j["used_config"] = s.used_config_toml;
   if (!s.compute_precision.empty()) j["compute_precision"] = s.compute_precision;
   if (!s.fp32_gemm.empty()) j["fp32_gemm"] = s.fp32_gemm;
   if (!s.ledger_json.empty()) j["ledger"] = nlohmann::json::parse(s.ledger_json);
@@ -252,6 +253,7 @@ TrainerState read_trainer_state(const std::string& dir, int64_t* optimizer_steps
   state.world_size = field<int>(s, "world_size", path);
   state.config_hash = field<std::string>(s, "config_hash", path);
   if (s.contains("config")) state.config_toml = field<std::string>(s, "config", path);
+  if (s.contains("used_config")) state.used_config_toml = field<std::string>(s, "used_config", path);
   if (s.contains("compute_precision")) state.compute_precision = field<std::string>(s, "compute_precision", path);
   if (s.contains("fp32_gemm")) state.fp32_gemm = field<std::string>(s, "fp32_gemm", path);
   if (s.contains("ledger")) state.ledger_json = field<nlohmann::json>(s, "ledger", path).dump();

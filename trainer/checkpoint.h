@@ -31,6 +31,7 @@ struct TrainerState {
   int world_size = 1;
   std::string config_hash;
   std::string config_toml;        // the resolved config.toml it was trained with; "" from older joules
+  std::string used_config_toml;   // the same with its automatic keys as they resolved (RUN/config.toml); "" older
   std::string compute_precision;  // what train.precision resolved to ("bf16", "fp32"); "" from older joules
   std::string fp32_gemm;          // what train.fp32_gemm resolved to ("blas", "onednn"); "" from older joules (blas)
   std::string ledger_json;        // the accounting ledger (energy, cost, segments), JSON; "" before the first save

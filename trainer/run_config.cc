@@ -279,6 +279,8 @@ std::vector<ConfigChange> config_changes(const RunConfig& before, const RunConfi
     const std::string was = value_text(fa[i]), now = value_text(fb[i]);
     if (was == now) continue;
     const std::string& key = fa[i].key;
+    // The fp32 GEMM library: a resume's own warning names it where it matters (fp32 runs: trainer/run_setup.cc).
+    if (key == "train.fp32_gemm") continue;
     if (kPaths.count(key)) {
       std::error_code e1, e2;
       const std::string& p = *std::get<std::string*>(fa[i].target);

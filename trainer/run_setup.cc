@@ -49,7 +49,7 @@ std::vector<UsedValue> used_values(const ResolvedRun& run, const std::string& vo
   auto number = [](double v) { return joule::option_number_text(v); };
   const std::string& reason = run.precision.reason;  // "precision auto -> bf16 mixed precision: this CPU (...) has ..."
   const std::string why = reason.find(": ") == std::string::npos ? reason : reason.substr(reason.find(": ") + 2);
-  return {
+  std::vector<UsedValue> used = {
       {"train.steps", "",
        "0: " + std::to_string(run.total_steps) + " steps of " + std::to_string(run.global_batch) +
            " sequences from train.target_sequences"},
@@ -58,7 +58,7 @@ std::vector<UsedValue> used_values(const ResolvedRun& run, const std::string& vo
            std::to_string(run.world) + " rank(s)"},
       {"train.threads", std::to_string(process.threads), process.threads_source},
       {"train.precision", precision, why},
-      {"train.fp32_gemm", launch::fp32_gemm_name(process.gemm.choice.fp32), process.gemm.choice.reason},
+
       {"data.vocab", vocab_path, "vocab.txt beside the shards"},
       {"accounting.instance", cost.instance,
        "the machine the numerics run on (profile " + fs::path(cost.instance_file).filename().string() + ")"},
@@ -66,12 +66,15 @@ std::vector<UsedValue> used_values(const ResolvedRun& run, const std::string& vo
       {"accounting.pue", number(cost.pue), cost.pue_source},
       {"accounting.grid_intensity", number(cost.region.g_per_kwh), "g CO2/kWh, " + cost.grid_source},
   };
+  if (t.device != "cuda")  // a GPU's matmuls are not the CPU's BLAS or oneDNN
+    used.push_back({"train.fp32_gemm", launch::fp32_gemm_name(process.gemm.choice.fp32), process.gemm.choice.reason});
+  return used;
 }
 
 // Every rank measures its GEMMs and takes rank 0's fp32 path (timings alone must not split a job across two
 // paths); a rank that cannot run rank 0's choice (oneDNN's products disagree there) stops the job naming itself.
-launch::GemmPath agreed_gemm_path(const TrainOptions& options, collectives::Communicator& comm, int threads) {
-  launch::GemmPath mine = launch::choose_gemm_path(options.fp32_gemm, threads);
+launch::GemmPath agreed_gemm_path(const TrainOptions& options, collectives::Communicator& comm) {
+  launch::GemmPath mine = launch::choose_gemm_path(options.fp32_gemm);
   std::string chosen = std::string(launch::fp32_gemm_name(mine.choice.fp32)) + "\n" + mine.choice.reason;
   collectives::broadcast_string(comm, chosen, 0, options.collective_timeout_seconds, "the fp32 GEMM path");
   const std::string name = chosen.substr(0, chosen.find('\n'));
@@ -126,7 +129,7 @@ TrainingProcess start_training_process(const TrainOptions& options) {
                          : "this node's " + std::to_string(cores.node) + " core(s) / " +
                                std::to_string(info.local_size) + " rank(s) on it";
   launch::set_threads(p.threads);
-  if (options.device != "cuda") p.gemm = agreed_gemm_path(options, *p.comm, p.threads);
+  if (options.device != "cuda") p.gemm = agreed_gemm_path(options, *p.comm);
   if (!oversubscribed.empty() && info.local_rank == 0)
     std::cerr << (launch::rank_prefix() + "warning: " + oversubscribed + "\n") << std::flush;
   return p;
@@ -399,9 +402,15 @@ std::string config_change_lines(const TrainerState& loaded, const ResolvedRun& r
     return "warning: resuming with a config that differs from the checkpoint's (" + checkpoint +
            " was written by an older joule, which did not record the config it was trained with)\n";
   std::string out;
-  const RunConfig before = RunConfig::from_toml_text(loaded.config_toml, checkpoint + "/trainer_state.json \"config\"");
-  // Compared with the automatic keys filled in: "auto" then and the value it resolved to now is no change.
-  for (const ConfigChange& c : config_changes(with_used_values(before, run.used), with_used_values(run.cfg, run.used)))
+  // What each run used, automatic keys filled in: "auto" then and the same value now is no change; the value auto gave
+  // then and another one now is. A checkpoint of an older joule has only its config: its automatic keys are taken as
+  // resolving as they do now.
+  const RunConfig before =
+      loaded.used_config_toml.empty()
+          ? with_used_values(
+                RunConfig::from_toml_text(loaded.config_toml, checkpoint + "/trainer_state.json \"config\""), run.used)
+          : RunConfig::from_toml_text(loaded.used_config_toml, checkpoint + "/trainer_state.json \"used_config\"");
+  for (const ConfigChange& c : config_changes(before, with_used_values(run.cfg, run.used)))
     out += std::string(c.safe ? "note" : "warning") + ": resuming with " + c.key + " = " + c.after +
            " (the checkpoint's: " + c.before + "): " + c.note + "\n";
   const std::string now = models::precision_name(run.precision.precision);
@@ -431,6 +440,7 @@ TrainerState start_state(const ResolvedRun& run, const StartPoint& start, Traini
   state.world_size = run.world;
   state.config_hash = run.config_hash;
   state.config_toml = run.resolved_toml;
+  state.used_config_toml = used_config_toml(run.cfg, run.used);
   state.compute_precision = models::precision_name(run.precision.precision);
   state.fp32_gemm = launch::fp32_gemm_name(run.gemm.choice.fp32);
   const RunData data{run.dataset(), run.eval_set ? &*run.eval_set : nullptr};
@@ -453,6 +463,7 @@ TrainerState start_state(const ResolvedRun& run, const StartPoint& start, Traini
   state.world_size = run.world;
   state.config_hash = run.config_hash;
   state.config_toml = run.resolved_toml;
+  state.used_config_toml = used_config_toml(run.cfg, run.used);
   state.compute_precision = models::precision_name(run.precision.precision);
   state.fp32_gemm = launch::fp32_gemm_name(run.gemm.choice.fp32);
   state.segments = loaded.segments + 1;

@@ -5,7 +5,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -16,6 +15,7 @@
 #include "launch/placement.h"
 #include "launch/runtime.h"
 #include "launch/util/file_io.h"
+#include "launch/util/format.h"
 #include "launch/util/hash.h"
 #include "models/flops.h"
 #include "models/model_dir.h"
@@ -103,10 +103,11 @@ void write_run_directory(const ResolvedRun& run, const collectives::ProcessGroup
   write_file_atomically(config_file, used_config_toml(cfg, run.used));
   write_file_atomically((fs::path(cfg.run.dir) / "model_config.json").string(), run.model_config.to_json_text());
   const models::BertConfig& m = run.model_config;
-  char millions[32];
-  std::snprintf(millions, sizeof millions, "%.3g", static_cast<double>(models::parameter_counts(m).total()) / 1e6);
+  const auto parameters = static_cast<double>(models::parameter_counts(m).total());
+  const std::string count = parameters < 1e9 ? format_number("%.3gM", parameters / 1e6)  // 0.693M, 335M
+                                             : format_number("%.3gB", parameters / 1e9);
   std::cout << "joule train: " << cfg.model.config << " (" << m.num_hidden_layers << " layers, hidden " << m.hidden_size
-            << ", " << millions << "M parameters); " << run.total_steps << " steps; " << run.world << " rank(s) on "
+            << ", " << count << " parameters); " << run.total_steps << " steps; " << run.world << " rank(s) on "
             << info.node_count << " node(s), " << threads << " thread(s) per rank, device " << run.device.description
             << "\n"
             << "batch: global batch " << run.global_batch << " = " << cfg.train.micro_batch << " x "

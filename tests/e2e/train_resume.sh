@@ -203,6 +203,12 @@ mpi "$joule" train --config b/config.toml --run-dir b_file --resume auto --steps
 [[ $(grep -c "resuming with" b_file.log) -eq 2 ]] && grep -q "^note: resuming with train.steps = 42 " b_file.log &&
   grep -q "^note: resuming with run.dir = \"b_file\" " b_file.log ||
   { cat b_file.log; fail "a resume with the run's own config.toml reported changes that are none"; }
+# A value set now where the checkpoint's run left the key automatic is a change when it differs from what auto gave.
+cp -r b b_gb
+mpi "$joule" train --config run.toml --run-dir b_gb --resume auto --steps 42 --set train.global_batch=64 > b_gb.log 2>&1 ||
+  { cat b_gb.log; fail "resume with another global batch"; }
+grep -q "^warning: resuming with train.global_batch = 64 (the checkpoint's: 32): changes the training" b_gb.log ||
+  { cat b_gb.log; fail "a global batch set against the checkpoint's automatic one went unreported"; }
 
 echo "== 2e. --data D (a data create output): D's eval/ is the held-out set whatever the config's data.eval says"
 sed 's|^eval = "shards/eval"|eval = "elsewhere/eval"|' run.toml > run_elsewhere.toml

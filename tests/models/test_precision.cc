@@ -147,7 +147,7 @@ TEST(Precision, OnednnLinearMatchesLibTorchLinearForwardAndGrads) {
 #endif
   torch::manual_seed(11);
   for (const auto& [batch, in, out, bias] : std::vector<std::tuple<int64_t, int64_t, int64_t, bool>>{
-           {3 * 37, 61, 129, true}, {1, 5, 3, false}, {2 * 128, 256, 1024, true}}) {
+           {3 * 37, 61, 129, true}, {1, 5, 3, false}, {1, 7, 2, true}, {2 * 128, 256, 1024, true}}) {
     SCOPED_TRACE(std::to_string(batch) + "x" + std::to_string(in) + "x" + std::to_string(out));
     const torch::Tensor x = torch::randn({batch % 2 ? batch : 2, batch % 2 ? 1 : batch / 2, in});
     const torch::Tensor w = torch::randn({out, in}) * 0.05, b = bias ? torch::randn({out}) : torch::Tensor();
@@ -157,6 +157,7 @@ TEST(Precision, OnednnLinearMatchesLibTorchLinearForwardAndGrads) {
       const torch::Tensor bs = bias ? b.clone().set_requires_grad(true) : torch::Tensor();
       const torch::Tensor y =
           onednn ? joule::models::onednn_linear(xs, ws, bs) : torch::nn::functional::linear(xs, ws, bs);
+      if (bias) EXPECT_TRUE(torch::equal(bs.detach(), b)) << "the bias was written to";  // one row: no aliasing
       (y * upstream).sum().backward();
       return std::vector<torch::Tensor>{y.detach(), xs.grad(), ws.grad(), bias ? bs.grad() : torch::zeros({1})};
     };

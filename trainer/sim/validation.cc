@@ -14,7 +14,6 @@
 
 namespace joule::trainer {
 namespace fs = std::filesystem;
-namespace {}  // namespace
 
 namespace {
 
@@ -194,9 +193,10 @@ std::string study_text(const StudyComparison& s) {
   row("  p4d.24xlarge bf16 ", b, 0, 0);
   out << "study: its 1.7x applied to AWS Neuron's published 16 x trn1 rate ("
       << format_number("%.0f", S::kTrn1PublishedSeqPerS) << " seq/s), at the profiles' prices.\n\n"
-      << "In bf16 (NVIDIA's AMP recipe) p4d is " << format_number("%.2f", t.hours / b.hours)
-      << "x faster than trn1; trn1 still costs " << format_number("%.0f %%", 100 * (1 - t.usd / b.usd))
-      << " less and uses " << format_number("%.0f %%", 100 * std::fabs(t.kwh / b.kwh - 1))
+      << "In bf16 (NVIDIA's AMP recipe) p4d is " << format_number("%.2f", t.hours / b.hours) << "x "
+      << (b.hours < t.hours ? "faster" : "as fast as") << " trn1; trn1 costs "
+      << format_number("%.0f %%", 100 * std::fabs(1 - t.usd / b.usd)) << (t.usd < b.usd ? " less" : " more")
+      << " and uses " << format_number("%.0f %%", 100 * std::fabs(t.kwh / b.kwh - 1))
       << (t.kwh > b.kwh ? " more" : " less") << " energy.\n";
   return out.str();
 }
