@@ -84,9 +84,12 @@ class Communicator {
   // In place. Average divides by the world size after summing.
   virtual WorkHandle all_reduce(Buffer buffer, const CollectiveOptions& options = {}) = 0;
   virtual WorkHandle broadcast(Buffer buffer, int root, const CollectiveOptions& options = {}) = 0;
-  // out.count == in.count * world_size; rank r's input lands at out[r * in.count].
+  // out.count == in.count * world_size; rank r's input lands at out[r * in.count]. In place when `in` is this rank's
+  // block of `out` (in.data == out.data + rank * in.bytes()): ZeRO-1 gathers its parameter buckets so.
   virtual WorkHandle all_gather(Buffer out, Buffer in, const CollectiveOptions& options = {}) = 0;
-  // in.count == out.count * world_size; rank r receives the reduction of block r.
+  // in.count == out.count * world_size; rank r receives the reduction of block r. In place when `out` is this rank's
+  // block of `in` (out.data == in.data + rank * out.bytes()): ZeRO-1 reduces its gradient buckets so; the other
+  // blocks of `in` are then undefined.
   virtual WorkHandle reduce_scatter(Buffer out, Buffer in, const CollectiveOptions& options = {}) = 0;
   virtual void barrier(const CollectiveOptions& options = {}) = 0;
 
@@ -116,6 +119,12 @@ inline void broadcast_string(Communicator& comm, std::string& text, int root, do
     text.clear();  // no bytes: words.data() may be null
   else
     text.assign(reinterpret_cast<const char*>(words.data()), static_cast<size_t>(length));
+}
+
+// Whether `block` is rank `rank`'s block of `whole` (the in-place form of all_gather and reduce_scatter).
+inline bool is_rank_block(const Buffer& block, const Buffer& whole, int rank) {
+  return static_cast<const char*>(block.data) ==
+         static_cast<const char*>(whole.data) + static_cast<size_t>(rank) * block.bytes();
 }
 
 std::vector<std::string> available_backends();

@@ -301,13 +301,22 @@ class MpiCommunicator : public Communicator {
         }
         break;
       case Kind::kAllGather:
-        MPI_CHECK(MPI_Iallgather(op.in.data, static_cast<int>(op.in.count), type, op.out.data,
-                                 static_cast<int>(op.in.count), type, comm_.get(), &r));
+        if (is_rank_block(op.in, op.out, info_.rank))  // this rank's block is already in place
+          MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, op.out.data, static_cast<int>(op.in.count), type,
+                                   comm_.get(), &r));
+        else
+          MPI_CHECK(MPI_Iallgather(op.in.data, static_cast<int>(op.in.count), type, op.out.data,
+                                   static_cast<int>(op.in.count), type, comm_.get(), &r));
         op.requests.push_back(r);
         break;
       case Kind::kReduceScatter:
-        MPI_CHECK(MPI_Ireduce_scatter_block(op.in.data, op.out.data, static_cast<int>(op.out.count), type,
-                                            mpi_sum(op.out.dtype), comm_.get(), &r));
+        // In place, MPI leaves the result at the start of the buffer; complete() moves it to this rank's block.
+        if (is_rank_block(op.out, op.in, info_.rank))
+          MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, op.in.data, static_cast<int>(op.out.count), type,
+                                              mpi_sum(op.out.dtype), comm_.get(), &r));
+        else
+          MPI_CHECK(MPI_Ireduce_scatter_block(op.in.data, op.out.data, static_cast<int>(op.out.count), type,
+                                              mpi_sum(op.out.dtype), comm_.get(), &r));
         op.requests.push_back(r);
         break;
       case Kind::kBarrier:
@@ -318,6 +327,8 @@ class MpiCommunicator : public Communicator {
   }
 
   void complete(Op& op) {
+    if (op.kind == Kind::kReduceScatter && op.out.data != op.in.data && is_rank_block(op.out, op.in, info_.rank))
+      std::memmove(op.out.data, op.in.data, op.out.bytes());
     if ((op.kind == Kind::kAllReduce || op.kind == Kind::kReduceScatter) && op.options.op == ReduceOp::kAverage) {
       const double scale = 1.0 / info_.world_size;
       switch (op.out.dtype) {

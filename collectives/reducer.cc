@@ -10,8 +10,10 @@ namespace joule::collectives {
 using Clock = std::chrono::steady_clock;
 
 struct GradientReducer::Bucket {
-  torch::Tensor flat;  // fp32 gradients of this bucket's parameters
-  torch::Tensor wire;  // the communicated buffer: `flat` itself, or a bf16/fp16 copy
+  torch::Tensor flat;        // fp32 gradients of this bucket's parameters (sharded: padded to a multiple of the world)
+  torch::Tensor wire;        // the communicated buffer: `flat` itself, or a bf16/fp16 copy
+  torch::Tensor parameters;  // sharded: the parameters' storage, in the layout of `flat`
+  int64_t block = 0;         // sharded: elements per rank
   std::vector<size_t> params;
   size_t pending = 0;  // parameters not yet ready in this synchronizing backward
   WorkHandle work;
@@ -47,19 +49,26 @@ GradientReducer::GradientReducer(std::vector<std::pair<std::string, torch::Tenso
       throw joule::InternalError("GradientReducer: parameter '" + name + "' is not float32");
     parameter_bytes.push_back(p.numel() * 4);
   }
-  const std::vector<std::vector<size_t>> groups =
-      plan_buckets(parameter_bytes, options_.bucket_bytes, options_.first_bucket_bytes);
+  groups_ = plan_buckets(parameter_bytes, options_.bucket_bytes, options_.first_bucket_bytes);
+  const std::vector<std::vector<size_t>>& groups = groups_;
   bucket_of_.resize(params_.size());
   const auto wire_type = options_.compression == Compression::kBFloat16  ? torch::kBFloat16
                          : options_.compression == Compression::kFloat16 ? torch::kFloat16
                                                                          : torch::kFloat32;
+  std::vector<int64_t> parameter_elements;
+  for (const auto& named : params_) parameter_elements.push_back(named.second.numel());
+  const int world = options_.shard ? comm_.info().world_size : 1;
+  ranges_ = plan_shard_ranges(parameter_elements, groups, world, options_.shard ? comm_.info().rank : 0);
   for (size_t b = 0; b < groups.size(); ++b) {
     auto bucket = std::make_unique<Bucket>();
     int64_t numel = 0;
     for (size_t k : groups[b]) numel += params_[k].second.numel();
+    bucket->block = options_.shard ? shard_block(numel, world) : numel;
+    const int64_t padded = bucket->block * world;
     const auto& any = params_[groups[b].front()].second;
-    bucket->flat = torch::zeros({numel}, any.options());
-    bucket->wire = wire_type == torch::kFloat32 ? bucket->flat : torch::zeros({numel}, any.options().dtype(wire_type));
+    bucket->flat = torch::zeros({padded}, any.options());
+    bucket->wire = wire_type == torch::kFloat32 ? bucket->flat : torch::zeros({padded}, any.options().dtype(wire_type));
+    if (options_.shard) bucket->parameters = torch::zeros({padded}, any.options());
     bucket->params = groups[b];
     BucketInfo info;
     info.bytes = static_cast<size_t>(numel) * 4;
@@ -67,6 +76,12 @@ GradientReducer::GradientReducer(std::vector<std::pair<std::string, torch::Tenso
     for (size_t k : groups[b]) {
       torch::Tensor& p = params_[k].second;
       p.mutable_grad() = bucket->flat.narrow(0, offset, p.numel()).view(p.sizes());  // the gradient is a view
+      if (options_.shard) {
+        torch::NoGradGuard no_grad;
+        torch::Tensor storage = bucket->parameters.narrow(0, offset, p.numel()).view(p.sizes());
+        storage.copy_(p);
+        p.set_data(storage);  // the parameter is a view too: gathered in place
+      }
       offset += p.numel();
       bucket_of_[k] = b;
       info.params.push_back(params_[k].first);
@@ -158,7 +173,32 @@ void GradientReducer::launch(size_t index) {
   }
   stats_.launch_seconds[index] = since(begin_);
   stats_.bytes += static_cast<size_t>(b.wire.numel() * b.wire.element_size());
-  b.work = comm_.all_reduce(buffer_of(b.wire), o);
+  if (!options_.shard) {
+    b.work = comm_.all_reduce(buffer_of(b.wire), o);
+    return;
+  }
+  // In place: this rank's block of the bucket receives the block's reduction.
+  b.work = comm_.reduce_scatter(buffer_of(block_of(b.wire, b.block)), buffer_of(b.wire), o);
+}
+
+torch::Tensor GradientReducer::block_of(const torch::Tensor& flat, int64_t block) const {
+  return flat.narrow(0, block * comm_.info().rank, block);
+}
+
+void GradientReducer::gather_parameters() {
+  if (!options_.shard) return;
+  const auto t0 = Clock::now();
+  std::vector<WorkHandle> works;
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    Bucket& b = *buckets_[i];
+    CollectiveOptions o;
+    o.label = "parameter bucket " + std::to_string(i) + " of " + std::to_string(buckets_.size());
+    o.timeout_seconds = options_.timeout_seconds;
+    works.push_back(comm_.all_gather(buffer_of(b.parameters), buffer_of(block_of(b.parameters, b.block)), o));
+    stats_.gather_bytes += static_cast<size_t>(b.parameters.numel()) * 4;
+  }
+  for (auto& w : works) w->wait();
+  stats_.gather_seconds = since(t0);
 }
 
 void GradientReducer::finish() {
@@ -179,7 +219,12 @@ void GradientReducer::finish() {
   if (options_.compression != Compression::kNone) {
     torch::NoGradGuard no_grad;
     const double scale = 1.0 / comm_.info().world_size;
-    for (auto& b : buckets_) b->flat.copy_(b->wire).mul_(scale);
+    for (auto& b : buckets_) {
+      if (options_.shard)
+        block_of(b->flat, b->block).copy_(block_of(b->wire, b->block)).mul_(scale);
+      else
+        b->flat.copy_(b->wire).mul_(scale);
+    }
   }
   for (size_t k = 0; k < params_.size(); ++k) {
     const torch::Tensor& g = params_[k].second.grad();

@@ -4,6 +4,12 @@
 // gradient accumulation marks it ready, and a bucket's all-reduce starts as soon as it is complete,
 // in bucket order, while backward goes on. With accumulation, only the last micro-batch of a step
 // communicates. finish() waits for everything before the optimizer step.
+//
+// Sharded (ZeRO stage 1, `ReducerOptions::shard`): every bucket is padded to a multiple of the world size and cut
+// into one block per rank; a bucket is reduce-scattered in place instead of all-reduced, so after finish() rank r
+// holds the averaged gradients of block r only (the rest of its buckets is undefined), and updates only the
+// parameters' elements in its blocks (shard_ranges()). The parameters themselves live in flat buckets of the same
+// layout (each parameter a view), and gather_parameters() all-gathers the updated blocks in place.
 #pragma once
 
 #include <atomic>
@@ -17,6 +23,7 @@
 
 #include <torch/torch.h>
 
+#include "collectives/buckets.h"
 #include "collectives/communicator.h"
 #include "launch/torch_compat.h"
 
@@ -29,10 +36,11 @@ struct ReducerOptions {
   size_t first_bucket_bytes = 1u << 20;
   Compression compression = Compression::kNone;  // dtype of the communicated buffer
   double timeout_seconds = 600;
+  bool shard = false;  // ZeRO-1: reduce-scatter the gradients, all-gather the parameters (see above)
 };
 
 struct BucketInfo {
-  size_t bytes = 0;                 // fp32 gradient bytes
+  size_t bytes = 0;                 // fp32 gradient bytes (without the padding of a sharded bucket)
   std::vector<std::string> params;  // in the order they sit in the buffer
 };
 
@@ -42,7 +50,9 @@ struct ReducerStats {
   double exposed_seconds = 0;          // how long finish() waited: communication not hidden by backward
   double backward_seconds = 0;         // begin_micro_batch() to finish()
   std::vector<double> launch_seconds;  // per bucket: launch time since begin_micro_batch()
-  size_t bytes = 0;                    // bytes communicated
+  size_t bytes = 0;                    // bytes communicated (sharded: reduce-scattered)
+  double gather_seconds = 0;           // sharded: the parameters' all-gather, launch to the last completion
+  size_t gather_bytes = 0;             // sharded: bytes all-gathered
 };
 
 // A tensor's memory as a communicator Buffer: its dtype (fp32, bf16, fp16, fp64), its device, and on CUDA the stream
@@ -64,10 +74,18 @@ class GradientReducer {
   // Call before each micro-batch's backward; `synchronize` on the last micro-batch of a step.
   void begin_micro_batch(bool synchronize);
   // After backward: launches what is left, waits for every bucket, and leaves the global average in
-  // each .grad(). Rethrows a collective's error (e.g. CollectiveTimeout naming the bucket).
+  // each .grad() (sharded: in this rank's blocks). Rethrows a collective's error (e.g. CollectiveTimeout naming the
+  // bucket).
   void finish();
+  // Sharded: every rank's updated blocks to every rank (in place), waited for. Unsharded: nothing to do.
+  void gather_parameters();
 
+  bool sharded() const { return options_.shard; }
+  // Per parameter, in the constructor's order: the elements this rank updates (all of them unsharded).
+  const std::vector<ShardRange>& shard_ranges() const { return ranges_; }
   const std::vector<BucketInfo>& buckets() const { return info_; }
+  // The parameters' indices per bucket (plan_buckets), for plan_shard_ranges at another world size.
+  const std::vector<std::vector<size_t>>& bucket_plan() const { return groups_; }
   const ReducerStats& stats() const { return stats_; }
 
  private:
@@ -75,6 +93,7 @@ class GradientReducer {
   void mark_ready(size_t param);
   void launch_ready_buckets();
   void launch(size_t bucket);
+  torch::Tensor block_of(const torch::Tensor& flat, int64_t block) const;  // this rank's block of a bucket
 
   Communicator& comm_;
   ReducerOptions options_;
@@ -82,6 +101,8 @@ class GradientReducer {
   std::vector<std::unique_ptr<Bucket>> buckets_;
   std::vector<BucketInfo> info_;
   std::vector<size_t> bucket_of_;  // parameter index -> bucket
+  std::vector<std::vector<size_t>> groups_;
+  std::vector<ShardRange> ranges_;
   std::vector<launch::compat::GradAccumulatorPtr> accumulators_;
   std::vector<uintptr_t> hook_keys_;
   // Autograd may run the hooks (mark_ready) on a device thread while the main thread is in begin/finish: the

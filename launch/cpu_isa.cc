@@ -134,13 +134,13 @@ double cpu_flops_per_cycle(const CpuIsa& isa, const std::string& dtype) {
   return fp32;
 }
 
-namespace {
-
 double thread_cpu_seconds() {
   timespec t{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
+
+namespace {
 
 double measure_clock_ghz() {
 #if defined(__x86_64__)

@@ -36,4 +36,8 @@ double cpu_flops_per_cycle(const CpuIsa& isa, const std::string& dtype);
 // understated. 0 where it cannot be measured (not x86-64). Measured once per process.
 double core_clock_ghz();
 
+// This thread's CPU time in seconds (CLOCK_THREAD_CPUTIME_ID): what a one-thread measurement counts, other processes
+// on the core left out.
+double thread_cpu_seconds();
+
 }  // namespace joule::launch

@@ -73,12 +73,6 @@ bool onednn_available() {
 
 namespace {
 
-double thread_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
-}
-
 // GFLOP/s of `gemm` (2*m*n*k FLOP): the best of three after one untimed call, in this thread's CPU time (other
 // processes on the core do not count; one thread, so CPU time is the GEMM's time).
 template <typename Fn>

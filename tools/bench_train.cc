@@ -95,6 +95,9 @@ std::string bench_train(const TrainBenchOptions& o) {
   spec.device = device;
   spec.seed = o.seed;
   if (o.wire == "bf16") spec.reducer.compression = collectives::Compression::kBFloat16;
+  if (o.shard != "none" && o.shard != "zero1") throw UsageError("--shard is '" + o.shard + "'; valid: none, zero1");
+  spec.optimizer.shard = o.shard;
+  spec.reducer.shard = o.shard == "zero1";
   trainer::TrainingObjects objects = trainer::build_training(spec, *comm);
   objects.reducer->broadcast_parameters(0);
   models::BertForPreTraining& model = objects.model;
@@ -112,7 +115,7 @@ std::string bench_train(const TrainBenchOptions& o) {
   probes.after_forward = [&] { rss["forward"] = rss_now(); };
   probes.after_backward = [&] { rss["backward"] = rss_now(); };
   std::vector<double> step_seconds, exposed;
-  double loss = 0;
+  double loss = 0, comm_bytes = 0;
   std::unique_ptr<torch::autograd::profiler::RecordProfile> profiler;
   for (int it = 0; it < o.warmup + o.steps; ++it) {
     if (it == o.warmup && !o.profile.empty() && info.rank == 0)
@@ -127,6 +130,7 @@ std::string bench_train(const TrainBenchOptions& o) {
       const trainer::BatchSums sums = r.sums.read();
       loss = (sums.mlm_loss + sums.nsp_loss) / sums.batches;
     }
+    comm_bytes = static_cast<double>(reducer.stats().bytes + reducer.stats().gather_bytes);
     if (it >= o.warmup) {
       step_seconds.push_back(dt);
       exposed.push_back(r.exposed_comm_seconds);
@@ -147,18 +151,26 @@ std::string bench_train(const TrainBenchOptions& o) {
   const double sgemm = measure_matmul_gflops(gemms, precision.precision, device.device, 0.15,
                                              process.gemm.choice.fp32);  // every rank at once, as in training
 
-  std::vector<double> per_rank(static_cast<size_t>(info.world_size) * 2, 0.0);
-  per_rank[static_cast<size_t>(info.rank) * 2] = static_cast<double>(ru.ru_maxrss) * 1024.0;
-  per_rank[static_cast<size_t>(info.rank) * 2 + 1] = sgemm;
+  double moment_bytes = 0;  // this rank's optimizer state (LAMB's two moments)
+  for (const trainer::StatePiece& p : optimizer->state())
+    moment_bytes += static_cast<double>(p.values.numel() * p.values.element_size());
+  constexpr size_t kPerRank = 3;
+  std::vector<double> per_rank(static_cast<size_t>(info.world_size) * kPerRank, 0.0);
+  per_rank[static_cast<size_t>(info.rank) * kPerRank] = static_cast<double>(ru.ru_maxrss) * 1024.0;
+  per_rank[static_cast<size_t>(info.rank) * kPerRank + 1] = sgemm;
+  per_rank[static_cast<size_t>(info.rank) * kPerRank + 2] = moment_bytes;
   collectives::sum_over_ranks(*comm, per_rank);
   if (info.rank != 0) return "";
-  double peak_rss = 0, sgemm_mean = 0;
-  for (int r = 0; r < info.world_size; ++r) {
-    peak_rss = std::max(peak_rss, per_rank[r * 2]);
-    sgemm_mean += per_rank[r * 2 + 1] / info.world_size;
+  double peak_rss = 0, sgemm_mean = 0, moments_max = 0;
+  for (size_t r = 0; r < static_cast<size_t>(info.world_size); ++r) {
+    peak_rss = std::max(peak_rss, per_rank[r * kPerRank]);
+    sgemm_mean += per_rank[r * kPerRank + 1] / info.world_size;
+    moments_max = std::max(moments_max, per_rank[r * kPerRank + 2]);
   }
   const double params = static_cast<double>(models::parameter_counts(o.config).total());
-  const double state_bytes = 16 * params;  // fp32 weights, gradients (bucket buffers), LAMB's two moments
+  // fp32 weights and gradients (bucket buffers) on every rank, LAMB's two moments on every rank or 1/N of them
+  // (zero1).
+  const double state_bytes = 8 * params + (o.shard == "zero1" ? 8 * params / info.world_size : 8 * params);
   // bf16: each matmul's bf16 copy of its weight, kept from forward for backward's input gradient (2 bytes per
   // parameter).
   const double weight_copies = precision.precision == models::Precision::kBf16 ? 2 * params : 0;
@@ -167,6 +179,8 @@ std::string bench_train(const TrainBenchOptions& o) {
                       {"model", o.model_name},
                       {"precision", models::precision_name(precision.precision)},
                       {"wire", o.wire},
+                      {"shard", o.shard},
+                      {"optimizer_state_bytes_per_rank", moments_max},
                       {"ranks", info.world_size},
                       {"threads", threads},
                       {"micro_batch", o.micro_batch},
@@ -175,6 +189,7 @@ std::string bench_train(const TrainBenchOptions& o) {
                       {"step_s_all", step_seconds},
                       {"seq_per_s", o.micro_batch * info.world_size / step_s},
                       {"exposed_comm_s", median(exposed)},
+                      {"comm_bytes_per_rank_step", comm_bytes},
                       {"gflop_per_rank_step", gflop},
                       {"gflops_per_rank", gflop / step_s},
                       {"sgemm_gflops_per_rank", sgemm_mean},

@@ -28,6 +28,7 @@ struct TrainBenchOptions {
   std::string profile;             // "": none; else rank 0's timed steps as a Chrome trace (LibTorch's profiler)
   std::string device = "cpu";      // cpu | cuda (launch/device.h)
   std::string fp32_gemm = "auto";  // auto | blas | onednn (train.fp32_gemm)
+  std::string shard = "none";      // none | zero1 (optimizer.shard)
   double peak_tflops = 0;          // the device's dense peak at the precision, for "mfu"; 0: not reported
 };
 

@@ -284,6 +284,10 @@ int cmd_plan(int argc, char** argv) {
                      "predict hours, seq/hour, kWh, USD and CO2 of a workload on N instances of each profile");
   o.add_options()("model", "model preset or config.json", cxxopts::value<std::string>()->default_value("bert-large"))(
       "precision", "compute dtype: bf16, fp16, tf32, fp32", cxxopts::value<std::string>()->default_value("bf16"))(
+      "shard",
+      "none or zero1: LAMB's state whole on every device, or split over them (reduce-scatter + all-gather instead of "
+      "the all-reduce; optimizer.shard)",
+      cxxopts::value<std::string>()->default_value("none"))(
       "instance",
       "instance profile, or PROFILE:PRECISION for that row (repeatable, or comma-separated; default: every "
       "accelerator profile at --precision)",
@@ -321,6 +325,8 @@ int cmd_plan(int argc, char** argv) {
   p.micro_batch = int_flag(r, micro_batch);
   p.sequences = number_flag(r, sequences);
   p.precision = r["precision"].as<std::string>();
+  p.shard = r["shard"].as<std::string>();
+  if (p.shard != "none" && p.shard != "zero1") throw UsageError("--shard is '" + p.shard + "'; valid: none, zero1");
   p.nodes = static_cast<int>(int_flag(r, nodes));
   for (const std::string& v : instance_args) {
     // "p4d.24xlarge,p5.48xlarge" is two profiles; a profile file whose path holds a comma is one.
@@ -396,7 +402,9 @@ int cmd_bench_train(int argc, char** argv) {
       cxxopts::value<std::string>()->default_value(""))("device", "cpu or cuda (one GPU per rank)",
                                                         cxxopts::value<std::string>()->default_value("cpu"))(
       "fp32-gemm", "auto, blas or onednn: the library fp32 GEMMs run on (train.fp32_gemm)",
-      cxxopts::value<std::string>()->default_value("auto"));
+      cxxopts::value<std::string>()->default_value("auto"))(
+      "shard", "none or zero1: the optimizer state whole on every rank or split over the ranks (optimizer.shard)",
+      cxxopts::value<std::string>()->default_value("none"));
   const NumberFlag seq_len{"seq-len", "sequence length", "128", kSeqLen},
       micro_batch{"micro-batch", "sequences per rank per step", "8", kBatch},
       max_pred{"max-predictions", "masked positions per sequence", "20", kPredictions},
@@ -422,6 +430,7 @@ int cmd_bench_train(int argc, char** argv) {
   b.precision = r["precision"].as<std::string>();
   b.wire = r["wire"].as<std::string>();
   b.fp32_gemm = r["fp32-gemm"].as<std::string>();
+  b.shard = r["shard"].as<std::string>();
   const std::string line = joule::tools::bench_train(b);
   if (!line.empty()) std::cout << line << std::endl;
   return 0;

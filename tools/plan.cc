@@ -99,6 +99,7 @@ Plan run_plan(const PlanOptions& o, const std::string& config_dir) {
     ClusterModel m(trainer::load_instance_profile(row.name, hardware_dir(config_dir)), presets_dir(config_dir));
     Workload w = plan.workload;
     w.dtype = row.precision;
+    w.zero1 = o.shard == "zero1";
     Planned p{row.precision, m, m.predict(w, o.nodes, {}, plan.grid_g_per_kwh), {}};
     for (int n : o.scaling) p.scaling.push_back(m.predict(w, n, {}, plan.grid_g_per_kwh));
     plan.instances.push_back(std::move(p));
@@ -139,6 +140,16 @@ std::string plan_text(const PlanOptions& o, const std::string& config_dir) {
                   p.model.efficiency_basis().c_str());
     out << line;
   }
+  out << "\nmemory per device at " << o.nodes << " nodes (model state: fp32 weights and gradients, LAMB's moments"
+      << (o.shard == "zero1" ? " split over the devices (zero1)" : " whole on every device (--shard zero1 splits them)")
+      << ", 16-bit weight copies; activations not included):\n";
+  for (const auto& p : planned) {
+    const StepPrediction& r = p.at_nodes;
+    const double device_gib = p.model.profile().device_memory_gib;
+    std::snprintf(line, sizeof line, "%-16s %8.2f GiB%s\n", r.instance.c_str(), r.state_bytes_per_device / (1u << 30),
+                  device_gib > 0 ? format_number(" of %.4g GiB", device_gib).c_str() : "");
+    out << line;
+  }
   out << "\nscaling (seq/hour; hours for the target in brackets):\n";
   std::snprintf(line, sizeof line, "%-16s", "nodes");
   out << line;
@@ -177,6 +188,8 @@ std::string plan_json(const PlanOptions& o, const std::string& config_dir) {
                           {"exposed_comm_s", r.exposed_comm_s},
                           {"comm_s", r.comm_s},
                           {"other_s", r.optimizer_s},
+                          {"optimizer_shard", o.shard},
+                          {"state_bytes_per_device", r.state_bytes_per_device},
                           {"accumulation", r.accumulation},
                           {"node_power_w", r.node_power_w},
                           {"efficiency", m.efficiency(o.seq_len)},

@@ -17,6 +17,7 @@ struct PlanOptions {
   int64_t micro_batch = 32;
   double sequences = 450e6;
   std::string precision = "bf16";
+  std::string shard = "none";  // none | zero1 (optimizer.shard)
   int nodes = 16;
   std::vector<std::string>
       instances;  // NAME or NAME:PRECISION (that row's precision); empty: every accelerator profile

@@ -7,8 +7,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 
 #include <nlohmann/json.hpp>
@@ -68,7 +70,8 @@ std::string read_file(const std::string& path) {
   }
 }
 
-void write_tensors(const std::string& path, const std::vector<std::pair<std::string, torch::Tensor>>& named) {
+void write_tensors(const std::string& path, const std::vector<std::pair<std::string, torch::Tensor>>& named,
+                   const std::map<std::string, std::string>& metadata = {{"format", "pt"}}) {
   std::vector<torch::Tensor> keep;
   std::vector<st::TensorToWrite> tensors;
   for (const auto& [name, t] : named) {
@@ -76,7 +79,7 @@ void write_tensors(const std::string& path, const std::vector<std::pair<std::str
     tensors.push_back({name, st::DType::F32, keep.back().sizes().vec(), keep.back().data_ptr()});
   }
   try {
-    st::write(path, tensors);
+    st::write(path, tensors, metadata);
   } catch (const st::FormatError& e) {  // the writer names the file and the system's reason
     const std::string what = e.what();
     const int err = what.find(std::strerror(ENOSPC)) != std::string::npos  ? ENOSPC
@@ -84,6 +87,27 @@ void write_tensors(const std::string& path, const std::vector<std::pair<std::str
                                                                            : EIO;
     throw CheckpointError(what + " (the checkpoint is incomplete and will not be marked COMPLETE)", write_hint(err));
   }
+}
+
+// The optimizer state of a sharded run (optimizer.shard = zero1): rank R of N writes optimizer_shard_R_of_N.safetensors
+// with its pieces of every moment, and the file's metadata "joule_pieces" says where each piece sits:
+// {"exp_avg.<param>": [begin, numel of the whole]}. The manifest's "optimizer" entry lists the files; a reader
+// assembles any rank's part of any moment from them, whatever the world size and sharding that reads it.
+constexpr const char* kPiecesKey = "joule_pieces";
+
+std::string shard_file_name(int rank, int world) {
+  return "optimizer_shard_" + std::to_string(rank) + "_of_" + std::to_string(world) + ".safetensors";
+}
+
+void write_optimizer_shard(const std::string& path, const Optimizer& optimizer) {
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  nlohmann::json pieces = nlohmann::json::object();
+  for (const StatePiece& p : optimizer.state()) {
+    if (p.values.numel() == 0) continue;
+    named.emplace_back(p.name, p.values);
+    pieces[p.name] = {p.begin, p.numel};
+  }
+  write_tensors(path, named, {{"format", "pt"}, {kPiecesKey, pieces.dump()}});
 }
 
 std::string step_name(int64_t step) {
@@ -144,21 +168,34 @@ std::string save_checkpoint(const std::string& root, const models::BertForPreTra
   write_file((fs::path(tmp) / ("rng_rank_" + std::to_string(rank) + ".bin")).string(),
              std::string(static_cast<const char*>(rng.data_ptr()), static_cast<size_t>(rng.numel())));
   stage("rng");
+  // Sharded: every rank its own part of the optimizer state.
+  const int world = comm.info().world_size;
+  if (optimizer.sharded()) write_optimizer_shard((fs::path(tmp) / shard_file_name(rank, world)).string(), optimizer);
   comm.barrier();
   if (rank == 0) {
     write_tensors((fs::path(tmp) / "model.safetensors").string(), model->hf_named_parameters());
     stage("model");
-    write_tensors((fs::path(tmp) / "optimizer.safetensors").string(), optimizer.state());
+    nlohmann::json optimizer_files = nlohmann::json::array();
+    if (optimizer.sharded()) {
+      for (int r = 0; r < world; ++r) optimizer_files.push_back(shard_file_name(r, world));
+    } else {
+      std::vector<std::pair<std::string, torch::Tensor>> whole;
+      for (const StatePiece& p : optimizer.state()) whole.emplace_back(p.name, p.values);
+      write_tensors((fs::path(tmp) / "optimizer.safetensors").string(), whole);
+      optimizer_files.push_back("optimizer.safetensors");
+    }
     stage("optimizer");
     nlohmann::json s = state_json(state);
     s["optimizer_steps"] = optimizer.steps();
     write_file((fs::path(tmp) / "trainer_state.json").string(), s.dump(1) + "\n");
     stage("state");
-    nlohmann::json manifest = {{"format", "joule-checkpoint"},
-                               {"format_version", kCheckpointFormatVersion},
-                               {"step", state.step},
-                               {"world_size", state.world_size},
-                               {"config_hash", state.config_hash}};
+    nlohmann::json manifest = {
+        {"format", "joule-checkpoint"},
+        {"format_version", kCheckpointFormatVersion},
+        {"step", state.step},
+        {"world_size", state.world_size},
+        {"config_hash", state.config_hash},
+        {"optimizer", {{"shard", optimizer.sharded() ? "zero1" : "none"}, {"files", optimizer_files}}}};
     for (const auto& e : fs::directory_iterator(tmp)) {
       fsync_path(e.path().string());
       manifest["files"][e.path().filename().string()] = {
@@ -204,10 +241,23 @@ nlohmann::json parse_json_file(const std::string& path) {
   }
 }
 
+// The files holding the optimizer state: the manifest's "optimizer" entry, or optimizer.safetensors (checkpoints of
+// joules before ZeRO-1, which wrote only that).
+std::vector<std::string> optimizer_files(const nlohmann::json& manifest, const std::string& path) {
+  if (!manifest.contains("optimizer")) return {"optimizer.safetensors"};
+  const auto entry = field<nlohmann::json>(manifest, "optimizer", path);
+  const auto files = field<std::vector<std::string>>(entry, "files", path + " optimizer");
+  if (files.empty()) throw CheckpointError(path + ": optimizer.files is empty");
+  return files;
+}
+
 // "" when the manifest's files list the model, the optimizer state and the trainer state; else which is not listed.
-std::string unlisted_core_file(const nlohmann::json& files) {
-  for (const char* need : {"model.safetensors", "optimizer.safetensors", "trainer_state.json"})
-    if (!files.is_object() || !files.contains(need)) return std::string("manifest.json does not list ") + need;
+std::string unlisted_core_file(const nlohmann::json& manifest, const std::string& path) {
+  const nlohmann::json& files = manifest.at("files");
+  std::vector<std::string> needed = {"model.safetensors", "trainer_state.json"};
+  for (const std::string& f : optimizer_files(manifest, path)) needed.push_back(f);
+  for (const std::string& need : needed)
+    if (!files.is_object() || !files.contains(need)) return "manifest.json does not list " + need;
   return "";
 }
 
@@ -231,7 +281,7 @@ std::string verify(const std::string& dir) {
       if (const std::string problem = listed_file_problem(p, bytes, checksum, "the manifest"); !problem.empty())
         return name + " " + problem;
     }
-    if (const std::string missing = unlisted_core_file(files); !missing.empty()) return missing;
+    if (const std::string missing = unlisted_core_file(manifest, path); !missing.empty()) return missing;
   } catch (const joule::Error& e) {  // CheckpointError (a bad manifest), IoError (an entry or file that is not right)
     return e.what();
   }
@@ -269,7 +319,8 @@ std::string matches_manifest(const std::string& dir, const std::string& manifest
   if (!fs::exists(path)) return "no manifest.json";
   if (joule::hex64(joule::fnv1a64_file(path)) != manifest_fnv1a64) return "its manifest.json differs from rank 0's";
   try {
-    const nlohmann::json files = field<nlohmann::json>(parse_json_file(path), "files", path);
+    const nlohmann::json manifest = parse_json_file(path);
+    const nlohmann::json files = field<nlohmann::json>(manifest, "files", path);
     for (const auto& [name, info] : files.items()) {
       const std::string p = path_inside(dir, name, path);
       // Sizes only: rank 0 read every checksum, and this rank sees the same manifest.
@@ -278,12 +329,81 @@ std::string matches_manifest(const std::string& dir, const std::string& manifest
           !problem.empty())
         return name + " " + problem;
     }
-    if (const std::string missing = unlisted_core_file(files); !missing.empty()) return missing;
+    if (const std::string missing = unlisted_core_file(manifest, path); !missing.empty()) return missing;
   } catch (const joule::Error& e) {  // CheckpointError (a bad manifest), IoError (an entry that leads out)
     return e.what();
   }
   return "";
 }
+
+// The optimizer state of a checkpoint as pieces of moments, from whole tensors (optimizer.safetensors) or the shards
+// of a sharded run (their "joule_pieces" metadata): any part of any moment is read from the pieces that hold it.
+class OptimizerStateFiles {
+ public:
+  OptimizerStateFiles(const std::string& dir, const std::vector<std::string>& names) {
+    for (const std::string& name : names) {
+      files_.push_back(st::File::open(path_inside(dir, name, dir + "/manifest.json")));
+      const st::File& file = files_.back();
+      const auto& metadata = file.header().metadata;
+      const auto listed = metadata.find(kPiecesKey);
+      nlohmann::json pieces;
+      if (listed != metadata.end()) try {
+          pieces = nlohmann::json::parse(listed->second);
+        } catch (const nlohmann::json::exception&) {
+          throw CheckpointError(file.path() + ": its " + kPiecesKey + " metadata is not JSON");
+        }
+      for (const st::TensorInfo& t : file.tensors()) {
+        Piece p{&file, &t, 0, t.numel()};
+        if (listed != metadata.end()) {  // a shard: where the piece sits in its moment
+          if (!pieces.contains(t.name) || !pieces[t.name].is_array() || pieces[t.name].size() != 2 ||
+              !pieces[t.name][0].is_number_integer() || !pieces[t.name][1].is_number_integer())
+            throw CheckpointError(file.path() + ": " + kPiecesKey + " has no [begin, numel] for '" + t.name + "'");
+          p.begin = pieces[t.name][0].get<int64_t>();
+          p.numel = pieces[t.name][1].get<int64_t>();
+          if (p.begin < 0 || p.begin + t.numel() > p.numel)
+            throw CheckpointError(file.path() + ": the piece of '" + t.name + "' at " + std::to_string(p.begin) +
+                                  " runs past its moment's " + std::to_string(p.numel) + " elements");
+        }
+        if (t.dtype != st::DType::F32) throw CheckpointError(file.path() + ": '" + t.name + "' is not F32");
+        pieces_[t.name].push_back(p);
+      }
+    }
+  }
+
+  // Fills want.values from the pieces that overlap it; every element must be covered.
+  void read(const StatePiece& want) const {
+    const auto it = pieces_.find(want.name);
+    const std::string where = "the checkpoint's optimizer state";
+    if (it == pieces_.end()) throw CheckpointError(where + " has no '" + want.name + "'");
+    const int64_t begin = want.begin, end = want.begin + want.values.numel();
+    int64_t covered = 0;
+    for (const Piece& p : it->second) {
+      if (p.numel != want.numel)
+        throw CheckpointError(p.file->path() + ": '" + want.name + "' has " + std::to_string(p.numel) +
+                              " elements, the parameter " + std::to_string(want.numel) +
+                              " (another shape than the parameter)");
+      const int64_t lo = std::max(begin, p.begin), hi = std::min(end, p.begin + p.tensor->numel());
+      if (lo >= hi) continue;
+      const auto* data = reinterpret_cast<const float*>(p.file->data(*p.tensor));
+      want.values.narrow(0, lo - begin, hi - lo)
+          .copy_(torch::from_blob(const_cast<float*>(data) + (lo - p.begin), {hi - lo}, torch::kFloat32));
+      covered += hi - lo;
+    }
+    if (covered != end - begin)
+      throw CheckpointError(where + ": elements [" + std::to_string(begin) + ", " + std::to_string(end) + ") of '" +
+                            want.name + "' are covered " + std::to_string(covered) + " times of " +
+                            std::to_string(end - begin) + " (a shard missing or two overlapping)");
+  }
+
+ private:
+  struct Piece {
+    const st::File* file;
+    const st::TensorInfo* tensor;
+    int64_t begin, numel;
+  };
+  std::deque<st::File> files_;  // stable addresses
+  std::map<std::string, std::vector<Piece>> pieces_;
+};
 
 }  // namespace
 
@@ -348,15 +468,9 @@ TrainerState load_checkpoint(const std::string& dir, models::BertForPreTraining&
   } catch (const std::exception& e) {
     throw CheckpointError(std::string(e.what()) + " (a checkpoint of another model shape?)");
   }
-  st::File opt = st::File::open((fs::path(dir) / "optimizer.safetensors").string());
-  std::vector<std::pair<std::string, torch::Tensor>> moments;
-  for (const auto& t : opt.tensors())
-    moments.emplace_back(t.name, torch::from_blob(const_cast<uint8_t*>(opt.data(t)), t.shape, torch::kFloat32).clone());
-  try {
-    optimizer.load_state(moments, optimizer_steps);
-  } catch (const std::exception& e) {
-    throw CheckpointError(dir + "/optimizer.safetensors: " + e.what());
-  }
+  const std::string manifest_path = (fs::path(dir) / "manifest.json").string();
+  OptimizerStateFiles state_files(dir, optimizer_files(parse_json_file(manifest_path), manifest_path));
+  optimizer.load_state([&](const StatePiece& want) { state_files.read(want); }, optimizer_steps);
   const fs::path rng = fs::path(dir) / ("rng_rank_" + std::to_string(rank) + ".bin");
   if (state.world_size == world_size && fs::exists(rng)) {
     const std::string bytes = read_file(rng.string());

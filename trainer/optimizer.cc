@@ -14,54 +14,6 @@
 
 namespace joule::trainer {
 
-Optimizer::Optimizer(std::vector<std::pair<std::string, torch::Tensor>> params, OptimizerOptions options)
-    : options_(std::move(options)) {
-  if (options_.beta1 < 0 || options_.beta1 >= 1 || options_.beta2 < 0 || options_.beta2 >= 1 || options_.eps <= 0)
-    throw ConfigError("optimizer: betas must be in [0, 1) and eps positive");
-  for (auto& [name, p] : params) {
-    Slot s;
-    s.name = name;
-    s.param = p;
-    s.exp_avg = torch::zeros_like(p, torch::MemoryFormat::Contiguous);
-    s.exp_avg_sq = torch::zeros_like(p, torch::MemoryFormat::Contiguous);
-    s.decay = !models::is_no_decay_parameter(name);
-    slots_.push_back(std::move(s));
-  }
-}
-
-std::vector<std::pair<std::string, torch::Tensor>> Optimizer::state() const {
-  std::vector<std::pair<std::string, torch::Tensor>> out;
-  for (const Slot& s : slots_) {
-    out.emplace_back("exp_avg." + s.name, s.exp_avg);
-    out.emplace_back("exp_avg_sq." + s.name, s.exp_avg_sq);
-  }
-  return out;
-}
-
-void Optimizer::load_state(const std::vector<std::pair<std::string, torch::Tensor>>& state, int64_t steps) {
-  torch::NoGradGuard no_grad;
-  std::map<std::string, torch::Tensor> by_name(state.begin(), state.end());
-  for (Slot& s : slots_) {
-    for (auto [prefix, dst] : {std::make_pair("exp_avg.", &s.exp_avg), std::make_pair("exp_avg_sq.", &s.exp_avg_sq)}) {
-      auto it = by_name.find(prefix + s.name);
-      if (it == by_name.end()) throw CheckpointError("optimizer state has no '" + std::string(prefix) + s.name + "'");
-      if (it->second.sizes() != dst->sizes())
-        throw CheckpointError("optimizer state '" + std::string(prefix) + s.name +
-                              "' has another shape than the parameter");
-      dst->copy_(it->second);
-    }
-  }
-  steps_ = steps;
-}
-
-void Optimizer::reset() {
-  for (Slot& s : slots_) {
-    s.exp_avg.zero_();
-    s.exp_avg_sq.zero_();
-  }
-  steps_ = 0;
-}
-
 namespace {
 
 // Parameters cut into chunks of this many elements: the unit of parallel work and of partial sums.
@@ -93,23 +45,104 @@ auto chunked_sum(int64_t n, F f) {
 }
 
 double squared_norm(const torch::Tensor& g) {
-  if (!cpu_float32(g)) {
-    const double n = g.norm().item<double>();
-    return n * n;
-  }
+  if (!cpu_float32(g)) return g.square().sum(torch::kFloat64).item<double>();
   const float* x = g.data_ptr<float>();
   return chunked_sum(g.numel(), [x](int64_t b, int64_t e) { return lamb_cpu::sum_squares(x + b, e - b); });
 }
 
+// A tensor's elements [begin, begin + count) as a 1-D tensor: a view of a contiguous one (parameters, moments,
+// gradients in their buckets), a copy of another.
+torch::Tensor elements(const torch::Tensor& t, int64_t begin, int64_t count) {
+  return t.reshape({-1}).narrow(0, begin, count);
+}
+
+// The part of a parameter-shaped tensor (the parameter, its gradient) a slot updates: the tensor itself when the slot
+// is whole (any layout), else a 1-D view of its elements (sharded parameters live in contiguous buckets).
+torch::Tensor part_of(const torch::Tensor& t, int64_t begin, int64_t count) {
+  return begin == 0 && count == t.numel() ? t : elements(t, begin, count);
+}
+
 }  // namespace
+
+Optimizer::Optimizer(std::vector<std::pair<std::string, torch::Tensor>> params, OptimizerOptions options,
+                     OptimizerShard shard)
+    : options_(std::move(options)), shard_sum_(std::move(shard.sum_over_ranks)) {
+  if (options_.beta1 < 0 || options_.beta1 >= 1 || options_.beta2 < 0 || options_.beta2 >= 1 || options_.eps <= 0)
+    throw ConfigError("optimizer: betas must be in [0, 1) and eps positive");
+  if (!shard.ranges.empty() && shard.ranges.size() != params.size())
+    throw joule::InternalError("optimizer: " + std::to_string(shard.ranges.size()) + " shard ranges for " +
+                               std::to_string(params.size()) + " parameters");
+  for (size_t k = 0; k < params.size(); ++k) {
+    auto& [name, p] = params[k];
+    Slot s;
+    s.name = name;
+    s.param = p;
+    const collectives::ShardRange r = shard.ranges.empty() ? collectives::ShardRange{0, p.numel()} : shard.ranges[k];
+    if (r.begin < 0 || r.end < r.begin || r.end > p.numel())
+      throw joule::InternalError("optimizer: shard range of '" + name + "' outside the parameter");
+    s.begin = r.begin;
+    s.count = r.size();
+    const bool whole = s.count == p.numel();
+    if (!whole && !p.is_contiguous())
+      throw joule::InternalError("optimizer: sharded parameter '" + name + "' is not contiguous");
+    s.exp_avg = whole ? torch::zeros_like(p, torch::MemoryFormat::Contiguous) : torch::zeros({s.count}, p.options());
+    s.exp_avg_sq = torch::zeros_like(s.exp_avg);
+    s.decay = !models::is_no_decay_parameter(name);
+    slots_.push_back(std::move(s));
+  }
+}
+
+std::vector<StatePiece> Optimizer::state() const {
+  std::vector<StatePiece> out;
+  for (const Slot& s : slots_) {
+    out.push_back({"exp_avg." + s.name, s.begin, s.param.numel(), s.exp_avg});
+    out.push_back({"exp_avg_sq." + s.name, s.begin, s.param.numel(), s.exp_avg_sq});
+  }
+  return out;
+}
+
+void Optimizer::load_state(const StateReader& read, int64_t steps) {
+  torch::NoGradGuard no_grad;
+  for (Slot& s : slots_)
+    for (auto [prefix, moment] : {std::make_pair("exp_avg.", &s.exp_avg), std::make_pair("exp_avg_sq.", &s.exp_avg_sq)})
+      read({prefix + s.name, s.begin, s.param.numel(), moment->view({-1})});
+  steps_ = steps;
+}
+
+void Optimizer::load_state(const std::vector<std::pair<std::string, torch::Tensor>>& state, int64_t steps) {
+  std::map<std::string, torch::Tensor> by_name(state.begin(), state.end());
+  load_state(
+      [&](const StatePiece& want) {
+        auto it = by_name.find(want.name);
+        if (it == by_name.end()) throw CheckpointError("optimizer state has no '" + want.name + "'");
+        if (it->second.numel() != want.numel)
+          throw CheckpointError("optimizer state '" + want.name + "' has another shape than the parameter");
+        want.values.copy_(elements(it->second, want.begin, want.values.numel()));
+      },
+      steps);
+}
+
+void Optimizer::reset() {
+  for (Slot& s : slots_) {
+    s.exp_avg.zero_();
+    s.exp_avg_sq.zero_();
+  }
+  steps_ = 0;
+}
 
 double Optimizer::step(double lr) {
   RECORD_FUNCTION("joule::optimizer_step", std::vector<c10::IValue>());  // one row in `bench train --profile`
   torch::NoGradGuard no_grad;
-  // The global norm before clipping: per-parameter sums of squares added in double, one read of each gradient.
+  // The global norm before clipping: per-parameter sums of squares (over this rank's parts, then over the ranks),
+  // added in double in parameter order, one read of each gradient.
+  std::vector<double> grad_sq(slots_.size(), 0.0);
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const Slot& s = slots_[i];
+    if (s.param.grad().defined() && s.count > 0) grad_sq[i] = squared_norm(part_of(s.param.grad(), s.begin, s.count));
+  }
+  if (shard_sum_) shard_sum_(grad_sq);
   double sum = 0;
-  for (const Slot& s : slots_)
-    if (s.param.grad().defined()) sum += squared_norm(s.param.grad());
+  for (double v : grad_sq) sum += v;
   const double norm = std::sqrt(sum);
   if (!std::isfinite(norm)) return norm;  // NaN/Inf gradients: nothing changes, not even the step count
   const double grad_scale =
@@ -117,8 +150,17 @@ double Optimizer::step(double lr) {
   ++steps_;
   const double c1 = 1.0 - std::pow(options_.beta1, static_cast<double>(steps_));
   const double c2 = 1.0 - std::pow(options_.beta2, static_cast<double>(steps_));
-  for (Slot& s : slots_)
-    if (s.param.grad().defined()) update_slot(s, lr, c1, c2, grad_scale);
+  const auto active = [](const Slot& s) { return s.param.grad().defined() && s.count > 0; };
+  std::vector<double> norms(2 * slots_.size(), 0.0);  // ||u||², ||w||² per parameter
+  for (size_t i = 0; i < slots_.size(); ++i)
+    if (active(slots_[i])) {
+      const SlotNorms n = update_moments(slots_[i], lr, c1, c2, grad_scale);
+      norms[2 * i] = n.update_sq;
+      norms[2 * i + 1] = n.param_sq;
+    }
+  if (shard_sum_ && needs_norms()) shard_sum_(norms);
+  for (size_t i = 0; i < slots_.size(); ++i)
+    if (active(slots_[i])) apply_update(slots_[i], lr, c1, c2, {norms[2 * i], norms[2 * i + 1]});
   return norm;
 }
 
@@ -129,90 +171,117 @@ double Optimizer::parameter_norm() const {
   return std::sqrt(sum);
 }
 
-void Optimizer::update_slot(Slot& s, double lr, double c1, double c2, double grad_scale) {
-  torch::Tensor& g = s.param.mutable_grad();
-  if (grad_scale != 1.0) g.mul_(grad_scale);
+torch::Tensor Optimizer::update_moments_with_tensor_ops(Slot& s, double grad_scale) {
+  torch::Tensor g = part_of(s.param.grad(), s.begin, s.count);
+  if (grad_scale != 1.0) g = g * grad_scale;
   const double b1 = options_.beta1, b2 = options_.beta2;
   s.exp_avg.mul_(b1).add_(g, 1.0 - b1);
   s.exp_avg_sq.mul_(b2).addcmul_(g, g, 1.0 - b2);
-  apply_update(s, lr, c1, c2);
+  return g;
 }
 
 namespace {
 
 class Lamb : public Optimizer {
  public:
-  Lamb(std::vector<std::pair<std::string, torch::Tensor>> p, OptimizerOptions o)
-      : Optimizer(std::move(p), std::move(o)) {}
+  Lamb(std::vector<std::pair<std::string, torch::Tensor>> p, OptimizerOptions o, OptimizerShard shard)
+      : Optimizer(std::move(p), std::move(o), std::move(shard)) {}
 
  protected:
-  void update_slot(Slot& s, double lr, double c1, double c2, double grad_scale) override {
-    const torch::Tensor& g = s.param.grad();
-    if (!(cpu_float32(s.param) && cpu_float32(g) && cpu_float32(s.exp_avg) && cpu_float32(s.exp_avg_sq))) {
-      Optimizer::update_slot(s, lr, c1, c2, grad_scale);
-      return;
+  bool needs_norms() const override { return true; }
+
+  SlotNorms update_moments(Slot& s, double lr, double c1, double c2, double grad_scale) override {
+    if (!fused(s)) {
+      update_moments_with_tensor_ops(s, grad_scale);
+      if (!trust(s)) return {};
+      const torch::Tensor u = direction(s, c1, c2);
+      return {u.square().sum(torch::kFloat64).item<double>(),
+              param_part(s).square().sum(torch::kFloat64).item<double>()};
     }
-    const bool trust = s.decay && options_.weight_decay != 0;
-    const lamb_cpu::Hyper h{static_cast<float>(options_.beta1),
-                            static_cast<float>(options_.beta2),
-                            static_cast<float>(1.0 - options_.beta1),
-                            static_cast<float>(1.0 - options_.beta2),
-                            static_cast<float>(c1),
-                            static_cast<float>(c2),
-                            static_cast<float>(options_.eps),
-                            trust ? static_cast<float>(options_.weight_decay) : 0.0f,
-                            static_cast<float>(grad_scale)};
-    const float* gp = g.data_ptr<float>();
-    float *m = s.exp_avg.data_ptr<float>(), *v = s.exp_avg_sq.data_ptr<float>(), *p = s.param.data_ptr<float>();
-    const int64_t n = s.param.numel();
-    if (!trust) {
+    const lamb_cpu::Hyper h = hyper(s, c1, c2, grad_scale);
+    const float* g = s.param.grad().data_ptr<float>() + s.begin;
+    float *m = s.exp_avg.data_ptr<float>(), *v = s.exp_avg_sq.data_ptr<float>(),
+          *p = s.param.data_ptr<float>() + s.begin;
+    if (!trust(s)) {  // no trust ratio: the step needs no norms and is applied in this pass
       const float step = static_cast<float>(lr);
-      for_chunks(n, [&](int64_t, int64_t b, int64_t e) {
-        lamb_cpu::moments_and_apply(gp + b, m + b, v + b, p + b, e - b, h, step);
+      for_chunks(s.count, [&](int64_t, int64_t b, int64_t e) {
+        lamb_cpu::moments_and_apply(g + b, m + b, v + b, p + b, e - b, h, step);
       });
-      return;
+      return {};
     }
-    // Pass 1 writes the moments and sums ||u||² and ||w||²; pass 2 applies the step scaled by the trust ratio.
-    const lamb_cpu::Norms norms = chunked_sum(
-        n, [&](int64_t b, int64_t e) { return lamb_cpu::moments_and_norms(gp + b, m + b, v + b, p + b, e - b, h); });
-    const double ratio = norms.param_sq > 0 && norms.update_sq > 0 ? std::sqrt(norms.param_sq / norms.update_sq) : 1.0;
-    const float step = static_cast<float>(lr * ratio);
-    for_chunks(n, [&](int64_t, int64_t b, int64_t e) { lamb_cpu::apply(p + b, m + b, v + b, e - b, h, step); });
+    // Writes the moments and sums ||u||² and ||w||²; the step, scaled by the trust ratio, is pass 2's.
+    const lamb_cpu::Norms n = chunked_sum(s.count, [&](int64_t b, int64_t e) {
+      return lamb_cpu::moments_and_norms(g + b, m + b, v + b, p + b, e - b, h);
+    });
+    return {n.update_sq, n.param_sq};
   }
 
-  void apply_update(Slot& s, double lr, double c1, double c2) override {
-    // Two temporaries the size of the parameter, the same arithmetic as (m / c1) / (sqrt(v / c2) + eps).
-    torch::Tensor denom = (s.exp_avg_sq / c2).sqrt_().add_(options_.eps);
-    torch::Tensor update = (s.exp_avg / c1).div_(denom);
-    denom = torch::Tensor();
+  void apply_update(Slot& s, double lr, double c1, double c2, const SlotNorms& norms) override {
+    if (fused(s) && !trust(s)) return;  // applied in pass 1
     double ratio = 1.0;
-    if (s.decay && options_.weight_decay != 0) {
-      update.add_(s.param, options_.weight_decay);
-      const double w = s.param.norm().item<double>(), u = update.norm().item<double>();
-      if (w > 0 && u > 0) ratio = w / u;
+    if (trust(s) && norms.param_sq > 0 && norms.update_sq > 0) ratio = std::sqrt(norms.param_sq / norms.update_sq);
+    if (!fused(s)) {
+      param_part(s).add_(direction(s, c1, c2), -lr * ratio);
+      return;
     }
-    s.param.add_(update, -lr * ratio);
+    const lamb_cpu::Hyper h = hyper(s, c1, c2, 1.0);
+    const float *m = s.exp_avg.data_ptr<float>(), *v = s.exp_avg_sq.data_ptr<float>();
+    float* p = s.param.data_ptr<float>() + s.begin;
+    const float step = static_cast<float>(lr * ratio);
+    for_chunks(s.count, [&](int64_t, int64_t b, int64_t e) { lamb_cpu::apply(p + b, m + b, v + b, e - b, h, step); });
+  }
+
+ private:
+  bool trust(const Slot& s) const { return s.decay && options_.weight_decay != 0; }
+  static bool fused(const Slot& s) {
+    return cpu_float32(s.param) && cpu_float32(s.param.grad()) && cpu_float32(s.exp_avg) && cpu_float32(s.exp_avg_sq);
+  }
+  static torch::Tensor param_part(const Slot& s) { return part_of(s.param, s.begin, s.count); }
+  // The update direction u = (m / c1) / (sqrt(v / c2) + eps) + weight_decay w, in tensor ops (two temporaries).
+  torch::Tensor direction(const Slot& s, double c1, double c2) const {
+    torch::Tensor denom = (s.exp_avg_sq / c2).sqrt_().add_(options_.eps);
+    torch::Tensor u = (s.exp_avg / c1).div_(denom);
+    if (trust(s)) u.add_(param_part(s), options_.weight_decay);
+    return u;
+  }
+  lamb_cpu::Hyper hyper(const Slot& s, double c1, double c2, double grad_scale) const {
+    return {static_cast<float>(options_.beta1),
+            static_cast<float>(options_.beta2),
+            static_cast<float>(1.0 - options_.beta1),
+            static_cast<float>(1.0 - options_.beta2),
+            static_cast<float>(c1),
+            static_cast<float>(c2),
+            static_cast<float>(options_.eps),
+            trust(s) ? static_cast<float>(options_.weight_decay) : 0.0f,
+            static_cast<float>(grad_scale)};
   }
 };
 
 class AdamW : public Optimizer {
  public:
-  AdamW(std::vector<std::pair<std::string, torch::Tensor>> p, OptimizerOptions o)
-      : Optimizer(std::move(p), std::move(o)) {}
+  AdamW(std::vector<std::pair<std::string, torch::Tensor>> p, OptimizerOptions o, OptimizerShard shard)
+      : Optimizer(std::move(p), std::move(o), std::move(shard)) {}
 
  protected:
-  void apply_update(Slot& s, double lr, double c1, double c2) override {
-    if (s.decay && options_.weight_decay != 0) s.param.mul_(1.0 - lr * options_.weight_decay);
-    s.param.addcdiv_(s.exp_avg, (s.exp_avg_sq / c2).sqrt_().add_(options_.eps), -lr / c1);
+  bool needs_norms() const override { return false; }
+  SlotNorms update_moments(Slot& s, double, double, double, double grad_scale) override {
+    update_moments_with_tensor_ops(s, grad_scale);
+    return {};
+  }
+  void apply_update(Slot& s, double lr, double c1, double c2, const SlotNorms&) override {
+    torch::Tensor p = part_of(s.param, s.begin, s.count);
+    if (s.decay && options_.weight_decay != 0) p.mul_(1.0 - lr * options_.weight_decay);
+    p.addcdiv_(s.exp_avg, (s.exp_avg_sq / c2).sqrt_().add_(options_.eps), -lr / c1);
   }
 };
 
 }  // namespace
 
 std::unique_ptr<Optimizer> create_optimizer(const OptimizerOptions& options,
-                                            std::vector<std::pair<std::string, torch::Tensor>> params) {
-  if (options.name == "lamb") return std::make_unique<Lamb>(std::move(params), options);
-  if (options.name == "adamw") return std::make_unique<AdamW>(std::move(params), options);
+                                            std::vector<std::pair<std::string, torch::Tensor>> params,
+                                            OptimizerShard shard) {
+  if (options.name == "lamb") return std::make_unique<Lamb>(std::move(params), options, std::move(shard));
+  if (options.name == "adamw") return std::make_unique<AdamW>(std::move(params), options, std::move(shard));
   throw ConfigError("optimizer.name is \"" + options.name + "\"; valid values: lamb, adamw");
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -11,9 +12,29 @@
 
 #include <torch/torch.h>
 
+#include "collectives/reducer.h"
 #include "trainer/optimizer_options.h"
 
 namespace joule::trainer {
+
+// ZeRO-1 (optimizer.shard = "zero1"): this rank keeps moments for, and updates, only the elements of each parameter
+// in its shard (collectives::GradientReducer::shard_ranges()); what needs whole tensors (the global gradient norm,
+// LAMB's per-parameter norms) is summed per parameter on each rank and added over the ranks by `sum_over_ranks`:
+// two small all-reduces per step (the gradient norms before clipping, the update and weight norms after the moments).
+// A parameter wholly inside one rank's shard gets the very sums of the unsharded optimizer; one a shard boundary cuts
+// gets the same sum added in another order (equal to the last bits of a double).
+struct OptimizerShard {
+  std::vector<collectives::ShardRange> ranges;               // per parameter, in named_parameters order
+  std::function<void(std::vector<double>&)> sum_over_ranks;  // in place, the same on every rank
+};
+
+// One piece of optimizer state: elements [begin, begin + values.numel()) of the flattened moment `name`
+// ("exp_avg.<param>", "exp_avg_sq.<param>"), whose whole has `numel` elements.
+struct StatePiece {
+  std::string name;
+  int64_t begin = 0, numel = 0;
+  torch::Tensor values;  // shaped like the parameter when whole, else 1-D
+};
 
 class Optimizer {
  public:
@@ -25,32 +46,52 @@ class Optimizer {
   // The global norm of the parameters (one read of each): not finite once an update has written NaN/Inf into them.
   double parameter_norm() const;
   int64_t steps() const { return steps_; }
-  // State for checkpoints: "exp_avg.<param>" and "exp_avg_sq.<param>" moments plus the step count.
-  std::vector<std::pair<std::string, torch::Tensor>> state() const;
+  bool sharded() const { return static_cast<bool>(shard_sum_); }
+  // This rank's state for checkpoints: "exp_avg.<param>" and "exp_avg_sq.<param>" pieces (whole unsharded).
+  std::vector<StatePiece> state() const;
+  // Fills this rank's part of every moment: `read(want)` copies elements [want.begin, want.begin +
+  // want.values.numel()) of the flattened moment want.name (want.numel elements in all) into want.values (1-D), or
+  // throws naming what is missing.
+  using StateReader = std::function<void(const StatePiece& want)>;
+  void load_state(const StateReader& read, int64_t steps);
+  // From whole moments by name (of the parameters' shapes).
   void load_state(const std::vector<std::pair<std::string, torch::Tensor>>& state, int64_t steps);
   // A fresh step count and zero moments (phase 2 continues from phase-1 weights this way).
   void reset();
 
  protected:
-  Optimizer(std::vector<std::pair<std::string, torch::Tensor>> params, OptimizerOptions options);
+  Optimizer(std::vector<std::pair<std::string, torch::Tensor>> params, OptimizerOptions options, OptimizerShard shard);
   struct Slot {
     std::string name;
-    torch::Tensor param, exp_avg, exp_avg_sq;
+    torch::Tensor param;                // the whole parameter
+    int64_t begin = 0, count = 0;       // the elements this rank updates
+    torch::Tensor exp_avg, exp_avg_sq;  // `count` elements: the parameter's shape when whole, else 1-D
     bool decay = true;
   };
-  // One parameter's update: its gradient times `grad_scale` (the global-norm clipping) feeds the moments, then
-  // the optimizer's rule. c1, c2 are the bias corrections 1 - beta^t. This default, in tensor ops, runs on any
-  // device: it scales .grad() in place, updates the moments and calls apply_update().
-  virtual void update_slot(Slot& slot, double lr, double c1, double c2, double grad_scale);
-  // The parameter update from the fresh moments.
-  virtual void apply_update(Slot& slot, double lr, double c1, double c2) = 0;
+  // Norms of one slot's part that the rule needs summed over the ranks before its second pass.
+  struct SlotNorms {
+    double update_sq = 0, param_sq = 0;
+  };
+  // Pass 1: the slot's gradient times `grad_scale` (the global-norm clipping) feeds the moments (c1, c2 are the bias
+  // corrections 1 - beta^t); returns the sums the second pass needs (LAMB's ||u||² and ||w||² over the slot's part).
+  // A rule whose update needs no norms may apply it here already.
+  virtual SlotNorms update_moments(Slot& slot, double lr, double c1, double c2, double grad_scale) = 0;
+  // Pass 2: the parameter update from the fresh moments, with the slot's norms summed over every rank.
+  virtual void apply_update(Slot& slot, double lr, double c1, double c2, const SlotNorms& norms) = 0;
+  // Whether pass 2 needs the norms of pass 1 (summed over the ranks when sharded).
+  virtual bool needs_norms() const = 0;
+  // The moments' update in tensor ops (any device); returns the scaled gradient part.
+  torch::Tensor update_moments_with_tensor_ops(Slot& slot, double grad_scale);
   std::vector<Slot> slots_;
   OptimizerOptions options_;
   int64_t steps_ = 0;
+  std::function<void(std::vector<double>&)> shard_sum_;  // empty: unsharded
 };
 
+// `shard`: none for an unsharded optimizer (every element of every parameter on this rank).
 std::unique_ptr<Optimizer> create_optimizer(const OptimizerOptions& options,
-                                            std::vector<std::pair<std::string, torch::Tensor>> named_parameters);
+                                            std::vector<std::pair<std::string, torch::Tensor>> named_parameters,
+                                            OptimizerShard shard = {});
 
 // NVIDIA's PolyWarmUpScheduler: linear warm-up over `warmup_fraction` of `total_steps`, then
 // polynomial decay (power 0.5) to 0 at `total_steps`. `step` counts from 0 (the first update).

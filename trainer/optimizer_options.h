@@ -19,6 +19,9 @@ struct OptimizerOptions {
   double eps = 1e-6;
   double weight_decay = 0.01;  // not applied to biases and LayerNorm parameters
   double max_grad_norm = 1.0;  // global-norm clipping before the update; 0 turns it off
+  // "none": every rank holds the whole optimizer state; "zero1": ZeRO stage 1, each rank holds and updates 1/N of it
+  // (gradients reduce-scattered, parameters all-gathered after the update).
+  std::string shard = "none";
 
   std::vector<OptionField> fields();
   void validate() const;

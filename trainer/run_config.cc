@@ -290,7 +290,12 @@ std::vector<ConfigChange> config_changes(const RunConfig& before, const RunConfi
         continue;
     }
     ConfigChange c{key, was, now, true, "does not change what the steps compute"};
-    if (kSchedule.count(key)) {
+    if (key == "train.accumulation" && a.train.global_batch > 0 && a.train.global_batch == b.train.global_batch) {
+      c.note = "follows train.global_batch = " + std::to_string(b.train.global_batch) +
+               " on another number of ranks: the same global batch";
+    } else if (key == "optimizer.shard") {
+      c.note = "the same update, its optimizer state sharded over the ranks or not (weights equal to fp32 rounding)";
+    } else if (kSchedule.count(key)) {
       c.note = "the run's length: the learning-rate schedule's warm-up and decay stretch to it from here on";
     } else if (!kSafeKeys.count(key) && !kSafeTables.count(key.substr(0, key.find('.')))) {
       c.safe = false;

@@ -273,6 +273,7 @@ TrainingSpec training_spec(const ResolvedRun& run) {
   spec.initial_weights = initial_weights(cfg.model.config);
   spec.optimizer = cfg.optimizer;
   spec.reducer.timeout_seconds = cfg.train.collective_timeout_seconds;
+  spec.reducer.shard = cfg.optimizer.shard == "zero1";
   return spec;
 }
 
@@ -290,7 +291,15 @@ TrainingObjects build_training(const TrainingSpec& spec, collectives::Communicat
   o.model->to(spec.device.device);
   o.model->train();
   o.reducer = std::make_unique<collectives::GradientReducer>(o.model->hf_named_parameters(), comm, spec.reducer);
-  o.optimizer = create_optimizer(spec.optimizer, o.model->hf_named_parameters());
+  OptimizerShard shard;
+  if (o.reducer->sharded()) {
+    shard.ranges = o.reducer->shard_ranges();
+    const double timeout = spec.reducer.timeout_seconds;
+    shard.sum_over_ranks = [&comm, timeout](std::vector<double>& v) {
+      collectives::sum_over_ranks(comm, v, timeout, "the optimizer's per-parameter norms");
+    };
+  }
+  o.optimizer = create_optimizer(spec.optimizer, o.model->hf_named_parameters(), std::move(shard));
   return o;
 }
 

@@ -64,6 +64,7 @@ void write_summary(const std::string& run_dir, const RunOutcome& o, const collec
   s.workload = {o.model, o.dtype, o.seq_len, o.max_predictions, o.global_batch, o.flops_per_sequence};
   s.host = host_info(accounting.profile());
   s.host.gemm = o.gemm;
+  s.memory = o.memory;
   s.target = project_target(o.target_sequences, o.sequences, s.ledger.wall_s(), spent, o.seq_per_s);
   s.card = project_hypothetical(o.project_sequences, s.ledger.wall_s(), spent, o.seq_per_s);
   s.notices = notices(accounting);

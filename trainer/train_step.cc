@@ -59,12 +59,14 @@ StepResult TrainStep::run(const BatchSource& next_batch, double lr, const StepOp
   }
   reducer_.finish();
   if (options.after_backward) options.after_backward();
-  r.grad_norm = optimizer_.step(lr);    // leaves everything as it was when the norm is NaN/Inf
-  launch::release_unused_cpu_blocks();  // sizes this step did not reuse (see launch/cpu_allocator.h)
+  r.grad_norm = optimizer_.step(lr);  // leaves everything as it was when the norm is NaN/Inf
   // The reduced gradients, hence their norm, are the same on every rank: all ranks skip together.
   r.skipped = !std::isfinite(r.grad_norm);
-  r.comm_seconds = reducer_.stats().comm_seconds;
-  r.exposed_comm_seconds = reducer_.stats().exposed_seconds;
+  if (!r.skipped) reducer_.gather_parameters();  // ZeRO-1: every rank's updated shard to every rank
+  launch::release_unused_cpu_blocks();           // sizes this step did not reuse (see launch/cpu_allocator.h)
+  const collectives::ReducerStats& stats = reducer_.stats();
+  r.comm_seconds = stats.comm_seconds + stats.gather_seconds;
+  r.exposed_comm_seconds = stats.exposed_seconds + stats.gather_seconds;  // the gather is not overlapped
   return r;
 }
 

@@ -1,6 +1,7 @@
 // One optimizer step of data-parallel pretraining, the same code for `joule train` and `joule bench train`:
 // `accumulation` micro-batches of forward and backward, the bucketed gradient all-reduce overlapped with the
-// last backward, then the optimizer update. A step whose gradient norm is NaN/Inf leaves parameters, moments
+// last backward, then the optimizer update (with optimizer.shard = zero1: the gradients reduce-scattered, each rank's
+// shard updated, the parameters all-gathered). A step whose gradient norm is NaN/Inf leaves parameters, moments
 // and the schedule as they were (Optimizer::step) and reports itself skipped.
 #pragma once
 

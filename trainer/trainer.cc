@@ -1,5 +1,6 @@
 #include "trainer/trainer.h"
 
+#include <sys/resource.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include "data/loader.h"
 #include "launch/placement.h"
 #include "launch/runtime.h"
+#include "launch/torch_compat.h"
 #include "launch/util/file_io.h"
 #include "launch/util/format.h"
 #include "launch/util/hash.h"
@@ -408,7 +410,39 @@ SimulatedClock simulated_clock(const ResolvedRun& run, const TrainingObjects& ob
   per_device.max_predictions = run.dataset().max_predictions();
   per_device.micro_batch = run.cfg.train.micro_batch;
   per_device.sequences = static_cast<double>(run.cfg.accounting.project_sequences);
+  per_device.zero1 = run.cfg.optimizer.shard == "zero1";
   return SimulatedClock(run.cfg.sim, per_device, run.cfg.train.accumulation, buckets, config_dir, grid);
+}
+
+// Every rank's peak memory and optimizer state, gathered for the summary (collective).
+MemoryFigures memory_figures(const ResolvedRun& run, const TrainingObjects& objects, collectives::Communicator& comm) {
+  const auto& info = comm.info();
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  double state_bytes = 0;
+  for (const StatePiece& p : objects.optimizer->state())
+    state_bytes += static_cast<double>(p.values.numel() * p.values.element_size());
+  const double device_peak =
+      run.device.device.is_cuda()
+          ? static_cast<double>(launch::compat::cuda_peak_allocated_bytes(run.device.cuda_index()))
+          : 0.0;
+  constexpr size_t kFields = 3;
+  std::vector<double> per_rank(static_cast<size_t>(info.world_size) * kFields, 0.0);
+  const size_t mine = static_cast<size_t>(info.rank) * kFields;
+  per_rank[mine] = static_cast<double>(ru.ru_maxrss) * 1024.0;
+  per_rank[mine + 1] = state_bytes;
+  per_rank[mine + 2] = device_peak;
+  collectives::sum_over_ranks(comm, per_rank, run.cfg.train.collective_timeout_seconds, "memory figures");
+  MemoryFigures m;
+  m.optimizer_shard = run.cfg.optimizer.shard;
+  m.peak_rss_bytes_min = per_rank[0];
+  for (size_t r = 0; r < static_cast<size_t>(info.world_size); ++r) {
+    m.peak_rss_bytes_max = std::max(m.peak_rss_bytes_max, per_rank[r * kFields]);
+    m.peak_rss_bytes_min = std::min(m.peak_rss_bytes_min, per_rank[r * kFields]);
+    m.optimizer_state_bytes_per_rank = std::max(m.optimizer_state_bytes_per_rank, per_rank[r * kFields + 1]);
+    m.peak_device_bytes_max = std::max(m.peak_device_bytes_max, per_rank[r * kFields + 2]);
+  }
+  return m;
 }
 
 // The end of the run: RUN/final (finished runs), the ledger's last update and the training-cost summary.
@@ -425,8 +459,10 @@ void finish_run(const ResolvedRun& run, TrainingLoop& loop, int exit_code, Train
   const bool preempted = exit_code == kExitPreempted;
   accounting.update_segment(energy, state.step, state.sequences, preempted ? "preempted" : "finished");
   loop.metrics().record_timing(accounting);
+  const MemoryFigures memory = memory_figures(run, objects, comm);
   if (!root) return;
   RunOutcome o;
+  o.memory = memory;
   o.steps = state.step;
   o.sequences = state.sequences;
   o.segments = state.segments;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # joule train across emulated nodes (links at 500 Mbit/s): the same global batch on 1 node x 4 ranks and on 4 nodes x
-# 1 rank, then on 4 nodes with one straggler. The summary
+# 1 rank, a ZeRO-1 checkpoint of 2 nodes resumed on 1 node and on 2, then on 4 nodes with one straggler. The summary
 # says how many nodes and bills that many instances; energy is counted once per node; the final weights are
 # bit-identical. joule does not fix the reduction order itself: it selects Open MPI's ring (libnbc, launch/runtime.h),
 # whose order follows the ranks, not where they are, so 4 ranks sum in the same order on 1 node and on 4 (the test
@@ -51,6 +51,33 @@ if cmp -s one_node/final/model.safetensors four_nodes/final/model.safetensors; t
 else
   fail "final weights differ between 1 node x 4 ranks and 4 nodes x 1 rank"
 fi
+# ZeRO-1 across nodes: a zero1 run on 2 nodes x 2 ranks, checkpointed at step 3, resumes from that checkpoint on the
+# same 2 x 2 (bit-identical to the uninterrupted run), on 1 node x 2 ranks and on 2 nodes x 1 rank (the same world of
+# 2 on either: bit-identical to each other, and the uninterrupted run's to fp32 rounding, the key biases aside: see
+# tests/e2e/zero1_resume.sh). No dropout here: a world size of its own cannot continue the ranks' dropout streams.
+sed -e 's/"hidden_dropout_prob": 0.1/"hidden_dropout_prob": 0.0/' \
+    -e 's/"attention_probs_dropout_prob": 0.1/"attention_probs_dropout_prob": 0.0/' \
+    "$here/../../configs/models/bert-tiny.json" > tiny-nodropout.json
+sed -e 's/config = "bert-tiny"/config = "tiny-nodropout.json"/' run.toml > zero1.toml
+printf '[optimizer]\nshard = "zero1"\n[checkpoint]\nevery_steps = 3\n' >> zero1.toml
+zero1_run() {  # RANKS_PER_NODE NODES RUN_DIR [ARGS...]
+  local per_node=$1 nodes=$2 dir=$3
+  shift 3
+  cluster_mpirun "$per_node" "$nodes" -x OMP_NUM_THREADS=1 "$joule" train --config zero1.toml --run-dir "$dir" "$@" \
+    > "$dir.log" 2>&1 || { cat "$dir.log"; fail "zero1 $dir"; }
+}
+zero1_run 2 2 zero1_2x2
+zero1_run 2 2 zero1_2x2_again --resume zero1_2x2/checkpoints/step_00000003
+zero1_run 2 1 zero1_1x2 --resume zero1_2x2/checkpoints/step_00000003
+zero1_run 1 2 zero1_2x1 --resume zero1_2x2/checkpoints/step_00000003
+grep -q "2 rank(s) on 2 node(s)" zero1_2x1.log || { cat zero1_2x1.log; fail "the resume did not see 2 nodes"; }
+cmp zero1_2x2/final/model.safetensors zero1_2x2_again/final/model.safetensors ||
+  fail "a zero1 resume on the same 2 x 2 ranks is not bit-exact"
+cmp zero1_1x2/final/model.safetensors zero1_2x1/final/model.safetensors ||
+  fail "a zero1 checkpoint resumed by 2 ranks on 1 node and on 2 nodes trained apart"
+echo -n "zero1 resumed on 2 ranks against the uninterrupted 4: "
+python3 "$here/../e2e/compare_weights.py" zero1_2x2/final/model.safetensors zero1_1x2/final/model.safetensors \
+  --rtol 1e-4 --skip attention.self.key.bias || fail "a zero1 checkpoint resumed on 2 ranks is not the uninterrupted run"
 # A straggler: node 2's link at a tenth of the others'. The run completes; the all-reduce waits on the slow link, so
 # the communication the step could not hide (metrics.jsonl exposed_comm_s) rises. The bound is what the link allows,
 # not a ratio to the first run (whose compute, and so its exposed communication, grows when the machine is busy): the

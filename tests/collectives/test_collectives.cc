@@ -421,6 +421,17 @@ TEST(Collectives, EveryOperationForEveryDtype) {
       for (size_t i = 0; i < k; ++i) c.put(blocks, static_cast<size_t>(q) * k + i, static_cast<double>(r + q));
     comm().reduce_scatter({mine.data(), k, d}, {blocks.data(), k * static_cast<size_t>(n), d})->wait();
     for (size_t i = 0; i < k; ++i) EXPECT_EQ(c.get(mine, i), n * (n - 1) / 2.0 + n * r);
+    // The same two in place (ZeRO-1's buckets): this rank's block of the whole buffer is the input of the gather and
+    // the output of the reduce-scatter.
+    const size_t block = static_cast<size_t>(r) * k * e;
+    comm().reduce_scatter({blocks.data() + block, k, d}, {blocks.data(), k * static_cast<size_t>(n), d})->wait();
+    for (size_t i = 0; i < k; ++i) EXPECT_EQ(c.get(blocks, static_cast<size_t>(r) * k + i), n * (n - 1) / 2.0 + n * r);
+    std::vector<uint8_t> gathered(k * e * static_cast<size_t>(n), 0xff);  // other blocks: garbage
+    for (size_t i = 0; i < k; ++i) c.put(gathered, static_cast<size_t>(r) * k + i, r + static_cast<double>(i));
+    comm().all_gather({gathered.data(), k * static_cast<size_t>(n), d}, {gathered.data() + block, k, d})->wait();
+    for (int q = 0; q < n; ++q)
+      for (size_t i = 0; i < k; ++i)
+        EXPECT_EQ(c.get(gathered, static_cast<size_t>(q) * k + i), q + static_cast<double>(i));
     // all_reduce sum: rank r contributes r + 1 (+ i)
     std::vector<uint8_t> s(k * e);
     for (size_t i = 0; i < k; ++i) c.put(s, i, r + 1.0 + static_cast<double>(i));

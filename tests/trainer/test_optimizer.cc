@@ -39,7 +39,7 @@ TEST(Lamb, ClipsByTheGlobalNorm) {
   auto opt = create_optimizer({}, {{"w.weight", w}});
   EXPECT_NEAR(opt->step(0.0), 50.0, 1e-5);
   // The first moment is (1 - beta1) times the gradient scaled to norm 1.
-  const torch::Tensor m = opt->state()[0].second;
+  const torch::Tensor m = opt->state()[0].values;
   EXPECT_NEAR(m[0].item<double>(), 0.1 * 0.6, 1e-7);
   EXPECT_NEAR(m[1].item<double>(), 0.1 * 0.8, 1e-7);
 }
@@ -66,7 +66,7 @@ std::vector<torch::Tensor> lamb_run(bool fused, int threads) {
   }
   torch::set_num_threads(before);
   std::vector<torch::Tensor> out{w.detach().contiguous(), b.detach().clone()};
-  for (const auto& [name, t] : opt->state()) out.push_back(t.contiguous());
+  for (const auto& piece : opt->state()) out.push_back(piece.values.contiguous());
   return out;
 }
 
@@ -97,11 +97,11 @@ TEST(Optimizer, NonFiniteGradientsLeaveEverythingAsItWas) {
       const torch::Tensor before = w.detach().clone();
       const auto state_before = opt->state();
       std::vector<torch::Tensor> moments;
-      for (const auto& [n, t] : state_before) moments.push_back(t.clone());
+      for (const auto& piece : state_before) moments.push_back(piece.values.clone());
       w.mutable_grad() = torch::tensor({bad, 0.2f});
       EXPECT_FALSE(std::isfinite(opt->step(0.1)));
       EXPECT_TRUE(torch::equal(w.detach(), before));
-      for (size_t i = 0; i < moments.size(); ++i) EXPECT_TRUE(torch::equal(opt->state()[i].second, moments[i]));
+      for (size_t i = 0; i < moments.size(); ++i) EXPECT_TRUE(torch::equal(opt->state()[i].values, moments[i]));
       EXPECT_EQ(opt->steps(), 1);  // the bias correction and the schedule do not advance
       w.mutable_grad() = torch::tensor({0.1f, 0.2f});
       EXPECT_TRUE(std::isfinite(opt->step(0.1)));
@@ -152,18 +152,20 @@ TEST(Lamb, StateRoundTripAndReset) {
   a->step(0.1);
   const auto state = a->state();
   ASSERT_EQ(state.size(), 2u);
-  EXPECT_EQ(state[0].first, "exp_avg.w.weight");
+  EXPECT_EQ(state[0].name, "exp_avg.w.weight");
+  std::vector<std::pair<std::string, torch::Tensor>> by_name;
+  for (const auto& piece : state) by_name.emplace_back(piece.name, piece.values);
   torch::Tensor w2 = w.detach().clone().set_requires_grad(true);
   w2.mutable_grad() = torch::full({3}, 0.5f);
   auto b = create_optimizer({}, {{"w.weight", w2}});
-  b->load_state(state, a->steps());
+  b->load_state(by_name, a->steps());
   a->step(0.1);
   b->step(0.1);
   EXPECT_TRUE(torch::equal(w, w2));  // the same state gives the same next update, bit for bit
   b->reset();
   EXPECT_EQ(b->steps(), 0);
-  EXPECT_EQ(b->state()[0].second.abs().sum().item<double>(), 0.0);
-  EXPECT_THROW(b->load_state({}, 1), joule::trainer::CheckpointError);
+  EXPECT_EQ(b->state()[0].values.abs().sum().item<double>(), 0.0);
+  EXPECT_THROW(b->load_state(std::vector<std::pair<std::string, torch::Tensor>>{}, 1), joule::trainer::CheckpointError);
   OptimizerOptions bad;
   bad.name = "sgd";
   EXPECT_THROW(create_optimizer(bad, {{"w.weight", w}}), joule::trainer::RunConfigError);

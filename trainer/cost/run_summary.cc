@@ -149,6 +149,25 @@ const CostSettings& RunSummary::instance() const {
   return ledger.segments.empty() ? none : ledger.segments.back().cost;
 }
 
+json MemoryFigures::to_json() const {
+  json j = {{"optimizer_shard", optimizer_shard},
+            {"peak_rss_bytes_max_rank", peak_rss_bytes_max},
+            {"peak_rss_bytes_min_rank", peak_rss_bytes_min},
+            {"optimizer_state_bytes_per_rank", optimizer_state_bytes_per_rank}};
+  if (peak_device_bytes_max > 0) j["peak_device_bytes_max_rank"] = peak_device_bytes_max;
+  return j;
+}
+
+MemoryFigures MemoryFigures::from_json(const json& j, const std::string& where) {
+  MemoryFigures m;
+  m.optimizer_shard = json_field<std::string>(j, "optimizer_shard", where);
+  m.peak_rss_bytes_max = json_field<double>(j, "peak_rss_bytes_max_rank", where);
+  m.peak_rss_bytes_min = json_field<double>(j, "peak_rss_bytes_min_rank", where);
+  m.optimizer_state_bytes_per_rank = json_field<double>(j, "optimizer_state_bytes_per_rank", where);
+  m.peak_device_bytes_max = json_field_or<double>(j, "peak_device_bytes_max_rank", 0, where);
+  return m;
+}
+
 json RunSummary::to_json() const {
   const Figures spent = ledger.totals();
   const json energy = energy_json(ledger.energy());
@@ -193,6 +212,7 @@ json RunSummary::to_json() const {
       {"preempted", preempted}};
   if (eval) s["eval"] = eval->to_json();
   if (simulated) s["simulated"] = simulated->to_json();
+  s["memory"] = memory.to_json();
   if (!final_dir.empty()) s["final_dir"] = final_dir;
   return s;
 }
@@ -231,6 +251,7 @@ RunSummary RunSummary::from_json(const json& j, const std::string& where) {
   s.notices = json_field_or<std::vector<std::string>>(j, "notices", {}, where);
   if (j.contains("eval")) s.eval = EvalFigures::from_json(j["eval"], where + " eval");
   if (j.contains("simulated")) s.simulated = SimulatedFigures::from_json(j["simulated"], where + " simulated");
+  if (j.contains("memory")) s.memory = MemoryFigures::from_json(j["memory"], where + " memory");
   s.final_dir = json_field_or<std::string>(j, "final_dir", "", where);
   return s;
 }
@@ -359,6 +380,15 @@ std::string summary_table(const RunSummary& s) {
             ")");
   row("precision",
       s.workload.dtype == "bf16" ? "bf16 mixed precision (fp32 master weights and optimizer state)" : s.workload.dtype);
+  if (const MemoryFigures& m = s.memory; m.peak_rss_bytes_max > 0) {
+    const auto gib = [](double bytes) { return format_number("%.3g GiB", bytes / (1024.0 * 1024 * 1024)); };
+    row("memory per rank (this segment)",
+        "peak " + gib(m.peak_rss_bytes_max) +
+            (s.ranks > 1 ? " resident (largest rank; smallest " + gib(m.peak_rss_bytes_min) + ")" : " resident") +
+            (m.peak_device_bytes_max > 0 ? ", GPU " + gib(m.peak_device_bytes_max) : std::string()) +
+            "; optimizer state " + gib(m.optimizer_state_bytes_per_rank) +
+            (m.optimizer_shard == "zero1" ? " (zero1: 1/" + std::to_string(s.ranks) + " of it)" : " (whole)"));
+  }
   row("instance", inst.instance + " x " + std::to_string(s.nodes) + " node(s), USD " + sig(inst.usd_per_hour) + "/h (" +
                       inst.price_source + ")");
   row("energy (IT equipment)", sig(spent.it_kwh) + " kWh: " + energy_parts(energy));

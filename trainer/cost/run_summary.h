@@ -16,9 +16,9 @@
 
 namespace joule::trainer {
 
-// summary.json's "schema_version": 2 added it, timed_sequences and timed_s (the run's and each segment's). Keys are
-// only ever added; a reader refuses a version newer than its own.
-inline constexpr int64_t kSummarySchemaVersion = 2;
+// summary.json's "schema_version": 2 added it, timed_sequences and timed_s (the run's and each segment's); 3 added
+// "memory". Keys are only ever added; a reader refuses a version newer than its own.
+inline constexpr int64_t kSummarySchemaVersion = 3;
 
 // What emissions.csv says about one node.
 struct HostInfo {
@@ -54,6 +54,17 @@ struct SimulatedFigures {
   static SimulatedFigures from_json(const nlohmann::json& j, const std::string& where);
 };
 
+// Memory per rank in the last segment: each process's peak resident set (ru_maxrss), the optimizer state it holds
+// (the whole of it, or 1/N with optimizer.shard = zero1) and, on GPUs, the caching allocator's peak.
+struct MemoryFigures {
+  std::string optimizer_shard = "none";
+  double peak_rss_bytes_max = 0, peak_rss_bytes_min = 0;  // over the ranks
+  double optimizer_state_bytes_per_rank = 0;              // the largest rank's
+  double peak_device_bytes_max = 0;                       // 0: not a GPU run
+  nlohmann::json to_json() const;
+  static MemoryFigures from_json(const nlohmann::json& j, const std::string& where);
+};
+
 struct RunSummary {
   std::string run_dir, status;
   int64_t ranks = 0, nodes = 0, steps = 0, sequences = 0, segments = 1, nonfinite_skipped_steps = 0,
@@ -70,6 +81,7 @@ struct RunSummary {
   std::vector<std::string> notices;
   std::optional<EvalFigures> eval;
   std::optional<SimulatedFigures> simulated;
+  MemoryFigures memory;   // zeros in summaries of joules before schema 3
   std::string final_dir;  // empty when preempted
 
   const CostSettings& instance() const;  // the last segment's (what the run is billed as now)

@@ -26,6 +26,13 @@ AllReduceTime hierarchical_all_reduce(const Topology& t, double bytes) {
   return r;
 }
 
+double hierarchical_reduce_scatter_seconds(const Topology& t, double bytes) {
+  const int d = t.devices_per_node, n = t.nodes;
+  double s = ring_reduce_scatter_seconds(d, bytes, t.intra);
+  if (n > 1) s += ring_reduce_scatter_seconds(n, bytes / d, Link{t.inter.latency_s, t.inter.bytes_per_s / d});
+  return s;
+}
+
 double all_reduce_bus_bandwidth(double bytes, double seconds, int ranks) {
   if (ranks <= 1 || seconds <= 0) return 0;
   return bytes / seconds * 2.0 * (ranks - 1) / ranks;

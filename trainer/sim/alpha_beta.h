@@ -35,6 +35,11 @@ struct AllReduceTime {
 // inside each node. With one node it is the ring all-reduce; with one device per node, the inter-node ring.
 AllReduceTime hierarchical_all_reduce(const Topology& topology, double bytes);
 
+// Hierarchical reduce-scatter (or all-gather) of `bytes` per device, ZeRO-1's pair of the all-reduce: inside each
+// node, then every device's 1/d shard reduce-scattered across the nodes by d concurrent rings sharing the node's
+// network bandwidth. Each device ends with (or starts from) its 1/(n d) of the buffer: half of an all-reduce's traffic.
+double hierarchical_reduce_scatter_seconds(const Topology& topology, double bytes);
+
 // nccl-tests' bus bandwidth of an all-reduce over n ranks: algbw x 2(n-1)/n.
 double all_reduce_bus_bandwidth(double bytes, double seconds, int ranks);
 

@@ -172,19 +172,24 @@ StepPrediction ClusterModel::predict_with(double efficiency, const Workload& w, 
     }
     if (!ready_fraction.empty()) ready_fraction.back() = 1.0;  // the embeddings' gradients come last
   }
-  double clock = 0;  // from the start of the last backward
+  double clock = 0, gather_s = 0;  // from the start of the last backward
   for (size_t b = 0; b < bucket_bytes.size(); ++b) {
     const double wire = bucket_bytes[b] / 4 * dtype_bytes(w.dtype);
     r.bucket_bytes.push_back(wire);
-    const double t = trainer::hierarchical_all_reduce(topo, wire).total_s();
+    const double t = w.zero1 ? trainer::hierarchical_reduce_scatter_seconds(topo, wire)
+                             : trainer::hierarchical_all_reduce(topo, wire).total_s();
     clock = std::max(clock, ready_fraction[b] * last_backward_s) + t;
     r.comm_s += t;
+    if (w.zero1) gather_s += trainer::hierarchical_reduce_scatter_seconds(topo, bucket_bytes[b]);  // fp32 weights
   }
-  r.exposed_comm_s = std::max(0.0, clock - last_backward_s);
+  r.exposed_comm_s = std::max(0.0, clock - last_backward_s) + gather_s;
+  r.comm_s += gather_s;
   double parameters = 0;
   for (const auto& [name, numel] : params) parameters += static_cast<double>(numel);
   const double memory_bw = p.device_memory_gb_per_s > 0 ? p.device_memory_gb_per_s * 1e9 * 0.7 : 1e11;
-  r.optimizer_s = parameters * kOptimizerBytesPerParameter / memory_bw;
+  const double shards = w.zero1 ? r.devices : 1;
+  r.optimizer_s = parameters / shards * kOptimizerBytesPerParameter / memory_bw;
+  r.state_bytes_per_device = parameters * (8 + 8 / shards + (dtype_bytes(w.dtype) < 4 ? dtype_bytes(w.dtype) : 0));
   r.step_s = r.compute_s + r.exposed_comm_s + r.optimizer_s;
   r.seq_per_s = static_cast<double>(w.global_batch) / r.step_s;
   r.seq_per_hour = r.seq_per_s * 3600;

@@ -7,6 +7,9 @@
 //   overlap: a bucket's all-reduce starts when backward has produced its gradients (and the previous bucket is
 //            done), as the reducer schedules them; only the last micro-batch of an accumulation communicates;
 //   other: the optimizer step (memory-bound: bytes touched per parameter over device memory bandwidth).
+//   ZeRO-1 (Workload::zero1): every bucket reduce-scattered instead of all-reduced (overlapped alike), each device
+//            updates 1/N of the parameters, and the fp32 weights are all-gathered after the update, not overlapped
+//            (as joule's trainer does it).
 // No LibTorch.
 #pragma once
 
@@ -28,6 +31,7 @@ struct Workload {
   int64_t micro_batch = 32;    // per device per forward/backward
   double sequences = 450e6;    // the run's target
   std::string dtype = "bf16";  // compute dtype (peak_tflops key); gradients travel in it too
+  bool zero1 = false;          // optimizer.shard = zero1: reduce-scatter, 1/N of the update, all-gather of weights
 };
 
 struct StepPrediction {
@@ -35,9 +39,12 @@ struct StepPrediction {
   int nodes = 0, devices = 0;  // devices in all
   int64_t accumulation = 1;    // micro-batches per device per step
   double forward_s = 0, backward_s = 0, compute_s = 0;
-  double comm_s = 0;          // all bucket all-reduces back to back
-  double exposed_comm_s = 0;  // not hidden by the last backward
+  double comm_s = 0;          // all bucket all-reduces (zero1: reduce-scatters, then the weights' all-gathers)
+  double exposed_comm_s = 0;  // not hidden by the last backward (zero1: the all-gathers, after the update, too)
   double optimizer_s = 0;     // "other"
+  // Model state per device: fp32 weights and gradients, LAMB's two fp32 moments (1/N of them with zero1), and in a
+  // 16-bit compute dtype the weights' copies in it; activations not included.
+  double state_bytes_per_device = 0;
   double step_s = 0;
   double seq_per_s = 0, seq_per_hour = 0;
   double hours = 0, kwh = 0, usd = 0, co2_kg = 0;  // for workload.sequences
