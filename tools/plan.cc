@@ -166,7 +166,10 @@ std::string plan_text(const PlanOptions& o, const std::string& config_dir) {
   }
   out << "\nCompute-bound time from each profile's calibration; communication from the profile's links (α-β, "
          "hierarchical\n"
-         "all-reduce of DDP's buckets, overlapped with the last backward); energy at device power by compute share.\n";
+      << (o.shard == "zero1" ? "reduce-scatter of DDP's buckets, overlapped with the last backward, then the fp32 "
+                               "weights' all-gather, exposed);\n"
+                             : "all-reduce of DDP's buckets, overlapped with the last backward); ")
+      << "energy at device power by compute share.\n";
   return out.str();
 }
 

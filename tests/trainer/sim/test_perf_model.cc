@@ -78,6 +78,32 @@ TEST(PerfModel, StepIsNeverShorterThanComputeOrExposedCommunication) {
   }
 }
 
+// ZeRO-1: each bucket reduce-scattered (half an all-reduce's traffic), 1/N of the optimizer step, the fp32 weights
+// all-gathered after the update and exposed, and 1/N of LAMB's moments per device.
+TEST(PerfModel, Zero1ReduceScattersUpdatesAShardAndGathersTheWeights) {
+  trainer::Topology t;
+  t.devices_per_node = 8;
+  t.intra = {2e-6, 230e9};
+  t.inter = {15e-6, 50e9};
+  t.nodes = 4;
+  const double n = 256e6;
+  EXPECT_DOUBLE_EQ(trainer::hierarchical_reduce_scatter_seconds(t, n),
+                   trainer::ring_reduce_scatter_seconds(8, n, t.intra) +
+                       trainer::ring_reduce_scatter_seconds(4, n / 8, Link{15e-6, 50e9 / 8}));
+  const trainer::ClusterModel m(trainer::load_instance_profile("p4d.24xlarge", kConfigs + "/hardware"),
+                                kConfigs + "/models");
+  trainer::Workload w = bert_large_phase1();
+  const auto none = m.predict(w, 16);
+  w.zero1 = true;
+  const auto zero1 = m.predict(w, 16);
+  EXPECT_NEAR(zero1.optimizer_s * none.devices, none.optimizer_s, 1e-12);
+  EXPECT_GT(zero1.exposed_comm_s, none.exposed_comm_s);  // the weights' all-gather is not hidden
+  EXPECT_EQ(zero1.compute_s, none.compute_s);
+  const double params = 335.1e6, devices = none.devices;
+  EXPECT_NEAR(none.state_bytes_per_device / params, 8 + 8 + 2, 0.1);  // bf16: + the weights' bf16 copies
+  EXPECT_NEAR(zero1.state_bytes_per_device / params, 8 + 8 / devices + 2, 0.1);
+}
+
 TEST(PerfModel, AGlobalBatchSmallerThanTheDevicesIsRefused) {
   const trainer::ClusterModel m(trainer::load_instance_profile("trn1.32xlarge", kConfigs + "/hardware"),
                                 kConfigs + "/models");
