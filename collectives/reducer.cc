@@ -1,6 +1,7 @@
 #include "collectives/reducer.h"
 
 #include "collectives/buckets.h"
+#include "launch/cpu_allocator.h"
 #include "launch/torch_compat.h"
 
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
@@ -89,6 +90,9 @@ GradientReducer::GradientReducer(std::vector<std::pair<std::string, torch::Tenso
     info_.push_back(std::move(info));
     buckets_.push_back(std::move(bucket));
   }
+  // The parameters' old storage, freed by set_data above, would stay in the caching allocator's free lists through
+  // the first step (its sizes are no activation's): give it back now.
+  if (options_.shard) launch::release_all_cpu_blocks();
   // A hook after each parameter's gradient accumulation marks it ready.
   std::weak_ptr<bool> alive = alive_;
   for (size_t k = 0; k < params_.size(); ++k) {
