@@ -162,6 +162,11 @@ struct Op {
   CollectiveOptions options;
   std::shared_ptr<MpiWork> work;
   std::vector<MPI_Request> requests;
+  // The in-place reduce-scatter runs as a ring of point-to-point steps (MpiCommunicator::ring_step): which step is in
+  // flight, the tag of this operation's messages, and the block received in it.
+  bool ring = false;
+  int ring_step = 0, ring_tag = 0;
+  std::vector<char> ring_block;
 };
 
 class MpiCommunicator : public Communicator {
@@ -310,13 +315,18 @@ class MpiCommunicator : public Communicator {
         op.requests.push_back(r);
         break;
       case Kind::kReduceScatter:
-        // In place, MPI leaves the result at the start of the buffer; complete() moves it to this rank's block.
-        if (is_rank_block(op.out, op.in, info_.rank))
-          MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, op.in.data, static_cast<int>(op.out.count), type,
-                                              mpi_sum(op.out.dtype), comm_.get(), &r));
-        else
-          MPI_CHECK(MPI_Ireduce_scatter_block(op.in.data, op.out.data, static_cast<int>(op.out.count), type,
-                                              mpi_sum(op.out.dtype), comm_.get(), &r));
+        // In place (the reducer's buckets): a ring. Open MPI's own non-blocking reduce-scatter (libnbc) reduces the
+        // whole buffer to rank 0 in a binomial tree, then scatters it: every message the whole bucket, two
+        // bucket-sized temporaries per operation in flight, all the arithmetic on rank 0.
+        if (is_rank_block(op.out, op.in, info_.rank) && info_.world_size > 1) {
+          op.ring = true;
+          op.ring_tag = 1 + static_cast<int>(ring_operations_++ % 30000);
+          op.ring_block.resize(op.out.bytes());
+          post_ring_step(op);
+          break;
+        }
+        MPI_CHECK(MPI_Ireduce_scatter_block(op.in.data, op.out.data, static_cast<int>(op.out.count), type,
+                                            mpi_sum(op.out.dtype), comm_.get(), &r));
         op.requests.push_back(r);
         break;
       case Kind::kBarrier:
@@ -326,9 +336,40 @@ class MpiCommunicator : public Communicator {
     }
   }
 
+  // Ring reduce-scatter over n ranks, in n - 1 steps: in step s this rank sends block (rank - s - 1) mod n of the
+  // buffer to the next rank and receives block (rank - s - 2) mod n from the previous one, which it adds into its own
+  // copy of that block; the block it sends next is the one it has just added to. After the last step its own block,
+  // (rank - n) mod n, holds every rank's sum. Each rank sends and receives (n - 1) / n of the buffer, adds as much,
+  // and keeps one block as a temporary.
+  void post_ring_step(Op& op) {
+    const int n = info_.world_size, rank = info_.rank, s = op.ring_step;
+    const int send_block = ((rank - s - 1) % n + n) % n, next = (rank + 1) % n, previous = (rank - 1 + n) % n;
+    const MPI_Datatype type = mpi_type(op.out.dtype);
+    const int count = static_cast<int>(op.out.count);
+    auto* base = static_cast<char*>(op.in.data);
+    MPI_Request r;
+    MPI_CHECK(MPI_Irecv(op.ring_block.data(), count, type, previous, op.ring_tag, comm_.get(), &r));
+    op.requests.push_back(r);
+    MPI_CHECK(MPI_Isend(base + static_cast<size_t>(send_block) * op.out.bytes(), count, type, next, op.ring_tag,
+                        comm_.get(), &r));
+    op.requests.push_back(r);
+  }
+
+  // After an operation's requests completed: true when it is done; a ring with steps left reduces what it received
+  // and posts its next step.
+  bool finish_stage(Op& op) {
+    if (!op.ring) return true;
+    const int n = info_.world_size, s = op.ring_step;
+    const int block = ((info_.rank - s - 2) % n + n) % n;
+    MPI_CHECK(MPI_Reduce_local(op.ring_block.data(), static_cast<char*>(op.in.data) + block * op.out.bytes(),
+                               static_cast<int>(op.out.count), mpi_type(op.out.dtype), mpi_sum(op.out.dtype)));
+    op.requests.clear();
+    if (++op.ring_step == n - 1) return true;
+    post_ring_step(op);
+    return false;
+  }
+
   void complete(Op& op) {
-    if (op.kind == Kind::kReduceScatter && op.out.data != op.in.data && is_rank_block(op.out, op.in, info_.rank))
-      std::memmove(op.out.data, op.in.data, op.out.bytes());
     if ((op.kind == Kind::kAllReduce || op.kind == Kind::kReduceScatter) && op.options.op == ReduceOp::kAverage) {
       const double scale = 1.0 / info_.world_size;
       switch (op.out.dtype) {
@@ -381,9 +422,12 @@ class MpiCommunicator : public Communicator {
           int done = 0;
           MPI_CHECK(MPI_Testall(static_cast<int>((*it)->requests.size()), (*it)->requests.data(), &done,
                                 MPI_STATUSES_IGNORE));
-          if (done) {
+          if (done && finish_stage(**it)) {
             complete(**it);
             it = in_flight.erase(it);
+            progressed = true;
+          } else if (done) {  // a ring's next step is in flight
+            ++it;
             progressed = true;
           } else {
             ++it;
@@ -420,7 +464,8 @@ class MpiCommunicator : public Communicator {
   MpiComm comm_;
   MpiDatatype half_type_;
   MpiOp sum_bf16_, sum_fp16_;
-  bool abandoned_ = false;  // the progress thread stopped with operations still in flight (read after join)
+  bool abandoned_ = false;        // the progress thread stopped with operations still in flight (read after join)
+  uint64_t ring_operations_ = 0;  // ring reduce-scatters started: their tags (the same order on every rank)
   std::atomic<bool> aborted_{false};
 
   std::mutex mutex_;

@@ -41,6 +41,7 @@ void MetricsLogger::record_step(const StepRecord& r) {
   interval_step_s_ += r.seconds;
   interval_comm_s_ += r.comm_seconds;
   interval_exposed_s_ += r.exposed_comm_seconds;
+  interval_comm_bytes_ += r.comm_bytes;
   interval_wait_s_ += r.data_wait_seconds;
   ++interval_steps_;
   if (r.step - s_.start_step > s_.throughput_warmup_steps) {  // each segment warms up (allocations, caches)
@@ -88,6 +89,7 @@ void MetricsLogger::write_interval(const StepBoundary& reduced, RunAccounting& a
                         {"data_wait_s", interval_wait_s_ / interval_steps_},
                         {"comm_s", interval_comm_s_ / interval_steps_},
                         {"exposed_comm_s", interval_exposed_s_ / interval_steps_},
+                        {"comm_bytes", interval_comm_bytes_ / interval_steps_},
                         {"step_s", interval_step_s_ / interval_steps_},
                         {"wall_s", wall_s()},
                         {"power_w", power_w},
@@ -129,7 +131,7 @@ void MetricsLogger::write_interval(const StepBoundary& reduced, RunAccounting& a
                   duration_text(eta).c_str());
     std::cout << (s_.interactive ? "\r\033[K" : "") << line << std::flush;
   }
-  interval_step_s_ = interval_comm_s_ = interval_exposed_s_ = interval_wait_s_ = 0;
+  interval_step_s_ = interval_comm_s_ = interval_exposed_s_ = interval_wait_s_ = interval_comm_bytes_ = 0;
   interval_steps_ = 0;
 }
 

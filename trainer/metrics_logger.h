@@ -28,6 +28,7 @@ struct StepRecord {
   bool skipped = false;  // NaN/Inf: the update was not applied
   double lr = 0, grad_norm = 0;
   double seconds = 0, comm_seconds = 0, exposed_comm_seconds = 0, data_wait_seconds = 0;
+  double comm_bytes = 0;  // this rank's gradient buckets (all-reduced, or reduce-scattered) and gathered weights
 };
 
 struct MetricsSettings {
@@ -71,6 +72,7 @@ class MetricsLogger {
   std::chrono::steady_clock::time_point start_;
   StepRecord last_;
   double interval_step_s_ = 0, interval_comm_s_ = 0, interval_exposed_s_ = 0, interval_wait_s_ = 0;
+  double interval_comm_bytes_ = 0;
   int64_t interval_steps_ = 0, timed_sequences_ = 0;  // this segment's
   double timed_seconds_ = 0;
 };

@@ -67,6 +67,7 @@ StepResult TrainStep::run(const BatchSource& next_batch, double lr, const StepOp
   const collectives::ReducerStats& stats = reducer_.stats();
   r.comm_seconds = stats.comm_seconds + stats.gather_seconds;
   r.exposed_comm_seconds = stats.exposed_seconds + stats.gather_seconds;  // the gather is not overlapped
+  r.comm_bytes = static_cast<double>(stats.bytes + stats.gather_bytes);
   return r;
 }
 

@@ -47,6 +47,7 @@ struct StepResult {
   bool skipped = false;                               // the norm was NaN/Inf: no update was applied
   DeviceSums sums;                                    // this rank's micro-batches, not yet read
   double comm_seconds = 0, exposed_comm_seconds = 0;  // the reducer's figures for the synchronizing micro-batch
+  double comm_bytes = 0;                              // the buckets communicated and the weights gathered
 };
 
 // Hooks for whoever watches a step from outside (the benchmark's memory probe, fault injection).

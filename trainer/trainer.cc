@@ -267,6 +267,7 @@ class TrainingLoop {
     r.seconds = seconds_since(t0);
     r.comm_seconds = result.comm_seconds;
     r.exposed_comm_seconds = result.exposed_comm_seconds;
+    r.comm_bytes = result.comm_bytes;
     r.data_wait_seconds = loader_.wait_seconds() - wait_before;
     return r;
   }

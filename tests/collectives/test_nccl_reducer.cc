@@ -80,3 +80,53 @@ TEST(NcclTrainer, ReducerOnTheGpuGivesOneProcesssGradients) {
     EXPECT_TRUE(torch::allclose(got[i].second.grad().cpu(), want[i].second.grad(), 1e-3, 1e-5)) << got[i].first;
   }
 }
+
+// ZeRO-1 on the GPU: the buckets reduce-scattered in place (each rank keeps its block of the averaged gradients) and
+// the parameters all-gathered in place; a block changed on its own rank reaches every rank.
+TEST(NcclTrainer, ShardedReducerScattersGradientsAndGathersParameters) {
+  if (!have_gpu()) GTEST_SKIP() << "no GPU visible";
+  const int r = nccl().info().rank;
+  const auto config = joule::test::small_bert(300, 32, 2, 64, 32, /*dropout=*/0.0);
+  const auto batch = joule::models::synthetic_batch(config, 4, 16, 3, 77);
+  joule::models::BertForPreTraining reference(config, 5);
+  reference->forward(batch).loss.backward();
+
+  const torch::Device gpu(torch::kCUDA, static_cast<c10::DeviceIndex>(nccl().info().local_rank %
+                                                                      joule::launch::compat::cuda_device_count()));
+  joule::models::BertForPreTraining model(config, 5);
+  model->to(gpu);
+  ReducerOptions o;
+  o.bucket_bytes = 20000;
+  o.first_bucket_bytes = 4000;
+  o.shard = true;
+  GradientReducer reducer(model->hf_named_parameters(), nccl(), o);
+  reducer.broadcast_parameters(0);
+  reducer.zero_grad();
+  reducer.begin_micro_batch(true);
+  model->forward(batch).loss.backward();
+  reducer.finish();
+  const auto want = reference->hf_named_parameters();
+  auto got = model->hf_named_parameters();
+  const auto& ranges = reducer.shard_ranges();
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (ranges[i].size() == 0) continue;
+    const auto mine = got[i].second.grad().reshape({-1}).narrow(0, ranges[i].begin, ranges[i].size()).cpu();
+    const auto expected = want[i].second.grad().reshape({-1}).narrow(0, ranges[i].begin, ranges[i].size());
+    EXPECT_TRUE(torch::allclose(mine, expected, 1e-3, 1e-5)) << got[i].first;
+  }
+  // Each rank writes rank + 1 into its ranges; after the gather every element holds its owner's rank + 1.
+  {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < got.size(); ++i)
+      if (ranges[i].size() > 0)
+        got[i].second.view({-1}).narrow(0, ranges[i].begin, ranges[i].size()).fill_(static_cast<float>(r + 1));
+  }
+  reducer.gather_parameters();
+  double low = 1e9, high = 0;
+  for (const auto& [name, p] : got) {
+    low = std::min(low, p.min().item<double>());
+    high = std::max(high, p.max().item<double>());
+  }
+  EXPECT_EQ(low, 1.0);
+  EXPECT_EQ(high, static_cast<double>(nccl().info().world_size));
+}

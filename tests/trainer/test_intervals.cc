@@ -74,6 +74,7 @@ StepRecord step(int64_t n, int64_t global_batch, double seconds) {
   r.comm_seconds = seconds / 4;
   r.exposed_comm_seconds = seconds / 8;
   r.data_wait_seconds = seconds / 16;
+  r.comm_bytes = 1e6 * seconds;
   r.lr = 1e-4 * static_cast<double>(n);
   r.grad_norm = 2.0;
   return r;
@@ -187,7 +188,8 @@ TEST(MetricsLogger, WritesEachIntervalsLineFromTheReducedSums) {
   EXPECT_DOUBLE_EQ(a["comm_s"], 0.75 / 4);
   EXPECT_DOUBLE_EQ(a["exposed_comm_s"], 0.75 / 8);
   EXPECT_DOUBLE_EQ(a["data_wait_s"], 0.75 / 16);
-  EXPECT_DOUBLE_EQ(a["it_kwh"], 0.001);  // 3600 J
+  EXPECT_DOUBLE_EQ(a["comm_bytes"], 0.75e6);  // per step, over the interval
+  EXPECT_DOUBLE_EQ(a["it_kwh"], 0.001);       // 3600 J
   EXPECT_DOUBLE_EQ(a["energy_kwh"], 0.0015);
   EXPECT_FALSE(a.contains("projection"));
 

@@ -14,6 +14,7 @@ and is exactly what KIND renders from those files. Kinds:
     speedup      joule bf16 over joule fp32, per model and layout
     gemm         the GEMM backends on the model's Linear shapes (gemm_backends.py --out)
     data_prep    joule data create against NVIDIA's create_pretraining_data.py (data_prep.sh's JSON lines)
+    zero1        optimizer.shard zero1 against none: state, peak RSS, step time (zero1.sh's JSON lines)
 
     python3 tools/bench/tables.py check [BENCHMARKS.md]    every block matches its files (exit 1 and a diff if not)
     python3 tools/bench/tables.py write [BENCHMARKS.md]    rewrite every block from its files
@@ -271,8 +272,42 @@ def render_data_prep(paths):
     return table + "\n\nPer core (MB of text per CPU-second), joule over NVIDIA's script: " + "; ".join(parts) + "."
 
 
+def render_zero1(paths):
+    """optimizer.shard zero1 against none (tools/bench/zero1.sh): per model and rank count, medians of alternated runs."""
+    _, runs = load_all(paths)
+    cells = {}
+    for r in runs:
+        if r.get("impl") != "joule" or "shard" not in r:
+            continue
+        cells.setdefault((r["model"], r["ranks"], r["micro_batch"], r["precision"]), {}).setdefault(r["shard"], []).append(r)
+    order = {"bert-tiny": 0, "bert-base": 1, "bert-large": 2}
+    rows = []
+    for (model, ranks, micro, precision), by in sorted(cells.items(), key=lambda kv: (order.get(kv[0][0], 9), kv[0][1])):
+        z, n = by.get("zero1", []), by.get("none", [])
+        state_z = med(r["optimizer_state_bytes_per_rank"] for r in z) / GiB
+        rss_z = med(r["peak_rss_bytes"] for r in z) / GiB
+        step_z = med(r["step_s"] for r in z)
+        if n:
+            state_n = med(r["optimizer_state_bytes_per_rank"] for r in n) / GiB
+            rss_n = med(r["peak_rss_bytes"] for r in n) / GiB
+            step_n = med(r["step_s"] for r in n)
+            state = f"{state_n:.2f} → {state_z:.2f} GiB (÷{state_n / state_z:.2f})"
+            rss = f"{rss_n:.2f} → {rss_z:.2f} GiB (**{100 * (rss_z / rss_n - 1):+.0f} %**)"
+            step = f"{step_n:.2f} → {step_z:.2f} s (**{step_z / step_n:.3f}×**)"
+            exposed = f'{med(r["exposed_comm_s"] for r in n):.2f} → {med(r["exposed_comm_s"] for r in z):.2f} s'
+        else:
+            state = f"— → {state_z:.2f} GiB"
+            rss = f"none does not fit → {rss_z:.2f} GiB"
+            step = f"— → {step_z:.2f} s"
+            exposed = f'— → {med(r["exposed_comm_s"] for r in z):.2f} s'
+        rows.append([f"{model}, {ranks} ranks, micro-batch {micro}, {precision}", f"{len(z)} / {len(n)}", state, rss,
+                     step, exposed])
+    return markdown(["workload", "runs (zero1 / none)", "optimizer state per rank (none → zero1)",
+                     "peak RSS, largest rank", "median step", "exposed communication"], rows)
+
+
 KINDS = {"environment": render_environment, "compare": render_compare, "runs": render_runs, "lamb": render_lamb,
-         "speedup": render_speedup, "gemm": render_gemm, "data_prep": render_data_prep}
+         "speedup": render_speedup, "gemm": render_gemm, "data_prep": render_data_prep, "zero1": render_zero1}
 
 
 def blocks(text, doc):
