@@ -325,8 +325,10 @@ class MpiCommunicator : public Communicator {
           post_ring_step(op);
           break;
         }
-        MPI_CHECK(MPI_Ireduce_scatter_block(op.in.data, op.out.data, static_cast<int>(op.out.count), type,
-                                            mpi_sum(op.out.dtype), comm_.get(), &r));
+        // Out of place, or in place on one rank (MPI_IN_PLACE: the result stays at the start, rank 0's block).
+        MPI_CHECK(MPI_Ireduce_scatter_block(op.out.data == op.in.data ? MPI_IN_PLACE : op.in.data, op.out.data,
+                                            static_cast<int>(op.out.count), type, mpi_sum(op.out.dtype), comm_.get(),
+                                            &r));
         op.requests.push_back(r);
         break;
       case Kind::kBarrier:
@@ -408,6 +410,7 @@ class MpiCommunicator : public Communicator {
         if (in_flight.empty()) cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
         if (stop_) {  // normally nothing is in flight here; on an error path, leave it (the job ends)
           abandoned_ = !in_flight.empty() || !queue_.empty();
+          keep_for_mpi(in_flight);
           return;
         }
         fresh.swap(queue_);
@@ -455,9 +458,17 @@ class MpiCommunicator : public Communicator {
         for (auto& op : in_flight) op->work->finish(error);
         for (auto& op : queue_) op->work->finish(error);
         queue_.clear();
+        keep_for_mpi(in_flight);
         return;
       }
     }
+  }
+
+  // Operations abandoned in flight may still have receives posted into memory they own (a ring's block): it is never
+  // freed, as the communicator and its types are not (the job is ending).
+  static void keep_for_mpi(std::deque<std::shared_ptr<Op>>& in_flight) {
+    if (in_flight.empty()) return;
+    new std::deque<std::shared_ptr<Op>>(std::move(in_flight));  // NOLINT: deliberately leaked
   }
 
   ProcessGroupInfo info_;

@@ -177,7 +177,19 @@ std::string save_checkpoint(const std::string& root, const models::BertForPreTra
     stage("model");
     nlohmann::json optimizer_files = nlohmann::json::array();
     if (optimizer.sharded()) {
-      for (int r = 0; r < world; ++r) optimizer_files.push_back(shard_file_name(r, world));
+      for (int r = 0; r < world; ++r) {
+        const std::string name = shard_file_name(r, world);
+        // Every rank wrote its shard before the barrier; one rank 0 cannot see (a shared file system still
+        // propagating) would make a checkpoint that never verifies: not marked COMPLETE.
+        std::error_code ec;
+        if (!fs::is_regular_file(fs::path(tmp) / name, ec))
+          throw CheckpointError(tmp + "/" + name + ": rank " + std::to_string(r) +
+                                    "'s optimizer shard is not visible to rank 0 after the write (the checkpoint is "
+                                    "incomplete and will not be marked COMPLETE)",
+                                "check that every node mounts the same run directory (and that it is not still "
+                                "propagating), then --resume auto (the previous checkpoint is untouched)");
+        optimizer_files.push_back(name);
+      }
     } else {
       std::vector<std::pair<std::string, torch::Tensor>> whole;
       for (const StatePiece& p : optimizer.state()) whole.emplace_back(p.name, p.values);
@@ -191,7 +203,7 @@ std::string save_checkpoint(const std::string& root, const models::BertForPreTra
     stage("state");
     nlohmann::json manifest = {
         {"format", "joule-checkpoint"},
-        {"format_version", kCheckpointFormatVersion},
+        {"format_version", optimizer.sharded() ? kCheckpointFormatVersion : 1},
         {"step", state.step},
         {"world_size", state.world_size},
         {"config_hash", state.config_hash},
@@ -269,8 +281,9 @@ std::string verify(const std::string& dir) {
     const nlohmann::json manifest = parse_json_file(path);
     if (field<std::string>(manifest, "format", path) != "joule-checkpoint")
       return "manifest.json is not a joule checkpoint manifest";
-    if (const int version = field<int>(manifest, "format_version", path); version != kCheckpointFormatVersion)
-      return "format version " + std::to_string(version) + ", this joule reads version " +
+    if (const int version = field<int>(manifest, "format_version", path);
+        version < 1 || version > kCheckpointFormatVersion)
+      return "format version " + std::to_string(version) + ", this joule reads versions 1 to " +
              std::to_string(kCheckpointFormatVersion);
     const nlohmann::json files = field<nlohmann::json>(manifest, "files", path);
     for (const auto& [name, info] : files.items()) {
@@ -360,7 +373,7 @@ class OptimizerStateFiles {
             throw CheckpointError(file.path() + ": " + kPiecesKey + " has no [begin, numel] for '" + t.name + "'");
           p.begin = pieces[t.name][0].get<int64_t>();
           p.numel = pieces[t.name][1].get<int64_t>();
-          if (p.begin < 0 || p.begin + t.numel() > p.numel)
+          if (p.begin < 0 || p.numel < t.numel() || p.begin > p.numel - t.numel())
             throw CheckpointError(file.path() + ": the piece of '" + t.name + "' at " + std::to_string(p.begin) +
                                   " runs past its moment's " + std::to_string(p.numel) + " elements");
         }
@@ -376,23 +389,31 @@ class OptimizerStateFiles {
     const std::string where = "the checkpoint's optimizer state";
     if (it == pieces_.end()) throw CheckpointError(where + " has no '" + want.name + "'");
     const int64_t begin = want.begin, end = want.begin + want.values.numel();
-    int64_t covered = 0;
+    // The pieces that overlap the range, in order: they must tile it, no gap and no overlap.
+    std::vector<const Piece*> parts;
     for (const Piece& p : it->second) {
       if (p.numel != want.numel)
         throw CheckpointError(p.file->path() + ": '" + want.name + "' has " + std::to_string(p.numel) +
                               " elements, the parameter " + std::to_string(want.numel) +
                               " (another shape than the parameter)");
-      const int64_t lo = std::max(begin, p.begin), hi = std::min(end, p.begin + p.tensor->numel());
-      if (lo >= hi) continue;
-      const auto* data = reinterpret_cast<const float*>(p.file->data(*p.tensor));
-      want.values.narrow(0, lo - begin, hi - lo)
-          .copy_(torch::from_blob(const_cast<float*>(data) + (lo - p.begin), {hi - lo}, torch::kFloat32));
-      covered += hi - lo;
+      if (std::max(begin, p.begin) < std::min(end, p.begin + p.tensor->numel())) parts.push_back(&p);
     }
-    if (covered != end - begin)
-      throw CheckpointError(where + ": elements [" + std::to_string(begin) + ", " + std::to_string(end) + ") of '" +
-                            want.name + "' are covered " + std::to_string(covered) + " times of " +
-                            std::to_string(end - begin) + " (a shard missing or two overlapping)");
+    std::sort(parts.begin(), parts.end(), [](const Piece* a, const Piece* b) { return a->begin < b->begin; });
+    int64_t at = begin;
+    for (const Piece* p : parts) {
+      const int64_t lo = std::max(begin, p->begin), hi = std::min(end, p->begin + p->tensor->numel());
+      if (lo != at)
+        throw CheckpointError(where + ": elements [" + std::to_string(std::min(at, lo)) + ", " +
+                              std::to_string(std::max(at, lo)) + ") of '" + want.name + "' are " +
+                              (lo > at ? "in none of its files (a shard missing)" : "in two of its files"));
+      const auto* data = reinterpret_cast<const float*>(p->file->data(*p->tensor));
+      want.values.narrow(0, lo - begin, hi - lo)
+          .copy_(torch::from_blob(const_cast<float*>(data) + (lo - p->begin), {hi - lo}, torch::kFloat32));
+      at = hi;
+    }
+    if (at != end)
+      throw CheckpointError(where + ": elements [" + std::to_string(at) + ", " + std::to_string(end) + ") of '" +
+                            want.name + "' are in none of its files (a shard missing)");
   }
 
  private:

@@ -20,7 +20,9 @@
 
 namespace joule::trainer {
 
-inline constexpr int kCheckpointFormatVersion = 1;
+// 2: the optimizer state may be in one file per rank (optimizer.shard = zero1), listed under the manifest's
+// "optimizer"; an unsharded checkpoint is still written as version 1, which older joules read.
+inline constexpr int kCheckpointFormatVersion = 2;
 
 struct TrainerState {
   int64_t step = 0;            // optimizer steps done

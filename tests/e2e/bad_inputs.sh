@@ -75,7 +75,7 @@ cases=(
   "config: unknown model|--config run.toml --run-dir r --set model.config=bert-huge|bert-huge: no such model config file or directory, and not a preset (presets in .*: bert-large, bert-base, bert-tiny)"
   "checkpoint: truncated|--config run.toml --run-dir ck_truncated --resume ck_truncated/checkpoints/step_00000010|ck_truncated/checkpoints/step_00000010: model.safetensors has 1000 bytes, the manifest says"
   "checkpoint: checksum mismatch|--config run.toml --run-dir ck_checksum --resume ck_checksum/checkpoints/step_00000010|ck_checksum/checkpoints/step_00000010: optimizer.safetensors does not have the checksum the manifest records"
-  "checkpoint: other format version|--config run.toml --run-dir ck_version --resume ck_version/checkpoints/step_00000010|ck_version/checkpoints/step_00000010: format version 99, this joule reads version 1"
+  "checkpoint: other format version|--config run.toml --run-dir ck_version --resume ck_version/checkpoints/step_00000010|ck_version/checkpoints/step_00000010: format version 99, this joule reads versions 1 to 2"
   "checkpoint: other model shape|--config run.toml --run-dir ck_shape --resume ck_shape/checkpoints/step_00000010 --set model.config=bert-base|ck_shape/checkpoints/step_00000010/model.safetensors: .*another model shape"
   "checkpoint: none verifies (--resume auto)|--config run.toml --run-dir ck_only_bad --resume auto|ck_only_bad/checkpoints: --resume auto found checkpoints but none verifies"
   "shard: rows without predictions|--config run.toml --data bad_no-predictions/train --run-dir r|part_00001.hdf5: dataset 'masked_lm_positions': .* rows have no masked prediction"
