@@ -94,6 +94,7 @@ std::string bench_train(const TrainBenchOptions& o) {
   spec.fp32_gemm = process.gemm.choice.fp32;
   spec.device = device;
   spec.seed = o.seed;
+  spec.log = &std::cerr;  // stdout carries the JSON line alone
   if (o.wire == "bf16") spec.reducer.compression = collectives::Compression::kBFloat16;
   if (o.shard != "none" && o.shard != "zero1") throw UsageError("--shard is '" + o.shard + "'; valid: none, zero1");
   spec.optimizer.shard = o.shard;

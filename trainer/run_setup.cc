@@ -284,9 +284,9 @@ TrainingObjects build_training(const TrainingSpec& spec, collectives::Communicat
   o.model->set_precision(spec.precision, spec.fp32_gemm);
   if (!spec.initial_weights.empty()) {
     models::load_weights(o.model, spec.initial_weights);
-    if (comm.info().rank == 0) std::cout << "initial weights from " << spec.initial_weights << "\n" << std::flush;
+    if (comm.info().rank == 0) *spec.log << "initial weights from " << spec.initial_weights << "\n" << std::flush;
   } else if (comm.info().rank == 0) {
-    std::cout << "initial weights: fresh (seed " << spec.seed << ")\n" << std::flush;
+    *spec.log << "initial weights: fresh (seed " << spec.seed << ")\n" << std::flush;
   }
   o.model->to(spec.device.device);
   o.model->train();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -90,6 +91,7 @@ struct TrainingSpec {
   OptimizerOptions optimizer;
   launch::Fp32Gemm fp32_gemm = launch::Fp32Gemm::kBlas;  // where fp32 Linear layers run their GEMMs
   collectives::ReducerOptions reducer;
+  std::ostream* log = &std::cout;  // where rank 0 says where the initial weights come from (a bench: stderr)
 };
 // `joule train`'s: the resolved model, precision, device and seed, model.config's weights when it is a model
 // directory, [optimizer] and the collective timeout.

@@ -77,7 +77,7 @@ cmp zero1_1x2/final/model.safetensors zero1_2x1/final/model.safetensors ||
   fail "a zero1 checkpoint resumed by 2 ranks on 1 node and on 2 nodes trained apart"
 echo -n "zero1 resumed on 2 ranks against the uninterrupted 4: "
 python3 "$here/../e2e/compare_weights.py" zero1_2x2/final/model.safetensors zero1_1x2/final/model.safetensors \
-  --rtol 1e-5 --skip attention.self.key.bias || fail "a zero1 checkpoint resumed on 2 ranks is not the uninterrupted run"
+  --rtol 1e-4 --skip attention.self.key.bias || fail "a zero1 checkpoint resumed on 2 ranks is not the uninterrupted run"
 # A straggler: node 2's link at a tenth of the others'. The run completes; the all-reduce waits on the slow link, so
 # the communication the step could not hide (metrics.jsonl exposed_comm_s) rises. The bound is what the link allows,
 # not a ratio to the first run (whose compute, and so its exposed communication, grows when the machine is busy): the

@@ -30,7 +30,7 @@ damaged corrupt 'printf "\x7f" | dd of=model.safetensors bs=1 seek=3000 conv=not
 damaged incomplete 'rm COMPLETE'
 damaged climbs 'sed -i "s|\"model.safetensors\"|\"../../shards/train/part_00000.hdf5\"|" manifest.json'
 damaged absolute "sed -i \"s|\\\"model.safetensors\\\"|\\\"$PWD/corpus.txt\\\"|\" manifest.json"
-damaged unlisted 'sed -i "s|\"optimizer.safetensors\"|\"optimizer.bak\"|" manifest.json && cp optimizer.safetensors optimizer.bak'
+damaged unlisted 'sed -i "0,/\"optimizer.safetensors\"/s||\"optimizer.bak\"|" manifest.json && cp optimizer.safetensors optimizer.bak'
 cp -r run run_climbs && rm -rf run_climbs/checkpoints/step_00000002 && cp -r damaged/climbs/. run_climbs/checkpoints/step_00000004/
 # Shard directories with a shard that cannot be read.
 mkdir -p dangling && cp shards/train/part_00000.hdf5 dangling/ && ln -s gone.hdf5 dangling/part_00001.hdf5

@@ -75,7 +75,7 @@ for key in ("step", "sequences", "epoch", "position"):
     assert a[key] == b[key], (key, a[key], b[key])
 PY
   echo -n "$name: "
-  compare "$reference/final/model.safetensors" "$name/final/model.safetensors" --rtol 1e-5 --skip "$noise" ||
+  compare "$reference/final/model.safetensors" "$name/final/model.safetensors" --rtol 1e-4 --skip "$noise" ||
     fail "$name: the final weights are not the uninterrupted run's"
 }
 run 2 --run-dir z2 > z2.log 2>&1 || { cat z2.log; fail "zero1 at 2 ranks"; }

@@ -10,15 +10,18 @@ joule=$(realpath "$1") out=$2 pairs=${3:-3}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-# model ranks micro-batch modes
+# model ranks micro-batch modes [precision]; ZERO1_CASES (one case per line) replaces them
 CASES=("bert-base 2 8 both" "bert-base 4 8 both" "bert-large 2 4 both" "bert-large 4 4 zero1")
+if [[ -n ${ZERO1_CASES:-} ]]; then mapfile -t CASES <<<"$ZERO1_CASES"; fi
 python3 "$here/bench_env.py" --note "zero1 against none: mpirun -np R joule bench train --config MODEL --micro-batch B \
---threads 1 --steps 3 --warmup 1 --shard zero1|none, alternated run by run ($pairs pairs); precision auto" > "$out"
+--threads 1 --steps 3 --warmup 1 --shard zero1|none, alternated run by run ($pairs pairs); precision auto unless a \
+case sets it" > "$out"
 for c in "${CASES[@]}"; do
-  read -r model ranks micro modes <<<"$c"
+  read -r model ranks micro modes precision <<<"$c"
   bench() {
     echo "exec mpirun -np $ranks --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1 $joule bench \
-train --config $model --micro-batch $micro --threads 1 --steps 3 --warmup 1 --shard $1 >> $work/$1.jsonl 2>> $work/$1.log"
+train --config $model --micro-batch $micro --threads 1 --steps 3 --warmup 1 --precision ${precision:-auto} --shard $1 \
+>> $work/$1.jsonl 2>> $work/$1.log"
   }
   : > "$work/zero1.jsonl"
   : > "$work/none.jsonl"
