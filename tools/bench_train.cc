@@ -152,14 +152,11 @@ std::string bench_train(const TrainBenchOptions& o) {
   const double sgemm = measure_matmul_gflops(gemms, precision.precision, device.device, 0.15,
                                              process.gemm.choice.fp32);  // every rank at once, as in training
 
-  double moment_bytes = 0;  // this rank's optimizer state (LAMB's two moments)
-  for (const trainer::StatePiece& p : optimizer->state())
-    moment_bytes += static_cast<double>(p.values.numel() * p.values.element_size());
   constexpr size_t kPerRank = 3;
   std::vector<double> per_rank(static_cast<size_t>(info.world_size) * kPerRank, 0.0);
   per_rank[static_cast<size_t>(info.rank) * kPerRank] = static_cast<double>(ru.ru_maxrss) * 1024.0;
   per_rank[static_cast<size_t>(info.rank) * kPerRank + 1] = sgemm;
-  per_rank[static_cast<size_t>(info.rank) * kPerRank + 2] = moment_bytes;
+  per_rank[static_cast<size_t>(info.rank) * kPerRank + 2] = optimizer->state_bytes();
   collectives::sum_over_ranks(*comm, per_rank);
   if (info.rank != 0) return "";
   double peak_rss = 0, sgemm_mean = 0, moments_max = 0;

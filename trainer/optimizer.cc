@@ -101,6 +101,13 @@ std::vector<StatePiece> Optimizer::state() const {
   return out;
 }
 
+double Optimizer::state_bytes() const {
+  double bytes = 0;
+  for (const Slot& s : slots_)
+    bytes += static_cast<double>((s.exp_avg.numel() + s.exp_avg_sq.numel()) * s.exp_avg.element_size());
+  return bytes;
+}
+
 void Optimizer::load_state(const StateReader& read, int64_t steps) {
   torch::NoGradGuard no_grad;
   for (Slot& s : slots_)

@@ -49,6 +49,8 @@ class Optimizer {
   bool sharded() const { return static_cast<bool>(shard_sum_); }
   // This rank's state for checkpoints: "exp_avg.<param>" and "exp_avg_sq.<param>" pieces (whole unsharded).
   std::vector<StatePiece> state() const;
+  // Bytes of that state on this rank (the whole moments, or this rank's share of them).
+  double state_bytes() const;
   // Fills this rank's part of every moment: `read(want)` copies elements [want.begin, want.begin +
   // want.values.numel()) of the flattened moment want.name (want.numel elements in all) into want.values (1-D), or
   // throws naming what is missing.

@@ -420,9 +420,6 @@ MemoryFigures memory_figures(const ResolvedRun& run, const TrainingObjects& obje
   const auto& info = comm.info();
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
-  double state_bytes = 0;
-  for (const StatePiece& p : objects.optimizer->state())
-    state_bytes += static_cast<double>(p.values.numel() * p.values.element_size());
   const double device_peak =
       run.device.device.is_cuda()
           ? static_cast<double>(launch::compat::cuda_peak_allocated_bytes(run.device.cuda_index()))
@@ -431,7 +428,7 @@ MemoryFigures memory_figures(const ResolvedRun& run, const TrainingObjects& obje
   std::vector<double> per_rank(static_cast<size_t>(info.world_size) * kFields, 0.0);
   const size_t mine = static_cast<size_t>(info.rank) * kFields;
   per_rank[mine] = static_cast<double>(ru.ru_maxrss) * 1024.0;
-  per_rank[mine + 1] = state_bytes;
+  per_rank[mine + 1] = objects.optimizer->state_bytes();
   per_rank[mine + 2] = device_peak;
   collectives::sum_over_ranks(comm, per_rank, run.cfg.train.collective_timeout_seconds, "memory figures");
   MemoryFigures m;

@@ -30,13 +30,44 @@ Communicator& nccl() {
   return *c;
 }
 
+torch::Device this_ranks_gpu() {
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(nccl().info().local_rank %
+                                                                   joule::launch::compat::cuda_device_count()));
+}
+
+// One process's gradients on the CPU (the reference), and the same model on this rank's GPU after one synchronizing
+// backward through a reducer with `shard` (the same batch on every rank).
+struct GpuBackward {
+  joule::models::BertForPreTraining reference{nullptr}, model{nullptr};
+  std::unique_ptr<GradientReducer> reducer;
+};
+GpuBackward gpu_backward(bool shard) {
+  const auto config = joule::test::small_bert(300, 32, 2, 64, 32, /*dropout=*/0.0);
+  const auto batch = joule::models::synthetic_batch(config, 4, 16, 3, 77);
+  GpuBackward g;
+  g.reference = joule::models::BertForPreTraining(config, 5);
+  g.reference->forward(batch).loss.backward();
+  g.model = joule::models::BertForPreTraining(config, 5);
+  g.model->to(this_ranks_gpu());
+  ReducerOptions o;
+  o.bucket_bytes = 20000;
+  o.first_bucket_bytes = 4000;
+  o.shard = shard;
+  g.reducer = std::make_unique<GradientReducer>(g.model->hf_named_parameters(), nccl(), o);
+  g.reducer->broadcast_parameters(0);
+  g.reducer->zero_grad();
+  g.reducer->begin_micro_batch(true);
+  g.model->forward(batch).loss.backward();  // the batch is on the host: forward copies it over
+  g.reducer->finish();
+  return g;
+}
+
 }  // namespace
 
 TEST(NcclTrainer, StreamOrderedDeviceBuffersAndHostBuffers) {
   if (!have_gpu()) GTEST_SKIP() << "no GPU visible";
   const int n = nccl().info().world_size, r = nccl().info().rank;
-  const torch::Device gpu(torch::kCUDA, static_cast<c10::DeviceIndex>(nccl().info().local_rank %
-                                                                      joule::launch::compat::cuda_device_count()));
+  const torch::Device gpu = this_ranks_gpu();
   // Written on the current stream just before: the all-reduce must wait for it.
   torch::Tensor v = torch::full({1 << 20}, static_cast<float>(r + 1), torch::TensorOptions().device(gpu));
   nccl().all_reduce(buffer_of(v))->wait();
@@ -53,26 +84,9 @@ TEST(NcclTrainer, StreamOrderedDeviceBuffersAndHostBuffers) {
 
 TEST(NcclTrainer, ReducerOnTheGpuGivesOneProcesssGradients) {
   if (!have_gpu()) GTEST_SKIP() << "no GPU visible";
-  const auto config = joule::test::small_bert(300, 32, 2, 64, 32, /*dropout=*/0.0);
-  const auto batch = joule::models::synthetic_batch(config, 4, 16, 3, 77);
-  joule::models::BertForPreTraining reference(config, 5);
-  reference->forward(batch).loss.backward();
-
-  const torch::Device gpu(torch::kCUDA, static_cast<c10::DeviceIndex>(nccl().info().local_rank %
-                                                                      joule::launch::compat::cuda_device_count()));
-  joule::models::BertForPreTraining model(config, 5);
-  model->to(gpu);
-  ReducerOptions o;
-  o.bucket_bytes = 20000;
-  o.first_bucket_bytes = 4000;
-  GradientReducer reducer(model->hf_named_parameters(), nccl(), o);
-  reducer.broadcast_parameters(0);
-  reducer.zero_grad();
-  reducer.begin_micro_batch(true);
-  model->forward(batch).loss.backward();  // the batch is on the host: forward copies it over
-  reducer.finish();
-  const auto want = reference->hf_named_parameters();
-  const auto got = model->hf_named_parameters();
+  const GpuBackward g = gpu_backward(false);
+  const auto want = g.reference->hf_named_parameters();
+  const auto got = g.model->hf_named_parameters();
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) {
     ASSERT_TRUE(got[i].second.grad().is_cuda()) << got[i].first;
@@ -86,28 +100,10 @@ TEST(NcclTrainer, ReducerOnTheGpuGivesOneProcesssGradients) {
 TEST(NcclTrainer, ShardedReducerScattersGradientsAndGathersParameters) {
   if (!have_gpu()) GTEST_SKIP() << "no GPU visible";
   const int r = nccl().info().rank;
-  const auto config = joule::test::small_bert(300, 32, 2, 64, 32, /*dropout=*/0.0);
-  const auto batch = joule::models::synthetic_batch(config, 4, 16, 3, 77);
-  joule::models::BertForPreTraining reference(config, 5);
-  reference->forward(batch).loss.backward();
-
-  const torch::Device gpu(torch::kCUDA, static_cast<c10::DeviceIndex>(nccl().info().local_rank %
-                                                                      joule::launch::compat::cuda_device_count()));
-  joule::models::BertForPreTraining model(config, 5);
-  model->to(gpu);
-  ReducerOptions o;
-  o.bucket_bytes = 20000;
-  o.first_bucket_bytes = 4000;
-  o.shard = true;
-  GradientReducer reducer(model->hf_named_parameters(), nccl(), o);
-  reducer.broadcast_parameters(0);
-  reducer.zero_grad();
-  reducer.begin_micro_batch(true);
-  model->forward(batch).loss.backward();
-  reducer.finish();
-  const auto want = reference->hf_named_parameters();
-  auto got = model->hf_named_parameters();
-  const auto& ranges = reducer.shard_ranges();
+  GpuBackward g = gpu_backward(true);
+  const auto want = g.reference->hf_named_parameters();
+  auto got = g.model->hf_named_parameters();
+  const auto& ranges = g.reducer->shard_ranges();
   for (size_t i = 0; i < got.size(); ++i) {
     if (ranges[i].size() == 0) continue;
     const auto mine = got[i].second.grad().reshape({-1}).narrow(0, ranges[i].begin, ranges[i].size()).cpu();
@@ -121,7 +117,7 @@ TEST(NcclTrainer, ShardedReducerScattersGradientsAndGathersParameters) {
       if (ranges[i].size() > 0)
         got[i].second.view({-1}).narrow(0, ranges[i].begin, ranges[i].size()).fill_(static_cast<float>(r + 1));
   }
-  reducer.gather_parameters();
+  g.reducer->gather_parameters();
   double low = 1e9, high = 0;
   for (const auto& [name, p] : got) {
     low = std::min(low, p.min().item<double>());
