@@ -146,6 +146,37 @@ nlohmann::json state_json(const TrainerState& s) {
 
 }  // namespace
 
+namespace {
+
+// Rank 0's part of the optimizer state in checkpoint `tmp`: the whole moments in optimizer.safetensors, or (sharded)
+// the check that every rank's shard is there. Returns the files, for the manifest.
+nlohmann::json rank0_optimizer_files(const std::string& tmp, const Optimizer& optimizer, int world) {
+  nlohmann::json optimizer_files = nlohmann::json::array();
+  if (optimizer.sharded()) {
+    for (int r = 0; r < world; ++r) {
+      const std::string name = shard_file_name(r, world);
+      // Every rank wrote its shard before the barrier; one rank 0 cannot see (a shared file system still
+      // propagating) would make a checkpoint that never verifies: not marked COMPLETE.
+      std::error_code ec;
+      if (!fs::is_regular_file(fs::path(tmp) / name, ec))
+        throw CheckpointError(tmp + "/" + name + ": rank " + std::to_string(r) +
+                                  "'s optimizer shard is not visible to rank 0 after the write (the checkpoint is "
+                                  "incomplete and will not be marked COMPLETE)",
+                              "check that every node mounts the same run directory (and that it is not still "
+                              "propagating), then --resume auto (the previous checkpoint is untouched)");
+      optimizer_files.push_back(name);
+    }
+  } else {
+    std::vector<std::pair<std::string, torch::Tensor>> whole;
+    for (const StatePiece& p : optimizer.state()) whole.emplace_back(p.name, p.values);
+    write_tensors((fs::path(tmp) / "optimizer.safetensors").string(), whole);
+    optimizer_files.push_back("optimizer.safetensors");
+  }
+  return optimizer_files;
+}
+
+}  // namespace
+
 std::string save_checkpoint(const std::string& root, const models::BertForPreTraining& model,
                             const Optimizer& optimizer, const TrainerState& state, collectives::Communicator& comm,
                             int64_t keep, const CheckpointFaults& faults) {
@@ -175,27 +206,7 @@ std::string save_checkpoint(const std::string& root, const models::BertForPreTra
   if (rank == 0) {
     write_tensors((fs::path(tmp) / "model.safetensors").string(), model->hf_named_parameters());
     stage("model");
-    nlohmann::json optimizer_files = nlohmann::json::array();
-    if (optimizer.sharded()) {
-      for (int r = 0; r < world; ++r) {
-        const std::string name = shard_file_name(r, world);
-        // Every rank wrote its shard before the barrier; one rank 0 cannot see (a shared file system still
-        // propagating) would make a checkpoint that never verifies: not marked COMPLETE.
-        std::error_code ec;
-        if (!fs::is_regular_file(fs::path(tmp) / name, ec))
-          throw CheckpointError(tmp + "/" + name + ": rank " + std::to_string(r) +
-                                    "'s optimizer shard is not visible to rank 0 after the write (the checkpoint is "
-                                    "incomplete and will not be marked COMPLETE)",
-                                "check that every node mounts the same run directory (and that it is not still "
-                                "propagating), then --resume auto (the previous checkpoint is untouched)");
-        optimizer_files.push_back(name);
-      }
-    } else {
-      std::vector<std::pair<std::string, torch::Tensor>> whole;
-      for (const StatePiece& p : optimizer.state()) whole.emplace_back(p.name, p.values);
-      write_tensors((fs::path(tmp) / "optimizer.safetensors").string(), whole);
-      optimizer_files.push_back("optimizer.safetensors");
-    }
+    const nlohmann::json optimizer_files = rank0_optimizer_files(tmp, optimizer, world);
     stage("optimizer");
     nlohmann::json s = state_json(state);
     s["optimizer_steps"] = optimizer.steps();
