@@ -1,24 +1,37 @@
 #include "collectives/buckets.h"
 
 #include <algorithm>
+#include <map>
 
 namespace joule::collectives {
 
 std::vector<std::vector<size_t>> plan_buckets(const std::vector<int64_t>& parameter_bytes, size_t bucket_bytes,
-                                              size_t first_bucket_bytes) {
-  std::vector<std::vector<size_t>> groups(1);
-  size_t bytes = 0, limit = first_bucket_bytes;
-  for (size_t k = parameter_bytes.size(); k-- > 0;) {
+                                              size_t first_bucket_bytes, const std::vector<int>& kinds) {
+  struct Bucket {
+    std::vector<size_t> params;
+    size_t bytes = 0, last = 0;  // `last`: when its newest parameter came (count of parameters taken before it)
+  };
+  std::map<int, Bucket> open;  // per kind, the bucket being filled
+  std::vector<Bucket> closed;
+  size_t taken = 0;
+  for (size_t k = parameter_bytes.size(); k-- > 0; ++taken) {
     const size_t pb = static_cast<size_t>(parameter_bytes[k]);
-    if (!groups.back().empty() && bytes + pb > limit) {
-      groups.emplace_back();
-      bytes = 0;
-      limit = bucket_bytes;
+    Bucket& b = open[kinds.empty() ? 0 : kinds.at(k)];
+    const size_t limit = closed.empty() ? first_bucket_bytes : bucket_bytes;
+    if (!b.params.empty() && b.bytes + pb > limit) {
+      closed.push_back(std::move(b));
+      b = Bucket{};
     }
-    groups.back().push_back(k);
-    bytes += pb;
+    b.params.push_back(k);
+    b.bytes += pb;
+    b.last = taken;
   }
-  if (groups.back().empty()) groups.pop_back();
+  for (auto& [kind, b] : open)
+    if (!b.params.empty()) closed.push_back(std::move(b));
+  // Launch order: the order in which backward completes them (one kind: the order they filled).
+  std::stable_sort(closed.begin(), closed.end(), [](const Bucket& a, const Bucket& b) { return a.last < b.last; });
+  std::vector<std::vector<size_t>> groups;
+  for (Bucket& b : closed) groups.push_back(std::move(b.params));
   return groups;
 }
 

@@ -13,8 +13,11 @@ namespace joule::collectives {
 // produces their gradients); a bucket closes when the next parameter would take it past its cap: the first
 // bucket's cap is `first_bucket_bytes`, every later one's `bucket_bytes`. A parameter larger than a cap gets
 // a bucket of its own.
+// `kinds` (one per parameter, or empty for one kind): a bucket holds parameters of one kind only (ZeRO-1 keeps the
+// bf16-gathered weights apart from the fp32 ones). Each kind fills a bucket of its own at a time (the first cap holds
+// until one closes), and buckets launch in the order backward completes them: by their last parameter.
 std::vector<std::vector<size_t>> plan_buckets(const std::vector<int64_t>& parameter_bytes, size_t bucket_bytes,
-                                              size_t first_bucket_bytes);
+                                              size_t first_bucket_bytes, const std::vector<int>& kinds = {});
 
 // ZeRO-1's cut of a bucket of `elements` elements: one block per rank, a multiple of 16 elements (64-byte aligned
 // fp32) each, the last padded. The elements of one block per rank.

@@ -1,5 +1,7 @@
 #include "collectives/reducer.h"
 
+#include <set>
+
 #include "collectives/buckets.h"
 #include "launch/cpu_allocator.h"
 #include "launch/torch_compat.h"
@@ -13,7 +15,8 @@ using Clock = std::chrono::steady_clock;
 struct GradientReducer::Bucket {
   torch::Tensor flat;        // fp32 gradients of this bucket's parameters (sharded: padded to a multiple of the world)
   torch::Tensor wire;        // the communicated buffer: `flat` itself, or a bf16/fp16 copy
-  torch::Tensor parameters;  // sharded: the parameters' storage, in the layout of `flat`
+  torch::Tensor parameters;  // sharded: the parameters' storage, in the layout of `flat` (fp32, or bf16 while held)
+  torch::Tensor master;      // sharded bf16 weights: the fp32 master weights of this rank's block
   int64_t block = 0;         // sharded: elements per rank
   std::vector<size_t> params;
   size_t pending = 0;  // parameters not yet ready in this synchronizing backward
@@ -45,12 +48,18 @@ GradientReducer::GradientReducer(std::vector<std::pair<std::string, torch::Tenso
     : comm_(comm), options_(options), params_(std::move(named)), alive_(std::make_shared<bool>(true)) {
   if (params_.empty()) throw joule::InternalError("GradientReducer: no parameters");
   std::vector<int64_t> parameter_bytes;
-  for (const auto& [name, p] : params_) {
+  std::vector<int> kinds(params_.size(), 0);  // 1: a bf16 weight
+  std::set<std::string> bf16(options_.bf16_parameters.begin(), options_.bf16_parameters.end());
+  for (size_t k = 0; k < params_.size(); ++k) {
+    const auto& [name, p] = params_[k];
     if (p.scalar_type() != torch::kFloat32)
       throw joule::InternalError("GradientReducer: parameter '" + name + "' is not float32");
     parameter_bytes.push_back(p.numel() * 4);
+    kinds[k] = options_.shard && bf16.erase(name) ? 1 : 0;
   }
-  groups_ = plan_buckets(parameter_bytes, options_.bucket_bytes, options_.first_bucket_bytes);
+  if (options_.shard && !bf16.empty())
+    throw joule::InternalError("GradientReducer: bf16 weight '" + *bf16.begin() + "' is no parameter");
+  groups_ = plan_buckets(parameter_bytes, options_.bucket_bytes, options_.first_bucket_bytes, kinds);
   const std::vector<std::vector<size_t>>& groups = groups_;
   bucket_of_.resize(params_.size());
   const auto wire_type = options_.compression == Compression::kBFloat16  ? torch::kBFloat16
@@ -60,6 +69,7 @@ GradientReducer::GradientReducer(std::vector<std::pair<std::string, torch::Tenso
   for (const auto& named : params_) parameter_elements.push_back(named.second.numel());
   const int world = options_.shard ? comm_.info().world_size : 1;
   ranges_ = plan_shard_ranges(parameter_elements, groups, world, options_.shard ? comm_.info().rank : 0);
+  masters_.resize(params_.size());
   for (size_t b = 0; b < groups.size(); ++b) {
     auto bucket = std::make_unique<Bucket>();
     int64_t numel = 0;
@@ -87,13 +97,34 @@ GradientReducer::GradientReducer(std::vector<std::pair<std::string, torch::Tenso
       bucket_of_[k] = b;
       info.params.push_back(params_[k].first);
     }
+    if (options_.shard && kinds[groups[b].front()] == 1) keep_masters(*bucket);
     info_.push_back(std::move(info));
     buckets_.push_back(std::move(bucket));
   }
   // The parameters' old storage, freed by set_data above, would stay in the caching allocator's free lists through
   // the first step (its sizes are no activation's): give it back now.
   if (options_.shard) launch::release_all_cpu_blocks();
-  // A hook after each parameter's gradient accumulation marks it ready.
+  attach_hooks();
+}
+
+// A bf16 weights' bucket: the fp32 master weights of this rank's block, and each parameter's shard range in them.
+void GradientReducer::keep_masters(Bucket& b) {
+  b.master = block_of(b.parameters, b.block).clone();
+  int64_t offset = 0;  // the parameter's place in the bucket
+  for (size_t k : b.params) {
+    const int64_t n = params_[k].second.numel();
+    const ShardRange r = ranges_[k];
+    if (r.size() > 0) {
+      torch::Tensor m = b.master.narrow(0, offset + r.begin - b.block * comm_.info().rank, r.size());
+      masters_[k] = r.size() == n ? m.view(params_[k].second.sizes()) : m;
+    }
+    offset += n;
+  }
+}
+
+// A hook after each parameter's gradient accumulation marks it ready. set_data with another dtype drops a
+// parameter's gradient accumulator (and so its hook): hold_*_weights attach them again.
+void GradientReducer::attach_hooks() {
   std::weak_ptr<bool> alive = alive_;
   for (size_t k = 0; k < params_.size(); ++k) {
     auto acc = torch::autograd::impl::grad_accumulator(params_[k].second);
@@ -107,10 +138,16 @@ GradientReducer::GradientReducer(std::vector<std::pair<std::string, torch::Tenso
   }
 }
 
+void GradientReducer::detach_hooks() {
+  for (size_t k = 0; k < accumulators_.size(); ++k) accumulators_[k]->del_post_hook(hook_keys_[k]);
+  accumulators_.clear();
+  hook_keys_.clear();
+}
+
 GradientReducer::~GradientReducer() {
   *alive_ = false;
   alive_.reset();
-  for (size_t k = 0; k < accumulators_.size(); ++k) accumulators_[k]->del_post_hook(hook_keys_[k]);
+  detach_hooks();
   for (auto& b : buckets_)
     if (b->work && !b->work->completed()) {
       try {
@@ -121,6 +158,9 @@ GradientReducer::~GradientReducer() {
 }
 
 void GradientReducer::broadcast_parameters(int root) {
+  for (auto& b : buckets_)
+    if (b->parameters.defined() && b->parameters.scalar_type() != torch::kFloat)
+      throw joule::InternalError("GradientReducer: parameters broadcast while held in bf16");
   torch::NoGradGuard no_grad;
   std::vector<WorkHandle> works;
   for (auto& [name, p] : params_) {
@@ -193,16 +233,71 @@ void GradientReducer::gather_parameters() {
   if (!options_.shard) return;
   const auto t0 = Clock::now();
   std::vector<WorkHandle> works;
+  torch::NoGradGuard no_grad;
   for (size_t i = 0; i < buckets_.size(); ++i) {
     Bucket& b = *buckets_[i];
+    if (b.master.defined() && b.parameters.scalar_type() != torch::kBFloat16)
+      throw joule::InternalError(
+          "GradientReducer: gather_parameters with the bf16 weights held in fp32 (the step "
+          "must begin with hold_bf16_weights, which takes the masters from them)");
+    if (b.master.defined()) block_of(b.parameters, b.block).copy_(b.master);
     CollectiveOptions o;
     o.label = "parameter bucket " + std::to_string(i) + " of " + std::to_string(buckets_.size());
     o.timeout_seconds = options_.timeout_seconds;
     works.push_back(comm_.all_gather(buffer_of(b.parameters), buffer_of(block_of(b.parameters, b.block)), o));
-    stats_.gather_bytes += static_cast<size_t>(b.parameters.numel()) * 4;
+    stats_.gather_bytes += static_cast<size_t>(b.parameters.numel() * b.parameters.element_size());
   }
   for (auto& w : works) w->wait();
   stats_.gather_seconds = since(t0);
+}
+
+void GradientReducer::hold_parameters_in(Bucket& b, torch::Tensor storage) {
+  int64_t offset = 0;
+  for (size_t k : b.params) {
+    torch::Tensor& p = params_[k].second;
+    p.set_data(storage.narrow(0, offset, p.numel()).view(p.sizes()));
+    offset += p.numel();
+  }
+  b.parameters = std::move(storage);
+}
+
+// Re-types the bf16 weights' buckets that are not yet `dtype`, one bucket at a time; the hooks are attached again
+// whatever happens (an exception leaves each bucket wholly in one dtype).
+template <class F>
+void GradientReducer::retype_bf16_buckets(torch::ScalarType dtype, F retype) {
+  bool any = false;
+  for (auto& b : buckets_) any = any || (b->master.defined() && b->parameters.scalar_type() != dtype);
+  if (!any) return;
+  torch::NoGradGuard no_grad;
+  detach_hooks();
+  try {
+    for (size_t i = 0; i < buckets_.size(); ++i)
+      if (buckets_[i]->master.defined() && buckets_[i]->parameters.scalar_type() != dtype) retype(i, *buckets_[i]);
+  } catch (...) {
+    attach_hooks();
+    throw;
+  }
+  launch::release_all_cpu_blocks();  // the other dtype's buckets
+  attach_hooks();
+}
+
+void GradientReducer::hold_bf16_weights() {
+  retype_bf16_buckets(torch::kBFloat16, [this](size_t, Bucket& b) {
+    b.master.copy_(block_of(b.parameters, b.block));  // the weights as they are now (loaded, broadcast, gathered)
+    hold_parameters_in(b, b.parameters.to(torch::kBFloat16));
+  });
+}
+
+void GradientReducer::hold_fp32_weights() {
+  retype_bf16_buckets(torch::kFloat, [this](size_t i, Bucket& b) {
+    torch::Tensor whole = torch::empty({b.parameters.numel()}, b.master.options());
+    block_of(whole, b.block).copy_(b.master);
+    CollectiveOptions o;
+    o.label = "fp32 weights of parameter bucket " + std::to_string(i) + " of " + std::to_string(buckets_.size());
+    o.timeout_seconds = options_.timeout_seconds;
+    comm_.all_gather(buffer_of(whole), buffer_of(block_of(whole, b.block)), o)->wait();
+    hold_parameters_in(b, whole);
+  });
 }
 
 void GradientReducer::finish() {

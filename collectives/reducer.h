@@ -10,6 +10,16 @@
 // holds the averaged gradients of block r only (the rest of its buckets is undefined), and updates only the
 // parameters' elements in its blocks (shard_ranges()). The parameters themselves live in flat buckets of the same
 // layout (each parameter a view), and gather_parameters() all-gathers the updated blocks in place.
+//
+// Sharded with bf16 weights (`ReducerOptions::bf16_parameters`, bf16 mixed precision: the weights the model uses only
+// as bf16 matmul operands), as Megatron-LM's distributed optimizer: their buckets hold no other parameters; between
+// steps such a parameter is a bf16 view into its bucket, and its fp32 master weights exist only for this rank's block
+// (masters()), where the optimizer updates them; gather_parameters() casts the block to bf16 and all-gathers bf16.
+// No rank holds those weights whole in fp32, and forward casts none of them. Their gradients stay fp32 in the
+// buckets (autograd adds each bf16 gradient into its fp32 bucket view, as the fp32 parameter's cast would), so the
+// arithmetic is the fp32-weights run's. hold_bf16_weights() enters that state (TrainStep does, at every step);
+// hold_fp32_weights() all-gathers the masters back into whole fp32 parameters for whoever reads them (a checkpoint,
+// final/); setting weights (loading, broadcast_parameters) is done while they are fp32.
 #pragma once
 
 #include <atomic>
@@ -37,6 +47,8 @@ struct ReducerOptions {
   Compression compression = Compression::kNone;  // dtype of the communicated buffer
   double timeout_seconds = 600;
   bool shard = false;  // ZeRO-1: reduce-scatter the gradients, all-gather the parameters (see above)
+  // Sharded: parameters held in bf16 between steps, gathered from fp32 master shards (see above); ignored unsharded.
+  std::vector<std::string> bf16_parameters;
 };
 
 struct BucketInfo {
@@ -52,7 +64,7 @@ struct ReducerStats {
   std::vector<double> launch_seconds;  // per bucket: launch time since begin_micro_batch()
   size_t bytes = 0;                    // bytes communicated (sharded: reduce-scattered)
   double gather_seconds = 0;           // sharded: the parameters' all-gather, launch to the last completion
-  size_t gather_bytes = 0;             // sharded: bytes all-gathered
+  size_t gather_bytes = 0;             // sharded: bytes all-gathered (bf16 for the bf16 weights)
 };
 
 // A tensor's memory as a communicator Buffer: its dtype (fp32, bf16, fp16, fp64), its device, and on CUDA the stream
@@ -77,8 +89,18 @@ class GradientReducer {
   // each .grad() (sharded: in this rank's blocks). Rethrows a collective's error (e.g. CollectiveTimeout naming the
   // bucket).
   void finish();
-  // Sharded: every rank's updated blocks to every rank (in place), waited for. Unsharded: nothing to do.
+  // Sharded: every rank's updated blocks to every rank (in place), waited for; the bf16 weights' blocks cast from
+  // their masters first. Unsharded: nothing to do.
   void gather_parameters();
+  // The bf16 weights (if any) as bf16 parameters, their masters taken from this rank's block of the fp32 values (a
+  // no-op when already held). Local.
+  void hold_bf16_weights();
+  // The bf16 weights (if any) whole in fp32 again, all-gathered from the masters (a no-op unless held in bf16).
+  // Collective: every rank calls it.
+  void hold_fp32_weights();
+  // Per parameter, in the constructor's order: the fp32 master of its shard_ranges() elements (1-D, or shaped like
+  // the parameter when the range is all of it) for a bf16 weight, undefined for a parameter updated in place.
+  const std::vector<torch::Tensor>& masters() const { return masters_; }
 
   bool sharded() const { return options_.shard; }
   // Per parameter, in the constructor's order: the elements this rank updates (all of them unsharded).
@@ -94,6 +116,12 @@ class GradientReducer {
   void launch_ready_buckets();
   void launch(size_t bucket);
   torch::Tensor block_of(const torch::Tensor& flat, int64_t block) const;  // this rank's block of a bucket
+  void keep_masters(Bucket& b);
+  void hold_parameters_in(Bucket& b, torch::Tensor storage);
+  template <class F>
+  void retype_bf16_buckets(torch::ScalarType dtype, F retype);  // the bucket's parameters become views of `storage`
+  void attach_hooks();  // mark_ready after every parameter's gradient accumulation (again after a dtype change)
+  void detach_hooks();
 
   Communicator& comm_;
   ReducerOptions options_;
@@ -103,6 +131,7 @@ class GradientReducer {
   std::vector<size_t> bucket_of_;  // parameter index -> bucket
   std::vector<std::vector<size_t>> groups_;
   std::vector<ShardRange> ranges_;
+  std::vector<torch::Tensor> masters_;
   std::vector<launch::compat::GradAccumulatorPtr> accumulators_;
   std::vector<uintptr_t> hook_keys_;
   // Autograd may run the hooks (mark_ready) on a device thread while the main thread is in begin/finish: the

@@ -183,6 +183,13 @@ std::vector<std::pair<std::string, torch::Tensor>> BertForPreTrainingImpl::hf_na
   return out;
 }
 
+std::vector<std::string> BertForPreTrainingImpl::matmul_weight_names() const {
+  std::vector<std::string> out;
+  for (const auto& item : named_modules("", /*include_self=*/false))
+    if (std::dynamic_pointer_cast<torch::nn::LinearImpl>(item.value())) out.push_back(item.key() + ".weight");
+  return out;
+}
+
 bool is_no_decay_parameter(const std::string& name) {
   auto ends_with = [&](const std::string& s) {
     return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;

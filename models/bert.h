@@ -53,7 +53,8 @@ class BertForPreTrainingImpl : public torch::nn::Module {
 
   const BertConfig& config() const { return config_; }
 
-  // The arithmetic of forward and backward (models/precision_ops.h). Parameters stay fp32 either way.
+  // The arithmetic of forward and backward (models/precision_ops.h). Parameters are created fp32 either way (a
+  // ZeRO-1 reducer may hold the Linear weights in bf16: collectives/reducer.h).
   void set_precision(Precision precision, launch::Fp32Gemm fp32_gemm = launch::Fp32Gemm::kBlas) {
     ops_ = PrecisionOps(precision, fp32_gemm);
   }
@@ -65,6 +66,10 @@ class BertForPreTrainingImpl : public torch::nn::Module {
   // HuggingFace state-dict names and tensors, each stored tensor once: the MLM decoder weight is the
   // word-embedding matrix and is not listed again (as HuggingFace's safetensors files do).
   std::vector<std::pair<std::string, torch::Tensor>> hf_named_parameters() const;
+  // The Linear layers' weights, by those names: used only as matmul operands (in bf16 under bf16 mixed precision, so
+  // holding them in bf16 changes no arithmetic), each once per forward (its bf16 gradient is not summed in bf16). Not
+  // the MLM decoder's, which is the word embeddings.
+  std::vector<std::string> matmul_weight_names() const;
 
  private:
   struct Layer {

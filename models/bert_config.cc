@@ -205,6 +205,13 @@ ParameterCounts parameter_counts(const BertConfig& c) {
   return p;
 }
 
+bool is_matmul_weight(const std::string& hf_name) {
+  const std::string suffix = ".weight";
+  return hf_name.size() > suffix.size() &&
+         hf_name.compare(hf_name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+         hf_name.find("LayerNorm") == std::string::npos && hf_name.find("embeddings") == std::string::npos;
+}
+
 std::vector<std::pair<std::string, int64_t>> parameter_numels(const BertConfig& c) {
   const int64_t h = c.hidden_size, i = c.intermediate_size;
   std::vector<std::pair<std::string, int64_t>> p;

@@ -66,6 +66,9 @@ ParameterCounts parameter_counts(const BertConfig& config);
 // Every parameter's HF name and element count, in the order BertForPreTraining registers them (the order of
 // hf_named_parameters(), and so of the gradient buckets): for the performance model, without LibTorch.
 std::vector<std::pair<std::string, int64_t>> parameter_numels(const BertConfig& config);
+// Whether a parameter of that list is a Linear layer's weight (a matmul operand only): a ".weight" that is neither a
+// LayerNorm's nor an embedding table. BertForPreTraining::matmul_weight_names() lists the same (a test checks).
+bool is_matmul_weight(const std::string& hf_name);
 
 // Resolves a model argument: an existing path to a .json file or to a directory holding config.json,
 // or a preset name ("bert-large") looked up in `presets_dir` as NAME.json.

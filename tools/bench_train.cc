@@ -109,6 +109,10 @@ std::string bench_train(const TrainBenchOptions& o) {
                               o.seed + static_cast<uint64_t>(info.rank))
           .to(device.device);  // once: the loader's host-to-device copy is not what this measures
 
+  double matmul = 0;  // the Linear weights' elements
+  const std::vector<std::string> linear = model->matmul_weight_names();
+  for (const auto& [name, p] : model->hf_named_parameters())
+    if (std::find(linear.begin(), linear.end(), name) != linear.end()) matmul += static_cast<double>(p.numel());
   rss["state"] = rss_now();
   // The step that trains (trainer/train_step.h), one micro-batch per step, with memory probes between its stages.
   trainer::TrainStep train_step(model, reducer, *optimizer, 1);
@@ -166,12 +170,17 @@ std::string bench_train(const TrainBenchOptions& o) {
     moments_max = std::max(moments_max, per_rank[r * kPerRank + 2]);
   }
   const double params = static_cast<double>(models::parameter_counts(o.config).total());
-  // fp32 weights and gradients (bucket buffers) on every rank, LAMB's two moments on every rank or 1/N of them
-  // (zero1).
-  const double state_bytes = 8 * params + (o.shard == "zero1" ? 8 * params / info.world_size : 8 * params);
-  // bf16: each matmul's bf16 copy of its weight, kept from forward for backward's input gradient (2 bytes per
-  // parameter).
-  const double weight_copies = precision.precision == models::Precision::kBf16 ? 2 * params : 0;
+  const double ranks = info.world_size;
+  const bool bf16 = precision.precision == models::Precision::kBf16, zero1 = o.shard == "zero1";
+  // The Linear weights: held in bf16 from fp32 master shards with zero1 and bf16 (collectives/reducer.h).
+  const double bf16_held = zero1 && bf16 ? matmul : 0;
+  // Weights (fp32, or bf16 + a 1/N fp32 master) and fp32 gradients (bucket buffers) on every rank; LAMB's two
+  // moments on every rank or 1/N of them (zero1).
+  const double state_bytes =
+      4 * (params - bf16_held) + (2 + 4 / ranks) * bf16_held + 4 * params + (zero1 ? 8 * params / ranks : 8 * params);
+  // bf16: each matmul's bf16 copy of its fp32 weight, kept from forward for backward's input gradient (2 bytes per
+  // parameter; none for the weights already held in bf16).
+  const double weight_copies = bf16 ? 2 * (params - bf16_held) : 0;
   const double act = activation_bytes(o.config, o.micro_batch, o.seq_len, o.max_predictions, precision.precision);
   nlohmann::json j = {{"impl", "joule"},
                       {"model", o.model_name},

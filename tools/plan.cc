@@ -100,8 +100,8 @@ Plan run_plan(const PlanOptions& o, const std::string& config_dir) {
     Workload w = plan.workload;
     w.dtype = row.precision;
     w.zero1 = o.shard == "zero1";
-    Planned p{row.precision, m, m.predict(w, o.nodes, {}, plan.grid_g_per_kwh), {}};
-    for (int n : o.scaling) p.scaling.push_back(m.predict(w, n, {}, plan.grid_g_per_kwh));
+    Planned p{row.precision, m, m.predict(w, o.nodes, plan.grid_g_per_kwh), {}};
+    for (int n : o.scaling) p.scaling.push_back(m.predict(w, n, plan.grid_g_per_kwh));
     plan.instances.push_back(std::move(p));
   }
   return plan;

@@ -352,7 +352,7 @@ std::string write_report(const std::string& run_dir, const std::string& out, con
           trainer::load_instance_profile(name, (fs::path(config_dir) / "hardware").string());
       if (p.device_kind == "cpu") continue;  // the measured row stands for the CPU host
       const trainer::ClusterModel m(p, (fs::path(config_dir) / "models").string());
-      const trainer::StepPrediction r = m.predict(workload, nodes, {}, grid);
+      const trainer::StepPrediction r = m.predict(workload, nodes, grid);
       estimates.push_back(
           {p.name, workload.dtype, nodes, r.seq_per_s, r.hours, r.kwh, r.usd, r.co2_kg,
            "cluster model: " + m.efficiency_basis() + ", exposed comm " + num(r.exposed_comm_s, "%.3g") + " s/step"});

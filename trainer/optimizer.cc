@@ -69,9 +69,11 @@ Optimizer::Optimizer(std::vector<std::pair<std::string, torch::Tensor>> params, 
     : options_(std::move(options)), shard_sum_(std::move(shard.sum_over_ranks)) {
   if (options_.beta1 < 0 || options_.beta1 >= 1 || options_.beta2 < 0 || options_.beta2 >= 1 || options_.eps <= 0)
     throw ConfigError("optimizer: betas must be in [0, 1) and eps positive");
-  if (!shard.ranges.empty() && shard.ranges.size() != params.size())
-    throw joule::InternalError("optimizer: " + std::to_string(shard.ranges.size()) + " shard ranges for " +
-                               std::to_string(params.size()) + " parameters");
+  if ((!shard.ranges.empty() && shard.ranges.size() != params.size()) ||
+      (!shard.masters.empty() && shard.masters.size() != params.size()))
+    throw joule::InternalError("optimizer: " + std::to_string(shard.ranges.size()) + " shard ranges and " +
+                               std::to_string(shard.masters.size()) + " masters for " + std::to_string(params.size()) +
+                               " parameters");
   for (size_t k = 0; k < params.size(); ++k) {
     auto& [name, p] = params[k];
     Slot s;
@@ -85,7 +87,13 @@ Optimizer::Optimizer(std::vector<std::pair<std::string, torch::Tensor>> params, 
     const bool whole = s.count == p.numel();
     if (!whole && !p.is_contiguous())
       throw joule::InternalError("optimizer: sharded parameter '" + name + "' is not contiguous");
-    s.exp_avg = whole ? torch::zeros_like(p, torch::MemoryFormat::Contiguous) : torch::zeros({s.count}, p.options());
+    if (!shard.masters.empty() && shard.masters[k].defined()) {
+      s.master = shard.masters[k];
+      if (s.master.numel() != s.count || s.master.scalar_type() != torch::kFloat || !s.master.is_contiguous())
+        throw joule::InternalError("optimizer: the master of '" + name + "' is no contiguous fp32 range");
+    }
+    const auto fp32 = p.options().dtype(torch::kFloat);
+    s.exp_avg = whole ? torch::zeros(p.sizes(), fp32) : torch::zeros({s.count}, fp32);
     s.exp_avg_sq = torch::zeros_like(s.exp_avg);
     s.decay = !models::is_no_decay_parameter(name);
     slots_.push_back(std::move(s));
@@ -178,6 +186,10 @@ double Optimizer::parameter_norm() const {
   return std::sqrt(sum);
 }
 
+torch::Tensor Optimizer::weights(const Slot& s) {
+  return s.master.defined() ? s.master : part_of(s.param, s.begin, s.count);
+}
+
 torch::Tensor Optimizer::update_moments_with_tensor_ops(Slot& s, double grad_scale) {
   torch::Tensor g = part_of(s.param.grad(), s.begin, s.count);
   if (grad_scale != 1.0) g = g * grad_scale;
@@ -202,13 +214,11 @@ class Lamb : public Optimizer {
       update_moments_with_tensor_ops(s, grad_scale);
       if (!trust(s)) return {};
       const torch::Tensor u = direction(s, c1, c2);
-      return {u.square().sum(torch::kFloat64).item<double>(),
-              param_part(s).square().sum(torch::kFloat64).item<double>()};
+      return {u.square().sum(torch::kFloat64).item<double>(), weights(s).square().sum(torch::kFloat64).item<double>()};
     }
     const lamb_cpu::Hyper h = hyper(s, c1, c2, grad_scale);
     const float* g = s.param.grad().data_ptr<float>() + s.begin;
-    float *m = s.exp_avg.data_ptr<float>(), *v = s.exp_avg_sq.data_ptr<float>(),
-          *p = s.param.data_ptr<float>() + s.begin;
+    float *m = s.exp_avg.data_ptr<float>(), *v = s.exp_avg_sq.data_ptr<float>(), *p = weights(s).data_ptr<float>();
     if (!trust(s)) {  // no trust ratio: the step needs no norms and is applied in this pass
       const float step = static_cast<float>(lr);
       for_chunks(s.count, [&](int64_t, int64_t b, int64_t e) {
@@ -228,12 +238,12 @@ class Lamb : public Optimizer {
     double ratio = 1.0;
     if (trust(s) && norms.param_sq > 0 && norms.update_sq > 0) ratio = std::sqrt(norms.param_sq / norms.update_sq);
     if (!fused(s)) {
-      param_part(s).add_(direction(s, c1, c2), -lr * ratio);
+      weights(s).add_(direction(s, c1, c2), -lr * ratio);
       return;
     }
     const lamb_cpu::Hyper h = hyper(s, c1, c2, 1.0);
     const float *m = s.exp_avg.data_ptr<float>(), *v = s.exp_avg_sq.data_ptr<float>();
-    float* p = s.param.data_ptr<float>() + s.begin;
+    float* p = weights(s).data_ptr<float>();
     const float step = static_cast<float>(lr * ratio);
     for_chunks(s.count, [&](int64_t, int64_t b, int64_t e) { lamb_cpu::apply(p + b, m + b, v + b, e - b, h, step); });
   }
@@ -241,14 +251,14 @@ class Lamb : public Optimizer {
  private:
   bool trust(const Slot& s) const { return s.decay && options_.weight_decay != 0; }
   static bool fused(const Slot& s) {
-    return cpu_float32(s.param) && cpu_float32(s.param.grad()) && cpu_float32(s.exp_avg) && cpu_float32(s.exp_avg_sq);
+    return cpu_float32(weights(s)) && cpu_float32(s.param.grad()) && cpu_float32(s.exp_avg) &&
+           cpu_float32(s.exp_avg_sq);
   }
-  static torch::Tensor param_part(const Slot& s) { return part_of(s.param, s.begin, s.count); }
   // The update direction u = (m / c1) / (sqrt(v / c2) + eps) + weight_decay w, in tensor ops (two temporaries).
   torch::Tensor direction(const Slot& s, double c1, double c2) const {
     torch::Tensor denom = (s.exp_avg_sq / c2).sqrt_().add_(options_.eps);
     torch::Tensor u = (s.exp_avg / c1).div_(denom);
-    if (trust(s)) u.add_(param_part(s), options_.weight_decay);
+    if (trust(s)) u.add_(weights(s), options_.weight_decay);
     return u;
   }
   lamb_cpu::Hyper hyper(const Slot& s, double c1, double c2, double grad_scale) const {
@@ -276,7 +286,7 @@ class AdamW : public Optimizer {
     return {};
   }
   void apply_update(Slot& s, double lr, double c1, double c2, const SlotNorms&) override {
-    torch::Tensor p = part_of(s.param, s.begin, s.count);
+    torch::Tensor p = weights(s);
     if (s.decay && options_.weight_decay != 0) p.mul_(1.0 - lr * options_.weight_decay);
     p.addcdiv_(s.exp_avg, (s.exp_avg_sq / c2).sqrt_().add_(options_.eps), -lr / c1);
   }

@@ -23,9 +23,12 @@ namespace joule::trainer {
 // two small all-reduces per step (the gradient norms before clipping, the update and weight norms after the moments).
 // A parameter wholly inside one rank's shard gets the very sums of the unsharded optimizer; one a shard boundary cuts
 // gets the same sum added in another order (equal to the last bits of a double).
+// With bf16 weights (collectives/reducer.h), such a parameter's fp32 master of its range lives apart from it:
+// `masters` (per parameter, undefined where the parameter's own elements are the master) is what the update writes.
 struct OptimizerShard {
   std::vector<collectives::ShardRange> ranges;               // per parameter, in named_parameters order
   std::function<void(std::vector<double>&)> sum_over_ranks;  // in place, the same on every rank
+  std::vector<torch::Tensor> masters;                        // empty, or per parameter (GradientReducer::masters())
 };
 
 // One piece of optimizer state: elements [begin, begin + values.numel()) of the flattened moment `name`
@@ -43,7 +46,8 @@ class Optimizer {
   // update the moments, then the optimizer's own rule. Returns the global gradient norm before clipping.
   // A norm that is not finite (NaN/Inf gradients) leaves parameters, moments and the step count as they were.
   double step(double lr);
-  // The global norm of the parameters (one read of each): not finite once an update has written NaN/Inf into them.
+  // The global norm of the parameters (one read of each, as the model holds them: bf16 weights in bf16): not finite
+  // once an update has written NaN/Inf into them.
   double parameter_norm() const;
   int64_t steps() const { return steps_; }
   bool sharded() const { return static_cast<bool>(shard_sum_); }
@@ -65,7 +69,8 @@ class Optimizer {
   Optimizer(std::vector<std::pair<std::string, torch::Tensor>> params, OptimizerOptions options, OptimizerShard shard);
   struct Slot {
     std::string name;
-    torch::Tensor param;                // the whole parameter
+    torch::Tensor param;                // the whole parameter (its .grad() fp32)
+    torch::Tensor master;               // a bf16 weight's fp32 master of the `count` elements; undefined: in `param`
     int64_t begin = 0, count = 0;       // the elements this rank updates
     torch::Tensor exp_avg, exp_avg_sq;  // `count` elements: the parameter's shape when whole, else 1-D
     bool decay = true;
@@ -84,6 +89,8 @@ class Optimizer {
   virtual bool needs_norms() const = 0;
   // The moments' update in tensor ops (any device); returns the scaled gradient part.
   torch::Tensor update_moments_with_tensor_ops(Slot& slot, double grad_scale);
+  // The fp32 weights the slot updates: its master, or its elements of the parameter (the parameter when whole).
+  static torch::Tensor weights(const Slot& slot);
   std::vector<Slot> slots_;
   OptimizerOptions options_;
   int64_t steps_ = 0;

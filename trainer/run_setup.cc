@@ -290,10 +290,14 @@ TrainingObjects build_training(const TrainingSpec& spec, collectives::Communicat
   }
   o.model->to(spec.device.device);
   o.model->train();
-  o.reducer = std::make_unique<collectives::GradientReducer>(o.model->hf_named_parameters(), comm, spec.reducer);
+  collectives::ReducerOptions reducer = spec.reducer;
+  if (reducer.shard && spec.precision == models::Precision::kBf16)
+    reducer.bf16_parameters = o.model->matmul_weight_names();  // gathered in bf16 from fp32 master shards
+  o.reducer = std::make_unique<collectives::GradientReducer>(o.model->hf_named_parameters(), comm, reducer);
   OptimizerShard shard;
   if (o.reducer->sharded()) {
     shard.ranges = o.reducer->shard_ranges();
+    shard.masters = o.reducer->masters();
     const double timeout = spec.reducer.timeout_seconds;
     shard.sum_over_ranks = [&comm, timeout](std::vector<double>& v) {
       collectives::sum_over_ranks(comm, v, timeout, "the optimizer's per-parameter norms");

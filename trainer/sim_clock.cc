@@ -8,15 +8,14 @@ namespace joule::trainer {
 namespace fs = std::filesystem;
 
 SimulatedClock::SimulatedClock(const SimOptions& options, Workload per_device, int64_t accumulation,
-                               const std::vector<double>& bucket_bytes, const std::string& config_dir,
-                               double grid_g_per_kwh)
+                               const std::string& config_dir, double grid_g_per_kwh)
     : workload_(std::move(per_device)), nodes_(options.nodes) {
   model_.emplace(load_instance_profile(options.instance, (fs::path(config_dir) / "hardware").string()),
                  (fs::path(config_dir) / "models").string());
   workload_.global_batch =
       workload_.micro_batch * accumulation * options.nodes * std::max(1, model_->profile().devices);
   workload_.dtype = "bf16";
-  step_ = model_->predict(workload_, static_cast<int>(options.nodes), bucket_bytes, grid_g_per_kwh);
+  step_ = model_->predict(workload_, static_cast<int>(options.nodes), grid_g_per_kwh);
 }
 
 std::string SimulatedClock::start_line() const {

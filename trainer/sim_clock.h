@@ -20,9 +20,10 @@ class SimulatedClock {
  public:
   // `per_device`: what one simulated device does per forward/backward (model, sequence length, predictions,
   // micro-batch, the run's target sequences); its global batch follows from `accumulation` and the simulated cluster's
-  // devices. `bucket_bytes`: the reducer's buckets in launch order (fp32 bytes). `config_dir`: configs/.
-  SimulatedClock(const SimOptions& options, Workload per_device, int64_t accumulation,
-                 const std::vector<double>& bucket_bytes, const std::string& config_dir, double grid_g_per_kwh);
+  // devices; its gradient buckets are the reducer's plan for that workload (trainer/sim/perf_model.h
+  // planned_buckets). `config_dir`: configs/.
+  SimulatedClock(const SimOptions& options, Workload per_device, int64_t accumulation, const std::string& config_dir,
+                 double grid_g_per_kwh);
 
   std::string start_line() const;                // what rank 0 prints at start
   SimulatedFigures figures(int64_t step) const;  // metrics.jsonl's "sim" and the summary's "simulated"

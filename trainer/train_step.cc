@@ -47,6 +47,7 @@ TrainStep::TrainStep(models::BertForPreTraining& model, collectives::GradientRed
 
 StepResult TrainStep::run(const BatchSource& next_batch, double lr, const StepOptions& options) {
   StepResult r;
+  reducer_.hold_bf16_weights();  // ZeRO-1 with bf16 weights: a no-op after the first step (and a checkpoint's fp32)
   reducer_.zero_grad();
   for (int64_t m = 0; m < accumulation_; ++m) {
     const models::PretrainingBatch batch = next_batch();

@@ -367,6 +367,7 @@ class TrainingLoop {
 
   void checkpoint(bool preempted) {
     TrainerState& state = p_.state;
+    p_.objects.reducer->hold_fp32_weights();  // ZeRO-1's bf16 weights whole in fp32 (the next step casts them back)
     refuse_nonfinite_weights(*p_.objects.optimizer, "checkpoint of step " + std::to_string(state.step));
     state.wall_seconds = metrics_.wall_s();
     const EnergyTotals energy =
@@ -400,11 +401,8 @@ class TrainingLoop {
   bool reached_target_ = false;
 };
 
-// --device trainium-sim: the simulated cluster's clock, timed with this run's gradient buckets.
-SimulatedClock simulated_clock(const ResolvedRun& run, const TrainingObjects& objects, const std::string& config_dir,
-                               double grid) {
-  std::vector<double> buckets;
-  for (const auto& b : objects.reducer->buckets()) buckets.push_back(static_cast<double>(b.bytes));
+// --device trainium-sim: the simulated cluster's clock (its buckets: the reducer's plan for a bf16 run of this model).
+SimulatedClock simulated_clock(const ResolvedRun& run, const std::string& config_dir, double grid) {
   Workload per_device;
   per_device.model = run.model_config;
   per_device.seq_len = run.cfg.train.seq_len;
@@ -412,7 +410,7 @@ SimulatedClock simulated_clock(const ResolvedRun& run, const TrainingObjects& ob
   per_device.micro_batch = run.cfg.train.micro_batch;
   per_device.sequences = static_cast<double>(run.cfg.accounting.project_sequences);
   per_device.zero1 = run.cfg.optimizer.shard == "zero1";
-  return SimulatedClock(run.cfg.sim, per_device, run.cfg.train.accumulation, buckets, config_dir, grid);
+  return SimulatedClock(run.cfg.sim, per_device, run.cfg.train.accumulation, config_dir, grid);
 }
 
 // Every rank's peak memory and optimizer state, gathered for the summary (collective).
@@ -450,6 +448,7 @@ void finish_run(const ResolvedRun& run, TrainingLoop& loop, int exit_code, Train
   const RunConfig& cfg = run.cfg;
   const bool root = comm.info().rank == 0;
   state.wall_seconds = loop.metrics().wall_s();
+  if (exit_code == 0) objects.reducer->hold_fp32_weights();  // collective: ZeRO-1's bf16 weights whole in fp32
   if (exit_code == 0) refuse_nonfinite_weights(*objects.optimizer, "final weights");
   if (exit_code == 0 && root) models::save_model_dir(objects.model, (fs::path(cfg.run.dir) / "final").string());
   if (exit_code == 0) loop.log_finished();
@@ -558,7 +557,7 @@ int train(const TrainRequest& request) {
       models::precision_name(run.precision.precision));
   std::optional<SimulatedClock> sim;
   if (run.cfg.train.device == "trainium-sim")
-    sim.emplace(simulated_clock(run, objects, config_dir, accounting.cost().region.g_per_kwh));
+    sim.emplace(simulated_clock(run, config_dir, accounting.cost().region.g_per_kwh));
   print_accounting(accounting, info, sim ? &*sim : nullptr);
 
   TrainingLoop loop({init_start_ms, run, objects, comm, faults, accounting, sim ? &*sim : nullptr, state});

@@ -25,6 +25,12 @@ TEST(Buckets, PlanMatchesTheReducersAndTheModelsParameters) {
     EXPECT_EQ(real[i].first, closed[i].first) << i;
     EXPECT_EQ(real[i].second.numel(), closed[i].second) << closed[i].first;
   }
+  // The Linear weights by their names (the performance model's view) are the model's Linear modules' weights.
+  std::vector<std::string> by_name;
+  for (const auto& [name, numel] : closed)
+    if (models::is_matmul_weight(name)) by_name.push_back(name);
+  EXPECT_EQ(by_name, model->matmul_weight_names());
+  EXPECT_EQ(by_name.size(), 6u * static_cast<size_t>(c.num_hidden_layers) + 3);  // + pooler, MLM transform, NSP
   const auto planned = trainer::planned_bucket_bytes(c);
   double total = 0;
   for (double b : planned) total += b;
@@ -36,6 +42,15 @@ TEST(Buckets, PlanMatchesTheReducersAndTheModelsParameters) {
   EXPECT_EQ(groups[0], (std::vector<size_t>{3}));
   EXPECT_EQ(groups[1], (std::vector<size_t>{2, 1}));
   EXPECT_EQ(groups[2], (std::vector<size_t>{0}));
+  // Kinds: a bucket holds one kind; each kind fills its own; buckets launch in the order of their last parameter
+  // (kind 0's [5, 2] is complete when parameter 2 comes, before kind 1's [3, 1], though it was filled first).
+  const auto kinded = collectives::plan_buckets({10, 10, 10, 10, 10, 10, 10}, 25, 25, {1, 1, 0, 1, 1, 0, 1});
+  ASSERT_EQ(kinded.size(), 4u);
+  EXPECT_EQ(kinded[0], (std::vector<size_t>{6, 4}));
+  EXPECT_EQ(kinded[1], (std::vector<size_t>{5, 2}));
+  EXPECT_EQ(kinded[2], (std::vector<size_t>{3, 1}));
+  EXPECT_EQ(kinded[3], (std::vector<size_t>{0}));
+  EXPECT_EQ(collectives::plan_buckets({10, 20, 30, 40}, 50, 40, {0, 0, 0, 0}), groups);
 }
 
 }  // namespace

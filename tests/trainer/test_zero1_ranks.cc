@@ -48,6 +48,7 @@ OptimizerShard optimizer_shard(const GradientReducer& reducer) {
   if (!reducer.sharded()) return shard;
   shard.ranges = reducer.shard_ranges();
   shard.sum_over_ranks = [](std::vector<double>& v) { joule::collectives::sum_over_ranks(zero1_comm(), v); };
+  shard.masters = reducer.masters();
   return shard;
 }
 
@@ -65,8 +66,9 @@ Trained train(bool shard, joule::models::Precision precision, int steps) {
   t.model = std::make_unique<joule::models::BertForPreTraining>(model_config(), 5);
   (*t.model)->set_precision(precision);
   (*t.model)->train();
-  t.reducer =
-      std::make_unique<GradientReducer>((*t.model)->hf_named_parameters(), zero1_comm(), reducer_options(shard));
+  ReducerOptions options = reducer_options(shard);
+  if (precision == joule::models::Precision::kBf16) options.bf16_parameters = (*t.model)->matmul_weight_names();
+  t.reducer = std::make_unique<GradientReducer>((*t.model)->hf_named_parameters(), zero1_comm(), options);
   t.reducer->broadcast_parameters(0);
   t.optimizer = joule::trainer::create_optimizer({}, (*t.model)->hf_named_parameters(), optimizer_shard(*t.reducer));
   joule::trainer::TrainStep step(*t.model, *t.reducer, *t.optimizer, 2);
@@ -78,7 +80,9 @@ Trained train(bool shard, joule::models::Precision precision, int steps) {
   return t;
 }
 
+// The fp32 weights (collective: ZeRO-1's bf16 weights are gathered from their master shards).
 std::vector<torch::Tensor> weights(const Trained& t) {
+  t.reducer->hold_fp32_weights();
   std::vector<torch::Tensor> out;
   for (const auto& [name, p] : (*t.model)->hf_named_parameters()) out.push_back(p.detach().clone());
   return out;
@@ -100,7 +104,18 @@ TEST(Zero1, WeightsEqualTheUnshardedOptimizersInFp32AndBf16) {
     const Trained none = train(false, precision, 3), zero1 = train(true, precision, 3);
     EXPECT_FALSE(none.optimizer->sharded());
     EXPECT_TRUE(zero1.optimizer->sharded());
+    // bf16: zero1 held the Linear weights in bf16 (gathered from fp32 masters); none keeps every parameter fp32.
+    const auto held = [](const Trained& t) {
+      int n = 0;
+      for (const auto& [name, p] : (*t.model)->hf_named_parameters()) n += p.scalar_type() == torch::kBFloat16;
+      return n;
+    };
+    const bool bf16 = precision == joule::models::Precision::kBf16;
+    EXPECT_EQ(held(zero1), bf16 ? static_cast<int>((*zero1.model)->matmul_weight_names().size()) : 0);
+    EXPECT_EQ(held(none), 0);
+    EXPECT_GT((*zero1.model)->matmul_weight_names().size(), 4u);
     const auto a = weights(none), b = weights(zero1);
+    EXPECT_EQ(held(zero1), 0);
     ASSERT_EQ(a.size(), b.size());
     int identical = 0, compared = 0;
     double worst = 0;

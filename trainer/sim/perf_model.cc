@@ -31,13 +31,31 @@ trainer::Topology cluster_topology(const InstanceProfile& p, int nodes, int devi
   return t;
 }
 
-std::vector<double> planned_bucket_bytes(const models::BertConfig& model) {
+namespace {
+
+// ZeRO-1 in bf16 holds the Linear weights in bf16 between steps, from fp32 master shards (collectives/reducer.h).
+bool holds_bf16_weights(const Workload& w) { return w.zero1 && w.dtype == "bf16"; }
+
+}  // namespace
+
+std::vector<std::vector<size_t>> planned_buckets(const Workload& w) {
   std::vector<int64_t> bytes;
-  for (const auto& [name, numel] : models::parameter_numels(model)) bytes.push_back(numel * 4);
+  std::vector<int> kinds;
+  for (const auto& [name, numel] : models::parameter_numels(w.model)) {
+    bytes.push_back(numel * 4);
+    kinds.push_back(holds_bf16_weights(w) && models::is_matmul_weight(name) ? 1 : 0);
+  }
+  return collectives::plan_buckets(bytes, 25u << 20, 1u << 20, kinds);
+}
+
+std::vector<double> planned_bucket_bytes(const models::BertConfig& model) {
+  Workload w;
+  w.model = model;
+  const auto params = models::parameter_numels(model);
   std::vector<double> out;
-  for (const auto& group : collectives::plan_buckets(bytes, 25u << 20, 1u << 20)) {
+  for (const auto& group : planned_buckets(w)) {
     double b = 0;
-    for (size_t k : group) b += static_cast<double>(bytes[k]);
+    for (size_t k : group) b += static_cast<double>(params[k].second) * 4;
     out.push_back(b);
   }
   return out;
@@ -100,7 +118,7 @@ double ClusterModel::calibrate(const models::BertConfig& model, int64_t seq_len,
   double lo = 1e-4, hi = 1.0;
   for (int i = 0; i < 60; ++i) {
     const double mid = 0.5 * (lo + hi);
-    (predict_with(mid, cal, 1, {}, 0, p.calibration_devices).seq_per_s < seq_per_s ? lo : hi) = mid;
+    (predict_with(mid, cal, 1, 0, p.calibration_devices).seq_per_s < seq_per_s ? lo : hi) = mid;
   }
   return 0.5 * (lo + hi);
 }
@@ -113,13 +131,11 @@ double ClusterModel::efficiency(int64_t seq_len) const {
   return efficiency_ + t * (long_efficiency_ - efficiency_);
 }
 
-StepPrediction ClusterModel::predict(const Workload& w, int nodes, std::vector<double> bucket_bytes,
-                                     double grid_g_per_kwh, int devices_per_node) const {
-  return predict_with(efficiency(w.seq_len), w, nodes, std::move(bucket_bytes), grid_g_per_kwh, devices_per_node);
+StepPrediction ClusterModel::predict(const Workload& w, int nodes, double grid_g_per_kwh, int devices_per_node) const {
+  return predict_with(efficiency(w.seq_len), w, nodes, grid_g_per_kwh, devices_per_node);
 }
 
-StepPrediction ClusterModel::predict_with(double efficiency, const Workload& w, int nodes,
-                                          std::vector<double> bucket_bytes, double grid_g_per_kwh,
+StepPrediction ClusterModel::predict_with(double efficiency, const Workload& w, int nodes, double grid_g_per_kwh,
                                           int devices_per_node) const {
   const InstanceProfile& p = profile_;
   if (nodes < 1) throw ProfileError("performance model: nodes must be >= 1");
@@ -149,47 +165,58 @@ StepPrediction ClusterModel::predict_with(double efficiency, const Workload& w, 
   const double last_backward_s = r.backward_s * micro / per_device;
 
   // Gradient buckets on the wire in the compute dtype, timed by the hierarchical all-reduce.
-  if (bucket_bytes.empty()) bucket_bytes = planned_bucket_bytes(w.model);
   const trainer::Topology topo = cluster_topology(p, nodes, per_node);
-  // A bucket is ready when backward has passed its parameters: the share of the backward FLOPs done by then,
-  // approximated by the share of non-embedding parameters (reverse order) up to the bucket's last one.
   const auto params = models::parameter_numels(w.model);
-  double dense_total = 0;
-  for (const auto& [name, numel] : params)
-    if (name.find("embeddings") == std::string::npos) dense_total += static_cast<double>(numel);
-  std::vector<double> ready_fraction(bucket_bytes.size(), 1.0);
-  {
-    double boundary = bucket_bytes.empty() ? 0 : bucket_bytes[0], cumulative_bytes = 0, cumulative_dense = 0;
-    size_t b = 0;
-    for (size_t k = params.size(); k-- > 0 && b < bucket_bytes.size();) {
-      cumulative_bytes += static_cast<double>(params[k].second) * 4;
-      if (params[k].first.find("embeddings") == std::string::npos)
-        cumulative_dense += static_cast<double>(params[k].second);
-      while (b < bucket_bytes.size() && cumulative_bytes >= boundary - 0.5) {
-        ready_fraction[b] = dense_total > 0 ? cumulative_dense / dense_total : 1.0;
-        if (++b < bucket_bytes.size()) boundary += bucket_bytes[b];
-      }
+  // A bucket is ready when backward has passed its parameters: the share of the backward FLOPs done by then,
+  // approximated by the share of non-embedding parameters from the last one back to the bucket's first (the last its
+  // backward produces); the embeddings' gradients come last.
+  std::vector<double> dense_from(params.size() + 1, 0.0);  // non-embedding elements of parameters k..end
+  for (size_t k = params.size(); k-- > 0;)
+    dense_from[k] =
+        dense_from[k + 1] +
+        (params[k].first.find("embeddings") == std::string::npos ? static_cast<double>(params[k].second) : 0);
+  const double dense_total = dense_from[0];
+  std::vector<double> bucket_bytes, ready_fraction;
+  for (const auto& group : planned_buckets(w)) {
+    double bytes = 0;
+    size_t first = params.size();
+    for (size_t k : group) {
+      bytes += static_cast<double>(params[k].second) * 4;
+      first = std::min(first, k);
     }
-    if (!ready_fraction.empty()) ready_fraction.back() = 1.0;  // the embeddings' gradients come last
+    bucket_bytes.push_back(bytes);
+    ready_fraction.push_back(dense_total > 0 ? dense_from[first] / dense_total : 1.0);
   }
+  if (!ready_fraction.empty()) ready_fraction.back() = 1.0;
+  // ZeRO-1 in bf16 holds the Linear weights in it between steps (from fp32 master shards): they are all-gathered in
+  // bf16, the other parameters in fp32.
+  const double d = dtype_bytes(w.dtype);
+  double parameters = 0, held = 0;  // held: parameters held in bf16
+  for (const auto& [name, numel] : params) {
+    parameters += static_cast<double>(numel);
+    if (holds_bf16_weights(w) && models::is_matmul_weight(name)) held += static_cast<double>(numel);
+  }
+  const double gathered_per_fp32_byte = (4 * (parameters - held) + d * held) / (4 * parameters);
   double clock = 0, gather_s = 0;  // from the start of the last backward
   for (size_t b = 0; b < bucket_bytes.size(); ++b) {
-    const double wire = bucket_bytes[b] / 4 * dtype_bytes(w.dtype);
+    const double wire = bucket_bytes[b] / 4 * d;
     r.bucket_bytes.push_back(wire);
     const double t = w.zero1 ? trainer::hierarchical_reduce_scatter_seconds(topo, wire)
                              : trainer::hierarchical_all_reduce(topo, wire).total_s();
     clock = std::max(clock, ready_fraction[b] * last_backward_s) + t;
     r.comm_s += t;
-    if (w.zero1) gather_s += trainer::hierarchical_reduce_scatter_seconds(topo, bucket_bytes[b]);  // fp32 weights
+    if (w.zero1)
+      gather_s += trainer::hierarchical_reduce_scatter_seconds(topo, bucket_bytes[b] * gathered_per_fp32_byte);
   }
   r.exposed_comm_s = std::max(0.0, clock - last_backward_s) + gather_s;
   r.comm_s += gather_s;
-  double parameters = 0;
-  for (const auto& [name, numel] : params) parameters += static_cast<double>(numel);
   const double memory_bw = p.device_memory_gb_per_s > 0 ? p.device_memory_gb_per_s * 1e9 * 0.7 : 1e11;
   const double shards = w.zero1 ? r.devices : 1;
   r.optimizer_s = parameters / shards * kOptimizerBytesPerParameter / memory_bw;
-  r.state_bytes_per_device = parameters * (8 + 8 / shards + (dtype_bytes(w.dtype) < 4 ? dtype_bytes(w.dtype) : 0));
+  // Weights (fp32; the held ones in the 16-bit dtype plus their 1/N fp32 master), fp32 gradients, two fp32 moments
+  // (1/N with zero1), and in a 16-bit dtype the per-step copies of the weights not held in it.
+  r.state_bytes_per_device = 4 * (parameters - held) + (d + 4 / shards) * held + 4 * parameters +
+                             8 * parameters / shards + (d < 4 ? d * (parameters - held) : 0);
   r.step_s = r.compute_s + r.exposed_comm_s + r.optimizer_s;
   r.seq_per_s = static_cast<double>(w.global_batch) / r.step_s;
   r.seq_per_hour = r.seq_per_s * 3600;

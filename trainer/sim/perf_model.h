@@ -8,8 +8,8 @@
 //            done), as the reducer schedules them; only the last micro-batch of an accumulation communicates;
 //   other: the optimizer step (memory-bound: bytes touched per parameter over device memory bandwidth).
 //   ZeRO-1 (Workload::zero1): every bucket reduce-scattered instead of all-reduced (overlapped alike), each device
-//            updates 1/N of the parameters, and the fp32 weights are all-gathered after the update, not overlapped
-//            (as joule's trainer does it).
+//            updates 1/N of the parameters, and the weights are all-gathered after the update, not overlapped (as
+//            joule's trainer does it): in a 16-bit dtype the Linear weights in it, from fp32 master shards.
 // No LibTorch.
 #pragma once
 
@@ -42,8 +42,9 @@ struct StepPrediction {
   double comm_s = 0;          // all bucket all-reduces (zero1: reduce-scatters, then the weights' all-gathers)
   double exposed_comm_s = 0;  // not hidden by the last backward (zero1: the all-gathers, after the update, too)
   double optimizer_s = 0;     // "other"
-  // Model state per device: fp32 weights and gradients, LAMB's two fp32 moments (1/N of them with zero1), and in a
-  // 16-bit compute dtype the weights' copies in it; activations not included.
+  // Model state per device: weights (zero1 in a 16-bit dtype: the Linear weights in it and their fp32 master 1/N),
+  // fp32 gradients, LAMB's two fp32 moments (1/N of them with zero1), and in a 16-bit compute dtype the per-step
+  // copies of the weights not held in it; activations not included.
   double state_bytes_per_device = 0;
   double step_s = 0;
   double seq_per_s = 0, seq_per_hour = 0;
@@ -61,10 +62,9 @@ class ClusterModel {
   // through this same model) or takes its assumed MFU. `presets_dir`: configs/models.
   ClusterModel(InstanceProfile profile, const std::string& presets_dir);
 
-  // One step on `nodes` instances; `bucket_bytes`: the gradient buckets in launch order (fp32 bytes, as the
-  // reducer reports them); empty: planned from the model's parameters with DDP's 25 MB / 1 MB caps.
-  StepPrediction predict(const Workload& workload, int nodes, std::vector<double> bucket_bytes = {},
-                         double grid_g_per_kwh = 475.0, int devices_per_node = 0) const;
+  // One step on `nodes` instances, with the reducer's gradient buckets (planned_buckets).
+  StepPrediction predict(const Workload& workload, int nodes, double grid_g_per_kwh = 475.0,
+                         int devices_per_node = 0) const;
 
   double efficiency() const { return efficiency_; }  // at the calibration's sequence length
   // At `seq_len`: the calibration's, or with a long-sequence figure, interpolated in log(seq_len) between the two
@@ -74,8 +74,8 @@ class ClusterModel {
   const InstanceProfile& profile() const { return profile_; }
 
  private:
-  StepPrediction predict_with(double efficiency, const Workload& w, int nodes, std::vector<double> bucket_bytes,
-                              double grid_g_per_kwh, int devices_per_node) const;
+  StepPrediction predict_with(double efficiency, const Workload& w, int nodes, double grid_g_per_kwh,
+                              int devices_per_node) const;
   double calibrate(const models::BertConfig& model, int64_t seq_len, int64_t global_batch, double seq_per_s) const;
   InstanceProfile profile_;
   double efficiency_ = 0, long_efficiency_ = 0;
@@ -86,7 +86,10 @@ class ClusterModel {
 // The links of `nodes` instances of a profile (bandwidths x the profile's efficiencies).
 trainer::Topology cluster_topology(const InstanceProfile& profile, int nodes, int devices_per_node);
 
-// The model's bucket sizes (fp32 bytes) with DDP's caps, in launch order.
+// The reducer's buckets for a workload (collectives::plan_buckets with its 25 MB / 1 MB caps; with zero1 in bf16 the
+// Linear weights in buckets of their own), as indices into models::parameter_numels, in launch order.
+std::vector<std::vector<size_t>> planned_buckets(const Workload& workload);
+// The model's bucket sizes (fp32 bytes) with those caps, in launch order (one kind of parameter).
 std::vector<double> planned_bucket_bytes(const models::BertConfig& model);
 
 }  // namespace joule::trainer

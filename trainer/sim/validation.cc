@@ -72,7 +72,7 @@ std::vector<ValidationCase> validation_cases(const std::string& config_dir) {
     const int64_t per_gpu_batch = c.seq == 128 ? 8192 : 4096;
     const int64_t micro = (c.seq == 128 ? 256 : 32) / (std::string(c.dtype) == "tf32" ? 2 : 1);
     const double seq_per_s =
-        p4d.predict(workload(c.seq, per_gpu_batch * c.gpus, c.dtype, micro), 1, {}, 475, c.gpus).seq_per_s;
+        p4d.predict(workload(c.seq, per_gpu_batch * c.gpus, c.dtype, micro), 1, 475, c.gpus).seq_per_s;
     cases.push_back({std::string("BERT-Large ") + c.what, "seq/s", c.basis, dle, c.published, seq_per_s});
   }
   // The same README's multi-node table (DGX A100 80 GB nodes, AMP, global batch 65,536 in phase 1 and 32,768 in
