@@ -1,5 +1,6 @@
 // BertForPreTraining in LibTorch, with parameter names and shapes exactly those of HuggingFace's
-// BertForPreTraining state dict, so weights move between joule and HuggingFace unchanged.
+// BertForPreTraining state dict, so weights move between joule and HuggingFace unchanged: the shared encoder
+// (models/bert_model.h) under "bert", the MLM and NSP heads under "cls".
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 
 #include "data/batch.h"
 #include "models/bert_config.h"
+#include "models/bert_model.h"
 #include "models/precision_ops.h"
 
 namespace joule::models {
@@ -72,22 +74,11 @@ class BertForPreTrainingImpl : public torch::nn::Module {
   std::vector<std::string> matmul_weight_names() const;
 
  private:
-  struct Layer {
-    torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr}, attention_output{nullptr};
-    torch::nn::LayerNorm attention_norm{nullptr};
-    torch::nn::Linear intermediate{nullptr}, output{nullptr};
-    torch::nn::LayerNorm output_norm{nullptr};
-  };
-
-  torch::Tensor encode(const PretrainingBatch& batch);    // [B, L, H] final hidden states
   torch::Tensor mlm_logits(const torch::Tensor& hidden);  // transform + tied decoder + bias
 
   BertConfig config_;
   PrecisionOps ops_;
-  torch::nn::Embedding word_embeddings_{nullptr}, position_embeddings_{nullptr}, token_type_embeddings_{nullptr};
-  torch::nn::LayerNorm embedding_norm_{nullptr};
-  std::vector<Layer> layers_;
-  torch::nn::Linear pooler_{nullptr};
+  BertModel bert_{nullptr};
   torch::nn::Linear mlm_transform_{nullptr};
   torch::nn::LayerNorm mlm_norm_{nullptr};
   torch::Tensor mlm_bias_;

@@ -18,8 +18,7 @@ using nlohmann::json;
 
 // Keys HuggingFace's BertConfig writes that carry no architectural meaning for joule, with the
 // values joule accepts where the value would matter.
-const std::set<std::string> kIgnoredKeys = {"architectures",
-                                            "transformers_version",
+const std::set<std::string> kIgnoredKeys = {"transformers_version",
                                             "pad_token_id",
                                             "bos_token_id",
                                             "eos_token_id",
@@ -40,7 +39,6 @@ const std::set<std::string> kIgnoredKeys = {"architectures",
                                             "add_cross_attention",
                                             "tie_word_embeddings",
                                             "chunk_size_feed_forward",
-                                            "id2label",
                                             "label2id",
                                             "problem_type"};
 
@@ -88,6 +86,10 @@ void BertConfig::validate(const std::string& where) const {
   in_range(max_position_embeddings, "max_position_embeddings", 65536,
            "joule data create writes sequences of at most 65535 tokens");
   in_range(type_vocab_size, "type_vocab_size", 65536, "BERT: 2");
+  if (model_type != "bert" && model_type != "layoutlm")
+    fail(where, "'model_type' is \"" + model_type + "\"; joule reads \"bert\" and \"layoutlm\" models");
+  if (model_type == "layoutlm")
+    in_range(max_2d_position_embeddings, "max_2d_position_embeddings", 65536, "LayoutLM: 1024, boxes in 0-1000");
   // Data-parallel training keeps weights, gradients and two LAMB moments on every rank: 16 bytes a parameter in
   // fp32. 2^36 parameters (1.1 TB of such state) is past any one node; the allocator's refusal would name no key.
   if (const int64_t total = parameter_counts(*this).total(); total > (int64_t{1} << 36))
@@ -120,13 +122,13 @@ BertConfig BertConfig::from_json_text(const std::string& text, const std::string
   }
   if (!j.is_object()) fail(where, "expected a JSON object at the top level");
 
+  if (j.contains("model_type") && j.at("model_type") != "bert" && j.at("model_type") != "layoutlm")
+    fail(where, "'model_type' is " + j.at("model_type").dump() + "; joule reads \"bert\" and \"layoutlm\" models");
   std::set<std::string> known(std::begin(kRequiredKeys), std::end(kRequiredKeys));
   for (const auto& [key, value] : j.items()) {
-    if (known.count(key) || kIgnoredKeys.count(key)) continue;
-    if (key == "model_type") {
-      if (value != "bert") fail(where, "'model_type' is " + value.dump() + "; joule trains \"bert\" models");
-      continue;
-    }
+    if (known.count(key) || kIgnoredKeys.count(key) || key == "model_type") continue;
+    if (key == "architectures" || key == "id2label") continue;  // read below
+    if (key == "max_2d_position_embeddings" && j.value("model_type", "") == "layoutlm") continue;
     if (key == "position_embedding_type") {
       if (value != "absolute")
         fail(where, "'position_embedding_type' is " + value.dump() + "; only \"absolute\" is supported");
@@ -152,6 +154,39 @@ BertConfig BertConfig::from_json_text(const std::string& text, const std::string
   if (!j.at("hidden_act").is_string())
     fail(where, "key 'hidden_act' must be a string, found " + j.at("hidden_act").dump());
   c.hidden_act = j.at("hidden_act").get<std::string>();
+  if (j.contains("model_type")) c.model_type = j.at("model_type").get<std::string>();
+  if (c.model_type == "layoutlm") {
+    if (!j.contains("max_2d_position_embeddings"))
+      fail(where, "missing key 'max_2d_position_embeddings' (a LayoutLM config's box embeddings: 1024)");
+    c.max_2d_position_embeddings = get_int(j, "max_2d_position_embeddings", where);
+  }
+  if (j.contains("architectures")) {
+    const json& a = j.at("architectures");
+    if (!a.is_array()) fail(where, "key 'architectures' must be a list of class names, found " + a.dump());
+    for (const json& name : a) {
+      if (!name.is_string()) fail(where, "key 'architectures' must hold class names, found " + name.dump());
+      c.architectures.push_back(name.get<std::string>());
+    }
+  }
+  if (j.contains("id2label")) {
+    const json& m = j.at("id2label");
+    if (!m.is_object()) fail(where, "key 'id2label' must map ids to label names, found " + m.dump());
+    c.labels.assign(m.size(), "");
+    for (const auto& [id, name] : m.items()) {
+      size_t end = 0;
+      int64_t k = -1;
+      try {
+        k = std::stoll(id, &end);
+      } catch (const std::exception&) {
+      }
+      if (end != id.size() || k < 0 || k >= static_cast<int64_t>(m.size()) || !c.labels[static_cast<size_t>(k)].empty())
+        fail(where,
+             "'id2label' key \"" + id + "\" is not one of the ids 0.." + std::to_string(m.size() - 1) + " (each once)");
+      if (!name.is_string() || name.get<std::string>().empty())
+        fail(where, "'id2label' \"" + id + "\" must name a label, found " + name.dump());
+      c.labels[static_cast<size_t>(k)] = name.get<std::string>();
+    }
+  }
   c.validate(where);
   return c;
 }
@@ -169,8 +204,8 @@ BertConfig BertConfig::from_json_file(const std::string& path) {
 }
 
 std::string BertConfig::to_json_text() const {
-  json j = {{"architectures", {"BertForPreTraining"}},
-            {"model_type", "bert"},
+  json j = {{"architectures", architectures.empty() ? std::vector<std::string>{"BertForPreTraining"} : architectures},
+            {"model_type", model_type},
             {"vocab_size", vocab_size},
             {"hidden_size", hidden_size},
             {"num_hidden_layers", num_hidden_layers},
@@ -186,6 +221,13 @@ std::string BertConfig::to_json_text() const {
             {"position_embedding_type", "absolute"},
             {"pad_token_id", 0},
             {"torch_dtype", "float32"}};
+  if (model_type == "layoutlm") j["max_2d_position_embeddings"] = max_2d_position_embeddings;
+  if (!labels.empty()) {
+    for (size_t k = 0; k < labels.size(); ++k) {
+      j["id2label"][std::to_string(k)] = labels[k];
+      j["label2id"][labels[k]] = k;
+    }
+  }
   return j.dump(2) + "\n";
 }
 
@@ -193,6 +235,7 @@ ParameterCounts parameter_counts(const BertConfig& c) {
   const int64_t h = c.hidden_size, i = c.intermediate_size;
   ParameterCounts p;
   p.embeddings = (c.vocab_size + c.max_position_embeddings + c.type_vocab_size) * h + 2 * h;
+  if (c.model_type == "layoutlm") p.embeddings += 4 * c.max_2d_position_embeddings * h;  // x, y, h, w
   p.per_layer = 4 * (h * h + h)  // query, key, value, attention output dense
                 + 2 * h          // attention output LayerNorm
                 + (h * i + i)    // intermediate dense

@@ -35,19 +35,25 @@ struct BertConfig {
   double layer_norm_eps = 1e-12;
   double initializer_range = 0.02;
   std::string hidden_act = "gelu";  // exact erf GELU; the only activation joule implements
+  // "bert", or "layoutlm" (BERT plus 2-D position embeddings of the word boxes, each of max_2d_position_embeddings
+  // rows: inference only).
+  std::string model_type = "bert";
+  int64_t max_2d_position_embeddings = 0;  // layoutlm
+  std::vector<std::string> architectures;  // HuggingFace class names, as read ("BertForPreTraining" when written)
+  std::vector<std::string> labels;         // id2label, by id (a classification head's num_labels); empty: none given
 
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
 
   // Throws ConfigError naming `where` (a file name or "config") when a value is out of range.
   void validate(const std::string& where = "config") const;
 
-  // Parses HuggingFace's config.json text. Every BertConfig key above is required; keys that
-  // HuggingFace writes into a BERT config but that do not change the architecture (model_type,
-  // architectures, transformers_version, pad_token_id, ...) are accepted; any other key is an error.
+  // Parses HuggingFace's config.json text. Every BertConfig size above is required (and
+  // max_2d_position_embeddings for LayoutLM); keys that HuggingFace writes into a BERT or LayoutLM config but that
+  // do not change the architecture (transformers_version, pad_token_id, ...) are accepted; any other key is an error.
   static BertConfig from_json_text(const std::string& text, const std::string& where);
   static BertConfig from_json_file(const std::string& path);
 
-  // HuggingFace-loadable config.json text ("model_type": "bert", "architectures": [...]).
+  // HuggingFace-loadable config.json text ("model_type", "architectures": BertForPreTraining unless set, id2label).
   std::string to_json_text() const;
 };
 

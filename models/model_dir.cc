@@ -1,9 +1,12 @@
 #include "models/model_dir.h"
 #include "launch/util/file_io.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <numeric>
+#include <set>
 
 namespace joule::models {
 namespace {
@@ -41,52 +44,83 @@ std::string shape_str(torch::IntArrayRef s) {
 
 }  // namespace
 
+void write_weights(const std::vector<std::pair<std::string, torch::Tensor>>& named, const std::string& path,
+                   st::DType dtype) {
+  std::vector<torch::Tensor> keep_alive;
+  std::vector<st::TensorToWrite> tensors;
+  for (const auto& [name, p] : named) {
+    torch::Tensor t = p.detach().to(torch::kCPU, to_torch(dtype)).contiguous();
+    keep_alive.push_back(t);
+    tensors.push_back({name, dtype, t.sizes().vec(), t.data_ptr()});
+  }
+  st::write(path, tensors);
+}
+
 void save_model_dir(const BertForPreTraining& model, const std::string& dir, st::DType dtype) {
   if (dtype != st::DType::F32 && dtype != st::DType::F16 && dtype != st::DType::BF16)
     throw joule::UsageError(std::string("model weights are saved as F32, F16 or BF16, not ") + st::dtype_name(dtype));
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw_write_error(dir, "creating the model directory", ec.value());
-  std::vector<torch::Tensor> keep_alive;
-  std::vector<st::TensorToWrite> tensors;
-  for (const auto& [name, p] : model->hf_named_parameters()) {
-    torch::Tensor t = p.detach().to(torch::kCPU, to_torch(dtype)).contiguous();
-    keep_alive.push_back(t);
-    tensors.push_back({name, dtype, t.sizes().vec(), t.data_ptr()});
-  }
-  st::write(dir + "/model.safetensors", tensors);
+  write_weights(model->hf_named_parameters(), dir + "/model.safetensors", dtype);
   write_file_atomically(dir + "/config.json", model->config().to_json_text());
 }
 
-void load_weights(BertForPreTraining& model, const std::string& path) {
+WeightLoad load_matching(const std::vector<std::pair<std::string, torch::Tensor>>& params, const std::string& path,
+                         const WeightMatch& match) {
   st::File file = st::File::open(path);
-  std::map<std::string, torch::Tensor> params;
-  for (const auto& [name, p] : model->hf_named_parameters()) params.emplace(name, p);
-
   auto fail = [&](const std::string& what) { throw st::FormatError(path + ": " + what); };
-  std::map<std::string, const st::TensorInfo*> found;
+  WeightLoad out;
+  std::vector<std::string> wanted;  // per parameter, the tensor it reads
+  for (const auto& [name, p] : params) wanted.push_back(match.file_name ? match.file_name(name) : name);
+  const std::set<std::string> read(wanted.begin(), wanted.end());
   for (const st::TensorInfo& t : file.tensors()) {
-    if (params.count(t.name)) {
-      found[t.name] = &t;
-    } else if (t.name != "bert.embeddings.position_ids" && t.name != "cls.predictions.decoder.weight" &&
-               t.name != "cls.predictions.decoder.bias") {
-      fail("tensor '" + t.name + "' is not a parameter of BertForPreTraining (" + std::to_string(params.size()) +
+    if (read.count(t.name)) continue;
+    if (!match.may_skip || !match.may_skip(t.name))
+      fail("tensor '" + t.name + "' is not a parameter of " + match.model + " (" + std::to_string(params.size()) +
            " parameters; is this a model of another architecture?)");
-    }
+    out.skipped.push_back(t.name);
   }
-  for (const auto& [name, p] : params) {
-    auto it = found.find(name);
-    if (it == found.end()) fail("missing tensor '" + name + "'");
-    if (it->second->shape != p.sizes().vec())
-      fail("tensor '" + name + "' has shape " + shape_str(it->second->shape) + " but the model (config.json) expects " +
+  std::vector<std::pair<torch::Tensor, const st::TensorInfo*>> copies;
+  std::vector<size_t> by_name(params.size());  // checked in the order of the names: the first wrong one is named
+  std::iota(by_name.begin(), by_name.end(), 0);
+  std::sort(by_name.begin(), by_name.end(), [&](size_t a, size_t b) { return wanted[a] < wanted[b]; });
+  for (size_t k : by_name) {
+    const std::string& name = wanted[k];
+    const torch::Tensor& p = params[k].second;
+    const st::TensorInfo* t = file.find(name);
+    if (!t) {
+      if (match.may_keep && match.may_keep(params[k].first)) {
+        out.kept.push_back(params[k].first);
+        continue;
+      }
+      fail("missing tensor '" + name + "'");
+    }
+    if (t->shape != p.sizes().vec())
+      fail("tensor '" + name + "' has shape " + shape_str(t->shape) + " but the model (config.json) expects " +
            shape_str(p.sizes()));
-    if (it->second->dtype == st::DType::I64 || it->second->dtype == st::DType::I32)
-      fail("tensor '" + name + "' is " + st::dtype_name(it->second->dtype) + "; weights must be floating point");
+    if (t->dtype == st::DType::I64 || t->dtype == st::DType::I32)
+      fail("tensor '" + name + "' is " + st::dtype_name(t->dtype) + "; weights must be floating point");
+    copies.emplace_back(p, t);
   }
   torch::NoGradGuard no_grad;
-  for (auto& [name, p] : params) p.copy_(view_of(file, *found[name]));
+  for (auto& [p, t] : copies) p.copy_(view_of(file, *t));
+  return out;
+}
 
+void load_weights(BertForPreTraining& model, const std::string& path) {
+  const auto named = model->hf_named_parameters();
+  WeightMatch match;
+  match.model = "BertForPreTraining";
+  match.may_skip = [](const std::string& t) {
+    return t == "bert.embeddings.position_ids" || t == "cls.predictions.decoder.weight" ||
+           t == "cls.predictions.decoder.bias";
+  };
+  load_matching(named, path, match);
   // Redundant tied copies, when a file carries them, must agree with what they are tied to.
+  std::map<std::string, torch::Tensor> params(named.begin(), named.end());
+  st::File file = st::File::open(path);
+  auto fail = [&](const std::string& what) { throw st::FormatError(path + ": " + what); };
   const std::pair<const char*, const char*> tied[] = {
       {"cls.predictions.decoder.weight", "bert.embeddings.word_embeddings.weight"},
       {"cls.predictions.decoder.bias", "cls.predictions.bias"}};

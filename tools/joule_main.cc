@@ -24,6 +24,7 @@
 #include "launch/cpu_allocator.h"
 #include "launch/runtime.h"
 #include "models/bert_config.h"
+#include "models/infer/infer.h"
 #include "models/safetensors.h"
 #include "tools/bench_comm.h"
 #include "tools/bench_model.h"
@@ -56,6 +57,8 @@ const char* kUsage =
     "  version        joule's version and the LibTorch, MPI, HDF5 and BLAS in use\n"
     "  model init     write a freshly initialized HuggingFace model directory\n"
     "  model info     parameter counts of a model config or directory\n"
+    "  model forward  a BERT/LayoutLM model directory's logits for inputs in a safetensors file\n"
+    "  infer          classify the lines of a JSONL file with a BERT/LayoutLM classifier directory\n"
     "  bench model    forward+backward throughput against this CPU's sgemm rate\n"
     "  bench comm     all-reduce busbw table and the bucketed reducer vs one all-reduce (under mpirun)\n"
     "  bench data     sequences/s the loader delivers from shards under the global shuffle\n"
@@ -115,12 +118,18 @@ int cmd_model_init(int argc, char** argv) {
   cxxopts::Options o("joule model init", "write a freshly initialized HuggingFace model directory");
   o.add_options()("config", "preset name, config.json or model directory", cxxopts::value<std::string>())(
       "out", "output directory", cxxopts::value<std::string>())("dtype", "F32, F16 or BF16",
-                                                                cxxopts::value<std::string>()->default_value("F32"));
+                                                                cxxopts::value<std::string>()->default_value("F32"))(
+      "architecture",
+      "HuggingFace class (default BertForPreTraining; or BertForSequenceClassification, "
+      "LayoutLMForTokenClassification, ...)",
+      cxxopts::value<std::string>()->default_value(""));
   const NumberFlag seed{"seed", "initialization seed", "0", kSeeds};
-  add_number_flags(o, {seed});
+  const NumberFlag labels{"labels", "a classifier's labels", "0", {0, 65536}, "0: the config's id2label, else 2"};
+  add_number_flags(o, {seed, labels});
   auto r = parse(o, argc, argv);
   std::cout << joule::tools::model_init(required(r, "config"), static_cast<uint64_t>(int_flag(r, seed)),
-                                        required(r, "out"), r["dtype"].as<std::string>())
+                                        required(r, "out"), r["dtype"].as<std::string>(),
+                                        r["architecture"].as<std::string>(), int_flag(r, labels))
             << "\n";
   return 0;
 }
@@ -134,6 +143,82 @@ int cmd_model_info(int argc, char** argv) {
   auto r = parse(o, argc, argv);
   if (r.count("config") == r.count("dir")) throw UsageError("give either a model directory or --config");
   std::cout << joule::tools::model_info(r.count("dir") ? r["dir"].as<std::string>() : r["config"].as<std::string>());
+  return 0;
+}
+
+int cmd_model_forward(int argc, char** argv) {
+  cxxopts::Options o("joule model forward",
+                     "a BERT/LayoutLM model directory's logits (and hidden, pooled states) for the inputs of a "
+                     "safetensors file");
+  o.add_options()("dir", "HuggingFace model directory (config.json, model.safetensors)", cxxopts::value<std::string>())(
+      "inputs", "safetensors: input_ids, attention_mask [, token_type_ids, bbox] (I64 or I32)",
+      cxxopts::value<std::string>())("out", "safetensors written: logits, hidden, pooled (F32)",
+                                     cxxopts::value<std::string>())(
+      "architecture", "HuggingFace class to run (default: config.json's)", cxxopts::value<std::string>())(
+      "precision", "auto, fp32 or bf16", cxxopts::value<std::string>()->default_value("fp32"));
+  const NumberFlag labels{
+      "labels", "labels of a classification head (default: config.json's id2label, else 2)", "0", {0, 65536}};
+  add_number_flags(o, {labels});
+  auto r = parse(o, argc, argv);
+  std::cout << joule::tools::model_forward(
+                   required(r, "dir"), r.count("architecture") ? r["architecture"].as<std::string>() : "",
+                   int_flag(r, labels), required(r, "inputs"), required(r, "out"), r["precision"].as<std::string>())
+            << std::flush;
+  return 0;
+}
+
+int cmd_infer(int argc, char** argv) {
+  cxxopts::Options o(
+      "joule infer",
+      "classify the lines of a JSONL file with a BERT/LayoutLM classifier directory (models/infer/infer.h "
+      "describes the lines)");
+  o.add_options()("model", "HuggingFace classifier directory (config.json, model.safetensors, vocab.txt)",
+                  cxxopts::value<std::string>())("input", "JSONL: {\"text\": ...} or {\"words\": ..., \"boxes\": ...}",
+                                                 cxxopts::value<std::string>())(
+      "output", "JSONL written atomically, one line per input line", cxxopts::value<std::string>())(
+      "architecture", "HuggingFace class to run (default: config.json's)", cxxopts::value<std::string>())(
+      "precision", "auto, fp32 or bf16 (auto: bf16 where the CPU has bf16 matmul instructions)",
+      cxxopts::value<std::string>()->default_value("auto"))(
+      "skip-bad-lines", "report and skip lines that cannot be read (default: refuse the file)")(
+      "cased", "keep case (default: lower-case, or tokenizer_config.json's do_lower_case)");
+  const NumberFlag batch{"batch", "lines per forward pass", "8", kBatch};
+  const NumberFlag max_length{"max-length",
+                              "tokens per line at most (longer lines are truncated)",
+                              "0",
+                              {0, 65536},
+                              "0: the model's positions, at most 512"};
+  const NumberFlag threads{"threads", "intra-op threads", "0", kThreads, "0: every core"};
+  add_number_flags(o, {batch, max_length, threads});
+  auto r = parse(o, argc, argv);
+  joule::models::infer::InferOptions io;
+  io.model_dir = required(r, "model");
+  io.input = required(r, "input");
+  io.output = required(r, "output");
+  if (r.count("architecture")) io.architecture = r["architecture"].as<std::string>();
+  io.precision = r["precision"].as<std::string>();
+  io.batch = int_flag(r, batch);
+  io.max_length = int_flag(r, max_length);
+  io.threads = static_cast<int>(int_flag(r, threads));
+  io.skip_bad_lines = r.count("skip-bad-lines") > 0;
+  io.lower_case = r.count("cased") == 0;
+  if (isatty(STDERR_FILENO))
+    io.progress = [](const std::string& line) { std::cerr << line << "\n" << std::flush; };
+  else
+    io.progress = [](const std::string& line) {
+      if (line.rfind("skipped ", 0) == 0) std::cerr << line << "\n";
+    };
+  const auto s = joule::models::infer::run_inference(io);
+  std::cout << s.notes << s.precision_reason << "\n";
+  char line[400];
+  std::snprintf(line, sizeof line,
+                "%lld lines -> %s: %lld inferred, %lld skipped, %lld truncated; %lld batches, %.1f %% padding; "
+                "forward %.2f s (%.1f lines/s)\n",
+                static_cast<long long>(s.lines), io.output.c_str(), static_cast<long long>(s.inferred),
+                static_cast<long long>(s.skipped), static_cast<long long>(s.truncated),
+                static_cast<long long>(s.batches),
+                s.padded_tokens > 0 ? 100.0 * static_cast<double>(s.padded_tokens - s.tokens) / s.padded_tokens : 0.0,
+                s.seconds, s.seconds > 0 ? static_cast<double>(s.inferred) / s.seconds : 0.0);
+  std::cout << line << std::flush;
   return 0;
 }
 
@@ -724,6 +809,8 @@ int main(int argc, char** argv) {
                             {"version", cmd_version},
                             {"model init", cmd_model_init},
                             {"model info", cmd_model_info},
+                            {"model forward", cmd_model_forward},
+                            {"infer", cmd_infer},
                             {"bench model", cmd_bench_model},
                             {"bench comm", cmd_bench_comm},
                             {"bench train", cmd_bench_train},

@@ -7,10 +7,13 @@
 
 #include "data/hdf5.h"
 #include "launch/cpu_allocator.h"
+#include "launch/cpu_isa.h"
 #include "launch/runtime.h"
 #include "launch/util/error.h"
 #include "models/bert.h"
+#include "models/encoder_model.h"
 #include "models/model_dir.h"
+#include "models/precision.h"
 #include "models/safetensors.h"
 
 #ifndef JOULE_SOURCE_CONFIG_DIR
@@ -85,7 +88,7 @@ std::string model_info(const std::string& arg) {
 }
 
 std::string model_init(const std::string& config_arg, uint64_t seed, const std::string& out_dir,
-                       const std::string& dtype) {
+                       const std::string& dtype, const std::string& architecture, int64_t labels) {
   const models::BertConfig c = resolve_model_config(config_arg);
   if (dtype != "F32" && dtype != "F16" && dtype != "BF16")
     throw joule::UsageError("--dtype: unsupported dtype '" + dtype + "'; valid: F32, F16, BF16");
@@ -97,13 +100,65 @@ std::string model_init(const std::string& config_arg, uint64_t seed, const std::
       throw joule::UsageError("--out " + out_dir + " already holds a model (" + file + "): not replaced",
                               "give a new --out directory, or remove that one first");
   }
-  models::BertForPreTraining model(c, seed);
-  models::save_model_dir(model, out_dir, d);
   const std::string dir = std::filesystem::path(out_dir).lexically_normal().string();
+  int64_t parameters = models::parameter_counts(c).total();
+  std::string what = "BertForPreTraining";
+  if (architecture.empty() || architecture == "BertForPreTraining") {
+    models::BertForPreTraining model(c, seed);
+    models::save_model_dir(model, out_dir, d);
+  } else {  // an inference class (models/encoder_model.h), in F32
+    if (dtype != "F32")
+      throw joule::UsageError("--dtype " + dtype + ": an inference model directory is written in F32");
+    const models::Architecture& a = models::architecture_named(architecture);
+    const int64_t n = labels > 0 ? labels : c.labels.empty() ? 2 : static_cast<int64_t>(c.labels.size());
+    models::EncoderModel model(c, a, n, seed);
+    models::save_encoder_model(model, out_dir);
+    parameters = 0;
+    for (const auto& [name, t] : model.hf_named_parameters()) parameters += t.numel();
+    what = a.name;
+  }
   return "wrote " + (std::filesystem::path(dir) / "config.json").string() + " and " +
-         (std::filesystem::path(dir) / "model.safetensors").string() + " (" +
-         with_commas(models::parameter_counts(c).total()) + " parameters, " + dtype + ", seed " + std::to_string(seed) +
-         ")";
+         (std::filesystem::path(dir) / "model.safetensors").string() + " (" + what + ", " + with_commas(parameters) +
+         " parameters, " + dtype + ", seed " + std::to_string(seed) + ")";
+}
+
+std::string model_forward(const std::string& dir, const std::string& architecture, int64_t labels,
+                          const std::string& inputs, const std::string& out, const std::string& precision) {
+  namespace st = models::safetensors;
+  models::LoadedEncoderModel loaded = models::load_encoder_model(dir, architecture, labels);
+  const models::PrecisionChoice choice = models::choose_precision(precision, false, launch::CpuIsa::current());
+  loaded.model.set_precision(choice.precision, launch::choose_gemm_path("auto").choice.fp32);
+  const st::File file = st::File::open(inputs);
+  auto input = [&](const char* name, bool required) -> torch::Tensor {
+    const st::TensorInfo* t = file.find(name);
+    if (!t) {
+      if (required) throw joule::UsageError(inputs + " has no tensor '" + name + "'");
+      return {};
+    }
+    if (t->dtype != st::DType::I64 && t->dtype != st::DType::I32)
+      throw joule::UsageError(inputs + ": tensor '" + name + "' is " + st::dtype_name(t->dtype) +
+                              "; ids are I64 or I32");
+    const auto type = t->dtype == st::DType::I64 ? torch::kInt64 : torch::kInt32;
+    return torch::from_blob(const_cast<uint8_t*>(file.data(*t)), t->shape, torch::TensorOptions().dtype(type))
+        .to(torch::kInt64);
+  };
+  models::EncoderInput in{input("input_ids", true), input("token_type_ids", false), input("attention_mask", true),
+                          input("bbox", loaded.model.config().model_type == "layoutlm")};
+  if (in.input_ids.dim() != 2 || !in.attention_mask.sizes().equals(in.input_ids.sizes()))
+    throw joule::UsageError(inputs + ": input_ids and attention_mask must both be [batch, length]");
+  const models::EncoderOutput o = loaded.model.forward(in);
+  std::vector<std::pair<std::string, torch::Tensor>> results = {{"hidden", o.hidden}};
+  if (o.pooled.defined()) results.emplace_back("pooled", o.pooled);
+  if (o.logits.defined()) results.emplace_back("logits", o.logits);
+  std::vector<st::TensorToWrite> tensors;
+  for (auto& [name, t] : results) {
+    t = t.to(torch::kFloat).contiguous();
+    tensors.push_back({name, st::DType::F32, t.sizes().vec(), t.data_ptr()});
+  }
+  st::write(out, tensors);
+  std::string lines;
+  for (const std::string& note : loaded.notes) lines += "note: " + note + "\n";
+  return lines + loaded.model.architecture().name + " (" + choice.reason + "): wrote " + out + "\n";
 }
 
 std::string version_report(std::string* blas_warning, bool with_gemm_path) {

@@ -1,0 +1,155 @@
+#include "models/bert_model.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "models/dropout.h"
+
+namespace joule::models {
+namespace {
+
+namespace nn = torch::nn;
+
+nn::Linear linear(nn::Module& parent, const std::string& name, int64_t in, int64_t out) {
+  return parent.register_module(name, nn::Linear(nn::LinearOptions(in, out)));
+}
+
+nn::LayerNorm layer_norm(nn::Module& parent, int64_t hidden, double eps) {
+  return parent.register_module("LayerNorm", nn::LayerNorm(nn::LayerNormOptions({hidden}).eps(eps)));
+}
+
+nn::Embedding embedding(nn::Module& parent, const std::string& name, int64_t rows, int64_t hidden) {
+  return parent.register_module(name, nn::Embedding(nn::EmbeddingOptions(rows, hidden)));
+}
+
+torch::Tensor maybe_dropout(const torch::Tensor& x, double p, bool training) {
+  return training ? train_dropout(x, p) : x;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+BertModelImpl::BertModelImpl(const BertConfig& config, bool pooler) : config_(config) {
+  config_.validate();
+  const int64_t h = config.hidden_size;
+  const double eps = config.layer_norm_eps;
+  const bool layout = config.model_type == "layoutlm";
+
+  auto embeddings = hf_scope(*this, "embeddings");
+  word_embeddings_ = embeddings->register_module(
+      "word_embeddings", nn::Embedding(nn::EmbeddingOptions(config.vocab_size, h).padding_idx(0)));
+  position_embeddings_ = embedding(*embeddings, "position_embeddings", config.max_position_embeddings, h);
+  if (layout) {  // LayoutLMEmbeddings' order
+    x_embeddings_ = embedding(*embeddings, "x_position_embeddings", config.max_2d_position_embeddings, h);
+    y_embeddings_ = embedding(*embeddings, "y_position_embeddings", config.max_2d_position_embeddings, h);
+    h_embeddings_ = embedding(*embeddings, "h_position_embeddings", config.max_2d_position_embeddings, h);
+    w_embeddings_ = embedding(*embeddings, "w_position_embeddings", config.max_2d_position_embeddings, h);
+  }
+  token_type_embeddings_ = embedding(*embeddings, "token_type_embeddings", config.type_vocab_size, h);
+  embedding_norm_ = layer_norm(*embeddings, h, eps);
+
+  auto encoder = hf_scope(*this, "encoder");
+  auto layer_list = hf_scope(*encoder, "layer");
+  for (int64_t i = 0; i < config.num_hidden_layers; ++i) {
+    auto layer = hf_scope(*layer_list, std::to_string(i));
+    auto attention = hf_scope(*layer, "attention");
+    auto self = hf_scope(*attention, "self");
+    auto attention_output = hf_scope(*attention, "output");
+    auto intermediate = hf_scope(*layer, "intermediate");
+    auto output = hf_scope(*layer, "output");
+    Layer l;
+    l.query = linear(*self, "query", h, h);
+    l.key = linear(*self, "key", h, h);
+    l.value = linear(*self, "value", h, h);
+    l.attention_output = linear(*attention_output, "dense", h, h);
+    l.attention_norm = layer_norm(*attention_output, h, eps);
+    l.intermediate = linear(*intermediate, "dense", h, config.intermediate_size);
+    l.output = linear(*output, "dense", config.intermediate_size, h);
+    l.output_norm = layer_norm(*output, h, eps);
+    layers_.push_back(l);
+  }
+  if (pooler) pooler_ = linear(*hf_scope(*this, "pooler"), "dense", h, h);
+}
+
+torch::Tensor BertModelImpl::embed(const EncoderInput& in) {
+  const int64_t len = in.input_ids.size(1);
+  TORCH_CHECK(len <= config_.max_position_embeddings, "sequence length ", len, " exceeds max_position_embeddings ",
+              config_.max_position_embeddings);
+  auto positions = torch::arange(len, in.input_ids.options());
+  torch::Tensor x = word_embeddings_(in.input_ids) + position_embeddings_(positions).unsqueeze(0);
+  if (!x_embeddings_.is_empty()) {  // LayoutLM: boxes [B, L, 4] as x0, y0, x1, y1
+    TORCH_CHECK(in.bbox.defined() && in.bbox.dim() == 3 && in.bbox.size(2) == 4,
+                "a LayoutLM model needs each token's box [batch, length, 4]");
+    const torch::Tensor x0 = in.bbox.select(2, 0), y0 = in.bbox.select(2, 1), x1 = in.bbox.select(2, 2),
+                        y1 = in.bbox.select(2, 3);
+    x = x + x_embeddings_(x0) + y_embeddings_(y0) + x_embeddings_(x1) + y_embeddings_(y1) + h_embeddings_(y1 - y0) +
+        w_embeddings_(x1 - x0);
+  }
+  x = x + (in.token_type_ids.defined() ? token_type_embeddings_(in.token_type_ids)
+                                       : token_type_embeddings_->weight[0].view({1, 1, -1}));
+  return maybe_dropout(embedding_norm_(x), config_.hidden_dropout_prob, is_training());
+}
+
+torch::Tensor BertModelImpl::encode(const EncoderInput& in, const PrecisionOps& ops) {
+  const int64_t batch = in.input_ids.size(0), len = in.input_ids.size(1);
+  const int64_t h = config_.hidden_size, heads = config_.num_attention_heads, dh = config_.head_dim();
+  const double p_hidden = config_.hidden_dropout_prob, p_attn = config_.attention_probs_dropout_prob;
+  torch::Tensor x = embed(in);
+
+  // Additive mask over keys: 0 for real tokens, the dtype's lowest value for padding. [B, 1, 1, L]
+  const double lowest = std::numeric_limits<float>::lowest();
+  torch::Tensor mask_bias = (1.0 - in.attention_mask.to(torch::kFloat)).mul(lowest).view({batch, 1, 1, len});
+  const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
+
+  auto heads_first = [&](const torch::Tensor& t) { return t.view({batch, len, heads, dh}).transpose(1, 2); };
+  const bool scale_in_softmax = ops.attention_scale_in_softmax();
+  for (Layer& l : layers_) {
+    const torch::Tensor in_x = ops.operand(x);  // one cast shared by the three projections
+    torch::Tensor query = ops.linear(in_x, l.query);
+    torch::Tensor q = heads_first(scale_in_softmax ? query : query.mul_(scale));
+    torch::Tensor k = heads_first(ops.linear(in_x, l.key));
+    torch::Tensor v = heads_first(ops.linear(in_x, l.value));
+    torch::Tensor probs = ops.attention_probs(torch::matmul(q, k.transpose(-1, -2)), mask_bias, scale);
+    probs = maybe_dropout(probs, p_attn, is_training());
+    torch::Tensor context = torch::matmul(probs, v).transpose(1, 2).reshape({batch, len, h});
+    x = ops.layer_norm(maybe_dropout(ops.linear(context, l.attention_output), p_hidden, is_training()) + x,
+                       l.attention_norm);
+    torch::Tensor inner = torch::gelu(ops.linear(x, l.intermediate));
+    x = ops.layer_norm(maybe_dropout(ops.linear(inner, l.output), p_hidden, is_training()) + x, l.output_norm);
+  }
+  return x;
+}
+
+torch::Tensor BertModelImpl::pool(const torch::Tensor& hidden, const PrecisionOps& ops) {
+  TORCH_CHECK(has_pooler(), "this model has no pooler");
+  return torch::tanh(ops.linear(hidden.select(1, 0), pooler_));
+}
+
+std::shared_ptr<torch::nn::Module> hf_scope(torch::nn::Module& parent, const std::string& name) {
+  return parent.register_module(name, std::make_shared<torch::nn::Module>());
+}
+
+void init_bert_weights(torch::nn::Module& module, double initializer_range, uint64_t seed) {
+  torch::NoGradGuard no_grad;
+  auto gen = at::detail::createCPUGenerator(seed);
+  for (auto& item : module.named_parameters(/*recurse=*/true)) {
+    const std::string& name = item.key();
+    torch::Tensor p = item.value();
+    torch::Tensor host = torch::empty(p.sizes(), torch::TensorOptions().dtype(torch::kFloat32));
+    if (name.find("LayerNorm.weight") != std::string::npos) {
+      host.fill_(1.0);
+    } else if (p.dim() == 1) {  // biases, LayerNorm biases, the MLM output bias
+      host.zero_();
+    } else {  // Linear and Embedding weights
+      host.normal_(0.0, initializer_range, gen);
+    }
+    if (ends_with(name, "word_embeddings.weight")) host[0].zero_();  // padding_idx = [PAD] = 0
+    p.copy_(host);
+  }
+}
+
+}  // namespace joule::models

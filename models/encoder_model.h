@@ -1,0 +1,85 @@
+// The HuggingFace classes joule runs for inference, built on the encoder BertForPreTraining trains
+// (models/bert_model.h): BertModel and LayoutLMModel (the encoder alone), and their ...ForSequenceClassification
+// (a Linear classifier on the pooled [CLS] state) and ...ForTokenClassification (one on every token's state), with
+// HuggingFace's parameter names, so a directory `save_pretrained` wrote loads unchanged.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "launch/blas_core.h"
+#include "models/bert_config.h"
+#include "models/bert_model.h"
+#include "models/precision.h"
+#include "models/precision_ops.h"
+
+namespace joule::models {
+
+enum class Head { kNone, kSequence, kToken };
+
+struct Architecture {
+  std::string name;        // HuggingFace's class name
+  std::string model_type;  // "bert" or "layoutlm"
+  Head head = Head::kNone;
+  bool pooler = true;  // BertForTokenClassification has none
+  std::string prefix;  // where the encoder's names sit: "" (the encoder alone), "bert" or "layoutlm"
+};
+
+// The classes joule runs, in a stable order.
+const std::vector<Architecture>& inference_architectures();
+// By class name; a joule::UsageError naming the ones joule runs otherwise.
+const Architecture& architecture_named(const std::string& hf_class);
+
+struct EncoderOutput {
+  torch::Tensor hidden;  // [B, L, H] fp32
+  torch::Tensor pooled;  // [B, H] fp32, where the model has a pooler
+  torch::Tensor logits;  // fp32: [B, labels] (sequence head), [B, L, labels] (token head); undefined without a head
+};
+
+class EncoderModel {
+ public:
+  // A model of `architecture` for `config` (config.model_type must be the architecture's), with `labels` outputs per
+  // sequence or token where it has a head; initialized from `seed` as HuggingFace does.
+  EncoderModel(const BertConfig& config, const Architecture& architecture, int64_t labels, uint64_t seed = 0);
+
+  // In inference mode (no dropout, no autograd).
+  EncoderOutput forward(const EncoderInput& input);
+  void set_precision(Precision precision, launch::Fp32Gemm fp32_gemm = launch::Fp32Gemm::kBlas) {
+    ops_ = PrecisionOps(precision, fp32_gemm);
+  }
+  const BertConfig& config() const { return config_; }
+  const Architecture& architecture() const { return architecture_; }
+  int64_t labels() const { return labels_; }
+  // HuggingFace state-dict names: the encoder's under architecture().prefix, then "classifier.weight"/".bias".
+  std::vector<std::pair<std::string, torch::Tensor>> hf_named_parameters() const;
+
+ private:
+  BertConfig config_;
+  Architecture architecture_;
+  int64_t labels_;
+  PrecisionOps ops_;
+  BertModel encoder_{nullptr};
+  torch::nn::Linear classifier_{nullptr};
+};
+
+struct LoadedEncoderModel {
+  EncoderModel model;
+  std::vector<std::string> notes;  // what the directory lacked or held beyond the model, said to the user
+};
+
+// DIR/config.json and DIR/model.safetensors as `architecture` (empty: config.json's first "architectures" entry;
+// a BertForPreTraining directory, such as a joule run's final/, needs one named). The encoder's names may carry
+// another prefix than the model's (a base model's directory loads into a head and the reverse); a head the directory
+// lacks is initialized (a note says so), a pretraining directory's MLM/NSP heads are left unread (a note), and
+// anything else missing or unknown is an error naming the tensor. `labels` 0: config.json's id2label, else 2.
+LoadedEncoderModel load_encoder_model(const std::string& dir, const std::string& architecture = "", int64_t labels = 0);
+
+// Writes DIR/config.json (its "architectures" the model's, id2label with `labels` names or LABEL_k) and
+// DIR/model.safetensors (F32), each atomically.
+void save_encoder_model(const EncoderModel& model, const std::string& dir);
+
+}  // namespace joule::models

@@ -1,0 +1,54 @@
+// `joule infer`: batch inference of a classification model directory (models/encoder_model.h) over a JSONL file.
+//
+// Input, one JSON object a line:
+//   text models     {"text": "...", "text_pair": "..." (optional), "id": anything (optional, echoed)}
+//   LayoutLM models {"words": ["..."], "boxes": [[x0, y0, x1, y1], ...], "page": [width, height] (optional), "id": ...}
+//                   boxes in the page's pixels when "page" is given (normalized to LayoutLM's 0-1000 space as its
+//                   authors do: 1000 * x / width), else already in 0-1000.
+// Output, one line per input line in input order: {"line": N, "id": ..., "label": ..., "score": ...} for a sequence
+// classifier; {"line": N, "id": ..., "tokens": [...], "labels": [...], "scores": [...]} for a token classifier (per
+// word for LayoutLM's words: its first piece's label). A line that cannot be read is reported with its number and
+// either skipped (a {"line": N, "error": "..."} line stands in its place) or refuses the whole file, by option.
+// Lines are tokenized with the directory's vocab.txt, sorted by length into batches that waste little padding, and
+// run with every thread; the output is written atomically (all of it or nothing) and is the same for the same input.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "launch/util/error.h"
+
+namespace joule::models::infer {
+
+class InputError : public joule::Error {
+ public:
+  explicit InputError(const std::string& message,
+                      std::string hint = "fix that line, or pass --skip-bad-lines to report and skip such lines")
+      : joule::Error(message, std::move(hint)) {}
+};
+
+struct InferOptions {
+  std::string model_dir;
+  std::string architecture;  // empty: config.json's
+  std::string input, output;
+  std::string precision = "auto";  // auto | fp32 | bf16 (models/precision.h)
+  int64_t batch = 8;
+  int64_t max_length = 0;  // 0: the model's max_position_embeddings (at most 512)
+  int threads = 0;         // 0: every core
+  bool lower_case = true;  // the vocab's casing; tokenizer_config.json's do_lower_case when present
+  bool skip_bad_lines = false;
+  std::function<void(const std::string&)> progress;  // one line now and then (a terminal's), or empty
+};
+
+struct InferSummary {
+  int64_t lines = 0, inferred = 0, skipped = 0, truncated = 0, batches = 0;
+  int64_t tokens = 0, padded_tokens = 0;  // real tokens and the padding the batches carried
+  double seconds = 0;                     // the model's forward passes
+  std::string precision_reason;
+  std::string notes;  // what loading the model said, one line each
+};
+
+InferSummary run_inference(const InferOptions& options);
+
+}  // namespace joule::models::infer

@@ -1,0 +1,150 @@
+// The inference models on the shared encoder: a pretraining directory's encoder inside a classifier (the same hidden
+// states as BertForPreTraining's, the head initialized and said), LayoutLM's box embeddings, the config keys they
+// read and the errors that name what is wrong. Parity with transformers itself: tools/check/hf_parity.py.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <set>
+#include <string>
+
+#include "launch/util/error.h"
+#include "models/bert.h"
+#include "models/encoder_model.h"
+#include "models/model_dir.h"
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+using joule::models::BertConfig;
+using joule::models::EncoderInput;
+using joule::models::EncoderModel;
+
+namespace {
+
+BertConfig tiny() { return joule::test::small_bert(150, 32, 4, 64, 40, 0.1); }
+
+BertConfig tiny_layout() {
+  BertConfig c = tiny();
+  c.model_type = "layoutlm";
+  c.max_2d_position_embeddings = 1024;
+  return c;
+}
+
+EncoderInput input_for(const BertConfig& c, uint64_t seed) {
+  const auto b = joule::models::synthetic_batch(c, 2, 12, 3, seed);
+  EncoderInput in{b.input_ids, b.token_type_ids, b.attention_mask, {}};
+  in.attention_mask[1].narrow(0, 9, 3).zero_();
+  auto gen = at::detail::createCPUGenerator(seed);
+  torch::Tensor x0 = torch::randint(0, 900, {2, 12}, gen, torch::kInt64);
+  torch::Tensor y0 = torch::randint(0, 900, {2, 12}, gen, torch::kInt64);
+  in.bbox = torch::stack({x0, y0, x0 + 50, y0 + 20}, -1);
+  return in;
+}
+
+std::string temp_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("joule_encoder_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  return d.string();
+}
+
+}  // namespace
+
+TEST(EncoderModel, APretrainingDirectoryIsTheEncoderOfAClassifier) {
+  const BertConfig c = tiny();
+  joule::models::BertForPreTraining pre(c, 3);
+  const std::string dir = temp_dir("pretraining");
+  joule::models::save_model_dir(pre, dir);
+  // A BertForPreTraining directory names no inference class: the error says to choose one.
+  try {
+    joule::models::load_encoder_model(dir);
+    FAIL() << "a pretraining directory loaded without an architecture";
+  } catch (const joule::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("name the architecture"), std::string::npos) << e.what();
+  }
+  auto loaded = joule::models::load_encoder_model(dir, "BertForSequenceClassification", 3);
+  ASSERT_EQ(loaded.notes.size(), 2u);
+  EXPECT_NE(loaded.notes[0].find("has no classifier.bias, classifier.weight: initialized"), std::string::npos)
+      << loaded.notes[0];
+  EXPECT_NE(loaded.notes[1].find("unused by a BertForSequenceClassification (the first: cls."), std::string::npos)
+      << loaded.notes[1];
+  const EncoderInput in = input_for(c, 5);
+  const auto out = loaded.model.forward(in);
+  EXPECT_EQ(out.logits.sizes(), (std::vector<int64_t>{2, 3}));
+  // The encoder is the pretraining model's: its hidden states, as BertForPreTraining computes them in eval.
+  joule::models::BertModel encoder(c, true);
+  {
+    torch::NoGradGuard no_grad;
+    auto named = pre->named_parameters();
+    for (auto& item : encoder->named_parameters()) item.value().copy_(named["bert." + item.key()]);
+  }
+  encoder->eval();
+  torch::NoGradGuard no_grad;
+  const joule::models::PrecisionOps fp32;
+  EXPECT_TRUE(torch::equal(encoder->encode(in, fp32), out.hidden));
+  // A token classifier has no pooler: the directory's is left unread too.
+  auto token = joule::models::load_encoder_model(dir, "BertForTokenClassification", 5);
+  EXPECT_EQ(token.model.forward(in).logits.sizes(), (std::vector<int64_t>{2, 12, 5}));
+  EXPECT_FALSE(token.model.forward(in).pooled.defined());
+  fs::remove_all(dir);
+}
+
+TEST(EncoderModel, LayoutLMAddsTheBoxesEmbeddingsAndNeedsThem) {
+  const BertConfig c = tiny_layout();
+  EncoderModel m(c, joule::models::architecture_named("LayoutLMForTokenClassification"), 4, 1);
+  std::set<std::string> names;
+  for (const auto& [name, p] : m.hf_named_parameters()) names.insert(name);
+  for (const char* n :
+       {"layoutlm.embeddings.x_position_embeddings.weight", "layoutlm.embeddings.h_position_embeddings.weight",
+        "layoutlm.pooler.dense.weight", "classifier.weight"})
+    EXPECT_TRUE(names.count(n)) << n;
+  EncoderInput in = input_for(c, 9);
+  const torch::Tensor a = m.forward(in).logits;
+  in.bbox.select(2, 2).add_(7);  // wider boxes: other x1 and width embeddings
+  EXPECT_FALSE(torch::allclose(a, m.forward(in).logits));
+  in.bbox = torch::Tensor();
+  EXPECT_THROW(m.forward(in), c10::Error);
+  // A BERT class on a LayoutLM config is refused naming both.
+  try {
+    EncoderModel wrong(c, joule::models::architecture_named("BertModel"), 2);
+    FAIL();
+  } catch (const joule::models::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("a BertModel needs a \"bert\" config"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(joule::models::architecture_named("RobertaModel"), joule::UsageError);
+  // Pretraining is BERT's only.
+  EXPECT_THROW({ joule::models::BertForPreTraining pretraining(c); }, joule::models::ConfigError);
+}
+
+TEST(EncoderModel, ConfigReadsLayoutAndLabels) {
+  BertConfig c = tiny_layout();
+  c.labels = {"O", "B-KEY", "I-KEY"};
+  c.architectures = {"LayoutLMForTokenClassification"};
+  const BertConfig back = BertConfig::from_json_text(c.to_json_text(), "written");
+  EXPECT_EQ(back.model_type, "layoutlm");
+  EXPECT_EQ(back.max_2d_position_embeddings, 1024);
+  EXPECT_EQ(back.labels, c.labels);
+  EXPECT_EQ(back.architectures, c.architectures);
+  auto refused = [](std::string text, const std::string& what) {
+    try {
+      BertConfig::from_json_text(text, "c.json");
+      ADD_FAILURE() << "accepted: " << what;
+    } catch (const joule::models::ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  std::string text = c.to_json_text();
+  const auto cut = [&](const std::string& from, const std::string& to) {
+    std::string t = text;
+    t.replace(t.find(from), from.size(), to);
+    return t;
+  };
+  refused(cut("\"max_2d_position_embeddings\": 1024,", ""), "missing key 'max_2d_position_embeddings'");
+  refused(cut("\"1\": \"B-KEY\"", "\"one\": \"B-KEY\""), "'id2label' key \"one\" is not one of the ids 0..2");
+  refused(cut("\"model_type\": \"layoutlm\"", "\"model_type\": \"roberta\""), "joule reads \"bert\" and \"layoutlm\"");
+  // A BERT config with LayoutLM's key is a mistake, named.
+  BertConfig bert = tiny();
+  std::string b = bert.to_json_text();
+  b.insert(1, "\"max_2d_position_embeddings\": 1024,");
+  refused(b, "unknown key 'max_2d_position_embeddings'");
+}
