@@ -88,8 +88,11 @@ void BertConfig::validate(const std::string& where) const {
   in_range(type_vocab_size, "type_vocab_size", 65536, "BERT: 2");
   if (model_type != "bert" && model_type != "layoutlm")
     fail(where, "'model_type' is \"" + model_type + "\"; joule reads \"bert\" and \"layoutlm\" models");
-  if (model_type == "layoutlm")
-    in_range(max_2d_position_embeddings, "max_2d_position_embeddings", 65536, "LayoutLM: 1024, boxes in 0-1000");
+  if (model_type == "layoutlm" && (max_2d_position_embeddings < 1001 || max_2d_position_embeddings > 65536))
+    fail(where,
+         "'max_2d_position_embeddings' must be in [1001, 65536] (LayoutLM's boxes span 0-1000; its models have "
+         "1024), found " +
+             std::to_string(max_2d_position_embeddings));
   // Data-parallel training keeps weights, gradients and two LAMB moments on every rank: 16 bytes a parameter in
   // fp32. 2^36 parameters (1.1 TB of such state) is past any one node; the allocator's refusal would name no key.
   if (const int64_t total = parameter_counts(*this).total(); total > (int64_t{1} << 36))
@@ -179,7 +182,8 @@ BertConfig BertConfig::from_json_text(const std::string& text, const std::string
         k = std::stoll(id, &end);
       } catch (const std::exception&) {
       }
-      if (end != id.size() || k < 0 || k >= static_cast<int64_t>(m.size()) || !c.labels[static_cast<size_t>(k)].empty())
+      if (end != id.size() || id != std::to_string(k) || k < 0 || k >= static_cast<int64_t>(m.size()) ||
+          !c.labels[static_cast<size_t>(k)].empty())
         fail(where,
              "'id2label' key \"" + id + "\" is not one of the ids 0.." + std::to_string(m.size() - 1) + " (each once)");
       if (!name.is_string() || name.get<std::string>().empty())

@@ -1,5 +1,6 @@
 #include "models/encoder_model.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 
@@ -14,12 +15,10 @@ bool starts_with(const std::string& s, const std::string& prefix) { return s.com
 
 std::string dotted(const std::string& prefix) { return prefix.empty() ? "" : prefix + "."; }
 
-// Where a file keeps the encoder: the prefix of its word embeddings ("" , "bert." or "layoutlm."), or nullopt.
+// Where a file keeps the encoder: "", "bert." or "layoutlm." (the prefix of its word embeddings), or nullopt.
 std::optional<std::string> encoder_prefix_in(const safetensors::File& file) {
-  const std::string key = "embeddings.word_embeddings.weight";
-  for (const auto& t : file.tensors())
-    if (t.name.size() >= key.size() && t.name.compare(t.name.size() - key.size(), key.size(), key) == 0)
-      return t.name.substr(0, t.name.size() - key.size());
+  for (const char* prefix : {"", "bert.", "layoutlm."})
+    if (file.find(std::string(prefix) + "embeddings.word_embeddings.weight")) return std::string(prefix);
   return std::nullopt;
 }
 
@@ -69,8 +68,30 @@ EncoderModel::EncoderModel(const BertConfig& config, const Architecture& archite
   if (!classifier_.is_empty()) classifier_->eval();
 }
 
+namespace {
+
+// An id outside its embedding table is the caller's mistake, named (LibTorch would only say "index out of range").
+void check_ids(const torch::Tensor& t, const char* name, int64_t rows, const char* table) {
+  if (!t.defined() || t.numel() == 0) return;
+  const int64_t lo = t.min().item<int64_t>(), hi = t.max().item<int64_t>();
+  if (lo < 0 || hi >= rows)
+    throw joule::UsageError(std::string(name) + " holds " + std::to_string(lo < 0 ? lo : hi) +
+                            ", outside the model's " + table + " (0 to " + std::to_string(rows - 1) + ")");
+}
+
+}  // namespace
+
 EncoderOutput EncoderModel::forward(const EncoderInput& input) {
   c10::InferenceMode inference;
+  check_ids(input.input_ids, "input_ids", config_.vocab_size, "vocabulary (vocab_size)");
+  check_ids(input.token_type_ids, "token_type_ids", config_.type_vocab_size, "segments (type_vocab_size)");
+  if (config_.model_type == "layoutlm" && input.bbox.defined()) {
+    check_ids(input.bbox, "bbox", config_.max_2d_position_embeddings, "box space (max_2d_position_embeddings)");
+    const torch::Tensor b = input.bbox;
+    if ((b.select(-1, 2) < b.select(-1, 0)).any().item<bool>() ||
+        (b.select(-1, 3) < b.select(-1, 1)).any().item<bool>())
+      throw joule::UsageError("bbox holds a box with x1 < x0 or y1 < y0 (LayoutLM's boxes are x0, y0, x1, y1)");
+  }
   EncoderOutput out;
   out.hidden = encoder_->encode(input, ops_);
   if (encoder_->has_pooler()) out.pooled = ops_.for_loss(encoder_->pool(out.hidden, ops_));
@@ -123,8 +144,16 @@ LoadedEncoderModel load_encoder_model(const std::string& dir, const std::string&
   };
   const WeightLoad load = load_matching(loaded.model.hf_named_parameters(), path, match);
   if (!load.kept.empty()) {
-    std::string kept;
+    std::string& kept = loaded.initialized;
     for (const std::string& k : load.kept) kept += (kept.empty() ? "" : ", ") + k;
+    // A layer is wholly there or wholly initialized: half of one (a weight without its bias) is a damaged file.
+    for (const std::string& k : load.kept) {
+      const std::string other =
+          k.substr(0, k.rfind('.')) + (k.size() > 5 && k.substr(k.size() - 5) == ".bias" ? ".weight" : ".bias");
+      if (std::find(load.kept.begin(), load.kept.end(), other) == load.kept.end())
+        throw safetensors::FormatError(path + ": has '" + match.file_name(other) + "' but not '" + match.file_name(k) +
+                                       "'");
+    }
     loaded.notes.push_back(dir + " has no " + kept + ": initialized (normal(0, " +
                            std::to_string(config.initializer_range) + "), zero bias, seed 0); fine-tune before use");
   }

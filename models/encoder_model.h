@@ -69,6 +69,7 @@ class EncoderModel {
 struct LoadedEncoderModel {
   EncoderModel model;
   std::vector<std::string> notes;  // what the directory lacked or held beyond the model, said to the user
+  std::string initialized;         // the parameters the directory lacked, initialized ("" when none)
 };
 
 // DIR/config.json and DIR/model.safetensors as `architecture` (empty: config.json's first "architectures" entry;

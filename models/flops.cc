@@ -29,6 +29,20 @@ std::vector<GemmShape> training_gemms(const BertConfig& c, int64_t sequences, in
   return g;
 }
 
+std::vector<GemmShape> inference_gemms(const BertConfig& c, int64_t sequences, int64_t seq_len, int64_t labels,
+                                       bool per_token) {
+  std::vector<GemmShape> g;
+  for (const GemmShape& s : training_gemms(c, sequences, seq_len, 0)) {
+    const bool forward = s.what.size() > 4 && s.what.compare(s.what.size() - 4, 4, ".fwd") == 0;
+    if (forward && s.what.rfind("layer.", 0) == 0) g.push_back(s);
+    if (forward && s.what.rfind("attention.", 0) == 0) g.push_back(s);
+    if (forward && s.what == "pooler.fwd" && !per_token) g.push_back(s);
+  }
+  if (labels > 0)
+    g.push_back({"classifier.fwd", 1, per_token ? sequences * seq_len : sequences, labels, c.hidden_size, 1});
+  return g;
+}
+
 double total_flops(const std::vector<GemmShape>& gemms) {
   double f = 0;
   for (const GemmShape& s : gemms) f += s.flops();

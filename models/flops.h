@@ -26,4 +26,9 @@ double total_flops(const std::vector<GemmShape>& gemms);
 // GEMM FLOPs to train on one sequence (forward + backward), `predictions` masked positions per sequence.
 double training_flops_per_sequence(const BertConfig& config, int64_t seq_len, int64_t predictions);
 
+// Every GEMM of one inference forward pass of the encoder for `sequences` sequences of `seq_len` tokens, with the
+// pooler and a classifier of `labels` outputs on the pooled state, or on every token (`per_token`); labels 0: none.
+std::vector<GemmShape> inference_gemms(const BertConfig& config, int64_t sequences, int64_t seq_len, int64_t labels,
+                                       bool per_token);
+
 }  // namespace joule::models

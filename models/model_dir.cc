@@ -63,7 +63,10 @@ void save_model_dir(const BertForPreTraining& model, const std::string& dir, st:
   std::filesystem::create_directories(dir, ec);
   if (ec) throw_write_error(dir, "creating the model directory", ec.value());
   write_weights(model->hf_named_parameters(), dir + "/model.safetensors", dtype);
-  write_file_atomically(dir + "/config.json", model->config().to_json_text());
+  BertConfig config = model->config();  // what the directory holds, whatever config the model was built from
+  config.architectures = {"BertForPreTraining"};
+  config.labels.clear();
+  write_file_atomically(dir + "/config.json", config.to_json_text());
 }
 
 WeightLoad load_matching(const std::vector<std::pair<std::string, torch::Tensor>>& params, const std::string& path,

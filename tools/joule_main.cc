@@ -27,6 +27,7 @@
 #include "models/infer/infer.h"
 #include "models/safetensors.h"
 #include "tools/bench_comm.h"
+#include "tools/bench_infer.h"
 #include "tools/bench_model.h"
 #include "tools/bench_train.h"
 #include "tools/cli_flags.h"
@@ -60,6 +61,7 @@ const char* kUsage =
     "  model forward  a BERT/LayoutLM model directory's logits for inputs in a safetensors file\n"
     "  infer          classify the lines of a JSONL file with a BERT/LayoutLM classifier directory\n"
     "  bench model    forward+backward throughput against this CPU's sgemm rate\n"
+    "  bench infer    inference throughput and p50/p99 latency per batch size, energy and cost per million\n"
     "  bench comm     all-reduce busbw table and the bucketed reducer vs one all-reduce (under mpirun)\n"
     "  bench data     sequences/s the loader delivers from shards under the global shuffle\n"
     "  bench train    the whole training step at N ranks: seq/s, roofline fraction, peak RSS (under mpirun)\n"
@@ -180,7 +182,8 @@ int cmd_infer(int argc, char** argv) {
       "precision", "auto, fp32 or bf16 (auto: bf16 where the CPU has bf16 matmul instructions)",
       cxxopts::value<std::string>()->default_value("auto"))(
       "skip-bad-lines", "report and skip lines that cannot be read (default: refuse the file)")(
-      "cased", "keep case (default: lower-case, or tokenizer_config.json's do_lower_case)");
+      "allow-untrained-head", "run a classifier whose head or pooler the directory lacks (initialized at random)")(
+      "cased", "keep case (default: tokenizer_config.json's do_lower_case, else lower-case)");
   const NumberFlag batch{"batch", "lines per forward pass", "8", kBatch};
   const NumberFlag max_length{"max-length",
                               "tokens per line at most (longer lines are truncated)",
@@ -200,7 +203,8 @@ int cmd_infer(int argc, char** argv) {
   io.max_length = int_flag(r, max_length);
   io.threads = static_cast<int>(int_flag(r, threads));
   io.skip_bad_lines = r.count("skip-bad-lines") > 0;
-  io.lower_case = r.count("cased") == 0;
+  if (r.count("cased")) io.lower_case = false;
+  io.allow_initialized = r.count("allow-untrained-head") > 0;
   if (isatty(STDERR_FILENO))
     io.progress = [](const std::string& line) { std::cerr << line << "\n" << std::flush; };
   else
@@ -219,6 +223,53 @@ int cmd_infer(int argc, char** argv) {
                 s.padded_tokens > 0 ? 100.0 * static_cast<double>(s.padded_tokens - s.tokens) / s.padded_tokens : 0.0,
                 s.seconds, s.seconds > 0 ? static_cast<double>(s.inferred) / s.seconds : 0.0);
   std::cout << line << std::flush;
+  return 0;
+}
+
+int cmd_bench_infer(int argc, char** argv) {
+  cxxopts::Options o(
+      "joule bench infer",
+      "inference throughput and p50/p99 latency of a BERT/LayoutLM classifier per batch size, with energy "
+      "and cost per million inferences");
+  o.add_options()("model", "preset (bert-base, bert-large, layoutlm-base) or model directory",
+                  cxxopts::value<std::string>()->default_value("bert-base"))(
+      "architecture", "HuggingFace class (default: the directory's; a preset: its sequence or token classifier)",
+      cxxopts::value<std::string>()->default_value(""))("batches", "batch sizes, comma-separated",
+                                                        cxxopts::value<std::string>()->default_value("1,2,4,8,16"))(
+      "precision", "auto, fp32 or bf16", cxxopts::value<std::string>()->default_value("auto"))(
+      "instance", "instance profile for the price (configs/hardware)",
+      cxxopts::value<std::string>()->default_value("cpu-host"))("json", "one JSON line instead of the table");
+  const NumberFlag seq_len{"seq-len", "tokens per sequence", "128", kSeqLen};
+  const NumberFlag labels{"labels", "a classifier's labels", "0", {0, 65536}, "0: the directory's id2label, else 2"};
+  const NumberFlag threads{"threads", "intra-op threads", "0", kThreads, "0: every core"};
+  const NumberFlag seconds{"seconds", "timed seconds per batch size", "2", {0.01, 3600}};
+  const NumberFlag p99{"p99-ms", "latency bound: the best throughput whose p99 meets it", "0", {0, 1e6}, "0: none"};
+  add_number_flags(o, {seq_len, labels, threads, seconds, p99});
+  auto r = parse(o, argc, argv);
+  joule::tools::InferBenchOptions io;
+  io.model = r["model"].as<std::string>();
+  io.architecture = r["architecture"].as<std::string>();
+  io.precision = r["precision"].as<std::string>();
+  io.instance = r["instance"].as<std::string>();
+  io.seq_len = int_flag(r, seq_len);
+  io.labels = int_flag(r, labels);
+  io.threads = static_cast<int>(int_flag(r, threads));
+  io.seconds = number_flag(r, seconds);
+  io.p99_ms = number_flag(r, p99);
+  io.batches.clear();
+  std::stringstream list(r["batches"].as<std::string>());
+  for (std::string item; std::getline(list, item, ',');) {
+    size_t end = 0;
+    long long b = -1;
+    try {
+      b = std::stoll(item, &end);
+    } catch (const std::exception&) {
+    }
+    if (end != item.size() || b < 1) throw UsageError("--batches: '" + item + "' is not a positive batch size");
+    io.batches.push_back(b);
+  }
+  const auto result = joule::tools::bench_infer(io);
+  std::cout << (r.count("json") ? result.to_json() + "\n" : result.to_text(io)) << std::flush;
   return 0;
 }
 
@@ -811,6 +862,7 @@ int main(int argc, char** argv) {
                             {"model info", cmd_model_info},
                             {"model forward", cmd_model_forward},
                             {"infer", cmd_infer},
+                            {"bench infer", cmd_bench_infer},
                             {"bench model", cmd_bench_model},
                             {"bench comm", cmd_bench_comm},
                             {"bench train", cmd_bench_train},

@@ -43,16 +43,16 @@ struct Context {
   const data::FullTokenizer& tokenizer;
   const data::Vocab& vocab;
   int64_t max_length;
-  int64_t max_box;  // boxes' coordinates below this (max_2d_position_embeddings)
+  int64_t type_vocab_size;
 };
 
 [[noreturn]] void bad(const std::string& what) { throw InputError(what); }
 
-int64_t box_value(const json& v, const std::string& where) {
+double box_value(const json& v, const std::string& where) {
   if (!v.is_number()) bad(where + " must be numbers, found " + v.dump());
   const double x = v.get<double>();
   if (!std::isfinite(x) || x < 0) bad(where + " must be non-negative, found " + v.dump());
-  return static_cast<int64_t>(x);
+  return x;
 }
 
 // The word boxes of a LayoutLM line, in LayoutLM's 0-1000 space.
@@ -76,14 +76,16 @@ std::vector<Box> read_boxes(const json& j, size_t words, const Context& c) {
     if (!b.is_array() || b.size() != 4) bad(where + " must be [x0, y0, x1, y1], found " + b.dump());
     Box box{};
     for (size_t k = 0; k < 4; ++k) {
-      const double scale = 1000.0 / (k % 2 == 0 ? width : height);
-      box[k] = static_cast<int64_t>(static_cast<double>(box_value(b[k], where)) * scale);
+      // LayoutLM's normalization, int(1000 * x / size), in doubles: a coordinate past the page is refused before any
+      // conversion to an integer.
+      const double v = std::floor(1000.0 * box_value(b[k], where) / (k % 2 == 0 ? width : height));
+      if (!(v <= 1000))
+        bad(where + " lies outside the page (0-1000 after normalization" +
+            std::string(j.contains("page") ? " by \"page\"" : "; give \"page\": [width, height] for pixel boxes") +
+            "): " + b.dump());
+      box[k] = static_cast<int64_t>(v);
     }
     if (box[0] > box[2] || box[1] > box[3]) bad(where + " has x1 < x0 or y1 < y0: " + b.dump());
-    if (box[2] > 1000 || box[3] > 1000 || box[2] >= c.max_box || box[3] >= c.max_box)
-      bad(where + " lies outside the page (0-1000 after normalization" +
-          std::string(j.contains("page") ? " by \"page\"" : "; give \"page\": [width, height] for pixel boxes") +
-          "): " + b.dump());
     out.push_back(box);
   }
   return out;
@@ -128,14 +130,17 @@ Example read_text(const json& j, const Context& c) {
   };
   const auto a = text("text"), b = text("text_pair");
   if (!a) bad("no \"text\" (a text model's line: {\"text\": ..., \"text_pair\": ... optional})");
+  if (b && c.type_vocab_size < 2)
+    bad("a \"text_pair\" needs a model with two segments; this one's type_vocab_size is 1");
   std::vector<int32_t> first, second;
   c.tokenizer.encode(*a, first);
   if (b) c.tokenizer.encode(*b, second);
   Example e;
-  // Longest first, one token at a time (as HuggingFace's tokenizers truncate a pair).
+  // Longest first, one token at a time, a tie taken from the pair's second text: what HuggingFace tokenizers'
+  // LongestFirst keeps (8 and 4 tokens in a budget of 7: 4 and 3). max_length >= 3 leaves both texts possible.
   const size_t special = b ? 3 : 2;
   while (first.size() + second.size() + special > static_cast<size_t>(c.max_length)) {
-    (second.size() > first.size() ? second : first).pop_back();
+    (second.size() >= first.size() ? second : first).pop_back();
     e.truncated = true;
   }
   e.ids.push_back(c.vocab.cls_id());
@@ -154,7 +159,7 @@ Example read_line(const std::string& text, int64_t line, const Context& c) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     bad(std::string("not JSON: ") + e.what());
   }
   if (!j.is_object()) bad("expected a JSON object, found " + j.dump().substr(0, 80));
@@ -236,6 +241,9 @@ json result(const Example& e, const torch::Tensor& probs, const Architecture& a,
   return out;
 }
 
+// One output line; invalid UTF-8 (echoed from a bad line) replaced, never a failure after the work is done.
+std::string line_of(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n"; }
+
 bool lower_case_of(const std::string& dir, bool fallback) {
   const std::string path = dir + "/tokenizer_config.json";
   std::error_code ec;
@@ -251,7 +259,15 @@ bool lower_case_of(const std::string& dir, bool fallback) {
 InferSummary run_inference(const InferOptions& o) {
   using Clock = std::chrono::steady_clock;
   if (o.batch < 1) throw joule::UsageError("--batch must be at least 1");
+  if (o.max_length != 0 && o.max_length < 3)
+    throw joule::UsageError("--max-length " + std::to_string(o.max_length) +
+                            " leaves no room for text ([CLS] and one or two [SEP] take 3)");
   InferSummary s;
+  std::error_code ec;
+  if (!std::filesystem::exists(o.model_dir + "/vocab.txt", ec))
+    throw joule::IoError(o.model_dir + " has no vocab.txt",
+                         "a classifier directory for joule infer holds config.json, model.safetensors and the "
+                         "vocab.txt of its tokenizer");
   LoadedEncoderModel loaded = load_encoder_model(o.model_dir, o.architecture);
   for (const std::string& n : loaded.notes) s.notes += "note: " + n + "\n";
   EncoderModel& model = loaded.model;
@@ -261,19 +277,28 @@ InferSummary run_inference(const InferOptions& o) {
                                 " has no classification head: joule infer runs ...ForSequenceClassification "
                                 "and ...ForTokenClassification models",
                             "give --architecture a classifier, or a fine-tuned classifier's directory");
-  launch::set_threads(o.threads > 0 ? o.threads : launch::physical_cores());
-  const PrecisionChoice precision = choose_precision(o.precision, false, launch::CpuIsa::current());
-  model.set_precision(precision.precision, launch::choose_gemm_path("auto").choice.fp32);
-  s.precision_reason = precision.reason;
-  const data::Vocab vocab = data::Vocab::load(o.model_dir + "/vocab.txt");
-  const data::FullTokenizer tokenizer(vocab, lower_case_of(o.model_dir, o.lower_case));
+  if (!loaded.initialized.empty() && !o.allow_initialized)
+    throw joule::UsageError(
+        o.model_dir + " lacks " + loaded.initialized + ": its labels would come from random weights",
+        "fine-tune the classifier first, or pass --allow-untrained-head to run it anyway");
   const BertConfig& config = model.config();
+  const data::Vocab vocab = data::Vocab::load(o.model_dir + "/vocab.txt");
+  if (vocab.size() > config.vocab_size)
+    throw joule::UsageError(o.model_dir + "/vocab.txt has " + std::to_string(vocab.size()) +
+                                " tokens, more than the model's vocab_size " + std::to_string(config.vocab_size),
+                            "use the vocabulary the model was trained with");
+  const data::FullTokenizer tokenizer(vocab, o.lower_case ? *o.lower_case : lower_case_of(o.model_dir, true));
   const int64_t limit = std::min<int64_t>(config.max_position_embeddings, 512);
   if (o.max_length > limit)
     throw joule::UsageError("--max-length " + std::to_string(o.max_length) + " is longer than the model's " +
                             std::to_string(limit));
-  const Context c{a, tokenizer, vocab, o.max_length > 0 ? o.max_length : limit,
-                  a.model_type == "layoutlm" ? config.max_2d_position_embeddings : 1001};
+  const Context c{a, tokenizer, vocab, o.max_length > 0 ? o.max_length : limit, config.type_vocab_size};
+  // The output's temporary file now: a directory that cannot hold it fails before any work.
+  joule::AtomicFile out(o.output);
+  launch::set_threads(o.threads > 0 ? o.threads : launch::physical_cores());
+  const PrecisionChoice precision = choose_precision(o.precision, false, launch::CpuIsa::current());
+  model.set_precision(precision.precision, launch::choose_gemm_path("auto").choice.fp32);
+  s.precision_reason = precision.reason;
 
   // Read every line first: a bad line is found before any work, and the batches are sorted by length.
   std::ifstream in(o.input);
@@ -332,7 +357,6 @@ InferSummary run_inference(const InferOptions& o) {
     body += r.dump() + "\n";
   }
   while (next_error < errors.size()) body += errors[next_error++].dump() + "\n";
-  joule::AtomicFile out(o.output);
   out.write(body);
   out.commit();
   return s;

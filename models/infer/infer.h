@@ -10,11 +10,14 @@
 // word for LayoutLM's words: its first piece's label). A line that cannot be read is reported with its number and
 // either skipped (a {"line": N, "error": "..."} line stands in its place) or refuses the whole file, by option.
 // Lines are tokenized with the directory's vocab.txt, sorted by length into batches that waste little padding, and
-// run with every thread; the output is written atomically (all of it or nothing) and is the same for the same input.
+// run with every thread; the output is written atomically (all of it or nothing), byte for byte the same for the same
+// input file (a line's scores may differ in the last bits in another file, where it shares a batch with other lines).
+// A word or text that tokenizes to nothing (empty, whitespace) gets a null label.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "launch/util/error.h"
@@ -34,10 +37,11 @@ struct InferOptions {
   std::string input, output;
   std::string precision = "auto";  // auto | fp32 | bf16 (models/precision.h)
   int64_t batch = 8;
-  int64_t max_length = 0;  // 0: the model's max_position_embeddings (at most 512)
-  int threads = 0;         // 0: every core
-  bool lower_case = true;  // the vocab's casing; tokenizer_config.json's do_lower_case when present
+  int64_t max_length = 0;          // 0: the model's max_position_embeddings (at most 512)
+  int threads = 0;                 // 0: every core
+  std::optional<bool> lower_case;  // unset: tokenizer_config.json's do_lower_case, else lower-case
   bool skip_bad_lines = false;
+  bool allow_initialized = false;                    // run a classifier whose head (or pooler) the directory lacks
   std::function<void(const std::string&)> progress;  // one line now and then (a terminal's), or empty
 };
 

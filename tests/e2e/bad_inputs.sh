@@ -72,7 +72,7 @@ cases=(
   "config: unknown key|--config unknown_key.toml --data shards/train --run-dir r|unknown_key.toml: unknown key 'train.stepz'; valid keys: "
   "config: wrong type|--config wrong_type.toml --data shards/train --run-dir r|wrong_type.toml: key 'train.steps' must be an integer, found \"ten\""
   "config: impossible batch split|--config run.toml --run-dir r --set train.global_batch=12|train.global_batch 12 is not divisible by train.micro_batch 4 x world size 2"
-  "config: unknown model|--config run.toml --run-dir r --set model.config=bert-huge|bert-huge: no such model config file or directory, and not a preset (presets in .*: bert-large, bert-base, bert-tiny)"
+  "config: unknown model|--config run.toml --run-dir r --set model.config=bert-huge|bert-huge: no such model config file or directory, and not a preset (presets in .*: bert-large, bert-base, bert-tiny, layoutlm-base)"
   "checkpoint: truncated|--config run.toml --run-dir ck_truncated --resume ck_truncated/checkpoints/step_00000010|ck_truncated/checkpoints/step_00000010: model.safetensors has 1000 bytes, the manifest says"
   "checkpoint: checksum mismatch|--config run.toml --run-dir ck_checksum --resume ck_checksum/checkpoints/step_00000010|ck_checksum/checkpoints/step_00000010: optimizer.safetensors does not have the checksum the manifest records"
   "checkpoint: other format version|--config run.toml --run-dir ck_version --resume ck_version/checkpoints/step_00000010|ck_version/checkpoints/step_00000010: format version 99, this joule reads versions 1 to 2"

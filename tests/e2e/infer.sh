@@ -116,4 +116,46 @@ for s, r in zip(src, rows):
     assert len(r["labels"]) == len(s["words"]) and all(l is not None for l in r["labels"]), (s, r)
 print("LayoutLM: one label per word for 10 forms")
 PY
+echo "== 5. refused before any work"
+refused() {  # NAME EXPECTED ARGS...
+  local name=$1 expect=$2
+  shift 2
+  if "$joule" infer "$@" > "$name.log" 2>&1; then fail "$name: accepted"; fi
+  grep -qF -- "$expect" "$name.log" || { cat "$name.log"; fail "$name: the error does not say '$expect'"; }
+}
+refused no_dir "missing/out.jsonl" --model seq --input texts.jsonl --output missing/out.jsonl
+refused short "--max-length 2 leaves no room for text" --model seq --input texts.jsonl --output o.jsonl --max-length 2
+"$joule" model init --config bert-tiny --out pre > /dev/null || fail "model init pretraining"
+cp vocab.txt pre/
+refused untrained "pre lacks classifier.bias, classifier.weight: its labels would come from random weights" \
+  --model pre --architecture BertForSequenceClassification --input texts.jsonl --output o.jsonl
+"$joule" infer --model pre --architecture BertForSequenceClassification --allow-untrained-head --input texts.jsonl \
+  --output untrained.jsonl > untrained.log || { cat untrained.log; fail "--allow-untrained-head"; }
+grep -q "note: pre has no classifier.bias, classifier.weight: initialized" untrained.log || { cat untrained.log; fail "note"; }
+python3 - <<'PY'
+import json
+c = json.load(open("seq/config.json"))
+c["vocab_size"] = 100
+json.dump(c, open("small.json", "w"))
+PY
+"$joule" model init --config small.json --architecture BertForSequenceClassification --out small > /dev/null ||
+  fail "model init small"
+cp vocab.txt small/
+refused vocab "small/vocab.txt has 400 tokens, more than the model's vocab_size 100" --model small --input texts.jsonl \
+  --output o.jsonl
+[[ ! -e o.jsonl ]] || fail "a refused run left an output"
+
+echo "== 6. joule bench infer"
+"$joule" bench infer --model seq --batches 1,3 --seq-len 16 --seconds 0.2 --p99-ms 100000 --json > bench.json ||
+  fail "bench infer"
+python3 - <<'PY' || fail "bench infer's JSON"
+import json
+j = json.loads(open("bench.json").read())
+assert j["architecture"] == "BertForSequenceClassification" and [p["batch"] for p in j["points"]] == [1, 3], j
+for p in j["points"]:
+    assert p["inferences_per_s"] > 0 and 0 < p["p50_ms"] <= p["p99_ms"] and p["kwh_per_million"] > 0, p
+    assert 0 < p["roofline_fraction"] < 2, p
+assert j["chosen_batch"] in (1, 3)
+print("bench infer:", {p["batch"]: round(p["inferences_per_s"], 1) for p in j["points"]})
+PY
 echo "PASS"

@@ -89,6 +89,50 @@ TEST(EncoderModel, APretrainingDirectoryIsTheEncoderOfAClassifier) {
   fs::remove_all(dir);
 }
 
+TEST(EncoderModel, ForeignPrefixesHalfHeadsAndOutOfRangeIdsAreRefused) {
+  const BertConfig c = tiny();
+  EncoderModel m(c, joule::models::architecture_named("BertForSequenceClassification"), 2, 4);
+  const std::string dir = temp_dir("refusals");
+  joule::models::save_encoder_model(m, dir);
+  auto written = BertConfig::from_json_file(dir + "/config.json");
+  EXPECT_EQ(written.architectures, std::vector<std::string>{"BertForSequenceClassification"});
+  // Its weights under another model's prefix, and without the classifier's bias.
+  std::vector<std::pair<std::string, torch::Tensor>> renamed, half;
+  for (const auto& [name, p] : m.hf_named_parameters()) {
+    renamed.emplace_back(name.rfind("bert.", 0) == 0 ? "roberta." + name.substr(5) : name, p);
+    if (name != "classifier.bias") half.emplace_back(name, p);
+  }
+  joule::models::write_weights(renamed, dir + "/model.safetensors");
+  EXPECT_THROW(joule::models::load_encoder_model(dir), joule::Error);
+  joule::models::write_weights(half, dir + "/model.safetensors");
+  try {
+    joule::models::load_encoder_model(dir);
+    ADD_FAILURE() << "half a classifier loaded";
+  } catch (const joule::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("has 'classifier.weight' but not 'classifier.bias'"), std::string::npos)
+        << e.what();
+  }
+  // A pretraining directory written from a classifier's config still says BertForPreTraining.
+  BertConfig labelled = c;
+  labelled.architectures = {"BertForSequenceClassification"};
+  labelled.labels = {"a", "b"};
+  joule::models::save_model_dir(joule::models::BertForPreTraining(labelled), dir);
+  written = BertConfig::from_json_file(dir + "/config.json");
+  EXPECT_EQ(written.architectures, std::vector<std::string>{"BertForPreTraining"});
+  EXPECT_TRUE(written.labels.empty());
+  // Ids outside the tables are named, not an index error.
+  EncoderInput in = input_for(c, 3);
+  in.input_ids[0][1] = c.vocab_size;
+  try {
+    m.forward(in);
+    ADD_FAILURE() << "an id past the vocabulary ran";
+  } catch (const joule::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("input_ids holds 150, outside the model's vocabulary"), std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(dir);
+}
+
 TEST(EncoderModel, LayoutLMAddsTheBoxesEmbeddingsAndNeedsThem) {
   const BertConfig c = tiny_layout();
   EncoderModel m(c, joule::models::architecture_named("LayoutLMForTokenClassification"), 4, 1);
@@ -142,6 +186,9 @@ TEST(EncoderModel, ConfigReadsLayoutAndLabels) {
   refused(cut("\"max_2d_position_embeddings\": 1024,", ""), "missing key 'max_2d_position_embeddings'");
   refused(cut("\"1\": \"B-KEY\"", "\"one\": \"B-KEY\""), "'id2label' key \"one\" is not one of the ids 0..2");
   refused(cut("\"model_type\": \"layoutlm\"", "\"model_type\": \"roberta\""), "joule reads \"bert\" and \"layoutlm\"");
+  refused(cut("\"1\": \"B-KEY\"", "\"01\": \"B-KEY\""), "'id2label' key \"01\" is not one of the ids 0..2");
+  refused(cut("\"max_2d_position_embeddings\": 1024", "\"max_2d_position_embeddings\": 1000"),
+          "'max_2d_position_embeddings' must be in [1001, 65536]");
   // A BERT config with LayoutLM's key is a mistake, named.
   BertConfig bert = tiny();
   std::string b = bert.to_json_text();

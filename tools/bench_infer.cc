@@ -1,0 +1,192 @@
+#include "tools/bench_infer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <sstream>
+
+#include <torch/torch.h>
+#include <nlohmann/json.hpp>
+
+#include "launch/cpu_isa.h"
+#include "launch/runtime.h"
+#include "launch/util/error.h"
+#include "models/encoder_model.h"
+#include "models/flops.h"
+#include "models/precision.h"
+#include "tools/bench_model.h"
+#include "tools/model_commands.h"
+#include "trainer/cost/energy.h"
+#include "trainer/cost/hardware.h"
+
+namespace joule::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+double percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(pos);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
+}
+
+// A preset's default class: LayoutLM's token classifier (the study's form understanding), BERT's sequence classifier.
+std::string default_architecture(const models::BertConfig& c) {
+  return c.model_type == "layoutlm" ? "LayoutLMForTokenClassification" : "BertForSequenceClassification";
+}
+
+models::EncoderInput synthetic_input(const models::BertConfig& c, int64_t batch, int64_t len, uint64_t seed) {
+  auto gen = at::detail::createCPUGenerator(seed);
+  auto i64 = torch::TensorOptions().dtype(torch::kInt64);
+  models::EncoderInput in{torch::randint(5, c.vocab_size, {batch, len}, gen, i64),
+                          torch::zeros({batch, len}, i64),
+                          torch::ones({batch, len}, i64),
+                          {}};
+  in.input_ids.select(1, 0).fill_(2);
+  if (c.model_type == "layoutlm") {
+    torch::Tensor x0 = torch::randint(0, 900, {batch, len}, gen, i64),
+                  y0 = torch::randint(0, 950, {batch, len}, gen, i64);
+    in.bbox = torch::stack({x0, y0, x0 + 80, y0 + 40}, -1);
+  }
+  return in;
+}
+
+}  // namespace
+
+InferBenchResult bench_infer(const InferBenchOptions& o) {
+  if (o.batches.empty()) throw joule::UsageError("--batches needs at least one batch size");
+  for (int64_t b : o.batches)
+    if (b < 1 || b > 4096) throw joule::UsageError("--batches: " + std::to_string(b) + " is not in [1, 4096]");
+  if (!(o.seconds > 0)) throw joule::UsageError("--seconds must be positive");
+  std::error_code ec;
+  const bool dir = std::filesystem::is_directory(o.model, ec);
+  models::BertConfig config =
+      dir ? models::BertConfig::from_json_file(o.model + "/config.json") : resolve_model_config(o.model);
+  std::optional<models::EncoderModel> model;
+  InferBenchResult r;
+  r.model = o.model;
+  if (dir) {
+    model.emplace(models::load_encoder_model(o.model, o.architecture, o.labels).model);
+  } else {
+    const std::string a = o.architecture.empty() ? default_architecture(config) : o.architecture;
+    model.emplace(config, models::architecture_named(a), o.labels > 0 ? o.labels : 2, o.seed);
+  }
+  r.architecture = model->architecture().name;
+  if (o.seq_len < 2 || o.seq_len > config.max_position_embeddings)
+    throw joule::UsageError("--seq-len " + std::to_string(o.seq_len) + " is not in [2, the model's positions " +
+                            std::to_string(config.max_position_embeddings) + "]");
+  r.seq_len = o.seq_len;
+  r.threads = o.threads > 0 ? o.threads : launch::physical_cores();
+  launch::set_threads(r.threads);
+  const models::PrecisionChoice precision = models::choose_precision(o.precision, false, launch::CpuIsa::current());
+  const launch::GemmPath gemm = launch::choose_gemm_path("auto");
+  model->set_precision(precision.precision, gemm.choice.fp32);
+  r.precision = models::precision_name(precision.precision);
+  r.precision_reason = precision.reason;
+
+  trainer::MeterContext meters;
+  meters.apply_environment();
+  meters.profile = trainer::load_instance_profile(o.instance, config_dir() + "/hardware");
+  r.instance = meters.profile.name;
+  trainer::EnergyMonitor energy("auto", meters, 0.05);
+  r.energy_sources = energy.sources();
+
+  const bool per_token = model->architecture().head == models::Head::kToken;
+  const int64_t labels = model->architecture().head == models::Head::kNone ? 0 : model->labels();
+  const double gflop_per_inference =
+      models::total_flops(models::inference_gemms(config, 1, o.seq_len, labels, per_token)) / 1e9;
+  r.sgemm_gflops = measure_matmul_gflops(models::inference_gemms(config, 8, o.seq_len, labels, per_token),
+                                         precision.precision, torch::kCPU, 0.1, gemm.choice.fp32);
+  for (const int64_t batch : o.batches) {
+    const models::EncoderInput in = synthetic_input(config, batch, o.seq_len, o.seed + static_cast<uint64_t>(batch));
+    for (int i = 0; i < o.warmup; ++i) model->forward(in);
+    std::vector<double> latency;
+    const double joules_before = energy.totals().total();
+    const auto t0 = Clock::now();
+    do {
+      const auto t = Clock::now();
+      model->forward(in);
+      latency.push_back(seconds_since(t));
+    } while (latency.size() < 3 || seconds_since(t0) < o.seconds);
+    const double elapsed = seconds_since(t0);
+    const double joules = energy.totals().total() - joules_before;
+    InferPoint p;
+    p.batch = batch;
+    p.calls = static_cast<int64_t>(latency.size());
+    const double inferences = static_cast<double>(batch) * static_cast<double>(p.calls);
+    p.inferences_per_s = inferences / elapsed;
+    p.p50_ms = percentile(latency, 0.50) * 1e3;
+    p.p99_ms = percentile(latency, 0.99) * 1e3;
+    p.joules_per_million = joules / inferences * 1e6;  // IT energy (no PUE)
+    p.usd_per_million = meters.profile.usd_per_hour * (1e6 / p.inferences_per_s) / 3600.0;
+    p.gflops = gflop_per_inference * p.inferences_per_s;
+    p.roofline_fraction = r.sgemm_gflops > 0 ? p.gflops / r.sgemm_gflops : 0;
+    r.points.push_back(p);
+  }
+  for (size_t i = 0; i < r.points.size(); ++i)
+    if ((o.p99_ms <= 0 || r.points[i].p99_ms <= o.p99_ms) &&
+        (r.chosen < 0 || r.points[i].inferences_per_s > r.points[static_cast<size_t>(r.chosen)].inferences_per_s))
+      r.chosen = static_cast<int>(i);
+  return r;
+}
+
+std::string InferBenchResult::to_json() const {
+  nlohmann::json points_json = nlohmann::json::array();
+  for (const InferPoint& p : points)
+    points_json.push_back({{"batch", p.batch},
+                           {"calls", p.calls},
+                           {"inferences_per_s", p.inferences_per_s},
+                           {"p50_ms", p.p50_ms},
+                           {"p99_ms", p.p99_ms},
+                           {"kwh_per_million", p.joules_per_million / 3.6e6},
+                           {"usd_per_million", p.usd_per_million},
+                           {"gflops", p.gflops},
+                           {"roofline_fraction", p.roofline_fraction}});
+  nlohmann::json j = {{"impl", "joule"},
+                      {"model", model},
+                      {"architecture", architecture},
+                      {"precision", precision},
+                      {"precision_path", precision_reason},
+                      {"threads", threads},
+                      {"seq_len", seq_len},
+                      {"sgemm_gflops", sgemm_gflops},
+                      {"energy_sources", energy_sources},
+                      {"instance", instance},
+                      {"points", points_json},
+                      {"chosen_batch", chosen >= 0 ? nlohmann::json(points[static_cast<size_t>(chosen)].batch)
+                                                   : nlohmann::json(nullptr)}};
+  return j.dump();
+}
+
+std::string InferBenchResult::to_text(const InferBenchOptions& o) const {
+  std::ostringstream s;
+  s << architecture << " (" << model << "), sequence length " << seq_len << ", " << threads << " threads, "
+    << precision_reason << "\n"
+    << "IT energy: " << energy_sources << "; price: " << instance << "\n"
+    << "matmul rate on these GEMMs: " << static_cast<int64_t>(sgemm_gflops) << " GFLOP/s\n";
+  char line[200];
+  std::snprintf(line, sizeof line, "%6s %10s %9s %9s %11s %11s %9s\n", "batch", "inf/s", "p50 ms", "p99 ms", "kWh/1M",
+                "USD/1M", "roofline");
+  s << line;
+  for (size_t i = 0; i < points.size(); ++i) {
+    const InferPoint& p = points[i];
+    std::snprintf(line, sizeof line, "%6lld %10.1f %9.2f %9.2f %11.4f %11.4f %8.0f%%%s\n",
+                  static_cast<long long>(p.batch), p.inferences_per_s, p.p50_ms, p.p99_ms, p.joules_per_million / 3.6e6,
+                  p.usd_per_million, 100 * p.roofline_fraction, static_cast<int>(i) == chosen ? "  <- best" : "");
+    s << line;
+  }
+  if (chosen < 0)
+    s << "no batch size meets p99 <= " << o.p99_ms << " ms\n";
+  else if (o.p99_ms > 0)
+    s << "best throughput with p99 <= " << o.p99_ms << " ms: batch " << points[static_cast<size_t>(chosen)].batch
+      << "\n";
+  return s.str();
+}
+
+}  // namespace joule::tools
