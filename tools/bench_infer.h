@@ -12,7 +12,7 @@ namespace joule::tools {
 struct InferBenchOptions {
   std::string model = "bert-base";  // a preset (configs/models) or a model directory
   std::string architecture;         // empty: the directory's, or a preset's default (models/encoder_model.h)
-  int64_t labels = 0;  // 0: the directory's id2label (else 2)
+  int64_t labels = 0;               // 0: the directory's id2label (else 2)
   std::vector<int64_t> batches = {1, 2, 4, 8, 16};
   int64_t seq_len = 128;
   std::string precision = "auto";
