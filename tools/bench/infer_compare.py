@@ -8,6 +8,7 @@ Runs with pyenv's python3 (torch 2.x, transformers, onnxruntime from PyPI), outs
 The models are randomly initialised from configs/models/MODEL.json (throughput does not depend on the weights).
 """
 import argparse
+import inspect
 import json
 import os
 import platform
@@ -80,7 +81,8 @@ def main():
     work = tempfile.mkdtemp(prefix="infer_compare_")
     onnx_path = os.path.join(work, "model.onnx")
     example = inputs(2, a.seq_len, vocab, layout)
-    names = list(example)
+    # torch.onnx passes the inputs by position: in the order of the model's forward() (LayoutLM's bbox comes second).
+    names = [n for n in inspect.signature(model.forward).parameters if n in example]
     torch.onnx.export(model, tuple(example[n] for n in names), onnx_path, input_names=names, output_names=["logits"],
                       dynamic_axes={n: {0: "batch"} for n in names + ["logits"]}, opset_version=17, dynamo=False)
     opts = ort.SessionOptions()
