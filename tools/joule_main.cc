@@ -34,6 +34,7 @@
 #include "tools/data_commands.h"
 #include "tools/model_commands.h"
 #include "tools/plan.h"
+#include "tools/plan_inference.h"
 #include "tools/report.h"
 #include "trainer/checkpoint.h"
 #include "trainer/cost/hardware.h"
@@ -54,7 +55,8 @@ const char* kUsage =
     "  export         a checkpoint (or a run's newest) as a HuggingFace model directory\n"
     "  summary        a run's training-cost summary again (table; rewrites emissions.csv)\n"
     "  report         a run's self-contained HTML report with SVG charts\n"
-    "  plan           hours, seq/hour, kWh, USD, CO2 on N x trn1/p4d/p5 (cluster performance model)\n"
+    "  plan           hours, seq/hour, kWh, USD, CO2 on N x trn1/p4d/p5 (cluster performance model); with\n"
+    "                 --inference: instances, USD/kWh/CO2 per million inferences for a rate on inf1/inf2/g4dn/g5/c*\n"
     "  version        joule's version and the LibTorch, MPI, HDF5 and BLAS in use\n"
     "  model init     write a freshly initialized HuggingFace model directory\n"
     "  model info     parameter counts of a model config or directory\n"
@@ -434,17 +436,56 @@ int cmd_plan(int argc, char** argv) {
       "validate", "print the model's validation against published figures (VALIDATION.md's table)")(
       "study",
       "print the seed study's comparison beside the model's (its own workload: BERT-Large phase 1, 450M sequences, "
-      "16 x trn1.32xlarge vs 16 x p4d.24xlarge; the other flags do not apply)");
+      "16 x trn1.32xlarge vs 16 x p4d.24xlarge; the other flags do not apply)")(
+      "inference",
+      "size an inference fleet instead: per inference instance profile (configs/hardware/inference; --instance "
+      "picks) the throughput within --p99-ms, instances for --rate with --headroom, USD/kWh/CO2 per million "
+      "(--model defaults to layoutlm-base; with --validate: the inference validation table)")(
+      "rate", "(--inference) inferences with a unit: 1000000/h, 278/s, 16667/min",
+      cxxopts::value<std::string>()->default_value("1000000/h"))(
+      "measured",
+      "(--inference) `joule bench infer --json` outputs, comma-separated: FILE adds this host's row, PROFILE=FILE a "
+      "measurement taken on that instance",
+      cxxopts::value<std::string>())("csv", "(--inference) print the rows as CSV");
   const NumberFlag seq_len{"seq-len", "sequence length", "128", kSeqLen},
       max_pred{"max-predictions", "masked positions per sequence", "0", kPredictions, "0: 20 at 128, 80 at 512"},
       global_batch{"global-batch", "sequences per optimizer step", "65536", OptionRange{1, 1 << 30}},
       micro_batch{"micro-batch", "sequences per device per forward/backward", "32", kBatch},
       sequences{"sequences", "sequences to train on", "450e6", OptionRange{1, 1e15}},
       nodes{"nodes", "instances", "16", kNodes},
-      grid{"grid-intensity", "g CO2 per kWh (overrides --region)", "0", OptionRange{0, 5000}, "0: the region's"};
-  add_number_flags(o, {seq_len, max_pred, global_batch, micro_batch, sequences, nodes, grid});
+      grid{"grid-intensity", "g CO2 per kWh (overrides --region)", "0", OptionRange{0, 5000}, "0: the region's"},
+      seq{"seq", "(--inference) tokens per inference", "128", kSeqLen},
+      p99{"p99-ms", "(--inference) latency bound of one batch call, milliseconds", "0", OptionRange{0, 1e6}, "0: none"},
+      headroom{"headroom", "(--inference) spare capacity over the rate", "0.2", OptionRange{0, 10}};
+  add_number_flags(o, {seq_len, max_pred, global_batch, micro_batch, sequences, nodes, grid, seq, p99, headroom});
   auto r = parse(o, argc, argv);
   const std::string configs = joule::tools::config_dir();
+  if (r.count("inference")) {
+    if (r.count("validate")) {
+      std::cout << joule::trainer::validation_table(joule::trainer::inference_validation_cases(configs));
+      return 0;
+    }
+    joule::tools::InferencePlanOptions p;
+    p.model = r.count("model") ? r["model"].as<std::string>() : "layoutlm-base";
+    p.seq_len = int_flag(r, seq);
+    p.rate_per_hour = joule::tools::parse_rate_per_hour(r["rate"].as<std::string>());
+    p.p99_ms = number_flag(r, p99);
+    p.headroom = number_flag(r, headroom);
+    for (const std::string& v : instance_args) {
+      std::stringstream items(v);
+      for (std::string item; std::getline(items, item, ',');) p.instances.push_back(item);
+    }
+    if (r.count("measured")) {
+      std::stringstream items(r["measured"].as<std::string>());
+      for (std::string item; std::getline(items, item, ',');) p.measured.push_back(item);
+    }
+    p.region = r["region"].as<std::string>();
+    p.grid_intensity = number_flag(r, grid);
+    std::cout << (r.count("json")  ? joule::tools::inference_plan_json(p, configs)
+                  : r.count("csv") ? joule::tools::inference_plan_csv(p, configs)
+                                   : joule::tools::inference_plan_text(p, configs));
+    return 0;
+  }
   if (r.count("validate")) {
     std::cout << joule::trainer::validation_table(joule::trainer::validation_cases(configs));
     return 0;

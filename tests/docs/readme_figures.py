@@ -8,6 +8,7 @@
   the precision auto chose and in fp32;
 - tools/bench/results/data_prep.jsonl (tools/bench/data_prep.sh): `data create`'s text, sequences and wall time on
   every core, and its per-core speed over NVIDIA's script;
+- `joule plan --inference`'s published rows the Inference section quotes (layoutlm-base, 512 tokens, p99 250 ms);
 - `joule plan --study`'s comparison (the demo's last lines): the trn1/p4d ratios with p4d in TF32 against the
   study's, from VALIDATION.md, and the hours and dollars of trn1 bf16, p4d TF32 and p4d bf16 from `joule plan --json`.
 
@@ -72,6 +73,13 @@ expect(f"{trn1['hours']:.1f} h and USD {trn1['usd']:.0f} against {tf32['hours']:
 expect(f"p4d finishes in {bf16['hours']:.1f} h, {trn1['hours'] / bf16['hours']:.1f}\u00d7 faster than trn1, and trn1 "
        f"still costs {100 * (1 - trn1['usd'] / bf16['usd']):.0f} % less (USD {trn1['usd']:.0f} against "
        f"{bf16['usd']:.0f})", "joule plan: p4d bf16")
+
+inference = {r["instance"]: r for r in json.loads(subprocess.run(
+    [joule, "plan", "--inference", "--model", "layoutlm-base", "--seq", "512", "--p99-ms", "250", "--json"],
+    check=True, capture_output=True, text=True).stdout)["rows"]}
+for name, words in (("inf1.2xlarge", "inf1.2xlarge"), ("g4dn.xlarge", "g4dn.xlarge")):
+    row = inference[name]
+    expect(f"{words} {row['instances']} at USD {row['usd_per_million']:.2f}", f"joule plan --inference: {name}")
 
 demo = json.load(open(demo_path))
 auto, fp32 = demo["auto"], demo["fp32"]

@@ -7,8 +7,10 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "launch/util/hash.h"
 #include "models/bert_config.h"
@@ -38,6 +40,22 @@ inline std::string read_file(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// The lines of a profile file (configs/hardware) that set a number without a '# source:' or '# assumption:'
+// comment, as "FILE:LINE: text"; every figure a profile gives must say where it comes from.
+inline std::vector<std::string> unsourced_numbers(const std::string& file) {
+  const std::regex numeric(R"(^\s*[A-Za-z_0-9]+\s*=\s*[-0-9.{])");
+  std::vector<std::string> out;
+  std::ifstream in(file);
+  int line_no = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++line_no;
+    if (std::regex_search(line, numeric) && line.find("# source:") == std::string::npos &&
+        line.find("# assumption:") == std::string::npos)
+      out.push_back(file + ":" + std::to_string(line_no) + ": " + line);
+  }
+  return out;
 }
 
 inline void write_file(const std::string& path, const std::string& bytes) {

@@ -1,6 +1,9 @@
 // End-to-end: the joule binary as a user runs it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
@@ -192,6 +195,72 @@ TEST(Cli, DataPipelineAsAUserRunsIt) {
   EXPECT_EQ(run_command(kJoule + " data create --input x --vocab y --out z --phase 2 --seq-len 128").exit_code, 2);
   for (const auto& e : std::filesystem::directory_iterator(d))
     EXPECT_EQ(e.path().filename().string().find("shards."), std::string::npos) << "left behind: " << e.path();
+}
+
+// `joule plan --inference`: a row per inference profile, this host's from a `joule bench infer --json` result, the
+// same rows as JSON and CSV, and errors that name the flag, the file and the line.
+TEST(Cli, PlanInferenceSizesEveryProfileAndThisHost) {
+  TempDir t;
+  // One measurement of this host, in `joule bench infer --json`'s shape (two batch sizes), and one taken on a c7i.
+  const std::string bench =
+      R"({"impl": "joule", "model": "layoutlm-base", "seq_len": 512, "precision": "bf16", "points": [)"
+      R"({"batch": 1, "inferences_per_s": 4.0, "p50_ms": 240, "p99_ms": 260},)"
+      R"({"batch": 8, "inferences_per_s": 6.0, "p50_ms": 1300, "p99_ms": 1400}]})";
+  joule::test::write_file(t.file("host.json"), bench + "\n");
+  joule::test::write_file(
+      t.file("c7i.jsonl"),
+      R"({"record": "environment"})"
+      "\n"
+      R"({"impl": "pytorch-eager", "model": "layoutlm-base", "seq_len": 512, "precision": "fp32", "batch": 1, "inferences_per_s": 1, "p50_ms": 1, "p99_ms": 1})"
+      "\n"
+      R"({"impl": "joule", "model": "layoutlm-base", "seq_len": 512, "precision": "bf16", "batch": 4, "inferences_per_s": 20.0, "p50_ms": 190, "p99_ms": 210})"
+      "\n");
+  const std::string plan = kJoule + " plan --inference --seq 512 --rate 360000/h --p99-ms 1000 --measured " +
+                           t.file("host.json") + ",c7i.xlarge=" + t.file("c7i.jsonl");
+  auto r = run_command(plan + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["workload"]["model"], "layoutlm-base");
+  EXPECT_EQ(j["workload"]["rate_per_hour"], 360000.0);
+  std::map<std::string, nlohmann::json> rows;
+  for (const auto& row : j["rows"]) rows[row["instance"]] = row;
+  for (const char* name : {"inf1.xlarge", "inf2.xlarge", "g4dn.xlarge", "g5.xlarge", "c5.xlarge", "this host"})
+    ASSERT_TRUE(rows.count(name)) << name << " missing in " << r.output;
+  // This host: batch 8 breaks the 1000 ms bound, batch 1 meets it: ceil(100 x 1.2 / 4) instances.
+  EXPECT_EQ(rows["this host"]["batch"], 1);
+  EXPECT_EQ(rows["this host"]["instances"], 30);
+  EXPECT_NE(rows["this host"]["basis"].get<std::string>().find("measured on this host"), std::string::npos);
+  // The c7i measurement sizes c7i.xlarge, which has no published figure; the PyTorch line was skipped.
+  EXPECT_TRUE(rows["c7i.xlarge"]["sized"].get<bool>()) << rows["c7i.xlarge"];
+  EXPECT_EQ(rows["c7i.xlarge"]["instances"], 6);  // ceil(100 x 1.2 / 20)
+  EXPECT_FALSE(rows["c6i.xlarge"]["sized"].get<bool>());
+  for (auto& [name, row] : rows)
+    if (row["sized"].get<bool>()) {
+      EXPECT_GT(row["usd_per_million"].get<double>(), 0) << name;
+      EXPECT_GT(row["kwh_per_million"].get<double>(), 0) << name;
+      EXPECT_NEAR(row["usd_per_million"].get<double>(), row["usd_per_hour"].get<double>() / 0.36, 1e-9) << name;
+    }
+  auto text = run_command(plan);
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  for (const char* part : {"layoutlm-base, seq 512, 360,000 inferences/hour (100/s), p99 <= 1000 ms, headroom 20 %",
+                           "this host", "cheapest:", "where each throughput comes from:"})
+    EXPECT_NE(text.output.find(part), std::string::npos) << part << " not in\n" << text.output;
+  auto csv = run_command(plan + " --csv");
+  ASSERT_EQ(csv.exit_code, 0) << csv.output;
+  EXPECT_EQ(csv.output.rfind("model,seq_len,rate_per_hour,", 0), 0u) << csv.output;
+  EXPECT_EQ(static_cast<size_t>(std::count(csv.output.begin(), csv.output.end(), '\n')), j["rows"].size() + 1);
+  // Errors: a rate without a unit, a measurement that is not one, a missing file.
+  auto no_unit = run_command(kJoule + " plan --inference --rate 1000000");
+  EXPECT_EQ(no_unit.exit_code, 2);
+  EXPECT_NE(no_unit.output.find("--rate '1000000' has no unit"), std::string::npos) << no_unit.output;
+  joule::test::write_file(t.file("bad.jsonl"), "{\"impl\": \"joule\", \"model\": \"bert-base\"}\n");
+  auto bad = run_command(kJoule + " plan --inference --measured " + t.file("bad.jsonl"));
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.output.find(t.file("bad.jsonl") + ":1: not a `joule bench infer` result"), std::string::npos)
+      << bad.output;
+  auto missing = run_command(kJoule + " plan --inference --measured " + t.file("none.json"));
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.output.find("none.json: cannot read"), std::string::npos) << missing.output;
 }
 
 TEST(Cli, PlanComparesInstancesAtTheirOwnPrecision) {

@@ -304,7 +304,8 @@ std::set<Component> responsibilities(const MeterContext& ctx) {
   std::set<Component> out;
   if (ctx.host) out = {Component::cpu, Component::ram};
   if (ctx.device >= 0 && ctx.profile.device_kind == "gpu") out.insert(Component::gpu);
-  if (ctx.device >= 0 && ctx.profile.device_kind == "trainium") out.insert(Component::neuron);
+  if (ctx.device >= 0 && (ctx.profile.device_kind == "trainium" || ctx.profile.device_kind == "inferentia"))
+    out.insert(Component::neuron);
   return out;
 }
 

@@ -37,17 +37,13 @@ class Table {
   Table(const toml::value& root, const std::string& name, const std::string& file, std::set<std::string> allowed)
       : name_(name), file_(file) {
     if (!root.contains(name)) return;
-    const toml::value& t = root.at(name);
-    if (!t.is_table()) throw ProfileError(file + ": '" + name + "' must be a table");
-    table_ = &t;
-    for (const auto& [key, value] : t.as_table()) {
-      (void)value;
-      if (!allowed.count(key)) {
-        std::string valid;
-        for (const auto& k : allowed) valid += (valid.empty() ? "" : ", ") + k;
-        throw ProfileError(file + ": unknown key '" + name + "." + key + "'; valid keys in [" + name + "]: " + valid);
-      }
-    }
+    check(root.at(name), allowed);
+  }
+  // One element of an array of tables ([[name]]), called `name` in errors ("inference[2]").
+  Table(const toml::value& element, std::string name, std::string file, const std::set<std::string>& allowed,
+        bool /*element*/)
+      : name_(std::move(name)), file_(std::move(file)) {
+    check(element, allowed);
   }
   bool has(const std::string& key) const { return table_ && table_->contains(key); }
   double number(const std::string& key, double fallback, bool required = false) const {
@@ -88,6 +84,20 @@ class Table {
   }
 
  private:
+  void check(const toml::value& t, const std::set<std::string>& allowed) {
+    if (!t.is_table()) throw ProfileError(file_ + ": '" + name_ + "' must be a table");
+    table_ = &t;
+    for (const auto& [key, value] : t.as_table()) {
+      (void)value;
+      if (!allowed.count(key)) {
+        std::string valid;
+        for (const auto& k : allowed) valid += (valid.empty() ? "" : ", ") + k;
+        throw ProfileError(file_ + ": unknown key '" + name_ + "." + key + "'; valid keys in [" + name_ +
+                           "]: " + valid);
+      }
+    }
+  }
+
   std::string name_, file_;
   const toml::value* table_ = nullptr;
 };
@@ -120,6 +130,14 @@ double InstanceProfile::instance_peak_tflops(const std::string& dtype) const {
   auto it = peak_tflops.find(dtype);
   if (it == peak_tflops.end()) throw ProfileError(file + ": no peak_tflops figure for dtype '" + dtype + "'");
   return it->second * (device_kind == "cpu" ? 1 : devices);
+}
+
+double InstanceProfile::power_w(double busy, int devices_in_use) const {
+  constexpr double kHostCpuLoad = 0.25;  // assumption: host CPUs feeding devices run at 25 % load
+  if (device_kind == "cpu") return cpu_idle_w + (cpu_max_w - cpu_idle_w) * busy + ram_w;
+  const int n = devices_in_use < 0 ? devices : devices_in_use;
+  return n * (device_idle_w + (device_max_w - device_idle_w) * busy) + cpu_idle_w +
+         (cpu_max_w - cpu_idle_w) * kHostCpuLoad + ram_w;
 }
 
 namespace {
@@ -180,8 +198,9 @@ void read_device(const toml::value& root, const std::string& path, InstanceProfi
   const Table dev(root, "device", path,
                   {"kind", "model", "count", "idle_w", "max_w", "memory_gib", "memory_gb_per_s", "peak_tflops"});
   p.device_kind = dev.text("kind", "", true);
-  if (p.device_kind != "cpu" && p.device_kind != "gpu" && p.device_kind != "trainium")
-    throw ProfileError(path + ": device.kind is \"" + p.device_kind + "\"; valid values: cpu, gpu, trainium");
+  if (p.device_kind != "cpu" && p.device_kind != "gpu" && p.device_kind != "trainium" && p.device_kind != "inferentia")
+    throw ProfileError(path + ": device.kind is \"" + p.device_kind +
+                       "\"; valid values: cpu, gpu, trainium, inferentia");
   p.device_model = dev.text("model", p.device_kind);
   p.devices = static_cast<int>(dev.number("count", 0, true));
   p.device_idle_w = dev.number("idle_w", 0);
@@ -244,6 +263,41 @@ void read_calibration(const toml::value& root, const std::string& path, Instance
                        ": calibration.seq_per_s needs calibration.model, calibration.seq_len and calibration.devices");
 }
 
+// [[inference]]: published inference throughputs of the instance, each with what it ran and where it is published.
+void read_inference(const toml::value& root, const std::string& path, InstanceProfile& p) {
+  if (!root.contains("inference")) return;
+  const toml::value& list = root.at("inference");
+  if (!list.is_array()) throw ProfileError(path + ": 'inference' must be an array of tables ([[inference]])");
+  for (size_t i = 0; i < list.as_array().size(); ++i) {
+    const std::string name = "inference[" + std::to_string(i) + "]";
+    const Table t(list.as_array()[i], name, path,
+                  {"model", "published_as", "seq_len", "batch", "precision", "inferences_per_s", "p50_ms", "p95_ms",
+                   "p99_ms", "source"},
+                  true);
+    InferenceFigure f;
+    f.model = t.text("model", "", true);
+    f.published_as = t.text("published_as", f.model);
+    f.seq_len = static_cast<int64_t>(t.number("seq_len", 0, true));
+    f.batch = static_cast<int64_t>(t.number("batch", 0, true));
+    f.precision = t.text("precision", "", true);
+    f.inferences_per_s = t.number("inferences_per_s", 0, true);
+    f.p50_ms = t.number("p50_ms", 0);
+    f.p95_ms = t.number("p95_ms", 0);
+    f.p99_ms = t.number("p99_ms", 0);
+    f.source = t.text("source", "", true);
+    require_positive(static_cast<double>(f.seq_len), path, name + ".seq_len");
+    require_positive(static_cast<double>(f.batch), path, name + ".batch");
+    require_positive(f.inferences_per_s, path, name + ".inferences_per_s");
+    double below = 0;  // each percentile given is at least the lower ones
+    for (const double v : {f.p50_ms, f.p95_ms, f.p99_ms}) {
+      if (v < 0 || (v > 0 && v < below))
+        throw ProfileError(path + ": " + name + ": latencies must be positive and p50_ms <= p95_ms <= p99_ms");
+      below = std::max(below, v);
+    }
+    p.inference.push_back(f);
+  }
+}
+
 }  // namespace
 
 InstanceProfile load_instance_profile(const std::string& name_or_path, const std::string& dir, const HostFacts& facts) {
@@ -251,10 +305,11 @@ InstanceProfile load_instance_profile(const std::string& name_or_path, const std
   const toml::value root = parse_file(path, "instance profile");
   for (const auto& [key, value] : root.as_table()) {
     (void)value;
-    static const std::set<std::string> top = {"name", "description", "host", "device", "network", "calibration"};
+    static const std::set<std::string> top = {"name",    "description", "host",     "device",
+                                              "network", "calibration", "inference"};
     if (!top.count(key))
       throw ProfileError(path + ": unknown key '" + key +
-                         "'; valid: name, description, [host], [device], [network], [calibration]");
+                         "'; valid: name, description, [host], [device], [network], [calibration], [[inference]]");
   }
   InstanceProfile p;
   p.file = path;
@@ -267,6 +322,7 @@ InstanceProfile load_instance_profile(const std::string& name_or_path, const std
   read_host(root, path, facts, p);
   read_network(root, path, p);
   read_calibration(root, path, p);
+  read_inference(root, path, p);
   return p;
 }
 

@@ -2,6 +2,7 @@
 // the accounting (power model, price), the report (projection onto each profile) and the planner. No LibTorch.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -30,6 +31,17 @@ struct HostFacts {
   static HostFacts detect();  // online CPUs (sched affinity ignored), MemTotal, CpuIsa::current() and the clock
 };
 
+// A published inference throughput of one instance ([[inference]] in a profile under configs/hardware/inference/):
+// what ran (the joule preset its FLOPs are counted with, and the model the source names), at which sequence length,
+// batch and precision, and how fast; latencies (per batch call) 0 where the source gives none.
+struct InferenceFigure {
+  std::string model, published_as;
+  int64_t seq_len = 0, batch = 0;
+  std::string precision;
+  double inferences_per_s = 0, p50_ms = 0, p95_ms = 0, p99_ms = 0;
+  std::string source;
+};
+
 struct InstanceProfile {
   std::string name, description, file;
   // host, all per instance (per-vCPU/per-GiB values already multiplied out)
@@ -39,7 +51,7 @@ struct InstanceProfile {
   double usd_per_hour = 0;
   double pue = 1;
   // devices
-  std::string device_kind = "cpu";  // cpu | gpu | trainium
+  std::string device_kind = "cpu";  // cpu | gpu | trainium | inferentia
   std::string device_model;
   int devices = 0;
   double device_idle_w = 0, device_max_w = 0;
@@ -61,10 +73,16 @@ struct InstanceProfile {
   double calibration_long_seq_per_s = 0;
   // Or: the efficiencies of another profile's calibration, computed the same way (no figure for this hardware).
   std::string calibration_borrow;
+  // inference: published throughputs (an inference profile's; training profiles have none)
+  std::vector<InferenceFigure> inference;
 
   // Peak TFLOPS of one whole instance for a dtype; throws naming the profile when it has no figure.
   double instance_peak_tflops(const std::string& dtype) const;
   double max_power_w() const { return cpu_max_w + ram_w + devices * device_max_w; }
+  // IT power of one instance whose devices compute a share `busy` of the time (idle to maximum power), `devices` of
+  // them in use (-1: all): the host CPU feeding them at a light load, or, where the CPU is the device, by `busy`; RAM
+  // constant.
+  double power_w(double busy, int devices_in_use = -1) const;
 };
 
 // `name_or_path`: a file, or NAME looked up as DIR/NAME.toml. Unknown keys, missing required keys and wrong

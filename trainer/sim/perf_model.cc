@@ -14,7 +14,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr double kOptimizerBytesPerParameter = 40;  // LAMB: param, grad, m, v read/written + update (fp32)
-constexpr double kHostCpuLoad = 0.25;               // assumption: host CPUs feeding devices run at 25 % load
 
 double dtype_bytes(const std::string& dtype) { return dtype == "fp32" || dtype == "tf32" ? 4 : 2; }
 
@@ -224,11 +223,7 @@ StepPrediction ClusterModel::predict_with(double efficiency, const Workload& w, 
   // Power of a node while training: devices between idle and maximum by their compute share, the host at a
   // light load, RAM constant.
   const double busy = r.compute_s / r.step_s;
-  const double device_w =
-      p.device_kind == "cpu" ? 0 : per_node * (p.device_idle_w + (p.device_max_w - p.device_idle_w) * busy);
-  const double cpu_w = p.device_kind == "cpu" ? p.cpu_idle_w + (p.cpu_max_w - p.cpu_idle_w) * busy
-                                              : p.cpu_idle_w + (p.cpu_max_w - p.cpu_idle_w) * kHostCpuLoad;
-  r.node_power_w = device_w + cpu_w + p.ram_w;
+  r.node_power_w = p.power_w(busy, per_node);
   r.kwh = r.hours * nodes * r.node_power_w / 1000 * p.pue;
   r.usd = r.hours * nodes * p.usd_per_hour;
   r.co2_kg = r.kwh * grid_g_per_kwh / 1000;

@@ -20,6 +20,11 @@ struct ValidationCase {
 std::vector<ValidationCase> validation_cases(const std::string& config_dir);
 std::string validation_table(const std::vector<ValidationCase>& cases);  // the Markdown table of VALIDATION.md
 
+// The inference half's cases (VALIDATION.md's second table): the seed study's inference experiment (LayoutLM at
+// 1,000,000 inferences per hour on Inf1 against a GPU fleet) and other published inference figures, each predicted
+// by `joule plan --inference` (trainer/sim/inference_sizing.h) from the inference profiles under `config_dir`.
+std::vector<ValidationCase> inference_validation_cases(const std::string& config_dir);
+
 // The seed study (AWS Machine Learning Blog, "Reduce energy consumption of your machine learning workloads by up to
 // 90% with AWS purpose-built accelerators"): BERT-Large phase 1, 450M sequences, 16 x trn1.32xlarge against 16 x
 // p4d.24xlarge. It publishes ratios (trn1 at 1.7x the sequences per hour, 29 % less energy, 62 % lower cost); its GPU

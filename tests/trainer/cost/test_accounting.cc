@@ -302,20 +302,12 @@ TEST(Profiles, EveryShippedProfileLoadsAndEveryNumberHasASource) {
   const auto names = list_instance_profiles(kConfigs + "/hardware");
   for (const char* required : {"trn1.32xlarge", "trn1n.32xlarge", "p4d.24xlarge", "p5.48xlarge", "cpu-host"})
     EXPECT_NE(std::find(names.begin(), names.end(), required), names.end()) << required;
-  const std::regex numeric(R"(^\s*[A-Za-z_0-9]+\s*=\s*[-0-9.{])");
   for (const auto& n : names) {
     const InstanceProfile p = load_instance_profile(n, kConfigs + "/hardware");
     EXPECT_EQ(p.name, n);
     EXPECT_GE(p.pue, 1.0);
     EXPECT_GT(p.usd_per_hour, 0) << n;
-    std::ifstream in(p.file);
-    int line_no = 0;
-    for (std::string line; std::getline(in, line);) {
-      ++line_no;
-      if (!std::regex_search(line, numeric)) continue;
-      EXPECT_TRUE(line.find("# source:") != std::string::npos || line.find("# assumption:") != std::string::npos)
-          << p.file << ":" << line_no << " has no '# source:' or '# assumption:' comment: " << line;
-    }
+    EXPECT_EQ(joule::test::unsourced_numbers(p.file), std::vector<std::string>{}) << "every number needs a source";
   }
   const InstanceProfile p4d = load_instance_profile("p4d.24xlarge", kConfigs + "/hardware");
   EXPECT_DOUBLE_EQ(p4d.instance_peak_tflops("bf16"), 8 * 312.0);
