@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <optional>
 #include <sstream>
@@ -13,6 +14,7 @@
 #include "launch/cpu_isa.h"
 #include "launch/runtime.h"
 #include "launch/util/error.h"
+#include "launch/util/file_io.h"
 #include "models/encoder_model.h"
 #include "models/flops.h"
 #include "models/precision.h"
@@ -57,6 +59,15 @@ models::EncoderInput synthetic_input(const models::BertConfig& c, int64_t batch,
   return in;
 }
 
+std::string utc_date() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
 }  // namespace
 
 InferBenchResult bench_infer(const InferBenchOptions& o) {
@@ -94,6 +105,12 @@ InferBenchResult bench_infer(const InferBenchOptions& o) {
   meters.apply_environment();
   meters.profile = trainer::load_instance_profile(o.instance, config_dir() + "/hardware");
   r.instance = meters.profile.name;
+  r.usd_per_hour = meters.profile.usd_per_hour;
+  r.pue = meters.profile.pue;
+  r.region = o.region;
+  r.grid_g_per_kwh = trainer::load_grid_region(o.region, config_dir() + "/grid-intensity.toml").g_per_kwh;
+  r.p99_bound_ms = o.p99_ms;
+  r.date = utc_date();
   trainer::EnergyMonitor energy("auto", meters, 0.05);
   r.energy_sources = energy.sources();
 
@@ -146,47 +163,116 @@ std::string InferBenchResult::to_json() const {
                            {"p99_ms", p.p99_ms},
                            {"kwh_per_million", p.joules_per_million / 3.6e6},
                            {"usd_per_million", p.usd_per_million},
+                           {"co2_kg_per_million", co2_kg_per_million(p)},
                            {"gflops", p.gflops},
                            {"roofline_fraction", p.roofline_fraction}});
   nlohmann::json j = {{"impl", "joule"},
+                      {"schema_version", 1},
+                      {"date", date},
                       {"model", model},
                       {"architecture", architecture},
                       {"precision", precision},
                       {"precision_path", precision_reason},
                       {"threads", threads},
                       {"seq_len", seq_len},
+                      {"p99_bound_ms", p99_bound_ms},
                       {"sgemm_gflops", sgemm_gflops},
                       {"energy_sources", energy_sources},
                       {"instance", instance},
+                      {"usd_per_hour", usd_per_hour},
+                      {"pue", pue},
+                      {"region", region},
+                      {"grid_g_per_kwh", grid_g_per_kwh},
                       {"points", points_json},
                       {"chosen_batch", chosen >= 0 ? nlohmann::json(points[static_cast<size_t>(chosen)].batch)
                                                    : nlohmann::json(nullptr)}};
   return j.dump();
 }
 
-std::string InferBenchResult::to_text(const InferBenchOptions& o) const {
+InferBenchResult InferBenchResult::from_json(const std::string& text, const std::string& where) {
+  InferBenchResult r;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    r.model = j.at("model").get<std::string>();
+    r.architecture = j.value("architecture", "");
+    r.precision = j.at("precision").get<std::string>();
+    r.precision_reason = j.value("precision_path", "");
+    r.threads = j.value("threads", 0);
+    r.seq_len = j.at("seq_len").get<int64_t>();
+    r.p99_bound_ms = j.value("p99_bound_ms", 0.0);
+    r.sgemm_gflops = j.value("sgemm_gflops", 0.0);
+    r.energy_sources = j.value("energy_sources", "");
+    r.instance = j.value("instance", "");
+    r.usd_per_hour = j.value("usd_per_hour", 0.0);
+    r.pue = j.value("pue", 1.0);
+    r.region = j.value("region", "");
+    r.grid_g_per_kwh = j.value("grid_g_per_kwh", 0.0);
+    r.date = j.value("date", "");
+    for (const auto& p : j.at("points")) {
+      InferPoint q;
+      q.batch = p.at("batch").get<int64_t>();
+      q.calls = p.value("calls", int64_t{0});
+      q.inferences_per_s = p.at("inferences_per_s").get<double>();
+      q.p50_ms = p.at("p50_ms").get<double>();
+      q.p99_ms = p.at("p99_ms").get<double>();
+      q.joules_per_million = p.value("kwh_per_million", 0.0) * 3.6e6;
+      q.usd_per_million = p.value("usd_per_million", 0.0);
+      q.gflops = p.value("gflops", 0.0);
+      q.roofline_fraction = p.value("roofline_fraction", 0.0);
+      if (q.batch < 1 || !(q.inferences_per_s > 0)) throw std::invalid_argument("a point has no batch or no rate");
+      if (!j.at("chosen_batch").is_null() && j.at("chosen_batch").get<int64_t>() == q.batch)
+        r.chosen = static_cast<int>(r.points.size());
+      r.points.push_back(q);
+    }
+  } catch (const std::exception& e) {
+    throw joule::Error(where + ": not a `joule bench infer` result: " + e.what(),
+                       "write one with `joule bench infer --out DIR` (DIR/inference.json)");
+  }
+  if (r.points.empty())
+    throw joule::Error(where + ": a `joule bench infer` result without points", "measure at least one batch size");
+  return r;
+}
+
+std::string InferBenchResult::to_text() const {
   std::ostringstream s;
   s << architecture << " (" << model << "), sequence length " << seq_len << ", " << threads << " threads, "
     << precision_reason << "\n"
-    << "IT energy: " << energy_sources << "; price: " << instance << "\n"
+    << "IT energy: " << energy_sources << "; price: " << instance << " (USD " << usd_per_hour << "/h); CO2: PUE " << pue
+    << " x " << grid_g_per_kwh << " g/kWh (" << region << ")\n"
     << "matmul rate on these GEMMs: " << static_cast<int64_t>(sgemm_gflops) << " GFLOP/s\n";
   char line[200];
-  std::snprintf(line, sizeof line, "%6s %10s %9s %9s %11s %11s %9s\n", "batch", "inf/s", "p50 ms", "p99 ms", "kWh/1M",
-                "USD/1M", "roofline");
+  std::snprintf(line, sizeof line, "%6s %10s %9s %9s %11s %11s %11s %9s\n", "batch", "inf/s", "p50 ms", "p99 ms",
+                "kWh/1M", "USD/1M", "kg CO2/1M", "roofline");
   s << line;
   for (size_t i = 0; i < points.size(); ++i) {
     const InferPoint& p = points[i];
-    std::snprintf(line, sizeof line, "%6lld %10.1f %9.2f %9.2f %11.4f %11.4f %8.0f%%%s\n",
+    std::snprintf(line, sizeof line, "%6lld %10.1f %9.2f %9.2f %11.4f %11.4f %11.4f %8.0f%%%s\n",
                   static_cast<long long>(p.batch), p.inferences_per_s, p.p50_ms, p.p99_ms, p.joules_per_million / 3.6e6,
-                  p.usd_per_million, 100 * p.roofline_fraction, static_cast<int>(i) == chosen ? "  <- best" : "");
+                  p.usd_per_million, co2_kg_per_million(p), 100 * p.roofline_fraction,
+                  static_cast<int>(i) == chosen ? "  <- best" : "");
     s << line;
   }
   if (chosen < 0)
-    s << "no batch size meets p99 <= " << o.p99_ms << " ms\n";
-  else if (o.p99_ms > 0)
-    s << "best throughput with p99 <= " << o.p99_ms << " ms: batch " << points[static_cast<size_t>(chosen)].batch
+    s << "no batch size meets p99 <= " << p99_bound_ms << " ms\n";
+  else if (p99_bound_ms > 0)
+    s << "best throughput with p99 <= " << p99_bound_ms << " ms: batch " << points[static_cast<size_t>(chosen)].batch
       << "\n";
   return s.str();
+}
+
+std::string inference_run_file(const std::string& dir) {
+  std::error_code ec;
+  const std::string file = (std::filesystem::path(dir) / "inference.json").string();
+  return std::filesystem::is_directory(dir, ec) && std::filesystem::is_regular_file(file, ec) ? file : "";
+}
+
+std::string write_inference_run(const InferBenchResult& result, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw joule::IoError("--out " + dir + ": cannot create the directory: " + ec.message());
+  const std::string file = (std::filesystem::path(dir) / "inference.json").string();
+  write_file_atomically(file, result.to_json() + "\n");
+  return file;
 }
 
 }  // namespace joule::tools

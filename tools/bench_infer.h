@@ -21,27 +21,40 @@ struct InferBenchOptions {
   int warmup = 2;
   double p99_ms = 0;  // 0: no bound
   std::string instance = "cpu-host";
+  std::string region = "world";  // grid intensity for CO2 (configs/grid-intensity.toml)
   uint64_t seed = 1;
 };
 
 struct InferPoint {
   int64_t batch = 0, calls = 0;
   double inferences_per_s = 0, p50_ms = 0, p99_ms = 0;
-  double joules_per_million = 0, usd_per_million = 0;
-  double gflops = 0, roofline_fraction = 0;  // GEMM FLOPs / s, and over the measured matmul rate
+  double joules_per_million = 0, usd_per_million = 0;  // IT energy (no PUE)
+  double gflops = 0, roofline_fraction = 0;            // GEMM FLOPs / s, and over the measured matmul rate
 };
 
 struct InferBenchResult {
-  std::string model, architecture, precision, precision_reason, energy_sources, instance;
+  std::string model, architecture, precision, precision_reason, energy_sources, instance, region, date;
   int threads = 0;
   int64_t seq_len = 0;
-  double sgemm_gflops = 0;  // matmul rate on the forward's shapes (batch 8), FLOP-weighted
+  double p99_bound_ms = 0;                               // the bound `chosen` was picked under; 0: none
+  double sgemm_gflops = 0;                               // matmul rate on the forward's shapes (batch 8), FLOP-weighted
+  double usd_per_hour = 0, pue = 1, grid_g_per_kwh = 0;  // the instance profile's price and PUE, the region's grid
   std::vector<InferPoint> points;
   int chosen = -1;  // the best throughput whose p99 meets the bound (any, without one); -1: none meets it
-  std::string to_json() const;
-  std::string to_text(const InferBenchOptions& options) const;
+  double co2_kg_per_million(const InferPoint& p) const {
+    return p.joules_per_million / 3.6e6 * pue * grid_g_per_kwh / 1e3;
+  }
+  std::string to_json() const;  // one line; `joule plan --inference --measured` and `joule report` read it back
+  static InferBenchResult from_json(const std::string& text, const std::string& where);
+  std::string to_text() const;
 };
 
 InferBenchResult bench_infer(const InferBenchOptions& options);
+
+// An inference run's directory (`joule bench infer --out DIR`): DIR/inference.json (the result, as to_json), which
+// `joule summary DIR`, `joule report DIR` and `joule plan --inference --measured DIR` read. Returns the file's path.
+std::string write_inference_run(const InferBenchResult& result, const std::string& dir);
+// DIR/inference.json's path where DIR is an inference run's directory, else empty.
+std::string inference_run_file(const std::string& dir);
 
 }  // namespace joule::tools

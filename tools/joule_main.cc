@@ -240,7 +240,12 @@ int cmd_bench_infer(int argc, char** argv) {
                                                         cxxopts::value<std::string>()->default_value("1,2,4,8,16"))(
       "precision", "auto, fp32 or bf16", cxxopts::value<std::string>()->default_value("auto"))(
       "instance", "instance profile for the price (configs/hardware)",
-      cxxopts::value<std::string>()->default_value("cpu-host"))("json", "one JSON line instead of the table");
+      cxxopts::value<std::string>()->default_value("cpu-host"))("json", "one JSON line instead of the table")(
+      "region", "grid region for CO2", cxxopts::value<std::string>()->default_value("world"))(
+      "out",
+      "also write the result as an inference run, DIR/inference.json (`joule summary DIR`, `joule report DIR`, "
+      "`joule plan --inference --measured DIR`)",
+      cxxopts::value<std::string>());
   const NumberFlag seq_len{"seq-len", "tokens per sequence", "128", kSeqLen};
   const NumberFlag labels{"labels", "a classifier's labels", "0", {0, 65536}, "0: the directory's id2label, else 2"};
   const NumberFlag threads{"threads", "intra-op threads", "0", kThreads, "0: every core"};
@@ -253,6 +258,7 @@ int cmd_bench_infer(int argc, char** argv) {
   io.architecture = r["architecture"].as<std::string>();
   io.precision = r["precision"].as<std::string>();
   io.instance = r["instance"].as<std::string>();
+  io.region = r["region"].as<std::string>();
   io.seq_len = int_flag(r, seq_len);
   io.labels = int_flag(r, labels);
   io.threads = static_cast<int>(int_flag(r, threads));
@@ -271,7 +277,11 @@ int cmd_bench_infer(int argc, char** argv) {
     io.batches.push_back(b);
   }
   const auto result = joule::tools::bench_infer(io);
-  std::cout << (r.count("json") ? result.to_json() + "\n" : result.to_text(io)) << std::flush;
+  std::cout << (r.count("json") ? result.to_json() + "\n" : result.to_text()) << std::flush;
+  if (r.count("out")) {
+    const std::string file = joule::tools::write_inference_run(result, r["out"].as<std::string>());
+    if (!r.count("json")) std::cout << "wrote " << file << "\n";
+  }
   return 0;
 }
 
@@ -454,20 +464,31 @@ int cmd_plan(int argc, char** argv) {
       sequences{"sequences", "sequences to train on", "450e6", OptionRange{1, 1e15}},
       nodes{"nodes", "instances", "16", kNodes},
       grid{"grid-intensity", "g CO2 per kWh (overrides --region)", "0", OptionRange{0, 5000}, "0: the region's"},
-      seq{"seq", "(--inference) tokens per inference", "128", kSeqLen},
+      seq{"seq", "(--inference) tokens per inference, as --seq-len", nullptr, kSeqLen},
       p99{"p99-ms", "(--inference) latency bound of one batch call, milliseconds", "0", OptionRange{0, 1e6}, "0: none"},
       headroom{"headroom", "(--inference) spare capacity over the rate", "0.2", OptionRange{0, 10}};
   add_number_flags(o, {seq_len, max_pred, global_batch, micro_batch, sequences, nodes, grid, seq, p99, headroom});
   auto r = parse(o, argc, argv);
   const std::string configs = joule::tools::config_dir();
+  // Flags of one mode only are refused in the other, never silently ignored.
+  auto refuse = [&r](std::initializer_list<const char*> flags, const std::string& why) {
+    for (const char* f : flags)
+      if (r.count(f)) throw UsageError("--" + std::string(f) + " " + why);
+  };
+  if (r.count("json") && r.count("csv")) throw UsageError("--json and --csv: choose one");
   if (r.count("inference")) {
+    refuse({"precision", "shard", "scaling", "nodes", "global-batch", "micro-batch", "sequences", "max-predictions",
+            "study"},
+           "plans training; --inference sizes an inference fleet (see joule plan --help)");
+    if (r.count("seq") && r.count("seq-len") && int_flag(r, seq) != int_flag(r, seq_len))
+      throw UsageError("--seq and --seq-len disagree: give one");
     if (r.count("validate")) {
       std::cout << joule::trainer::validation_table(joule::trainer::inference_validation_cases(configs));
       return 0;
     }
     joule::tools::InferencePlanOptions p;
     p.model = r.count("model") ? r["model"].as<std::string>() : "layoutlm-base";
-    p.seq_len = int_flag(r, seq);
+    p.seq_len = r.count("seq") ? int_flag(r, seq) : int_flag(r, seq_len);
     p.rate_per_hour = joule::tools::parse_rate_per_hour(r["rate"].as<std::string>());
     p.p99_ms = number_flag(r, p99);
     p.headroom = number_flag(r, headroom);
@@ -476,8 +497,10 @@ int cmd_plan(int argc, char** argv) {
       for (std::string item; std::getline(items, item, ',');) p.instances.push_back(item);
     }
     if (r.count("measured")) {
-      std::stringstream items(r["measured"].as<std::string>());
+      const std::string list = r["measured"].as<std::string>();
+      std::stringstream items(list);
       for (std::string item; std::getline(items, item, ',');) p.measured.push_back(item);
+      if (list.empty() || list.back() == ',') p.measured.push_back("");  // refused, naming the flag
     }
     p.region = r["region"].as<std::string>();
     p.grid_intensity = number_flag(r, grid);
@@ -486,6 +509,7 @@ int cmd_plan(int argc, char** argv) {
                                    : joule::tools::inference_plan_text(p, configs));
     return 0;
   }
+  refuse({"rate", "measured", "csv", "seq", "p99-ms", "headroom"}, "sizes an inference fleet: add --inference");
   if (r.count("validate")) {
     std::cout << joule::trainer::validation_table(joule::trainer::validation_cases(configs));
     return 0;

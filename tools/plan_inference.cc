@@ -12,6 +12,7 @@
 
 #include "launch/util/error.h"
 #include "launch/util/format.h"
+#include "tools/bench_infer.h"
 #include "trainer/cost/hardware.h"
 #include "trainer/sim/inference_sizing.h"
 
@@ -26,6 +27,12 @@ namespace {
 const char* const kMeasuredHint =
     "give the output of `joule bench infer --json` (one JSON object per line) to --measured";
 
+// A preset, a config.json, or a model directory (its config.json).
+models::BertConfig model_config(const std::string& model, const std::string& presets) {
+  std::error_code ec;
+  return models::load_config(fs::is_directory(model, ec) ? (fs::path(model) / "config.json").string() : model, presets);
+}
+
 std::string inference_dir(const std::string& config_dir) {
   return (fs::path(config_dir) / "hardware" / "inference").string();
 }
@@ -39,19 +46,35 @@ struct MeasuredPoint {
 
 MeasuredPoint measured_point(const nlohmann::json& j, const nlohmann::json& run, const std::string& where) {
   MeasuredPoint m;
+  auto positive = [&](const nlohmann::json& from, const char* key) {
+    const double v = from.at(key).get<double>();
+    if (!(v > 0) || !std::isfinite(v) || v > 1e12)
+      throw joule::Error(where + ": " + key + " is " + from.at(key).dump() + "; it must be a positive number",
+                         kMeasuredHint);
+    return v;
+  };
+  auto whole = [&](const nlohmann::json& from, const char* key) {
+    const nlohmann::json& v = from.at(key);
+    if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 1000000)
+      throw joule::Error(where + ": " + key + " is " + v.dump() + "; it must be a whole number from 1 to 1000000",
+                         kMeasuredHint);
+    return v.get<int64_t>();
+  };
   try {
     m.model = run.at("model").get<std::string>();
-    m.seq_len = run.at("seq_len").get<int64_t>();
+    m.seq_len = whole(run, "seq_len");
     m.rate.precision = run.at("precision").get<std::string>();
-    m.rate.batch = j.at("batch").get<int64_t>();
-    m.rate.inferences_per_s = j.at("inferences_per_s").get<double>();
-    m.rate.p50_ms = j.at("p50_ms").get<double>();
-    m.rate.p99_ms = j.at("p99_ms").get<double>();
+    m.rate.batch = whole(j, "batch");
+    m.rate.inferences_per_s = positive(j, "inferences_per_s");
+    m.rate.p50_ms = positive(j, "p50_ms");
+    m.rate.p99_ms = positive(j, "p99_ms");
   } catch (const nlohmann::json::exception& e) {
     throw joule::Error(where + ": not a `joule bench infer` result: " + e.what(), kMeasuredHint);
   }
-  if (!(m.rate.inferences_per_s > 0) || m.rate.batch < 1 || m.seq_len < 1)
-    throw joule::Error(where + ": inferences_per_s, batch and seq_len must be positive", kMeasuredHint);
+  if (m.rate.p99_ms < m.rate.p50_ms)
+    throw joule::Error(where + ": p99_ms " + format_number("%g", m.rate.p99_ms) + " is below p50_ms " +
+                           format_number("%g", m.rate.p50_ms),
+                       kMeasuredHint);
   return m;
 }
 
@@ -59,7 +82,9 @@ MeasuredPoint measured_point(const nlohmann::json& j, const nlohmann::json& run,
 // records (impl "joule"; the other implementations' lines and the environment record are skipped).
 std::vector<MeasuredPoint> read_measured(const std::vector<std::string>& files) {
   std::vector<MeasuredPoint> out;
-  for (const std::string& file : files) {
+  for (const std::string& given : files) {
+    const std::string run = inference_run_file(given);  // an inference run's directory: its inference.json
+    const std::string& file = run.empty() ? given : run;
     std::ifstream in(file);
     if (!in) throw joule::IoError(file + ": cannot read the measurement (--measured)");
     int line_no = 0;
@@ -74,7 +99,7 @@ std::vector<MeasuredPoint> read_measured(const std::vector<std::string>& files) 
       } catch (const nlohmann::json::exception& e) {
         throw joule::Error(where + ": not JSON: " + e.what(), kMeasuredHint);
       }
-      if (!j.is_object() || j.value("impl", "") != "joule") continue;
+      if (!j.is_object() || !j.contains("impl") || j.at("impl") != "joule") continue;
       if (j.contains("points")) {
         for (const auto& p : j.at("points")) out.push_back(measured_point(p, j, where));
       } else {
@@ -98,12 +123,13 @@ InferencePlan run_inference_plan(const InferencePlanOptions& o, const std::strin
   InferencePlan plan;
   InferenceWorkload& w = plan.workload;
   w.model_name = o.model;
-  w.model = models::load_config(o.model, presets);
+  w.model = model_config(o.model, presets);
   w.seq_len = o.seq_len;
   if (w.seq_len < 1 || w.seq_len > w.model.max_position_embeddings)
-    throw joule::UsageError("--seq " + std::to_string(w.seq_len) + " is outside 1.." +
+    throw joule::UsageError("--seq-len " + std::to_string(w.seq_len) + " is outside 1.." +
                             std::to_string(w.model.max_position_embeddings) + " (" + o.model + "'s positions)");
-  if (!(o.rate_per_hour > 0)) throw joule::UsageError("--rate must be positive");
+  if (!(o.rate_per_hour >= kMinRatePerHour && o.rate_per_hour <= kMaxRatePerHour))
+    throw joule::UsageError("--rate must be from 1 to 1e12 inferences per hour");
   if (!(o.headroom >= 0)) throw joule::UsageError("--headroom must be 0 or more");
   w.rate_per_hour = o.rate_per_hour;
   w.p99_ms = o.p99_ms;
@@ -116,7 +142,11 @@ InferencePlan run_inference_plan(const InferencePlanOptions& o, const std::strin
   std::map<std::string, std::vector<std::string>> measured;
   for (const std::string& m : o.measured) {
     const size_t eq = m.find('=');
-    measured[eq == std::string::npos ? "" : m.substr(0, eq)].push_back(eq == std::string::npos ? m : m.substr(eq + 1));
+    const std::string profile = eq == std::string::npos ? "" : m.substr(0, eq),
+                      file = eq == std::string::npos ? m : m.substr(eq + 1);
+    if (file.empty() || (eq != std::string::npos && profile.empty()))
+      throw joule::UsageError("--measured '" + m + "': give FILE (this host) or PROFILE=FILE, comma-separated");
+    measured[profile].push_back(file);
   }
   auto measured_rates = [&](const std::string& profile) {
     std::vector<InferenceRate> rates;
@@ -124,20 +154,33 @@ InferencePlan run_inference_plan(const InferencePlanOptions& o, const std::strin
     if (it == measured.end()) return rates;
     std::string files;
     for (const std::string& f : it->second) files += (files.empty() ? "" : ", ") + f;
+    const std::string where = profile.empty() ? "on this host" : "on " + profile;
     for (MeasuredPoint& m : read_measured(it->second)) {
       m.rate.source = "joule bench infer: " + files;
-      rates.push_back(trainer::measured_rate(models::load_config(m.model, presets), m.model, m.seq_len, m.rate, w));
+      try {
+        rates.push_back(trainer::measured_rate(model_config(m.model, presets), m.model, m.seq_len, m.rate, w, where));
+      } catch (const joule::Error& e) {
+        throw joule::Error(files + ": " + e.what(), e.hint());
+      }
     }
     return rates;
   };
-  std::vector<std::string> names = o.instances;
+  std::vector<std::string> names;
+  for (const std::string& n : o.instances)  // each named once
+    if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
   if (names.empty()) names = trainer::list_instance_profiles(inference_dir(config_dir));
   for (const auto& [profile, files] : measured)
     if (!profile.empty() && std::find(names.begin(), names.end(), profile) == names.end()) names.push_back(profile);
   for (const std::string& name : names) {
     const InstanceProfile p = trainer::load_instance_profile(name, inference_dir(config_dir));
     std::vector<InferenceRate> rates = measured_rates(name);
-    for (const auto& f : p.inference) rates.push_back(trainer::rate_for(f, w, presets));
+    for (const auto& f : p.inference) {
+      try {
+        rates.push_back(trainer::rate_for(f, w, presets));
+      } catch (const joule::Error& e) {
+        throw trainer::ProfileError(p.file + ": " + e.what());
+      }
+    }
     plan.rows.push_back(trainer::size_fleet(p, rates, w));
   }
   if (measured.count("")) {
@@ -176,10 +219,14 @@ double parse_rate_per_hour(const std::string& text) {
   }
   if (used != number.size() || !(v > 0) || !std::isfinite(v))
     throw joule::UsageError("--rate '" + text + "': '" + number + "' is not a positive number", hint);
-  if (unit == "h" || unit == "hour") return v;
-  if (unit == "min") return v * 60;
-  if (unit == "s") return v * 3600;
-  throw joule::UsageError("--rate '" + text + "': unknown unit '" + unit + "'", hint);
+  const double per_hour = unit == "h" || unit == "hour" ? v : unit == "min" ? v * 60 : unit == "s" ? v * 3600 : -1;
+  if (per_hour < 0) throw joule::UsageError("--rate '" + text + "': unknown unit '" + unit + "'", hint);
+  if (!(per_hour >= kMinRatePerHour && per_hour <= kMaxRatePerHour))
+    throw joule::UsageError("--rate '" + text + "' is " + format_number("%g", per_hour) +
+                                " inferences per hour; joule plans from " + format_number("%g", kMinRatePerHour) +
+                                " to " + format_number("%g", kMaxRatePerHour),
+                            hint);
+  return per_hour;
 }
 
 std::string inference_plan_text(const InferencePlanOptions& o, const std::string& config_dir) {
@@ -205,10 +252,10 @@ std::string inference_plan_text(const InferencePlanOptions& o, const std::string
     const std::string p99 = r.p99_ms > 0      ? format_number("%.3g", r.p99_ms)
                             : r.tail_ms() > 0 ? std::string(r.tail_name()) + " " + format_number("%.3g", r.tail_ms())
                                               : "?";
-    std::snprintf(line, sizeof line, "%-14s %-20s %5lld %9.1f %8s %9d %4.0f%% %9.2f %8.3f %8.3f %9.4f\n",
+    std::snprintf(line, sizeof line, "%-14s %-20s %5lld %9.1f %8s %9lld %4.0f%% %9.2f %8.3f %8.3f %9.4f\n",
                   s.instance.c_str(), r.precision.c_str(), static_cast<long long>(r.batch), r.inferences_per_s,
-                  p99.c_str(), s.instances, 100 * s.utilisation, s.usd_per_hour, s.usd_per_million, s.kwh_per_million,
-                  s.co2_kg_per_million);
+                  p99.c_str(), static_cast<long long>(s.instances), 100 * s.utilisation, s.usd_per_hour,
+                  s.usd_per_million, s.kwh_per_million, s.co2_kg_per_million);
     out << line;
     if (!cheapest || s.usd_per_million < cheapest->usd_per_million) cheapest = &s;
     if (!greenest || s.kwh_per_million < greenest->kwh_per_million) greenest = &s;
@@ -217,7 +264,7 @@ std::string inference_plan_text(const InferencePlanOptions& o, const std::string
     out << "\ncheapest: " << cheapest->instance << " (" << format_number("%.3g", cheapest->usd_per_million)
         << " USD per million); least energy: " << greenest->instance << " ("
         << format_number("%.3g", greenest->kwh_per_million) << " kWh per million)\n";
-  out << "\nwhere each throughput comes from:\n";
+  if (cheapest) out << "\nwhere each throughput comes from:\n";
   for (const FleetSizing& s : plan.rows) {
     if (!s.sized) continue;
     out << "  " << s.instance << ": " << s.rate.ran << "; " << s.rate.basis << (s.note.empty() ? "" : "; " + s.note)

@@ -12,7 +12,7 @@ namespace joule::tools {
 
 struct InferencePlanOptions {
   std::string model = "layoutlm-base";  // a preset or a config.json
-  int64_t seq_len = 512;
+  int64_t seq_len = 128;
   double rate_per_hour = 1e6;
   double p99_ms = 0;  // 0: no bound
   double headroom = 0.2;
@@ -24,7 +24,9 @@ struct InferencePlanOptions {
   double grid_intensity = 0;
 };
 
-// "1000000/h", "1e6/h", "278/s", "16667/min": inferences per hour; a number without a unit is refused.
+// "1000000/h", "1e6/h", "278/s", "16667/min": inferences per hour, from 1 to 1e12; a number without a unit is
+// refused.
+constexpr double kMinRatePerHour = 1, kMaxRatePerHour = 1e12;
 double parse_rate_per_hour(const std::string& text);
 
 std::string inference_plan_text(const InferencePlanOptions& options, const std::string& config_dir);

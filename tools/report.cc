@@ -13,11 +13,21 @@
 #include "launch/util/error.h"
 #include "launch/util/file_io.h"
 #include "models/flops.h"
+#include "tools/bench_infer.h"
+#include "tools/report_charts.h"
+#include "tools/report_inference.h"
 #include "trainer/cost/run_summary.h"
 #include "trainer/sim/perf_model.h"
 
 namespace joule::tools {
 namespace fs = std::filesystem;
+using html::Bar;
+using html::bar_chart;
+using html::esc;
+using html::fig;
+using html::line_chart;
+using html::num;
+using html::Series;
 namespace {
 
 struct ProfileEstimate {
@@ -25,44 +35,6 @@ struct ProfileEstimate {
   int nodes = 0;
   double seq_per_s = 0, hours = 0, kwh = 0, usd = 0, co2_kg = 0;
   std::string basis;
-};
-
-std::string esc(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        o += "&lt;";
-        break;
-      case '>':
-        o += "&gt;";
-        break;
-      case '&':
-        o += "&amp;";
-        break;
-      case '"':
-        o += "&quot;";
-        break;
-      default:
-        o += c;
-    }
-  }
-  return o;
-}
-
-std::string num(double v, const char* f) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
-// A figure for the tables: four significant digits, never in exponent form for large values (12345, not 1.234e+04).
-std::string fig(double v) { return std::fabs(v) >= 1e4 ? num(v, "%.0f") : num(v, "%.4g"); }
-
-struct Series {
-  std::string name, color;
-  std::vector<std::pair<double, double>> points;
-  bool dots = false;
 };
 
 }  // namespace
@@ -157,125 +129,18 @@ TimeUnit time_unit(double longest_seconds) {
   return {3600, "h"};
 }
 
-// An SVG line chart: the title, a legend row under it, the plot with 1-2-5 ticks on each axis (axis_ticks), axis names.
-// Nothing is drawn over the title and no label leaves the canvas (tests/e2e/train_resume.sh checks it in Chromium).
-std::string line_chart(const std::string& title, const std::string& x_label, const std::string& y_label,
-                       const std::vector<Series>& series) {
-  const double w = 640, h = 320, left = 64, right = 24, legend_y = 36, top = 58, bottom = 44;
-  double x0 = 1e300, x1 = -1e300, y0 = 1e300, y1 = -1e300;
-  for (const Series& s : series)
-    for (auto [x, y] : s.points) {
-      x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
-    }
-  std::ostringstream o;
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w << "\" height=\"" << h << "\" viewBox=\"0 0 " << w
-    << " " << h << "\" role=\"img\" aria-label=\"" << esc(title)
-    << "\">\n<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n"
-    << "<text x=\"10\" y=\"20\" font-size=\"14\" font-weight=\"bold\">" << esc(title) << "</text>\n";
-  // The legend: one row under the title, entries side by side.
-  double lx = left;
-  for (const Series& s : series) {
-    o << "<rect x=\"" << lx << "\" y=\"" << legend_y - 9 << "\" width=\"10\" height=\"10\" fill=\"" << s.color
-      << "\"/><text x=\"" << lx + 14 << "\" y=\"" << legend_y << "\" font-size=\"11\">" << esc(s.name) << "</text>\n";
-    lx += 14 + 6.5 * static_cast<double>(s.name.size()) + 18;  // ~6.5 px per character at 11 px
-  }
-  if (x0 > x1)
-    return o.str() + "<text x=\"" + num(left, "%.0f") + "\" y=\"100\" font-size=\"12\">no data</text>\n</svg>\n";
-  // 1-2-5 ticks, each axis widened to its outer ticks.
-  const AxisTicks xt = axis_ticks(x0, x1, 6), yt = axis_ticks(y0, y1, 6);
-  x0 = xt.lo, x1 = xt.hi, y0 = yt.lo, y1 = yt.hi;
-  auto px = [&](double x) { return left + (x - x0) / (x1 - x0) * (w - left - right); };
-  auto py = [&](double y) { return h - bottom - (y - y0) / (y1 - y0) * (h - top - bottom); };
-  o << "<g stroke=\"#999\" stroke-width=\"1\"><line x1=\"" << left << "\" y1=\"" << h - bottom << "\" x2=\""
-    << w - right << "\" y2=\"" << h - bottom << "\"/><line x1=\"" << left << "\" y1=\"" << top << "\" x2=\"" << left
-    << "\" y2=\"" << h - bottom << "\"/></g>\n<g font-size=\"10\" fill=\"#444\">\n";
-  for (size_t i = 0; i < xt.values.size(); ++i) {
-    const bool first = i == 0, last = i + 1 == xt.values.size();
-    const char* anchor = first ? "start" : last ? "end" : "middle";  // the end ticks stay inside the canvas
-    o << "<text x=\"" << px(xt.values[i]) << "\" y=\"" << h - bottom + 14 << "\" text-anchor=\"" << anchor << "\">"
-      << xt.labels[i] << "</text>\n";
-  }
-  for (size_t i = 0; i < yt.values.size(); ++i)
-    o << "<text x=\"" << left - 6 << "\" y=\"" << py(yt.values[i]) + 3 << "\" text-anchor=\"end\">" << yt.labels[i]
-      << "</text><line x1=\"" << left << "\" y1=\"" << py(yt.values[i]) << "\" x2=\"" << w - right << "\" y2=\""
-      << py(yt.values[i]) << "\" stroke=\"#eee\"/>\n";
-  o << "<text x=\"" << (left + w - right) / 2 << "\" y=\"" << h - 8 << "\" text-anchor=\"middle\" font-size=\"11\">"
-    << esc(x_label) << "</text><text transform=\"translate(14," << (top + h - bottom) / 2
-    << ") rotate(-90)\" text-anchor=\"middle\" font-size=\"11\">" << esc(y_label) << "</text>\n</g>\n";
-  for (const Series& s : series) {
-    if (s.dots) {
-      for (auto [x, y] : s.points)
-        o << "<circle cx=\"" << px(x) << "\" cy=\"" << py(y) << "\" r=\"3.5\" fill=\"" << s.color << "\"/>";
-    } else {
-      o << "<polyline fill=\"none\" stroke=\"" << s.color << "\" stroke-width=\"2\" points=\"";
-      for (auto [x, y] : s.points) o << px(x) << "," << py(y) << " ";
-      o << "\"/>";
-    }
-    o << "\n";
-  }
-  return o.str() + "</svg>\n";
+}  // namespace
+
+namespace {
+// An inference run (`joule bench infer --out DIR`): inference.json and no training summary.
+bool is_inference_run(const std::string& run_dir) {
+  std::error_code ec;
+  return !inference_run_file(run_dir).empty() && !fs::exists(fs::path(run_dir) / "summary.json", ec);
 }
-
-struct Bar {
-  std::string label;
-  std::vector<std::pair<std::string, double>> parts;  // stacked, by name
-};
-
-// A horizontal stacked bar chart; colours by part name.
-std::string bar_chart(const std::string& title, const std::string& unit, const std::vector<Bar>& bars) {
-  static const std::map<std::string, std::string> colours = {
-      {"rapl", "#1b9e77"},  {"nvml", "#7570b3"}, {"neuron", "#e7298a"}, {"model", "#d95f02"},
-      {"hours", "#386cb0"}, {"kWh", "#1b9e77"},  {"USD", "#d95f02"}};
-  const double w = 640, left = 250, right = 90, row = 26, top = 36;
-  const double h = top + row * std::max<size_t>(1, bars.size()) + 30;
-  double max_total = 0;
-  for (const Bar& b : bars) {
-    double t = 0;
-    for (const auto& p : b.parts) t += p.second;
-    max_total = std::max(max_total, t);
-  }
-  if (max_total <= 0) max_total = 1;
-  std::ostringstream o;
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w << "\" height=\"" << h << "\" viewBox=\"0 0 " << w
-    << " " << h << "\" role=\"img\" aria-label=\"" << esc(title)
-    << "\">\n<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n<text x=\"10\" y=\"20\" "
-    << "font-size=\"14\" font-weight=\"bold\">" << esc(title) << "</text>\n";
-  std::map<std::string, bool> legend;
-  for (size_t i = 0; i < bars.size(); ++i) {
-    const double y = top + row * i;
-    // At most 36 characters (~6.5 px each at 11 px): the label ends inside the canvas.
-    const std::string& full = bars[i].label;
-    const std::string label = full.size() > 36 ? full.substr(0, 35) + "\u2026" : full;
-    o << "<text x=\"" << left - 8 << "\" y=\"" << y + 15 << "\" text-anchor=\"end\" font-size=\"11\">" << esc(label)
-      << "<title>" << esc(full) << "</title></text>";
-    double x = left, total = 0;
-    for (const auto& [name, v] : bars[i].parts) {
-      const double bw = v / max_total * (w - left - right);
-      const auto c = colours.count(name) ? colours.at(name) : "#666";
-      o << "<rect x=\"" << x << "\" y=\"" << y + 3 << "\" width=\"" << std::max(0.5, bw) << "\" height=\"" << row - 8
-        << "\" fill=\"" << c << "\"><title>" << esc(name) << ": " << esc(quantity(v, unit)) << "</title></rect>";
-      x += bw;
-      total += v;
-      legend[name] = true;
-    }
-    o << "<text x=\"" << x + 6 << "\" y=\"" << y + 15 << "\" font-size=\"11\">" << esc(quantity(total, unit))
-      << "</text>\n";
-  }
-  int k = 0;
-  for (const auto& [name, unused] : legend) {
-    (void)unused;
-    const auto c = colours.count(name) ? colours.at(name) : "#666";
-    o << "<rect x=\"" << left + 90 * k << "\" y=\"" << h - 18 << "\" width=\"10\" height=\"10\" fill=\"" << c
-      << "\"/><text x=\"" << left + 90 * k + 14 << "\" y=\"" << h - 9 << "\" font-size=\"11\">" << esc(name)
-      << "</text>";
-    ++k;
-  }
-  return o.str() + "\n</svg>\n";
-}
-
 }  // namespace
 
 std::string run_summary(const std::string& run_dir, bool json) {
+  if (is_inference_run(run_dir)) return inference_summary(run_dir, json);
   const trainer::RunSummary s = trainer::read_run_summary(run_dir);
   if (json) return s.to_json().dump(2) + "\n";  // summary.json's keys, as this joule writes them
   std::string note;
@@ -288,6 +153,7 @@ std::string run_summary(const std::string& run_dir, bool json) {
 }
 
 std::string write_report(const std::string& run_dir, const std::string& out, const std::string& config_dir, int nodes) {
+  if (is_inference_run(run_dir)) return write_inference_report(run_dir, out, config_dir);
   const trainer::RunSummary s = trainer::read_run_summary(run_dir);
   const trainer::MetricsHistory history = trainer::read_metrics_history(run_dir);
   const int64_t global_batch = std::max<int64_t>(1, s.workload.global_batch);

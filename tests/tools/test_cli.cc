@@ -249,6 +249,10 @@ TEST(Cli, PlanInferenceSizesEveryProfileAndThisHost) {
   ASSERT_EQ(csv.exit_code, 0) << csv.output;
   EXPECT_EQ(csv.output.rfind("model,seq_len,rate_per_hour,", 0), 0u) << csv.output;
   EXPECT_EQ(static_cast<size_t>(std::count(csv.output.begin(), csv.output.end(), '\n')), j["rows"].size() + 1);
+  // Flags of the other mode are refused, not ignored.
+  for (const char* line : {" plan --inference --precision fp32", " plan --rate 5/h", " plan --inference --json --csv",
+                           " plan --inference --rate 1e13/h", " plan --inference --measured=,x"})
+    EXPECT_EQ(run_command(kJoule + line).exit_code, 2) << line;
   // Errors: a rate without a unit, a measurement that is not one, a missing file.
   auto no_unit = run_command(kJoule + " plan --inference --rate 1000000");
   EXPECT_EQ(no_unit.exit_code, 2);
@@ -261,6 +265,46 @@ TEST(Cli, PlanInferenceSizesEveryProfileAndThisHost) {
   auto missing = run_command(kJoule + " plan --inference --measured " + t.file("none.json"));
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.output.find("none.json: cannot read"), std::string::npos) << missing.output;
+}
+
+// An inference run: `joule bench infer --out DIR` writes DIR/inference.json, which `joule summary`, `joule report` and
+// `joule plan --inference --measured DIR` read back.
+TEST(Cli, InferenceRunSummaryReportAndPlan) {
+  TempDir t;
+  const std::string dir = t.file("run");
+  auto bench = run_command(kJoule + " bench infer --model bert-tiny --batches 1,2 --seconds 0.05 --threads 1 --out " +
+                           dir + " --p99-ms 10000");
+  ASSERT_EQ(bench.exit_code, 0) << bench.output;
+  EXPECT_NE(bench.output.find("wrote " + dir + "/inference.json"), std::string::npos) << bench.output;
+  auto summary = run_command(kJoule + " summary " + dir);
+  ASSERT_EQ(summary.exit_code, 0) << summary.output;
+  for (const char* part : {"joule inference run", "kg CO2/1M", "best throughput with p99 <= 10000 ms"})
+    EXPECT_NE(summary.output.find(part), std::string::npos) << part << " not in\n" << summary.output;
+  auto json = run_command(kJoule + " summary --json " + dir);
+  ASSERT_EQ(json.exit_code, 0) << json.output;
+  const nlohmann::json j = nlohmann::json::parse(json.output);
+  ASSERT_EQ(j["points"].size(), 2u);
+  for (const auto& p : j["points"]) {
+    EXPECT_GT(p["inferences_per_s"].get<double>(), 0);
+    EXPECT_NEAR(p["co2_kg_per_million"].get<double>(),
+                p["kwh_per_million"].get<double>() * j["pue"].get<double>() * j["grid_g_per_kwh"].get<double>() / 1e3,
+                1e-12);
+  }
+  auto report = run_command(kJoule + " report " + dir);
+  ASSERT_EQ(report.exit_code, 0) << report.output;
+  const std::string html = joule::test::read_file(dir + "/report.html");
+  for (const char* part : {"joule inference report", "Throughput against p99 latency", "Cost per million inferences",
+                           "<td>this host</td>", "inf2.xlarge"})
+    EXPECT_NE(html.find(part), std::string::npos) << part;
+  auto plan = run_command(kJoule + " plan --inference --model bert-tiny --measured " + dir + " --json");
+  ASSERT_EQ(plan.exit_code, 0) << plan.output;
+  EXPECT_EQ(nlohmann::json::parse(plan.output)["rows"].back()["instance"], "this host");
+  // A damaged inference.json is refused with its path; the run's other commands say the same.
+  joule::test::write_file(dir + "/inference.json", "{\"impl\": \"joule\"}\n");
+  auto bad = run_command(kJoule + " summary " + dir);
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.output.find(dir + "/inference.json: not a `joule bench infer` result"), std::string::npos)
+      << bad.output;
 }
 
 TEST(Cli, PlanComparesInstancesAtTheirOwnPrecision) {

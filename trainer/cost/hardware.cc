@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -10,6 +11,7 @@
 
 #include <toml.hpp>
 
+#include "launch/util/format.h"
 #include "launch/util/options.h"
 #include "launch/util/utf8.h"
 
@@ -274,20 +276,31 @@ void read_inference(const toml::value& root, const std::string& path, InstancePr
                   {"model", "published_as", "seq_len", "batch", "precision", "inferences_per_s", "p50_ms", "p95_ms",
                    "p99_ms", "source"},
                   true);
+    auto whole = [&](const char* key) {  // a count: a whole number from 1 to a million
+      const double v = t.number(key, 0, true);
+      if (!(v >= 1 && v <= 1e6) || std::floor(v) != v)
+        throw ProfileError(path + ": '" + name + "." + key + "' must be a whole number from 1 to 1000000, found " +
+                           format_number("%g", v));
+      return static_cast<int64_t>(v);
+    };
+    auto finite = [&](const char* key, bool required) {  // a rate or a latency: finite, never negative
+      const double v = t.number(key, 0, required);
+      if (!std::isfinite(v) || v < 0 || (required && v == 0))
+        throw ProfileError(path + ": '" + name + "." + key + "' must be a positive number, found " +
+                           format_number("%g", v));
+      return v;
+    };
     InferenceFigure f;
     f.model = t.text("model", "", true);
     f.published_as = t.text("published_as", f.model);
-    f.seq_len = static_cast<int64_t>(t.number("seq_len", 0, true));
-    f.batch = static_cast<int64_t>(t.number("batch", 0, true));
+    f.seq_len = whole("seq_len");
+    f.batch = whole("batch");
     f.precision = t.text("precision", "", true);
-    f.inferences_per_s = t.number("inferences_per_s", 0, true);
-    f.p50_ms = t.number("p50_ms", 0);
-    f.p95_ms = t.number("p95_ms", 0);
-    f.p99_ms = t.number("p99_ms", 0);
+    f.inferences_per_s = finite("inferences_per_s", true);
+    f.p50_ms = finite("p50_ms", false);
+    f.p95_ms = finite("p95_ms", false);
+    f.p99_ms = finite("p99_ms", false);
     f.source = t.text("source", "", true);
-    require_positive(static_cast<double>(f.seq_len), path, name + ".seq_len");
-    require_positive(static_cast<double>(f.batch), path, name + ".batch");
-    require_positive(f.inferences_per_s, path, name + ".inferences_per_s");
     double below = 0;  // each percentile given is at least the lower ones
     for (const double v : {f.p50_ms, f.p95_ms, f.p99_ms}) {
       if (v < 0 || (v > 0 && v < below))

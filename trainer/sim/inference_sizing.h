@@ -37,9 +37,11 @@ struct InferenceRate {
   double inferences_per_s = 0, p50_ms = 0, p95_ms = 0, p99_ms = 0;  // for the workload (scaled); 0: not known
   // The tail latency a bound is checked against: p99, else p95, else p50 (0: none); and which it is.
   double tail_ms() const { return p99_ms > 0 ? p99_ms : p95_ms > 0 ? p95_ms : p50_ms; }
+  // The shortest a call of `batch` can last at this throughput (one stream): a lower bound on any latency.
+  double min_call_ms() const { return 1e3 * static_cast<double>(batch) / inferences_per_s; }
   const char* tail_name() const { return p99_ms > 0 ? "p99" : p95_ms > 0 ? "p95" : "p50"; }
-  // 2: the workload's sequence length and model (or one of the same FLOPs): unscaled; 1: its sequence length, another
-  // model, scaled by FLOPs; 0: another sequence length, scaled by FLOPs
+  // How close the figure's run is to the workload: 3 its sequence length and encoder shape (unscaled); 2 its length,
+  // another encoder; 1 its encoder, another length; 0 neither (2 to 0 scaled by FLOPs)
   int match = 0;
 };
 
@@ -47,16 +49,20 @@ struct InferenceRate {
 // else throughput divided and latency multiplied by the ratio of FLOPs per inference (`presets_dir`: the figure's
 // model is a preset there).
 InferenceRate rate_for(const InferenceFigure& figure, const InferenceWorkload& w, const std::string& presets_dir);
-// A measured rate (joule bench infer) of `measured` at `seq_len` with batch, throughput and latencies, scaled alike.
+// A measured rate (joule bench infer) of `measured` at `seq_len` with batch, throughput and latencies, scaled alike;
+// `where` says where it was measured ("on this host").
 InferenceRate measured_rate(const models::BertConfig& measured, const std::string& measured_name, int64_t seq_len,
-                            InferenceRate rate, const InferenceWorkload& w);
+                            InferenceRate rate, const InferenceWorkload& w, const std::string& where);
+
+// Fleets beyond this many instances are not sized (a rate no published figure is meant for).
+constexpr double kMaxInstances = 1e9;
 
 struct FleetSizing {
   std::string instance, description;
   bool sized = false;  // false: no rate meets the bound (note says why)
   InferenceRate rate;  // the one sized on
   std::string note;    // a latency the bound was not checked against, or why none meets it
-  int instances = 0;
+  int64_t instances = 0;
   double utilisation = 0;       // rate / (instances x throughput)
   double instance_power_w = 0;  // IT power of one instance at that utilisation
   double usd_per_hour = 0;      // the fleet's
@@ -64,8 +70,8 @@ struct FleetSizing {
 };
 
 // Picks the rate to size on, the best throughput whose tail latency (p99, else p95, else p50, as published) meets the
-// bound, preferring known latencies to unknown ones, then unscaled figures (the workload's sequence length and
-// FLOPs), then figures at its length (sequence-length scaling is the least certain: attention grows with its square,
+// bound, preferring known latencies to unknown ones, then the closest run (`match`: unscaled, then the workload's
+// length, then its encoder: sequence-length scaling is the least certain, attention grows with its square and
 // compilers tile by it), then throughput; and sizes the fleet: ceil(rate x (1 + headroom) / throughput) instances,
 // power at their utilisation.
 FleetSizing size_fleet(const InstanceProfile& profile, const std::vector<InferenceRate>& rates,

@@ -65,27 +65,37 @@ InstanceProfile simple_instance() {
 TEST(InferenceSizing, FiguresAtAnotherLengthOrModelScaleByFlops) {
   const auto w = workload("bert-base", 512);
   const InferenceRate same = trainer::rate_for(figure("bert-base", 512, 1, 50, 20), w, kPresets);
-  EXPECT_EQ(same.match, 2);
+  EXPECT_EQ(same.match, 3);
   EXPECT_DOUBLE_EQ(same.inferences_per_s, 50);
   EXPECT_EQ(same.basis, "published");
   // LayoutLM-base has BERT-base's GEMMs: its figures are not scaled, and say so.
   const InferenceRate layoutlm =
       trainer::rate_for(figure("bert-base", 512, 1, 50, 20), workload("layoutlm-base", 512), kPresets);
-  EXPECT_EQ(layoutlm.match, 2);
+  EXPECT_EQ(layoutlm.match, 3);
   EXPECT_DOUBLE_EQ(layoutlm.inferences_per_s, 50);
-  EXPECT_NE(layoutlm.basis.find("the same FLOPs"), std::string::npos) << layoutlm.basis;
+  EXPECT_NE(layoutlm.basis.find("the same encoder"), std::string::npos) << layoutlm.basis;
   // From 128 tokens: fewer per second and longer calls by the ratio of FLOPs per inference (above 4: attention grows
   // with the square of the length).
   const double ratio = trainer::inference_flops(w.model, 512) / trainer::inference_flops(w.model, 128);
   EXPECT_GT(ratio, 4.0);
   EXPECT_LT(ratio, 5.0);
   const InferenceRate short_seq = trainer::rate_for(figure("bert-base", 128, 4, 1000, 10), w, kPresets);
-  EXPECT_EQ(short_seq.match, 0);
+  EXPECT_EQ(short_seq.match, 1);  // the same encoder at another length
   EXPECT_NEAR(short_seq.inferences_per_s, 1000 / ratio, 1e-9);
   EXPECT_NEAR(short_seq.p99_ms, 10 * ratio, 1e-9);
   EXPECT_NE(short_seq.basis.find("scaled by FLOPs"), std::string::npos) << short_seq.basis;
   const InferenceRate large = trainer::rate_for(figure("bert-large", 512, 1, 30, 40), w, kPresets);
-  EXPECT_EQ(large.match, 1);
+  EXPECT_EQ(large.match, 2);  // the same length, another encoder
+  EXPECT_EQ(trainer::rate_for(figure("bert-large", 128, 1, 30, 40), w, kPresets).match, 0);
+  // A figure at a length the model does not have is refused, naming it.
+  try {
+    trainer::rate_for(figure("bert-base", 4096, 1, 30, 40), w, kPresets);
+    ADD_FAILURE() << "no error for seq_len 4096";
+  } catch (const joule::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sequence length 4096 is outside bert-base's 1..512 positions"),
+              std::string::npos)
+        << e.what();
+  }
   EXPECT_GT(large.inferences_per_s, 30 * 2.5);  // BERT-Large: about 3.5x the FLOPs
 }
 
@@ -125,18 +135,33 @@ TEST(InferenceSizing, TheBoundPicksTheFigure) {
   EXPECT_TRUE(s.note.empty()) << s.note;
   w.p99_ms = 20;
   EXPECT_EQ(trainer::size_fleet(p, rates, w).rate.batch, 1);
-  // Only the unknown one left: sized on it, and the row says the bound is not checked.
-  w.p99_ms = 5;
-  s = trainer::size_fleet(p, rates, w);
+  // Only the unknown one: sized on it, and the row says the bound is not checked.
+  w.p99_ms = 45;
+  s = trainer::size_fleet(p, {rates[2]}, w);
   ASSERT_TRUE(s.sized);
   EXPECT_EQ(s.rate.batch, 64);
   EXPECT_NE(s.note.find("not checked"), std::string::npos) << s.note;
+  // Without a published latency a figure still cannot beat batch / throughput: 64 / 1500 per second is 42.7 ms.
+  w.p99_ms = 40;
+  s = trainer::size_fleet(p, {rates[2]}, w);
+  EXPECT_FALSE(s.sized);
+  EXPECT_NE(s.note.find("(the lowest: 42.7 ms)"), std::string::npos) << s.note;
+  w.p99_ms = 5;
   // None within: not sized, and the note gives the lowest latency there is.
   rates.pop_back();
   s = trainer::size_fleet(p, rates, w);
   EXPECT_FALSE(s.sized);
   EXPECT_NE(s.note.find("no figure meets p99 <= 5 ms (the lowest: 12 ms)"), std::string::npos) << s.note;
   EXPECT_FALSE(trainer::size_fleet(p, {}, w).sized);
+}
+
+TEST(InferenceSizing, ARateNoFigureIsMeantForIsNotSized) {
+  auto w = workload("bert-base", 128, 1e12);
+  const InstanceProfile p = simple_instance();
+  const FleetSizing s =
+      trainer::size_fleet(p, {trainer::rate_for(figure("bert-base", 128, 1, 0.01, 0), w, kPresets)}, w);
+  EXPECT_FALSE(s.sized);
+  EXPECT_NE(s.note.find("needs more than 1000000000 instances"), std::string::npos) << s.note;
 }
 
 TEST(InferenceSizing, AnUnscaledFigureBeatsAFasterScaledOne) {
@@ -189,7 +214,12 @@ TEST(InferenceProfiles, BadFiguresNameTheFileAndTheKey) {
   expect_error(
       "[[inference]]\nmodel = \"bert-base\"\nseq_len = 128\nbatch = 0\nprecision = \"bf16\"\n"
       "inferences_per_s = 10\nsource = \"s\"\n",
-      "'inference[0].batch' must be positive");
+      "'inference[0].batch' must be a whole number from 1 to 1000000, found 0");
+  expect_error(ok + "p50_ms = nan\n", "'inference[0].p50_ms' must be a positive number, found nan");
+  expect_error(
+      "[[inference]]\nmodel = \"bert-base\"\nseq_len = 128.5\nbatch = 1\nprecision = \"bf16\"\n"
+      "inferences_per_s = 10\nsource = \"s\"\n",
+      "'inference[0].seq_len' must be a whole number from 1 to 1000000, found 128.5");
   test::write_file(t.file("x.toml"), "inference = 3\n" + head);
   try {
     trainer::load_instance_profile(t.file("x.toml"), t.path());
