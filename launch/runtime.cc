@@ -193,7 +193,7 @@ void tune_allocator() {
   mallopt(M_TOP_PAD, 64 << 20);
 }
 
-bool set_runtime_environment() {
+bool set_runtime_environment(bool serving) {
   bool changed = false;
   auto set_default = [&](const char* name, const char* value) {
     if (!std::getenv(name)) {
@@ -201,7 +201,7 @@ bool set_runtime_environment() {
       changed = true;
     }
   };
-  set_default("OMP_WAIT_POLICY", "PASSIVE");
+  set_default("OMP_WAIT_POLICY", serving ? "ACTIVE" : "PASSIVE");
   set_default("OPENBLAS_THREAD_TIMEOUT", "4");
   return changed;
 }

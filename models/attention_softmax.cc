@@ -19,40 +19,13 @@ using bf16 = c10::BFloat16;
 // Rows per parallel task: results do not depend on how rows are split, each row is computed alone.
 constexpr int64_t kRowGrain = 64;
 
-// Reductions over a row in 16 fixed lanes (then the lanes in order): the compiler vectorizes them without reordering
-// anything itself, so results are the same on every run.
-constexpr int kLanes = 16;
-
-inline float lanes_max(const float* x, int64_t n) {
-  float acc[kLanes];
-  for (int l = 0; l < kLanes; ++l) acc[l] = -std::numeric_limits<float>::infinity();
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) acc[l] = acc[l] > x[j + l] ? acc[l] : x[j + l];
-  float top = -std::numeric_limits<float>::infinity();
-  for (int l = 0; l < kLanes; ++l) top = std::max(top, acc[l]);
-  for (; j < n; ++j) top = std::max(top, x[j]);
-  return top;
-}
-
-inline float lanes_sum(const float* x, int64_t n) {
-  float acc[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) acc[l] += x[j + l];
-  float sum = 0;
-  for (int l = 0; l < kLanes; ++l) sum += acc[l];
-  for (; j < n; ++j) sum += x[j];
-  return sum;
-}
-
 // p = softmax(scale * s + m) for one row of n (bf16 bit patterns in and out), in fp32 on `buf`.
 JOULE_VECTOR_CLONES
 void softmax_row(const uint16_t* s, const float* m, float scale, int64_t n, float* buf, uint16_t* p) {
   for (int64_t j = 0; j < n; ++j) buf[j] = cpu::bf16_to_float(s[j]) * scale + m[j];
-  const float top = lanes_max(buf, n);
+  const float top = cpu::lanes_max(buf, n);
   for (int64_t j = 0; j < n; ++j) buf[j] = cpu::exp_approx(buf[j] - top);
-  const float inv = 1.0f / lanes_sum(buf, n);
+  const float inv = 1.0f / cpu::lanes_sum(buf, n);
   for (int64_t j = 0; j < n; ++j) p[j] = cpu::float_to_bf16(buf[j] * inv);
 }
 
@@ -60,7 +33,7 @@ void softmax_row(const uint16_t* s, const float* m, float scale, int64_t n, floa
 JOULE_VECTOR_CLONES
 void softmax_backward_row(const uint16_t* g, const uint16_t* p, float scale, int64_t n, float* buf, uint16_t* ds) {
   for (int64_t j = 0; j < n; ++j) buf[j] = cpu::bf16_to_float(g[j]) * cpu::bf16_to_float(p[j]);
-  const float dot = lanes_sum(buf, n);
+  const float dot = cpu::lanes_sum(buf, n);
   for (int64_t j = 0; j < n; ++j)
     ds[j] = cpu::float_to_bf16(scale * cpu::bf16_to_float(p[j]) * (cpu::bf16_to_float(g[j]) - dot));
 }

@@ -15,10 +15,9 @@ namespace joule::models {
 // Thrown for a config.json that cannot describe a valid BERT; the message names the file and key.
 class ConfigError : public joule::Error {
  public:
-  explicit ConfigError(
-      const std::string& message,
-      std::string hint =
-          "fix that key in the model's config.json, or choose a preset (bert-tiny, bert-base, bert-large)")
+  explicit ConfigError(const std::string& message, std::string hint =
+                                                       "fix that key in the model's config.json, or choose a preset "
+                                                       "(bert-tiny, bert-base, bert-large, layoutlm-base)")
       : joule::Error(message, std::move(hint)) {}
 };
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <tuple>
 
 #include "models/dropout.h"
 
@@ -107,8 +108,8 @@ torch::Tensor BertModelImpl::encode(const EncoderInput& in, const PrecisionOps& 
 
   auto heads_first = [&](const torch::Tensor& t) { return t.view({batch, len, heads, dh}).transpose(1, 2); };
   const bool scale_in_softmax = ops.attention_scale_in_softmax();
+  torch::Tensor in_x = ops.operand(x);  // x in the matmul dtype: one cast shared by the matmuls that read it
   for (Layer& l : layers_) {
-    const torch::Tensor in_x = ops.operand(x);  // one cast shared by the three projections
     torch::Tensor query = ops.linear(in_x, l.query);
     torch::Tensor q = heads_first(scale_in_softmax ? query : query.mul_(scale));
     torch::Tensor k = heads_first(ops.linear(in_x, l.key));
@@ -116,10 +117,11 @@ torch::Tensor BertModelImpl::encode(const EncoderInput& in, const PrecisionOps& 
     torch::Tensor probs = ops.attention_probs(torch::matmul(q, k.transpose(-1, -2)), mask_bias, scale);
     probs = maybe_dropout(probs, p_attn, is_training());
     torch::Tensor context = torch::matmul(probs, v).transpose(1, 2).reshape({batch, len, h});
-    x = ops.layer_norm(maybe_dropout(ops.linear(context, l.attention_output), p_hidden, is_training()) + x,
-                       l.attention_norm);
-    torch::Tensor inner = torch::gelu(ops.linear(x, l.intermediate));
-    x = ops.layer_norm(maybe_dropout(ops.linear(inner, l.output), p_hidden, is_training()) + x, l.output_norm);
+    std::tie(x, in_x) = ops.add_layer_norm(
+        maybe_dropout(ops.linear(context, l.attention_output), p_hidden, is_training()), x, l.attention_norm);
+    torch::Tensor inner = torch::gelu(ops.linear(in_x, l.intermediate));
+    std::tie(x, in_x) =
+        ops.add_layer_norm(maybe_dropout(ops.linear(inner, l.output), p_hidden, is_training()), x, l.output_norm);
   }
   return x;
 }

@@ -3,8 +3,10 @@
 // processor has; x86-64 only, one plain version elsewhere). bf16 values are handled as their 16-bit patterns.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
     !defined(__SANITIZE_THREAD__)
@@ -52,6 +54,33 @@ inline float exp_approx(float x) {
   const float y = p * r * r + r + 1.0f;
   const float scale = bits_to_float(static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23);
   return underflow ? 0.0f : y * scale;
+}
+
+// Reductions over a row in 16 fixed lanes (then the lanes in order): the compiler vectorizes them without reordering
+// anything itself, so results are the same on every run.
+constexpr int kLanes = 16;
+
+inline float lanes_max(const float* x, int64_t n) {
+  float acc[kLanes];
+  for (int l = 0; l < kLanes; ++l) acc[l] = -std::numeric_limits<float>::infinity();
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] = acc[l] > x[j + l] ? acc[l] : x[j + l];
+  float top = -std::numeric_limits<float>::infinity();
+  for (int l = 0; l < kLanes; ++l) top = std::max(top, acc[l]);
+  for (; j < n; ++j) top = std::max(top, x[j]);
+  return top;
+}
+
+inline float lanes_sum(const float* x, int64_t n) {
+  float acc[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] += x[j + l];
+  float sum = 0;
+  for (int l = 0; l < kLanes; ++l) sum += acc[l];
+  for (; j < n; ++j) sum += x[j];
+  return sum;
 }
 
 }  // namespace joule::models::cpu

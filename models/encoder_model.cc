@@ -100,6 +100,29 @@ EncoderOutput EncoderModel::forward(const EncoderInput& input) {
   return out;
 }
 
+void EncoderModel::set_precision(Precision precision, launch::Fp32Gemm fp32_gemm) {
+  const PrecisionOps ops(precision, fp32_gemm);
+  // A Linear layer's weight is 2-D outside the embeddings; its bias is the 1-D tensor beside it.
+  std::vector<torch::Tensor> matmul;
+  const auto named = hf_named_parameters();
+  for (const auto& [name, p] : named) {
+    if (name.find("embeddings.") != std::string::npos || p.dim() != 2) continue;
+    matmul.push_back(p);
+    const std::string bias = name.substr(0, name.size() - std::string("weight").size()) + "bias";
+    for (const auto& [other, q] : named)
+      if (other == bias) matmul.push_back(q);
+  }
+  const torch::ScalarType held = ops.compute_dtype();
+  for (const torch::Tensor& p : matmul)
+    if (p.scalar_type() != held && held == torch::kFloat)
+      throw joule::InternalError("EncoderModel::set_precision: fp32 after the weights were held in " +
+                                 std::string(c10::toString(p.scalar_type())) + ": load the model again");
+  torch::NoGradGuard no_grad;
+  for (torch::Tensor p : matmul)
+    if (p.scalar_type() != held) p.set_data(p.to(held));
+  ops_ = ops;
+}
+
 std::vector<std::pair<std::string, torch::Tensor>> EncoderModel::hf_named_parameters() const {
   std::vector<std::pair<std::string, torch::Tensor>> out;
   for (const auto& item : encoder_->named_parameters(/*recurse=*/true))

@@ -48,9 +48,10 @@ class EncoderModel {
 
   // In inference mode (no dropout, no autograd).
   EncoderOutput forward(const EncoderInput& input);
-  void set_precision(Precision precision, launch::Fp32Gemm fp32_gemm = launch::Fp32Gemm::kBlas) {
-    ops_ = PrecisionOps(precision, fp32_gemm);
-  }
+  // The compute precision. In bf16 the matmul weights and their biases are held in bf16 from then on, cast once
+  // rather than at every forward (embeddings and LayerNorm stay fp32, as the forward reads them); going back to fp32
+  // after that is refused (the cast lost the low bits: load the model again).
+  void set_precision(Precision precision, launch::Fp32Gemm fp32_gemm = launch::Fp32Gemm::kBlas);
   const BertConfig& config() const { return config_; }
   const Architecture& architecture() const { return architecture_; }
   int64_t labels() const { return labels_; }

@@ -4,6 +4,7 @@
 
 #include "launch/util/error.h"
 #include "models/attention_softmax.h"
+#include "models/residual_norm.h"
 
 #if JOULE_ONEDNN
 #include <oneapi/dnnl/dnnl.h>
@@ -93,6 +94,16 @@ torch::Tensor PrecisionOps::linear(const torch::Tensor& x, const torch::Tensor& 
 
 torch::Tensor PrecisionOps::layer_norm(const torch::Tensor& x, torch::nn::LayerNorm& norm) const {
   return norm(x.scalar_type() == torch::kFloat ? x : x.to(torch::kFloat));
+}
+
+std::pair<torch::Tensor, torch::Tensor> PrecisionOps::add_layer_norm(const torch::Tensor& a,
+                                                                     const torch::Tensor& residual,
+                                                                     torch::nn::LayerNorm& norm) const {
+  if (precision_ == Precision::kBf16 && c10::InferenceMode::is_enabled() && a.scalar_type() == torch::kBFloat16 &&
+      residual.scalar_type() == torch::kFloat && a.device().is_cpu() && norm->options.elementwise_affine())
+    return add_layer_norm_bf16(a, residual, norm->weight, norm->bias, norm->options.eps());
+  torch::Tensor y = layer_norm(a + residual, norm);
+  return {y, operand(y)};
 }
 
 torch::Tensor PrecisionOps::attention_probs(const torch::Tensor& scores, const torch::Tensor& mask_bias,

@@ -13,6 +13,8 @@
 // products up to summation order.
 #pragma once
 
+#include <utility>
+
 #include <torch/torch.h>
 
 #include "launch/blas_core.h"
@@ -38,6 +40,11 @@ class PrecisionOps {
   }
   // LayerNorm in fp32 whatever x's dtype; fp32 out.
   torch::Tensor layer_norm(const torch::Tensor& x, torch::nn::LayerNorm& norm) const;
+  // The residual stream's step: y = LayerNorm(a + residual) in fp32, and y in the matmul dtype (what the next matmuls
+  // read). Under c10::InferenceMode in bf16, one pass (models/residual_norm.h); otherwise LibTorch's add, norm and
+  // cast, as training has always run them.
+  std::pair<torch::Tensor, torch::Tensor> add_layer_norm(const torch::Tensor& a, const torch::Tensor& residual,
+                                                         torch::nn::LayerNorm& norm) const;
   // softmax(scale * scores + mask_bias) over keys; in fp32 the original `softmax(scores * scale + mask)` order of
   // operations (scale applied to the queries by the caller; see `attention_scale_in_softmax`).
   torch::Tensor attention_probs(const torch::Tensor& scores, const torch::Tensor& mask_bias, double scale) const;

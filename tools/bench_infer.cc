@@ -17,6 +17,7 @@
 #include "launch/util/file_io.h"
 #include "models/encoder_model.h"
 #include "models/flops.h"
+#include "models/infer/infer.h"
 #include "models/precision.h"
 #include "tools/bench_model.h"
 #include "tools/model_commands.h"
@@ -95,9 +96,8 @@ InferBenchResult bench_infer(const InferBenchOptions& o) {
   r.seq_len = o.seq_len;
   r.threads = o.threads > 0 ? o.threads : launch::physical_cores();
   launch::set_threads(r.threads);
-  const models::PrecisionChoice precision = models::choose_precision(o.precision, false, launch::CpuIsa::current());
+  const models::PrecisionChoice precision = models::infer::use_precision(*model, o.precision);
   const launch::GemmPath gemm = launch::choose_gemm_path("auto");
-  model->set_precision(precision.precision, gemm.choice.fp32);
   r.precision = models::precision_name(precision.precision);
   r.precision_reason = precision.reason;
 

@@ -901,7 +901,12 @@ int main(int argc, char** argv) {
   // OpenMP and OpenBLAS read their wait policies only when they load: set them and start over once. The `data`
   // commands run no LibTorch or BLAS work, and a second start (loading LibTorch again) would double their start-up.
   const bool uses_libtorch_threads = !(argc > 1 && std::strcmp(argv[1], "data") == 0);
-  if (uses_libtorch_threads && joule::launch::set_runtime_environment()) execv("/proc/self/exe", argv);
+  // Inference runs alone on its cores: its OpenMP threads spin between parallel regions (launch/runtime.h).
+  auto is = [&](const char* first, const char* second) {
+    return argc > 1 && std::strcmp(argv[1], first) == 0 && (!second || (argc > 2 && std::strcmp(argv[2], second) == 0));
+  };
+  const bool serving = is("infer", nullptr) || is("bench", "infer") || is("model", "forward");
+  if (uses_libtorch_threads && joule::launch::set_runtime_environment(serving)) execv("/proc/self/exe", argv);
   joule::launch::tune_allocator();
   joule::launch::install_caching_cpu_allocator();
 

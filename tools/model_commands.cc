@@ -12,6 +12,7 @@
 #include "launch/util/error.h"
 #include "models/bert.h"
 #include "models/encoder_model.h"
+#include "models/infer/infer.h"
 #include "models/model_dir.h"
 #include "models/precision.h"
 #include "models/safetensors.h"
@@ -126,8 +127,7 @@ std::string model_forward(const std::string& dir, const std::string& architectur
                           const std::string& inputs, const std::string& out, const std::string& precision) {
   namespace st = models::safetensors;
   models::LoadedEncoderModel loaded = models::load_encoder_model(dir, architecture, labels);
-  const models::PrecisionChoice choice = models::choose_precision(precision, false, launch::CpuIsa::current());
-  loaded.model.set_precision(choice.precision, launch::choose_gemm_path("auto").choice.fp32);
+  const models::PrecisionChoice choice = models::infer::use_precision(loaded.model, precision);
   const st::File file = st::File::open(inputs);
   auto input = [&](const char* name, bool required) -> torch::Tensor {
     const st::TensorInfo* t = file.find(name);

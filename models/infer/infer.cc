@@ -256,6 +256,12 @@ bool lower_case_of(const std::string& dir, bool fallback) {
 
 }  // namespace
 
+PrecisionChoice use_precision(EncoderModel& model, const std::string& policy) {
+  const PrecisionChoice choice = choose_precision(policy, false, launch::CpuIsa::current());
+  model.set_precision(choice.precision, launch::choose_gemm_path("auto").choice.fp32);
+  return choice;
+}
+
 InferSummary run_inference(const InferOptions& o) {
   using Clock = std::chrono::steady_clock;
   if (o.batch < 1) throw joule::UsageError("--batch must be at least 1");
@@ -296,9 +302,7 @@ InferSummary run_inference(const InferOptions& o) {
   // The output's temporary file now: a directory that cannot hold it fails before any work.
   joule::AtomicFile out(o.output);
   launch::set_threads(o.threads > 0 ? o.threads : launch::physical_cores());
-  const PrecisionChoice precision = choose_precision(o.precision, false, launch::CpuIsa::current());
-  model.set_precision(precision.precision, launch::choose_gemm_path("auto").choice.fp32);
-  s.precision_reason = precision.reason;
+  s.precision_reason = use_precision(model, o.precision).reason;
 
   // Read every line first: a bad line is found before any work, and the batches are sorted by length.
   std::ifstream in(o.input);

@@ -21,6 +21,8 @@
 #include <string>
 
 #include "launch/util/error.h"
+#include "models/encoder_model.h"
+#include "models/precision.h"
 
 namespace joule::models::infer {
 
@@ -54,5 +56,10 @@ struct InferSummary {
 };
 
 InferSummary run_inference(const InferOptions& options);
+
+// The precision policy (`--precision`: auto, fp32, bf16, as in training) applied to an inference model on this CPU:
+// the choice and its reason, the fp32 GEMM path this process judged best, and in bf16 the weights held in bf16.
+// What `joule infer`, `joule bench infer` and `joule model forward` all do.
+PrecisionChoice use_precision(EncoderModel& model, const std::string& policy);
 
 }  // namespace joule::models::infer

@@ -195,3 +195,30 @@ TEST(EncoderModel, ConfigReadsLayoutAndLabels) {
   b.insert(1, "\"max_2d_position_embeddings\": 1024,");
   refused(b, "unknown key 'max_2d_position_embeddings'");
 }
+
+// In bf16 the matmul weights and biases are cast once, when the precision is set: held in bf16 from then on (the
+// embeddings and LayerNorm stay fp32); the logits stay close to fp32's, repeat exactly, and fp32 is refused after.
+TEST(EncoderModel, Bf16HoldsTheMatmulWeightsOnce) {
+  const BertConfig c = tiny_layout();
+  const auto& a = joule::models::architecture_named("LayoutLMForTokenClassification");
+  EncoderModel fp32(c, a, 3, 7), bf16(c, a, 3, 7);
+  const EncoderInput in = input_for(c, 5);
+  const torch::Tensor reference = fp32.forward(in).logits;
+  bf16.set_precision(joule::models::Precision::kBf16);
+  std::set<std::string> held;
+  for (const auto& [name, p] : bf16.hf_named_parameters()) {
+    const bool matmul = name.find("embeddings.") == std::string::npos && name.find("LayerNorm") == std::string::npos;
+    EXPECT_EQ(p.scalar_type(), matmul ? torch::kBFloat16 : torch::kFloat) << name;
+    if (p.scalar_type() == torch::kBFloat16) held.insert(name);
+  }
+  for (const char* name :
+       {"layoutlm.encoder.layer.0.attention.self.query.weight", "layoutlm.encoder.layer.0.attention.self.query.bias",
+        "classifier.weight", "classifier.bias"})
+    EXPECT_TRUE(held.count(name)) << name;
+  const torch::Tensor first = bf16.forward(in).logits, second = bf16.forward(in).logits;
+  EXPECT_TRUE(torch::equal(first, second));
+  EXPECT_EQ(first.scalar_type(), torch::kFloat);
+  EXPECT_LT((first - reference).abs().max().item<double>(), 0.05 * reference.abs().max().item<double>() + 0.02);
+  EXPECT_THROW(bf16.set_precision(joule::models::Precision::kFp32), joule::InternalError);
+  bf16.set_precision(joule::models::Precision::kBf16);  // the same precision again: nothing to cast
+}

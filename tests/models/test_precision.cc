@@ -10,6 +10,8 @@
 #include "models/bert.h"
 #include "models/dropout.h"
 #include "models/precision.h"
+#include "models/precision_ops.h"
+#include "models/residual_norm.h"
 #include "test_util.h"
 
 using joule::launch::CpuIsa;
@@ -90,6 +92,34 @@ TEST(Precision, FusedSoftmaxMatchesFp32SoftmaxForwardAndBackward) {
   EXPECT_EQ(p[1].narrow(-1, 30, 7).abs().sum().item<double>(), 0.0);  // padded keys get no weight
   EXPECT_GT(cosine(s1.grad(), s2.grad()), 0.999);
   EXPECT_EQ(s1.grad().scalar_type(), torch::kBFloat16);
+}
+
+// The inference residual step in one pass against LibTorch's add + LayerNorm + cast, odd widths and rows included;
+// PrecisionOps takes it only under InferenceMode in bf16 (training keeps LibTorch's ops, bit for bit).
+TEST(Precision, FusedAddLayerNormMatchesTheComposition) {
+  torch::manual_seed(9);
+  // BERT's eps (1e-12); a row of one element has no spread (y = beta), which BERT's eps would amplify a rounding
+  // error of LibTorch's variance into: 1e-5 there.
+  for (const auto& [rows, n] : {std::pair<int64_t, int64_t>{3, 768}, {37, 35}, {2, 1}, {5, 17}}) {
+    const double eps = n == 1 ? 1e-5 : 1e-12;
+    const torch::Tensor a = (torch::randn({rows, n}) * 3).to(torch::kBFloat16), r = torch::randn({rows, n}) * 2 + 1;
+    const torch::Tensor g = torch::rand({n}) + 0.5, b = torch::randn({n});
+    const auto [y, yb] = joule::models::add_layer_norm_bf16(a, r, g, b, eps);
+    const torch::Tensor want = torch::layer_norm(a.to(torch::kFloat) + r, {n}, g, b, eps);
+    EXPECT_TRUE(torch::allclose(y, want, 1e-5, 1e-5)) << rows << "x" << n << ": " << (y - want).abs().max();
+    EXPECT_TRUE(torch::equal(yb, y.to(torch::kBFloat16))) << rows << "x" << n;  // the copy is y rounded, exactly
+  }
+  // Through PrecisionOps: the one pass under InferenceMode in bf16, LibTorch's ops (and autograd) otherwise.
+  torch::nn::LayerNorm norm(torch::nn::LayerNormOptions({24}).eps(1e-12));
+  const torch::Tensor a = torch::randn({2, 5, 24}).to(torch::kBFloat16), r = torch::randn({2, 5, 24});
+  const joule::models::PrecisionOps bf16(Precision::kBf16);
+  const auto [slow, slow_b] = bf16.add_layer_norm(a, r, norm);
+  EXPECT_EQ(slow_b.scalar_type(), torch::kBFloat16);
+  EXPECT_TRUE(slow.requires_grad());  // the composition, with its graph
+  c10::InferenceMode inference;
+  const auto [fast, fast_b] = bf16.add_layer_norm(a, r, norm);
+  EXPECT_TRUE(torch::allclose(fast, slow.detach(), 1e-5, 1e-5));
+  EXPECT_TRUE(torch::equal(fast_b, fast.to(torch::kBFloat16)));
 }
 
 TEST(Precision, DropoutDrawsTheSameMaskInBf16AsInFp32) {

@@ -5,6 +5,9 @@ sequence length: one JSON line per (implementation, precision, batch) with infer
 
 Runs with pyenv's python3 (torch 2.x, transformers, onnxruntime from PyPI), outside CI:
     python3 tools/bench/infer_compare.py build/ci/tools/joule --model bert-base --batches 1,8,16 > infer.jsonl
+and for the PyTorch 1.13 anchor with Debian's python3-torch and a transformers 4.x installed outside the repository:
+    PYTHONPATH=/opt/tf4-py311 /usr/bin/python3 tools/bench/infer_compare.py build/ci/tools/joule --impls pytorch ...
+Each PyTorch row carries its torch version (tools/bench/tables.py makes a column per major version).
 The models are randomly initialised from configs/models/MODEL.json (throughput does not depend on the weights).
 """
 import argparse
@@ -64,6 +67,15 @@ def row(impl, precision, batch, elapsed, lat, **extra):
             "p99_ms": float(np.percentile(lat, 99)) * 1e3, **extra}
 
 
+def run_pytorch(model, x, batch, seconds, repeat, env):
+    with torch.inference_mode():
+        elapsed, lat = timed(lambda: model(**x), seconds)
+        print(json.dumps(row("pytorch-eager", "fp32", batch, elapsed, lat, repeat=repeat, **env)), flush=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            elapsed, lat = timed(lambda: model(**x), seconds)
+        print(json.dumps(row("pytorch-eager", "bf16-autocast", batch, elapsed, lat, repeat=repeat, **env)), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("joule")
@@ -72,40 +84,43 @@ def main():
     ap.add_argument("--seq-len", type=int, default=128)
     ap.add_argument("--seconds", type=float, default=3)
     ap.add_argument("--repeats", type=int, default=2, help="alternated rounds over the implementations")
+    ap.add_argument("--impls", default="pytorch,onnxruntime,joule", help="which of pytorch, onnxruntime, joule to run")
     a = ap.parse_args()
+    impls = set(a.impls.split(","))
+    if not impls or impls - {"pytorch", "onnxruntime", "joule"}:
+        ap.error(f"--impls {a.impls!r}: give some of pytorch, onnxruntime, joule")
     batches = [int(b) for b in a.batches.split(",")]
     threads = os.cpu_count()
     torch.set_num_threads(threads)
     model, cls, layout, vocab = hf_model(a.model)
-    import onnxruntime as ort
-    work = tempfile.mkdtemp(prefix="infer_compare_")
-    onnx_path = os.path.join(work, "model.onnx")
-    example = inputs(2, a.seq_len, vocab, layout)
-    # torch.onnx passes the inputs by position: in the order of the model's forward() (LayoutLM's bbox comes second).
-    names = [n for n in inspect.signature(model.forward).parameters if n in example]
-    torch.onnx.export(model, tuple(example[n] for n in names), onnx_path, input_names=names, output_names=["logits"],
-                      dynamic_axes={n: {0: "batch"} for n in names + ["logits"]}, opset_version=17, dynamo=False)
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    session = ort.InferenceSession(onnx_path, opts, providers=["CPUExecutionProvider"])
     env = {"model": a.model, "architecture": cls, "seq_len": a.seq_len, "threads": threads,
-           "torch": torch.__version__, "transformers": transformers.__version__, "onnxruntime": ort.__version__,
+           "torch": torch.__version__, "transformers": transformers.__version__,
            "cpu": platform.processor() or platform.machine()}
+    if "onnxruntime" in impls:
+        import onnxruntime as ort
+        work = tempfile.mkdtemp(prefix="infer_compare_")
+        onnx_path = os.path.join(work, "model.onnx")
+        example = inputs(2, a.seq_len, vocab, layout)
+        # torch.onnx passes the inputs by position: in the order of the model's forward() (LayoutLM's bbox is second).
+        names = [n for n in inspect.signature(model.forward).parameters if n in example]
+        torch.onnx.export(model, tuple(example[n] for n in names), onnx_path, input_names=names,
+                          output_names=["logits"], dynamic_axes={n: {0: "batch"} for n in names + ["logits"]},
+                          opset_version=17, dynamo=False)
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        session = ort.InferenceSession(onnx_path, opts, providers=["CPUExecutionProvider"])
+        env["onnxruntime"] = ort.__version__
     print(json.dumps({"environment": env}))
     for repeat in range(1, a.repeats + 1):
         for batch in batches:
             x = inputs(batch, a.seq_len, vocab, layout)
-            with torch.inference_mode():
-                elapsed, lat = timed(lambda: model(**x), a.seconds)
-                print(json.dumps(row("pytorch-eager", "fp32", batch, elapsed, lat, repeat=repeat, **env)), flush=True)
-                with torch.autocast("cpu", dtype=torch.bfloat16):
-                    elapsed, lat = timed(lambda: model(**x), a.seconds)
-                print(json.dumps(row("pytorch-eager", "bf16-autocast", batch, elapsed, lat, repeat=repeat, **env)),
-                      flush=True)
-            feeds = {n: x[n].numpy() for n in names}
-            elapsed, lat = timed(lambda: session.run(None, feeds), a.seconds)
-            print(json.dumps(row("onnxruntime", "fp32", batch, elapsed, lat, repeat=repeat, **env)), flush=True)
-        for precision in ("bf16", "fp32"):
+            if "pytorch" in impls:
+                run_pytorch(model, x, batch, a.seconds, repeat, env)
+            if "onnxruntime" in impls:
+                feeds = {n: x[n].numpy() for n in names}
+                elapsed, lat = timed(lambda: session.run(None, feeds), a.seconds)
+                print(json.dumps(row("onnxruntime", "fp32", batch, elapsed, lat, repeat=repeat, **env)), flush=True)
+        for precision in ("bf16", "fp32") if "joule" in impls else ():
             out = subprocess.run([a.joule, "bench", "infer", "--model", a.model, "--batches", a.batches, "--seq-len",
                                   str(a.seq_len), "--seconds", str(a.seconds), "--precision", precision, "--json"],
                                  capture_output=True, text=True, check=True).stdout

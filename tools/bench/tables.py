@@ -308,28 +308,34 @@ def render_zero1(paths):
 
 def render_infer(paths):
     """Inference side by side (tools/bench/infer_compare.py): inferences/s per implementation and batch size, medians
-    of the alternated rounds, and joule bf16's ratios to PyTorch eager bf16 and ONNX Runtime fp32."""
+    of the rounds, a PyTorch column per major version, and joule bf16's ratios to the faster PyTorch bf16 autocast
+    (a goal stands against the faster) and to ONNX Runtime fp32."""
     _, runs = load_all(paths)
     cells = {}
     for r in runs:
         if "inferences_per_s" not in r:
             continue
-        cells.setdefault((r["model"], r["seq_len"], r["batch"]), {}).setdefault((r["impl"], r["precision"]), []).append(r)
-    columns = [("joule", "bf16"), ("joule", "fp32"), ("pytorch-eager", "bf16-autocast"), ("pytorch-eager", "fp32"),
-               ("onnxruntime", "fp32")]
+        impl = r["impl"]
+        if impl == "pytorch-eager":
+            impl = "pytorch" + ("1.13" if r["torch"].startswith("1.") else "2")
+        cells.setdefault((r["model"], r["seq_len"], r["batch"]), {}).setdefault((impl, r["precision"]), []).append(r)
+    columns = [("joule", "bf16"), ("joule", "fp32"), ("pytorch2", "bf16-autocast"), ("pytorch2", "fp32"),
+               ("pytorch1.13", "bf16-autocast"), ("pytorch1.13", "fp32"), ("onnxruntime", "fp32")]
     rows = []
     for (model, seq, batch), by in sorted(cells.items()):
         rate = {c: med(x["inferences_per_s"] for x in by[c]) if c in by else None for c in columns}
         row = [f"{model}, seq {seq}, batch {batch}"] + [f"{rate[c]:.1f}" if rate[c] else "—" for c in columns]
         j = rate[("joule", "bf16")]
-        for ref in (("pytorch-eager", "bf16-autocast"), ("onnxruntime", "fp32")):
-            row.append(f"**{j / rate[ref]:.2f}×**" if j and rate[ref] else "—")
+        torch_bf16 = max((rate[c] for c in (("pytorch2", "bf16-autocast"), ("pytorch1.13", "bf16-autocast"))
+                          if rate[c]), default=None)
+        for ref in (torch_bf16, rate[("onnxruntime", "fp32")]):
+            row.append(f"**{j / ref:.2f}×**" if j and ref else "—")
         jb = by.get(("joule", "bf16"), [])
         row.append(f'{med(x["p50_ms"] for x in jb):.0f} / {med(x["p99_ms"] for x in jb):.0f} ms' if jb else "—")
         rows.append(row)
-    return markdown(["workload", "joule bf16", "joule fp32", "PyTorch bf16 autocast", "PyTorch fp32",
-                     "ONNX Runtime fp32", "joule bf16 ÷ PyTorch bf16", "joule bf16 ÷ ORT fp32",
-                     "joule bf16 p50 / p99"], rows)
+    return markdown(["workload", "joule bf16", "joule fp32", "PyTorch 2.x bf16 autocast", "PyTorch 2.x fp32",
+                     "PyTorch 1.13 bf16 autocast", "PyTorch 1.13 fp32", "ONNX Runtime fp32",
+                     "joule bf16 ÷ faster PyTorch bf16", "joule bf16 ÷ ORT fp32", "joule bf16 p50 / p99"], rows)
 
 
 KINDS = {"environment": render_environment, "compare": render_compare, "runs": render_runs, "lamb": render_lamb,
