@@ -454,7 +454,8 @@ int cmd_plan(int argc, char** argv) {
       "rate", "(--inference) inferences with a unit: 1000000/h, 278/s, 16667/min",
       cxxopts::value<std::string>()->default_value("1000000/h"))(
       "measured",
-      "(--inference) `joule bench infer --json` outputs, comma-separated: FILE adds this host's row, PROFILE=FILE a "
+      "(--inference) `joule bench infer --json` outputs or inference runs (`--out DIR`), comma-separated: FILE adds "
+      "this host's row, PROFILE=FILE a "
       "measurement taken on that instance",
       cxxopts::value<std::string>())("csv", "(--inference) print the rows as CSV");
   const NumberFlag seq_len{"seq-len", "sequence length", "128", kSeqLen},
