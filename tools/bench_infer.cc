@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
 #include <optional>
 #include <sstream>
@@ -21,6 +20,7 @@
 #include "models/precision.h"
 #include "tools/bench_model.h"
 #include "tools/model_commands.h"
+#include "trainer/cost/accounting.h"
 #include "trainer/cost/energy.h"
 #include "trainer/cost/hardware.h"
 
@@ -60,15 +60,6 @@ models::EncoderInput synthetic_input(const models::BertConfig& c, int64_t batch,
   return in;
 }
 
-std::string utc_date() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 }  // namespace
 
 InferBenchResult bench_infer(const InferBenchOptions& o) {
@@ -96,8 +87,8 @@ InferBenchResult bench_infer(const InferBenchOptions& o) {
   r.seq_len = o.seq_len;
   r.threads = o.threads > 0 ? o.threads : launch::physical_cores();
   launch::set_threads(r.threads);
-  const models::PrecisionChoice precision = models::infer::use_precision(*model, o.precision);
-  const launch::GemmPath gemm = launch::choose_gemm_path("auto");
+  const models::infer::InferencePrecision used = models::infer::use_precision(*model, o.precision);
+  const models::PrecisionChoice& precision = used.choice;
   r.precision = models::precision_name(precision.precision);
   r.precision_reason = precision.reason;
 
@@ -110,7 +101,7 @@ InferBenchResult bench_infer(const InferBenchOptions& o) {
   r.region = o.region;
   r.grid_g_per_kwh = trainer::load_grid_region(o.region, config_dir() + "/grid-intensity.toml").g_per_kwh;
   r.p99_bound_ms = o.p99_ms;
-  r.date = utc_date();
+  r.date = trainer::utc_now_iso();
   trainer::EnergyMonitor energy("auto", meters, 0.05);
   r.energy_sources = energy.sources();
 
@@ -119,7 +110,7 @@ InferBenchResult bench_infer(const InferBenchOptions& o) {
   const double gflop_per_inference =
       models::total_flops(models::inference_gemms(config, 1, o.seq_len, labels, per_token)) / 1e9;
   r.sgemm_gflops = measure_matmul_gflops(models::inference_gemms(config, 8, o.seq_len, labels, per_token),
-                                         precision.precision, torch::kCPU, 0.1, gemm.choice.fp32);
+                                         precision.precision, torch::kCPU, 0.1, used.fp32_gemm);
   for (const int64_t batch : o.batches) {
     const models::EncoderInput in = synthetic_input(config, batch, o.seq_len, o.seed + static_cast<uint64_t>(batch));
     for (int i = 0; i < o.warmup; ++i) model->forward(in);

@@ -127,7 +127,7 @@ std::string model_forward(const std::string& dir, const std::string& architectur
                           const std::string& inputs, const std::string& out, const std::string& precision) {
   namespace st = models::safetensors;
   models::LoadedEncoderModel loaded = models::load_encoder_model(dir, architecture, labels);
-  const models::PrecisionChoice choice = models::infer::use_precision(loaded.model, precision);
+  const models::PrecisionChoice choice = models::infer::use_precision(loaded.model, precision).choice;
   const st::File file = st::File::open(inputs);
   auto input = [&](const char* name, bool required) -> torch::Tensor {
     const st::TensorInfo* t = file.find(name);

@@ -27,16 +27,6 @@ namespace {
 const char* const kMeasuredHint =
     "give the output of `joule bench infer --json` (one JSON object per line) to --measured";
 
-// A preset, a config.json, or a model directory (its config.json).
-models::BertConfig model_config(const std::string& model, const std::string& presets) {
-  std::error_code ec;
-  return models::load_config(fs::is_directory(model, ec) ? (fs::path(model) / "config.json").string() : model, presets);
-}
-
-std::string inference_dir(const std::string& config_dir) {
-  return (fs::path(config_dir) / "hardware" / "inference").string();
-}
-
 // One line of a measurement file as a rate, with the model and length it ran.
 struct MeasuredPoint {
   std::string model;
@@ -123,7 +113,7 @@ InferencePlan run_inference_plan(const InferencePlanOptions& o, const std::strin
   InferencePlan plan;
   InferenceWorkload& w = plan.workload;
   w.model_name = o.model;
-  w.model = model_config(o.model, presets);
+  w.model = models::load_config(o.model, presets);
   w.seq_len = o.seq_len;
   if (w.seq_len < 1 || w.seq_len > w.model.max_position_embeddings)
     throw joule::UsageError("--seq-len " + std::to_string(w.seq_len) + " is outside 1.." +
@@ -158,7 +148,8 @@ InferencePlan run_inference_plan(const InferencePlanOptions& o, const std::strin
     for (MeasuredPoint& m : read_measured(it->second)) {
       m.rate.source = "joule bench infer: " + files;
       try {
-        rates.push_back(trainer::measured_rate(model_config(m.model, presets), m.model, m.seq_len, m.rate, w, where));
+        rates.push_back(
+            trainer::measured_rate(models::load_config(m.model, presets), m.model, m.seq_len, m.rate, w, where));
       } catch (const joule::Error& e) {
         throw joule::Error(files + ": " + e.what(), e.hint());
       }
@@ -168,19 +159,13 @@ InferencePlan run_inference_plan(const InferencePlanOptions& o, const std::strin
   std::vector<std::string> names;
   for (const std::string& n : o.instances)  // each named once
     if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
-  if (names.empty()) names = trainer::list_instance_profiles(inference_dir(config_dir));
+  if (names.empty()) names = trainer::list_instance_profiles(trainer::inference_profile_dir(config_dir));
   for (const auto& [profile, files] : measured)
     if (!profile.empty() && std::find(names.begin(), names.end(), profile) == names.end()) names.push_back(profile);
   for (const std::string& name : names) {
-    const InstanceProfile p = trainer::load_instance_profile(name, inference_dir(config_dir));
+    const InstanceProfile p = trainer::load_instance_profile(name, trainer::inference_profile_dir(config_dir));
     std::vector<InferenceRate> rates = measured_rates(name);
-    for (const auto& f : p.inference) {
-      try {
-        rates.push_back(trainer::rate_for(f, w, presets));
-      } catch (const joule::Error& e) {
-        throw trainer::ProfileError(p.file + ": " + e.what());
-      }
-    }
+    for (InferenceRate& r : trainer::published_rates(p, w, presets)) rates.push_back(std::move(r));
     plan.rows.push_back(trainer::size_fleet(p, rates, w));
   }
   if (measured.count("")) {

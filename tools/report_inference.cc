@@ -1,7 +1,6 @@
 #include "tools/report_inference.h"
 
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -34,10 +33,7 @@ InferenceRun read_run(const std::string& run_dir) {
   if (file.empty())
     throw joule::IoError(run_dir + ": not an inference run (no inference.json)",
                          "write one with `joule bench infer --out " + run_dir + "`");
-  std::ifstream in(file);
-  std::stringstream text;
-  text << in.rdbuf();
-  return {file, InferBenchResult::from_json(text.str(), file)};
+  return {file, InferBenchResult::from_json(read_text_file(file), file)};
 }
 
 }  // namespace

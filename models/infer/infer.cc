@@ -256,10 +256,11 @@ bool lower_case_of(const std::string& dir, bool fallback) {
 
 }  // namespace
 
-PrecisionChoice use_precision(EncoderModel& model, const std::string& policy) {
-  const PrecisionChoice choice = choose_precision(policy, false, launch::CpuIsa::current());
-  model.set_precision(choice.precision, launch::choose_gemm_path("auto").choice.fp32);
-  return choice;
+InferencePrecision use_precision(EncoderModel& model, const std::string& policy) {
+  const InferencePrecision used{choose_precision(policy, false, launch::CpuIsa::current()),
+                                launch::choose_gemm_path("auto").choice.fp32};
+  model.set_precision(used.choice.precision, used.fp32_gemm);
+  return used;
 }
 
 InferSummary run_inference(const InferOptions& o) {
@@ -302,7 +303,7 @@ InferSummary run_inference(const InferOptions& o) {
   // The output's temporary file now: a directory that cannot hold it fails before any work.
   joule::AtomicFile out(o.output);
   launch::set_threads(o.threads > 0 ? o.threads : launch::physical_cores());
-  s.precision_reason = use_precision(model, o.precision).reason;
+  s.precision_reason = use_precision(model, o.precision).choice.reason;
 
   // Read every line first: a bad line is found before any work, and the batches are sorted by length.
   std::ifstream in(o.input);

@@ -58,8 +58,13 @@ struct InferSummary {
 InferSummary run_inference(const InferOptions& options);
 
 // The precision policy (`--precision`: auto, fp32, bf16, as in training) applied to an inference model on this CPU:
-// the choice and its reason, the fp32 GEMM path this process judged best, and in bf16 the weights held in bf16.
-// What `joule infer`, `joule bench infer` and `joule model forward` all do.
-PrecisionChoice use_precision(EncoderModel& model, const std::string& policy);
+// the choice and its reason, and the fp32 GEMM path this process judged best (launch::choose_gemm_path measures it:
+// once per command); in bf16 the weights are held in bf16. What `joule infer`, `joule bench infer` and `joule model
+// forward` all do.
+struct InferencePrecision {
+  PrecisionChoice choice;
+  launch::Fp32Gemm fp32_gemm;
+};
+InferencePrecision use_precision(EncoderModel& model, const std::string& policy);
 
 }  // namespace joule::models::infer

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <tuple>
 
@@ -44,6 +45,10 @@ void scale_to(InferenceRate& r, const models::BertConfig& from, const std::strin
 
 }  // namespace
 
+std::string inference_profile_dir(const std::string& config_dir) {
+  return (std::filesystem::path(config_dir) / "hardware" / "inference").string();
+}
+
 double inference_flops(const models::BertConfig& model, int64_t seq_len) {
   return models::total_flops(models::inference_gemms(model, 1, seq_len, 0, false));
 }
@@ -60,6 +65,19 @@ InferenceRate rate_for(const InferenceFigure& f, const InferenceWorkload& w, con
   r.p99_ms = f.p99_ms;
   scale_to(r, models::load_config(f.model, presets_dir), f.model, f.seq_len, w, "published");
   return r;
+}
+
+std::vector<InferenceRate> published_rates(const InstanceProfile& profile, const InferenceWorkload& w,
+                                           const std::string& presets_dir) {
+  std::vector<InferenceRate> rates;
+  for (const InferenceFigure& f : profile.inference) {
+    try {
+      rates.push_back(rate_for(f, w, presets_dir));
+    } catch (const joule::Error& e) {
+      throw ProfileError(profile.file + ": " + e.what());
+    }
+  }
+  return rates;
 }
 
 InferenceRate measured_rate(const models::BertConfig& measured, const std::string& measured_name, int64_t seq_len,

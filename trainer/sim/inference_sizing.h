@@ -24,6 +24,9 @@ struct InferenceWorkload {
   double grid_g_per_kwh = 0;
 };
 
+// configs/hardware/inference under `config_dir`: the inference profiles, beside the training ones.
+std::string inference_profile_dir(const std::string& config_dir);
+
 // GEMM FLOPs of one inference of `model` at `seq_len` (the encoder: a classifier head adds under 0.1 %).
 double inference_flops(const models::BertConfig& model, int64_t seq_len);
 
@@ -49,6 +52,10 @@ struct InferenceRate {
 // else throughput divided and latency multiplied by the ratio of FLOPs per inference (`presets_dir`: the figure's
 // model is a preset there).
 InferenceRate rate_for(const InferenceFigure& figure, const InferenceWorkload& w, const std::string& presets_dir);
+// Every published figure of `profile` as a rate for the workload (rate_for each); a figure that cannot be (a model
+// that is not a preset, a length beyond the model) is a ProfileError naming the profile's file.
+std::vector<InferenceRate> published_rates(const InstanceProfile& profile, const InferenceWorkload& w,
+                                           const std::string& presets_dir);
 // A measured rate (joule bench infer) of `measured` at `seq_len` with batch, throughput and latencies, scaled alike;
 // `where` says where it was measured ("on this host").
 InferenceRate measured_rate(const models::BertConfig& measured, const std::string& measured_name, int64_t seq_len,

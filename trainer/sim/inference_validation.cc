@@ -21,12 +21,12 @@ constexpr const char* kStudy = "AWS ML blog (the seed article): LayoutLM, 1,000,
 constexpr const char* kInf1 = "inf1.2xlarge";
 constexpr const char* kGpu = "g4dn.2xlarge";
 
-FleetSizing size(const std::string& instance, const InferenceWorkload& w, const std::string& config_dir) {
-  const InstanceProfile p = load_instance_profile(instance, (fs::path(config_dir) / "hardware" / "inference").string());
-  std::vector<InferenceRate> rates;
-  for (const InferenceFigure& f : p.inference)
-    rates.push_back(rate_for(f, w, (fs::path(config_dir) / "models").string()));
-  return size_fleet(p, rates, w);
+InstanceProfile profile(const std::string& instance, const std::string& config_dir) {
+  return load_instance_profile(instance, inference_profile_dir(config_dir));
+}
+
+FleetSizing size(const InstanceProfile& p, const InferenceWorkload& w, const std::string& config_dir) {
+  return size_fleet(p, published_rates(p, w, (fs::path(config_dir) / "models").string()), w);
 }
 
 InferenceWorkload workload(const std::string& model, int64_t seq_len, const std::string& config_dir) {
@@ -46,7 +46,8 @@ std::vector<ValidationCase> inference_validation_cases(const std::string& config
   std::vector<ValidationCase> cases;
   // The study: LayoutLM-base (BERT-base's FLOPs plus the box embeddings' lookups) at its longest input, 512 tokens.
   const InferenceWorkload study = workload("layoutlm-base", 512, config_dir);
-  const FleetSizing inf1 = size(kInf1, study, config_dir), gpu = size(kGpu, study, config_dir);
+  const InstanceProfile pi = profile(kInf1, config_dir), pg = profile(kGpu, config_dir);
+  const FleetSizing inf1 = size(pi, study, config_dir), gpu = size(pg, study, config_dir);
   const std::string fleets = std::string(" (") + kInf1 + " vs " + kGpu + ", layoutlm-base, 512 tokens)";
   cases.push_back({"Inf1 instances for the rate (inf1.2xlarge, layoutlm-base, 512 tokens)", "instances",
                    "independent: Hugging Face's one-stream BERT-base run at 512 tokens on an inf1.2xlarge; no headroom",
@@ -69,8 +70,6 @@ std::vector<ValidationCase> inference_validation_cases(const std::string& config
   // The same ratios for the study's own fleets (6 and 33 instances): what the power model and the prices say given
   // its instance counts, the GPU fleet taken as fully busy (33 instances sized for the rate).
   {
-    const InstanceProfile pi = load_instance_profile(kInf1, (fs::path(config_dir) / "hardware" / "inference").string()),
-                          pg = load_instance_profile(kGpu, (fs::path(config_dir) / "hardware" / "inference").string());
     const double inf1_busy = kRatePerHour / 3600 / (kInf1Instances * inf1.rate.inferences_per_s);
     cases.push_back({"Inf1 / GPU energy at the study's fleets (6 x inf1.2xlarge, 33 x g4dn.2xlarge)", "ratio",
                      "the study's instance counts; rests on the assumed Inferentia power and a busy T4", kStudy,
@@ -84,16 +83,16 @@ std::vector<ValidationCase> inference_validation_cases(const std::string& config
   // ExaDeploy's Inferentia write-up: bert-base-cased-finetuned-mrpc on one inf1.xlarge, and CPU : Inferentia : GPU
   // serving priced at 1 : 2 : 4 from the On-Demand prices of c5.xlarge, inf1.xlarge and g4dn.xlarge.
   const std::string exa = "ExaDeploy (Exafunction) Inferentia write-up; page not retrieved: unverified";
-  const FleetSizing mrpc = size("inf1.xlarge", workload("bert-base", 128, config_dir), config_dir);
+  const InstanceProfile inf1_xlarge = profile("inf1.xlarge", config_dir);
+  const FleetSizing mrpc = size(inf1_xlarge, workload("bert-base", 128, config_dir), config_dir);
   cases.push_back({"bert-base-cased-finetuned-mrpc on one inf1.xlarge, 128 tokens", "inf/s",
                    "independent: AWS Neuron's published run of the same model and instance (Neuron 2.20.0, batch 4)",
                    exa, 1140, mrpc.rate.inferences_per_s});
-  const std::string hw_inference = (fs::path(config_dir) / "hardware" / "inference").string();
-  const double c5 = load_instance_profile("c5.xlarge", hw_inference).usd_per_hour;
+  const double c5 = profile("c5.xlarge", config_dir).usd_per_hour;
   cases.push_back({"inf1.xlarge / c5.xlarge On-Demand price", "ratio", "the profiles' prices", exa, 2,
-                   load_instance_profile("inf1.xlarge", hw_inference).usd_per_hour / c5});
+                   inf1_xlarge.usd_per_hour / c5});
   cases.push_back({"g4dn.xlarge / c5.xlarge On-Demand price", "ratio", "the profiles' prices", exa, 4,
-                   load_instance_profile("g4dn.xlarge", hw_inference).usd_per_hour / c5});
+                   profile("g4dn.xlarge", config_dir).usd_per_hour / c5});
   return cases;
 }
 
