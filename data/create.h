@@ -8,7 +8,8 @@
 // another document of the same chunk, as in NVIDIA's recipe, whose per-shard processes each draw from their own text
 // shard; Google's script draws from the whole corpus. Each chunk is written as one shard, dupe after dupe (so memory
 // holds one dupe's sequences), each dupe's sequences shuffled; shards in input order. The trainer's loader shuffles
-// globally across shards, so this order does not reach training.
+// blocks of 64-row chunks globally across shards (data/shuffle.h), so of this order only which sequences share a
+// block reaches training: a random sample of one dupe of the chunk's documents.
 #pragma once
 
 #include <cstdint>

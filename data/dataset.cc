@@ -233,6 +233,7 @@ nlohmann::json stats_json(const ShardEntry& e) {
 
 Dataset Dataset::open(const std::string& spec, const DatasetOptions& options) {
   Dataset d;
+  int64_t whole_shard_chunk = 0;  // the largest chunk of the shards held in one chunk each (capped)
   std::string cache_dir;
   const std::vector<std::string> paths = list_shards(spec, &cache_dir);
   const fs::path base = fs::absolute(cache_dir.empty() ? "." : cache_dir).lexically_normal();
@@ -276,7 +277,7 @@ Dataset Dataset::open(const std::string& spec, const DatasetOptions& options) {
       e.stats.max_token_id = j["max_token_id"];
       e.stats.masked_predictions = j["masked_predictions"];
       e.stats.real_tokens = j["real_tokens"];
-      ShardReader schema_check(path);  // cheap: the file still opens with the layout
+      e.stats.chunk_rows = ShardReader(path).chunk_rows();  // cheap: the file still opens with the layout
     } else {
       e.stats = validate_shard(path);
       e.checksum = checksum_of(path);
@@ -297,9 +298,18 @@ Dataset Dataset::open(const std::string& spec, const DatasetOptions& options) {
     }
     d.offsets_.push_back(d.total_);
     d.total_ += e.stats.sequences;
+    if (e.stats.chunk_rows > 0) {
+      const int64_t rows = std::min(e.stats.chunk_rows, kMaxBlockRows);
+      if (e.stats.chunk_rows < e.stats.sequences)  // the smallest chunking, so no shard inflates a chunk for a few rows
+        d.block_rows_ = d.block_rows_ == 0 ? rows : std::min(d.block_rows_, rows);
+      else  // one chunk holds the whole shard (a small shard): any block size reads it once
+        whole_shard_chunk = std::max(whole_shard_chunk, rows);
+    }
     d.shards_.push_back(std::move(e));
   }
   if (recorded) check_against_metadata(*recorded, spec, d.shards_.size(), d.total_);
+  if (d.block_rows_ == 0) d.block_rows_ = whole_shard_chunk;
+  if (d.block_rows_ == 0) d.block_rows_ = 1;  // no shard is chunked: any row reads cheaply, so every row is a block
 
   if (options.use_cache && d.validated_now_ > 0) {
     cache["format_version"] = kCacheVersion;
@@ -339,6 +349,12 @@ void Dataset::check_unchanged(size_t index) const {
                        " bytes when the data set was opened; " + now + ")",
                    "a shard must not change under a running job: restore it and resume with --resume auto (a resume "
                    "compares the data set with the one the run recorded)");
+}
+
+BlockLayout Dataset::block_layout() const {
+  std::vector<int64_t> rows;
+  for (const ShardEntry& e : shards_) rows.push_back(e.stats.sequences);
+  return BlockLayout(std::move(rows), block_rows_);
 }
 
 std::pair<size_t, int64_t> Dataset::locate(int64_t id) const {

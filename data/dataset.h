@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "data/shard.h"
+#include "data/shuffle.h"
 
 namespace joule::data {
 
@@ -78,13 +79,20 @@ class Dataset {
   // time): called before every open of a shard, so a shard replaced or edited during a run stops it.
   void check_unchanged(size_t index) const;
 
+  // The blocks the global shuffle orders (data/shuffle.h): rows per block = the smallest HDF5 chunk row count of
+  // input_ids over the shards, at most kMaxBlockRows. Shards held in one chunk each (small ones) do not count unless
+  // all are (then the largest such chunk); 1 when no shard is chunked (any row reads cheaply).
+  static constexpr int64_t kMaxBlockRows = 1024;
+  int64_t block_rows() const { return block_rows_; }
+  BlockLayout block_layout() const;
+
   // Global sequence id -> (shard index, row in shard).
   std::pair<size_t, int64_t> locate(int64_t id) const;
 
  private:
   std::vector<ShardEntry> shards_;
   std::vector<int64_t> offsets_;  // prefix sums of sequence counts
-  int64_t total_ = 0, seq_len_ = 0, max_predictions_ = 0, validated_now_ = 0;
+  int64_t total_ = 0, seq_len_ = 0, max_predictions_ = 0, validated_now_ = 0, block_rows_ = 0;
   std::string cache_path_, spec_;
   std::optional<CreatedBy> created_by_;
 };

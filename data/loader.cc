@@ -2,6 +2,7 @@
 #include "launch/util/error.h"
 
 #include <chrono>
+#include <deque>
 #include <list>
 #include <map>
 
@@ -60,6 +61,45 @@ HostBatch read_with(ShardCache& cache, const Dataset& dataset, const std::vector
   return out;
 }
 
+// The blocks a rank reads, each inflated once: a micro-batch's runs of rows are copied out of their blocks, read
+// whole the first time a run needs them. A rank walks its part of the stream in order: the block a micro-batch ends in
+// is the one the next begins in, and no other block is read twice.
+class BlockReader {
+ public:
+  BlockReader(const Dataset& d, size_t max_open_shards) : dataset_(d), shards_(d, max_open_shards) {}
+
+  HostBatch read(const std::vector<RowRun>& runs) {
+    int64_t rows = 0;
+    for (const RowRun& run : runs) rows += run.count;
+    HostBatch out;
+    out.resize_for_overwrite(rows, dataset_.seq_len(), dataset_.max_predictions());
+    int64_t at = 0;
+    for (const RowRun& run : runs) {
+      const HostBatch& block = this->block(run.block);
+      for (int64_t r = 0; r < run.count; ++r) copy_row(block, run.row - run.block.row + r, out, at++);
+    }
+    return out;
+  }
+  void clear() {
+    shards_.clear();
+    recent_.clear();
+  }
+
+ private:
+  const HostBatch& block(const BlockLayout::Block& b) {
+    for (const auto& [which, rows] : recent_)
+      if (which == b) return rows;
+    if (recent_.size() == 2) recent_.pop_front();
+    recent_.emplace_back(b, HostBatch{});
+    shards_.get(b.shard).read_range(b.row, b.rows, recent_.back().second);
+    return recent_.back().second;
+  }
+
+  const Dataset& dataset_;
+  ShardCache shards_;
+  std::deque<std::pair<BlockLayout::Block, HostBatch>> recent_;
+};
+
 torch::Tensor to_long(const std::vector<int32_t>& v, std::vector<int64_t> shape) {
   return torch::from_blob(const_cast<int32_t*>(v.data()), shape, torch::kInt32).to(torch::kInt64);
 }
@@ -84,8 +124,8 @@ HostBatch Loader::read_sequences(const Dataset& dataset, const std::vector<uint6
 
 Loader::Loader(const Dataset& dataset, const SamplerConfig& sampler, SamplerState start, LoaderOptions options)
     : dataset_(dataset), sampler_(sampler), options_(options), state_(start) {
-  if (static_cast<int64_t>(sampler.num_sequences) != dataset.size())
-    throw joule::InternalError("loader: sampler covers " + std::to_string(sampler.num_sequences) +
+  if (static_cast<int64_t>(sampler.layout.sequences()) != dataset.size())
+    throw joule::InternalError("loader: sampler covers " + std::to_string(sampler.layout.sequences()) +
                                " sequences but the dataset has " + std::to_string(dataset.size()));
   thread_ = std::thread([this, start] { run(start); });
 }
@@ -101,7 +141,7 @@ Loader::~Loader() {
 
 void Loader::run(SamplerState state) {
   try {
-    ShardCache cache(dataset_, static_cast<size_t>(options_.max_open_shards));
+    BlockReader blocks(dataset_, static_cast<size_t>(options_.max_open_shards));
     while (true) {
       bool reopen = false;
       {
@@ -110,9 +150,9 @@ void Loader::run(SamplerState state) {
         if (stop_) return;
         std::swap(reopen, reopen_);
       }
-      if (reopen) cache.clear();
-      const std::vector<uint64_t> ids = sampler_.next(state);
-      Ready ready{to_tensors(read_with(cache, dataset_, ids)), state};
+      if (reopen) blocks.clear();
+      const std::vector<RowRun> runs = sampler_.next(state);
+      Ready ready{to_tensors(blocks.read(runs)), state};
       {
         std::lock_guard<std::mutex> lock(mutex_);
         queue_.push_back(std::move(ready));

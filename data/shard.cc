@@ -7,7 +7,6 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
-#include <numeric>
 
 #include "data/run_deflate.h"
 #include "launch/util/file_io.h"
@@ -123,6 +122,10 @@ ShardReader::ShardReader(const std::string& path) : path_(path) {
             "rewrite the shard without that filter (gzip and shuffle are built in), e.g. h5repack -f NONE IN OUT, or "
             "install the filter plugin and set HDF5_PLUGIN_PATH");
     }
+    if (c == kInputIds && H5Pget_layout(plist.get()) == H5D_CHUNKED) {
+      hsize_t chunk[2] = {0, 0};
+      if (H5Pget_chunk(plist.get(), 2, chunk) >= 1) chunk_rows_ = static_cast<int64_t>(chunk[0]);
+    }
     Hdf5Handle space(H5Dget_space(datasets_[c].get()));
     const int rank = H5Sget_simple_extent_ndims(space.get());
     if (rank < 1 || rank > 2)
@@ -195,10 +198,22 @@ void ShardReader::read_rows(const std::vector<int64_t>& rows, HostBatch& out, in
 }
 
 void ShardReader::read_range(int64_t begin, int64_t count, HostBatch& out) {
-  out.resize(count, seq_len_, max_predictions_);
-  std::vector<int64_t> rows(static_cast<size_t>(count));
-  std::iota(rows.begin(), rows.end(), begin);
-  read_rows(rows, out, 0);
+  if (begin < 0 || count < 0 || begin + count > sequences_)
+    throw ShardError(path_ + ": rows [" + std::to_string(begin) + ", " + std::to_string(begin + count) +
+                     ") out of range [0, " + std::to_string(sequences_) + ")");
+  out.resize_for_overwrite(count, seq_len_, max_predictions_);
+  if (count == 0) return;
+  quiet_hdf5_on_this_thread();  // joule reports HDF5 errors itself
+  for (int c = 0; c < 6; ++c) {
+    const hsize_t width = static_cast<hsize_t>(width_of(out, c));
+    Hdf5Handle file_space(H5_CHECK(H5Dget_space(datasets_[c].get()), path_));
+    hsize_t start[2] = {static_cast<hsize_t>(begin), 0}, size[2] = {static_cast<hsize_t>(count), width};
+    H5_CHECK(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, size, nullptr), path_);
+    Hdf5Handle mem_space(H5_CHECK(H5Screate_simple(c == kNsp ? 1 : 2, size, nullptr), path_));
+    if (H5Dread(datasets_[c].get(), H5T_NATIVE_INT32, mem_space.get(), file_space.get(), H5P_DEFAULT,
+                column(out, c)->data()) < 0)
+      fail(path_, kShardDatasets[c], "read failed (corrupt or truncated file?)");
+  }
 }
 
 ShardStats validate_shard(const std::string& path, int64_t vocab_size) {
@@ -208,6 +223,7 @@ ShardStats validate_shard(const std::string& path, int64_t vocab_size) {
   s.seq_len = reader.seq_len();
   s.max_predictions = reader.max_predictions();
   s.int64_layout = reader.int64_layout();
+  s.chunk_rows = reader.chunk_rows();
   HostBatch b;
   const int64_t block = 4096;
   // Rows that cannot train: no real token (a pre-allocated, never-filled row) or no masked prediction (the masked-LM

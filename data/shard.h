@@ -44,6 +44,7 @@ struct ShardStats {
   int64_t max_token_id = -1;       // over input_ids and masked_lm_ids
   int64_t masked_predictions = 0;  // used prediction slots (before each row's first 0)
   int64_t real_tokens = 0;         // sum of input_mask
+  int64_t chunk_rows = 0;          // rows per HDF5 chunk of input_ids; 0: not chunked (read when opened, never cached)
 };
 
 // Opens and fully validates a shard: every dataset present with an integer type, shapes consistent,
@@ -62,17 +63,18 @@ class ShardReader {
   int64_t seq_len() const { return seq_len_; }
   int64_t max_predictions() const { return max_predictions_; }
   bool int64_layout() const { return int64_layout_; }
+  int64_t chunk_rows() const { return chunk_rows_; }  // rows per HDF5 chunk of input_ids; 0 when not chunked
 
   // Reads the given rows (any order, repeats allowed) into out[offset ..], in the order given.
   void read_rows(const std::vector<int64_t>& rows, HostBatch& out, int64_t offset = 0);
-  // Reads a contiguous range [begin, begin + count) into out (resized).
+  // Reads a contiguous range [begin, begin + count) into out (resized): one read per dataset, each chunk inflated once.
   void read_range(int64_t begin, int64_t count, HostBatch& out);
 
  private:
   std::string path_;
   Hdf5Handle file_;
   Hdf5Handle datasets_[6];
-  int64_t sequences_ = 0, seq_len_ = 0, max_predictions_ = 0;
+  int64_t sequences_ = 0, seq_len_ = 0, max_predictions_ = 0, chunk_rows_ = 0;
   bool int64_layout_ = false;
 };
 

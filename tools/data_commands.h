@@ -16,9 +16,16 @@ void data_tokenize(std::istream& in, std::ostream& out, const std::string& vocab
 // reference's shape) beside it, as one JSON line.
 std::string tokenizer_speed(std::istream& in, const std::string& vocab_path, bool lower_case);
 
-// `joule bench data`: sequences/s the prefetching loader delivers from the shards under the global
-// shuffle (one rank, micro-batches of `micro_batch`), after `warmup` batches; one JSON object when
-// `json`, else a line of text.
-std::string bench_data(const std::string& spec, int64_t micro_batch, int batches, int warmup, bool json);
+// `joule bench data`: sequences/s the prefetching loader delivers to one rank from the shards under the global
+// shuffle, after `warmup` batches; one JSON object when `json`, else a line of text.
+struct BenchDataOptions {
+  std::string data;  // shard directory, glob, list file or `joule data create` output
+  int64_t micro_batch = 32;
+  int64_t global_batch = 0;      // 0: micro_batch x world_size
+  int world_size = 1, rank = 0;  // the rank whose part of each step is read
+  int batches = 200, warmup = 10;
+  bool json = false;
+};
+std::string bench_data(const BenchDataOptions& options);
 
 }  // namespace joule::tools

@@ -65,7 +65,7 @@ const char* kUsage =
     "  bench model    forward+backward throughput against this CPU's sgemm rate\n"
     "  bench infer    inference throughput and p50/p99 latency per batch size, energy and cost per million\n"
     "  bench comm     all-reduce busbw table and the bucketed reducer vs one all-reduce (under mpirun)\n"
-    "  bench data     sequences/s the loader delivers from shards under the global shuffle\n"
+    "  bench data     sequences/s the loader delivers to one rank under the global shuffle\n"
     "  bench train    the whole training step at N ranks: seq/s, roofline fraction, peak RSS (under mpirun)\n"
     "  data synth     write the deterministic synthetic demo corpus\n"
     "  data vocab     build a WordPiece vocabulary from a corpus\n"
@@ -676,16 +676,27 @@ int cmd_bench_comm(int argc, char** argv) {
 }
 
 int cmd_bench_data(int argc, char** argv) {
-  cxxopts::Options o("joule bench data", "sequences/s the loader delivers from shards under the global shuffle");
+  cxxopts::Options o("joule bench data", "sequences/s the loader delivers to one rank under the global shuffle");
   o.add_options()("data", "shard directory, glob, list file or shard", cxxopts::value<std::string>())(
       "json", "print one JSON object");
   const NumberFlag micro_batch{"micro-batch", "sequences per batch", "32", kBatch},
+      global_batch{"global-batch", "sequences per optimizer step, all ranks", "0", OptionRange{0, 1e9},
+                   "0: micro-batch x world size"},
+      world_size{"world-size", "ranks the steps are split over", "1", OptionRange{1, 1e6}},
+      rank{"rank", "the rank whose part is read", "0", OptionRange{0, 1e6}},
       batches{"batches", "timed batches", "200", kRepeats}, warmup{"warmup", "untimed batches first", "10", kWarmup};
-  add_number_flags(o, {micro_batch, batches, warmup});
+  add_number_flags(o, {micro_batch, global_batch, world_size, rank, batches, warmup});
   auto r = parse(o, argc, argv);
-  std::cout << joule::tools::bench_data(required(r, "data"), int_flag(r, micro_batch),
-                                        static_cast<int>(int_flag(r, batches)), static_cast<int>(int_flag(r, warmup)),
-                                        r.count("json") > 0);
+  joule::tools::BenchDataOptions b;
+  b.data = required(r, "data");
+  b.micro_batch = int_flag(r, micro_batch);
+  b.global_batch = int_flag(r, global_batch);
+  b.world_size = static_cast<int>(int_flag(r, world_size));
+  b.rank = static_cast<int>(int_flag(r, rank));
+  b.batches = static_cast<int>(int_flag(r, batches));
+  b.warmup = static_cast<int>(int_flag(r, warmup));
+  b.json = r.count("json") > 0;
+  std::cout << joule::tools::bench_data(b);
   return 0;
 }
 

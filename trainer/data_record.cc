@@ -10,8 +10,16 @@ namespace {
 nlohmann::json set_json(const data::Dataset& d) {
   nlohmann::json shards = nlohmann::json::array();
   for (const data::ShardIdentity& s : d.identity()) shards.push_back({s.name, s.bytes, s.sequences, s.checksum});
-  return {{"spec", d.spec()}, {"digest", d.digest()}, {"sequences", d.size()}, {"shards", shards}};
+  return {{"spec", d.spec()},
+          {"digest", d.digest()},
+          {"sequences", d.size()},
+          {"order", d.block_layout().order_name()},
+          {"shards", shards}};
 }
+
+// The shuffle a recorded training set was read in: a joule before the block shuffle recorded none, and its order was
+// a permutation of single sequences.
+std::string recorded_order(const nlohmann::json& set) { return set.value("order", "blocks of 1 row"); }
 
 std::vector<data::ShardIdentity> identity_of(const nlohmann::json& set, const std::string& where) {
   std::vector<data::ShardIdentity> out;
@@ -58,7 +66,12 @@ ResumedData resume_data_record(const std::string& recorded, const std::string& c
   const nlohmann::json& segments = json_field<nlohmann::json>(record, "segments", where);
   if (!segments.is_array() || segments.empty()) throw JsonFileError(where + ": no data segments");
   const nlohmann::json& last = segments.back();
-  std::string changes = compare_set("training", json_field<nlohmann::json>(last, "train", where), data.train, where);
+  const nlohmann::json& train = json_field<nlohmann::json>(last, "train", where);
+  std::string changes = compare_set("training", train, data.train, where);
+  if (const std::string order = data.train.block_layout().order_name(); recorded_order(train) != order)
+    changes += (changes.empty() ? "" : "; ") + std::string("the global shuffle orders the training data in ") + order +
+               " where the run read it in " + recorded_order(train) +
+               " (the same epoch position means other sequences: some would be read twice this epoch, others not)";
   const bool had_eval = last.contains("eval") && !last["eval"].is_null();
   if (had_eval && data.eval)
     if (const std::string eval = compare_set("eval", last["eval"], *data.eval, where); !eval.empty())

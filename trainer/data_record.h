@@ -1,10 +1,11 @@
 // What a run records of the data it trains and evaluates on, and how a resume compares it (issue 33, principle 4).
 //
 // The record (trainer_state.json "data" in every checkpoint) is a list of data segments; each holds the identity of
-// the training and eval data sets (data/dataset.h: every shard's name, size, sequences and checksum) and the step it
-// starts at. A fresh run has one segment. A resume compares the data it opened with the last segment: equal, the run
-// goes on; different, it stops with the shards that changed, unless --accept-data-change asks for a new segment,
-// which is then recorded from the resumed step. No LibTorch.
+// the training and eval data sets (data/dataset.h: every shard's name, size, sequences and checksum), the order the
+// global shuffle reads the training set in (data/shuffle.h, "blocks of 64 rows") and the step it starts at. A fresh
+// run has one segment. A resume compares the data it opened with the last segment: equal, the run goes on;
+// different (shards or order), it stops with what changed, unless --accept-data-change asks for a new segment, which
+// is then recorded from the resumed step. No LibTorch.
 #pragma once
 
 #include <cstdint>

@@ -116,7 +116,8 @@ void write_run_directory(const ResolvedRun& run, const collectives::ProcessGroup
             << cfg.train.accumulation << " x " << run.world << " (micro-batch x accumulation x ranks), sequences of "
             << cfg.train.seq_len << " tokens\n"
             << "data: training " << cfg.data.train << " (" << run.dataset().shards().size() << " shard(s), "
-            << run.dataset().size() << " sequences), eval "
+            << run.dataset().size() << " sequences, shuffled in " << run.dataset().block_layout().order_name()
+            << "), eval "
             << (run.eval_set ? cfg.data.eval + " (" + std::to_string(run.eval_set->shards().size()) + " shard(s), " +
                                    std::to_string(run.eval_set->size()) + " sequences)"
                              : std::string("none"))
@@ -229,7 +230,7 @@ class TrainingLoop {
 
  private:
   data::SamplerConfig sampler_config() const {
-    return {static_cast<uint64_t>(p_.run.dataset().size()),
+    return {p_.run.dataset().block_layout(),
             static_cast<uint64_t>(p_.run.global_batch),
             static_cast<uint64_t>(cfg_.train.micro_batch),
             p_.run.world,

@@ -1,4 +1,5 @@
-// The prefetching loader: resume equivalence (also across a world-size change), read errors, reopened shards.
+// The prefetching loader: the rows the sampler names, resume equivalence (also across a world-size change), read
+// errors, reopened shards; the blocks a data set is shuffled in.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include "data/create.h"
 #include "data/loader.h"
 #include "data/shuffle.h"
+#include "shard_variants.h"
 #include "test_util.h"
 
 using joule::data::SamplerState;
@@ -35,7 +37,7 @@ class LoaderTest : public ::testing::Test {
                                      std::vector<SamplerState>* states = nullptr) {
     std::vector<std::set<int64_t>> per_step(static_cast<size_t>(steps));
     for (int r = 0; r < world; ++r) {
-      joule::data::Loader loader(*dataset_, {74, global, micro, world, r, 3}, start);
+      joule::data::Loader loader(*dataset_, {dataset_->block_layout(), global, micro, world, r, 3}, start);
       for (int s = 0; s < steps; ++s) {
         for (uint64_t m = 0; m < loader.sampler().accumulation(); ++m) {
           auto batch = loader.next();
@@ -78,7 +80,7 @@ TEST_F(LoaderTest, ShardsChangedAfterOpeningStopTheLoaderNamingTheShard) {
   // modification time), and the background thread's error reaches next().
   joule::test::write_file(dir_.file("a.hdf5"), "overwritten");
   joule::test::write_file(dir_.file("b.hdf5"), "overwritten");
-  joule::data::Loader loader(*dataset_, {74, 8, 2, 2, 0, 3}, {});
+  joule::data::Loader loader(*dataset_, {dataset_->block_layout(), 8, 2, 2, 0, 3}, {});
   try {
     loader.next();
     FAIL() << "reading a replaced shard must fail";
@@ -96,7 +98,7 @@ TEST_F(LoaderTest, ReadErrorsSurfaceInNextNamingTheShard) {
     joule::test::write_file(path, std::string(bytes, 'x'));
     std::filesystem::last_write_time(path, when);
   }
-  joule::data::Loader loader(*dataset_, {74, 8, 2, 2, 0, 3}, {});
+  joule::data::Loader loader(*dataset_, {dataset_->block_layout(), 8, 2, 2, 0, 3}, {});
   try {
     loader.next();
     FAIL() << "reading a corrupted shard must fail";
@@ -110,7 +112,7 @@ TEST_F(LoaderTest, ReopenedShardsGiveTheSameBatchesAndDestructionStopsPrefetchin
   // change. A loader destroyed while its thread is prefetching stops cleanly (ThreadSanitizer runs this too).
   std::vector<int64_t> plain, reopened;
   for (bool reopen : {false, true}) {
-    joule::data::Loader loader(*dataset_, {74, 8, 2, 2, 1, 3}, {}, {2, 1});
+    joule::data::Loader loader(*dataset_, {dataset_->block_layout(), 8, 2, 2, 1, 3}, {}, {2, 1});
     for (int s = 0; s < 12; ++s) {
       if (reopen && s % 3 == 0) loader.reopen_shards();
       auto batch = loader.next();
@@ -119,7 +121,55 @@ TEST_F(LoaderTest, ReopenedShardsGiveTheSameBatchesAndDestructionStopsPrefetchin
   }
   EXPECT_EQ(plain, reopened);
   for (int i = 0; i < 20; ++i) {
-    joule::data::Loader loader(*dataset_, {74, 8, 2, 2, 0, 3}, {}, {4, 1});
+    joule::data::Loader loader(*dataset_, {dataset_->block_layout(), 8, 2, 2, 0, 3}, {}, {4, 1});
     if (i % 2) loader.next();
   }
+}
+
+TEST_F(LoaderTest, BatchesHoldTheRowsTheSamplerNamesReadAsWholeChunks) {
+  // Both shards are chunked by 8 rows: the data set is shuffled in blocks of 8 (37 rows: four blocks and one of 5).
+  EXPECT_EQ(dataset_->block_rows(), 8);
+  EXPECT_EQ(dataset_->block_layout().blocks(), 10u);
+  for (int world : {1, 2}) {
+    const joule::data::SamplerConfig config{dataset_->block_layout(), 8, 2, world, world - 1, 5};
+    joule::data::DistributedSampler sampler(config);
+    joule::data::Loader loader(*dataset_, config, {});
+    SamplerState st;
+    for (int i = 0; i < 60; ++i) {  // past the end of the first epoch (9 steps)
+      const std::vector<uint64_t> ids = sampler.next_ids(st);
+      const joule::data::HostBatch expected = joule::data::Loader::read_sequences(*dataset_, ids);
+      const auto batch = loader.next();
+      ASSERT_EQ(batch.input_ids.size(0), 2);
+      for (int64_t r = 0; r < 2; ++r) {
+        EXPECT_EQ(batch.input_ids[r][0].item<int64_t>(), expected.input_ids[r * 8]) << "micro-batch " << i;
+        EXPECT_EQ(batch.masked_ids[r][0].item<int64_t>(), expected.masked_ids[r * 2]) << "micro-batch " << i;
+      }
+      EXPECT_EQ(loader.state(), st);
+    }
+  }
+}
+
+TEST(LoaderBlocks, TheSmallestChunkingCappedAndOneRowWithoutChunks) {
+  joule::test::TempDir dir;
+  joule::data::HostBatch b;
+  b.resize(3000, 8, 2);
+  for (int64_t r = 0; r < 3000; ++r) {
+    b.input_mask[r * 8] = 1;
+    b.masked_positions[r * 2] = 1;
+  }
+  joule::test::write_variant(dir.file("flat.hdf5"), b, "", nullptr);  // contiguous datasets: any row reads cheaply
+  EXPECT_EQ(joule::data::Dataset::open(dir.file("flat.hdf5")).block_rows(), 1);
+  std::filesystem::create_directories(dir.file("big"));
+  joule::data::write_shard(dir.file("big/a.hdf5"), b, 2048);  // beyond the cap: blocks of 1024 rows
+  EXPECT_EQ(joule::data::Dataset::open(dir.file("big")).block_rows(), joule::data::Dataset::kMaxBlockRows);
+  joule::data::write_shard(dir.file("big/b.hdf5"), b, 16);  // the smallest chunking wins
+  const auto mixed = joule::data::Dataset::open(dir.file("big"));
+  EXPECT_EQ(mixed.block_rows(), 16);
+  EXPECT_EQ(mixed.block_layout().order_name(), "blocks of 16 rows");
+  EXPECT_EQ(mixed.block_layout().blocks(), 2 * ((3000 + 15) / 16u));
+  // A small shard held in one chunk constrains nothing: the chunked shards keep their blocks.
+  b.resize(5, 8, 2);
+  for (int64_t r = 0; r < 5; ++r) b.input_mask[r * 8] = b.masked_positions[r * 2] = 1;
+  joule::data::write_shard(dir.file("big/c.hdf5"), b, 5);
+  EXPECT_EQ(joule::data::Dataset::open(dir.file("big")).block_rows(), 16);
 }

@@ -217,7 +217,7 @@ grep -q "^warning: resuming with train.global_batch = 64 (the checkpoint's: 32):
 echo "== 2e. --data D (a data create output): D's eval/ is the held-out set whatever the config's data.eval says"
 sed 's|^eval = "shards/eval"|eval = "elsewhere/eval"|' run.toml > run_elsewhere.toml
 mpi "$joule" train --config run_elsewhere.toml --run-dir dd --data shards --steps 2 > dd.log 2>&1 || { cat dd.log; fail "--data shards with the config's eval elsewhere"; }
-grep -q "^data: training shards/train ([0-9]* shard(s), [0-9]* sequences), eval shards/eval (1 shard(s), [0-9]* sequences)$" dd.log ||
+grep -q "^data: training shards/train ([0-9]* shard(s), [0-9]* sequences, shuffled in blocks of 64 rows), eval shards/eval (1 shard(s), [0-9]* sequences)$" dd.log ||
   { cat dd.log; fail "the resolved data pair is not D's"; }
 grep -q "energy (facility, PUE 1.58)" summary.txt || fail "no facility energy line"
 

@@ -111,3 +111,23 @@ TEST_F(DataRecordTest, ACheckpointWithoutARecordStartsOneWithANote) {
   EXPECT_NE(resumed.notes[0].find("RUN/checkpoints/step_5 records no data set"), std::string::npos);
   EXPECT_EQ(nlohmann::json::parse(resumed.record)["segments"][0]["from_step"], 5);
 }
+
+TEST_F(DataRecordTest, AnotherShuffleOrderStopsTheResumeUnlessAccepted) {
+  // A checkpoint of a joule before the block shuffle records no order: its order was one of single sequences. Each
+  // small shard is one chunk (5 and 7 rows): the blocks take the larger.
+  const Dataset train = open("train"), eval = open("eval");
+  EXPECT_EQ(train.block_layout().order_name(), "blocks of 7 rows");
+  nlohmann::json old = nlohmann::json::parse(joule::trainer::new_data_record({train, &eval}));
+  EXPECT_EQ(old["segments"][0]["train"]["order"], "blocks of 7 rows");
+  old["segments"][0]["train"].erase("order");
+  const std::string e = error_of([&] { resume_data_record(old.dump(), "ck", 4, {train, &eval}, false); });
+  EXPECT_NE(e.find("the global shuffle orders the training data in blocks of 7 rows where the run read it in blocks of "
+                   "1 row"),
+            std::string::npos)
+      << e;
+  const auto accepted = resume_data_record(old.dump(), "ck", 4, {train, &eval}, true);
+  const auto segments = nlohmann::json::parse(accepted.record)["segments"];
+  ASSERT_EQ(segments.size(), 2u);
+  EXPECT_EQ(segments[1]["train"]["order"], "blocks of 7 rows");
+  EXPECT_EQ(segments[1]["from_step"], 4);
+}

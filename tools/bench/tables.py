@@ -272,6 +272,34 @@ def render_data_prep(paths):
     return table + "\n\nPer core (MB of text per CPU-second), joule over NVIDIA's script: " + "; ".join(parts) + "."
 
 
+def render_loader(paths):
+    """One row per data set, binary and rank part: median sequences/s (min-max) of its runs, peak RSS; then each data
+    set's one-rank ratio of the newer binary over the one labelled 'before'."""
+    _, runs = load_all(paths)
+    runs = [r for r in runs if r.get("record") == "loader"]
+    cases = {}
+    for r in runs:
+        part = f'rank {r.get("rank", 0)} of {r.get("world_size", 1)}, micro-batch {r.get("micro_batch", "?")}, ' \
+               f'global batch {r.get("global_batch", r.get("micro_batch", "?")):,}'
+        cases.setdefault((r["data"], r["joule"], part), []).append(r)
+    rows, alone = [], {}
+    for (data, joule, part), rs in cases.items():
+        rate = med(x["seq_per_s"] for x in rs)
+        if part.startswith("rank 0 of 1,"):
+            alone.setdefault(data, {})[joule] = rate
+        rss = [x["peak_rss_mb"] for x in rs if "peak_rss_mb" in x]
+        rows.append([data, f'{rs[0]["shards"]:,}', f'{rs[0]["dataset_sequences"]:,}',
+                     rs[0].get("order", "sequences (before blocks)"), joule, part,
+                     f'**{rate:,.0f}** ({min(x["seq_per_s"] for x in rs):,.0f}–{max(x["seq_per_s"] for x in rs):,.0f})',
+                     f"{med(rss):,.0f} MB" if rss else "—", str(len(rs))])
+    table = markdown(["data set", "shards", "sequences", "shuffled in", "joule", "read as", "sequences/s (min–max)",
+                      "peak RSS", "runs"], rows)
+    ratios = [f"{data} {max(v for k, v in by.items() if k != 'before') / by['before']:,.0f}×"
+              for data, by in alone.items() if "before" in by and len(by) > 1]
+    return table + ("\n\nOne rank alone, blocks over the permutation of single sequences (medians): " +
+                    ", ".join(ratios) + "." if ratios else "")
+
+
 def render_zero1(paths):
     """optimizer.shard zero1 against none (tools/bench/zero1.sh): per model and rank count, medians of alternated runs."""
     _, runs = load_all(paths)
@@ -340,6 +368,7 @@ def render_infer(paths):
 
 KINDS = {"environment": render_environment, "compare": render_compare, "runs": render_runs, "lamb": render_lamb,
          "speedup": render_speedup, "gemm": render_gemm, "data_prep": render_data_prep, "zero1": render_zero1,
+         "loader": render_loader,
          "infer": render_infer}
 
 
