@@ -302,7 +302,7 @@ Dataset Dataset::open(const std::string& spec, const DatasetOptions& options) {
       const int64_t rows = std::min(e.stats.chunk_rows, kMaxBlockRows);
       if (e.stats.chunk_rows < e.stats.sequences)  // the smallest chunking, so no shard inflates a chunk for a few rows
         d.block_rows_ = d.block_rows_ == 0 ? rows : std::min(d.block_rows_, rows);
-      else  // one chunk holds the whole shard (a small shard): any block size reads it once
+      else  // one chunk holds the whole shard (a small shard): inflated once per block of it, so it does not set them
         whole_shard_chunk = std::max(whole_shard_chunk, rows);
     }
     d.shards_.push_back(std::move(e));

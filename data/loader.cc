@@ -127,6 +127,7 @@ Loader::Loader(const Dataset& dataset, const SamplerConfig& sampler, SamplerStat
   if (static_cast<int64_t>(sampler.layout.sequences()) != dataset.size())
     throw joule::InternalError("loader: sampler covers " + std::to_string(sampler.layout.sequences()) +
                                " sequences but the dataset has " + std::to_string(dataset.size()));
+  sampler_.begin_at(start);
   thread_ = std::thread([this, start] { run(start); });
 }
 

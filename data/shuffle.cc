@@ -152,20 +152,27 @@ DistributedSampler::DistributedSampler(const SamplerConfig& c) : config_(c) {
         std::to_string(c.global_batch));
 }
 
+void DistributedSampler::begin_at(const SamplerState& start) {
+  origin_epoch_ = start.epoch;
+  origin_ = start.position % config_.global_batch;
+}
+
 std::vector<RowRun> DistributedSampler::next(SamplerState& state) const {
   const SamplerConfig& c = config_;
-  if (state.position >= steps_per_epoch_ * c.global_batch) {  // the dropped remainder: move to the next epoch
-    ++state.epoch;
-    state.position = 0;
+  uint64_t origin = state.epoch == origin_epoch_ && state.position >= origin_ ? origin_ : 0;
+  if ((state.position - origin) % c.global_batch == 0 && state.position + c.global_batch > c.layout.sequences()) {
+    ++state.epoch;  // the remainder that does not fill a step is dropped
+    state.position = origin = 0;
   }
   if (!order_ || cached_epoch_ != state.epoch) {
     order_.emplace(c.layout, c.seed, state.epoch);
     cached_epoch_ = state.epoch;
   }
   const uint64_t world = static_cast<uint64_t>(c.world_size), per_micro_step = c.micro_batch * world;
-  const uint64_t step = state.position / c.global_batch, micro_step = state.position % c.global_batch / per_micro_step;
-  const uint64_t first =
-      step * c.global_batch + static_cast<uint64_t>(c.rank) * (c.global_batch / world) + micro_step * c.micro_batch;
+  const uint64_t into = state.position - origin;
+  const uint64_t step_start = origin + into / c.global_batch * c.global_batch;
+  const uint64_t first = step_start + static_cast<uint64_t>(c.rank) * (c.global_batch / world) +
+                         into % c.global_batch / per_micro_step * c.micro_batch;
   std::vector<RowRun> runs;
   BlockOrder::Placed block = order_->at(first);
   for (uint64_t position = first, left = c.micro_batch; left > 0;) {

@@ -143,7 +143,11 @@ class DistributedSampler {
   uint64_t accumulation() const { return accumulation_; }  // micro-batches per rank per step
   const SamplerConfig& config() const { return config_; }
 
-  // This rank's next micro-batch as runs of rows, in stream order; advances `state` by one micro-step.
+  // Where a loader starts: a position that is not a multiple of global_batch (a resume with another global batch)
+  // begins its steps there, up to the end of that epoch. Without it, steps begin at multiples of global_batch.
+  void begin_at(const SamplerState& start);
+  // This rank's next micro-batch as runs of rows, in stream order; advances `state` by one micro-step. A step that
+  // would not fit in the epoch's stream begins the next epoch.
   std::vector<RowRun> next(SamplerState& state) const;
   // The same as the data set's sequence ids.
   std::vector<uint64_t> next_ids(SamplerState& state) const;
@@ -151,6 +155,7 @@ class DistributedSampler {
  private:
   SamplerConfig config_;
   uint64_t steps_per_epoch_ = 0, accumulation_ = 0;
+  uint64_t origin_epoch_ = 0, origin_ = 0;  // steps of epoch origin_epoch_ begin at origin_ + k * global_batch
   mutable uint64_t cached_epoch_ = ~0ull;
   mutable std::optional<BlockOrder> order_;  // the order of epoch cached_epoch_
 };

@@ -7,14 +7,12 @@
 namespace joule::trainer {
 namespace {
 
-nlohmann::json set_json(const data::Dataset& d) {
+nlohmann::json set_json(const data::Dataset& d, bool shuffled) {
   nlohmann::json shards = nlohmann::json::array();
   for (const data::ShardIdentity& s : d.identity()) shards.push_back({s.name, s.bytes, s.sequences, s.checksum});
-  return {{"spec", d.spec()},
-          {"digest", d.digest()},
-          {"sequences", d.size()},
-          {"order", d.block_layout().order_name()},
-          {"shards", shards}};
+  nlohmann::json set = {{"spec", d.spec()}, {"digest", d.digest()}, {"sequences", d.size()}, {"shards", shards}};
+  if (shuffled) set["order"] = d.block_layout().order_name();  // eval reads its set in order
+  return set;
 }
 
 // The shuffle a recorded training set was read in: a joule before the block shuffle recorded none, and its order was
@@ -33,8 +31,8 @@ std::vector<data::ShardIdentity> identity_of(const nlohmann::json& set, const st
 
 nlohmann::json segment_json(const RunData& data, int64_t from_step) {
   return {{"from_step", from_step},
-          {"train", set_json(data.train)},
-          {"eval", data.eval ? set_json(*data.eval) : nlohmann::json(nullptr)}};
+          {"train", set_json(data.train, true)},
+          {"eval", data.eval ? set_json(*data.eval, false) : nlohmann::json(nullptr)}};
 }
 
 // What differs between a recorded set and the one opened now ("" when nothing does).

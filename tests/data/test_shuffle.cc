@@ -153,6 +153,30 @@ TEST(Shuffle, StepSetsDoNotDependOnTheWorldSizeAndRanksReadFewBlocks) {
   }
 }
 
+TEST(Shuffle, AResumeWithAnotherGlobalBatchReadsEachSequenceOnce) {
+  // One step of 32 on 2 ranks, then a resume with global batch 64 at position 32 (not a multiple of 64): its steps
+  // begin at 32, and the epoch ends when the next step would not fit (32 + 15 x 64 = 992 of 1000).
+  const BlockLayout layout({1000}, 16);
+  std::set<uint64_t> seen;
+  for (int r = 0; r < 2; ++r) {
+    DistributedSampler first({layout, 32, 16, 2, r, 5});
+    SamplerState st;
+    for (uint64_t id : first.next_ids(st)) EXPECT_TRUE(seen.insert(id).second);
+    EXPECT_EQ(st.position, 32u);
+  }
+  for (int r = 0; r < 2; ++r) {
+    DistributedSampler resumed({layout, 64, 16, 2, r, 5});
+    resumed.begin_at({0, 32});
+    SamplerState st{0, 32};
+    for (int m = 0; m < 15 * 2; ++m)
+      for (uint64_t id : resumed.next_ids(st)) EXPECT_TRUE(seen.insert(id).second) << "id " << id << " read twice";
+    EXPECT_EQ(st, (SamplerState{0, 992}));
+    resumed.next_ids(st);
+    EXPECT_EQ(st, (SamplerState{1, 32})) << "the next epoch begins its steps at 0";
+  }
+  EXPECT_EQ(seen.size(), 992u);
+}
+
 TEST(Shuffle, ExactCoverageOfTenMillionOverFortyEightRanks) {
   const uint64_t world = 48, micro = 8, global = micro * world * 2;
   const BlockLayout layout(std::vector<int64_t>(10, 1'000'003), 64);

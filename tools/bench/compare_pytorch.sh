@@ -9,7 +9,8 @@
 #   bash tools/bench/compare_pytorch.sh [--models "bert-base bert-large"] [--layouts "2x1 1x2"] [--precisions "fp32 bf16"]
 #                                       [--repeats 3] [--steps 4] [--micro-batch 8] [--min-ratio R] [--out results.jsonl]
 # PYTHONS="/usr/bin/python3 /path/to/python3" runs the PyTorch side on each of those interpreters' PyTorch in turn
-# (default: Debian's /usr/bin/python3, PyTorch 1.13); the table has a row per PyTorch version.
+# (default: Debian's /usr/bin/python3, PyTorch 1.13); the table has a column per PyTorch version. An entry written
+# PATH+compile runs that interpreter's PyTorch 2.x through torch.compile (ddp_bert.py --compile) as one more column.
 # The result file (JSON lines) starts with the machine's description (tools/bench/bench_env.py) and holds every run,
 # numbered by repeat; `python3 tools/bench/tables.py summary FILE...` prints the table again from one or more of them,
 # and BENCHMARKS.md's tables are made from the files committed under tools/bench/results/ (tools/bench/tables.py).
@@ -36,7 +37,7 @@ joule=${JOULE:-build/${JOULE_PRESET:-ci}/tools/joule}
 [[ -x $joule ]] || { echo "no $joule: build first (bash tools/build.sh)" >&2; exit 1; }
 read -r -a pythons <<< "${PYTHONS:-/usr/bin/python3}"
 for python in "${pythons[@]}"; do
-  "$python" -c "import torch" 2>/dev/null || { echo "$python has no torch: bash tools/setup.sh --reference (or set PYTHONS)" >&2; exit 1; }
+  "${python%+compile}" -c "import torch" 2>/dev/null || { echo "${python%+compile} has no torch: bash tools/setup.sh --reference (or set PYTHONS)" >&2; exit 1; }
 done
 out=${out:-$(mktemp /tmp/joule-compare-XXXXXX.jsonl)}
 /usr/bin/python3 tools/bench/bench_env.py --note "compare_pytorch.sh --models '$models' --layouts '$layouts' --precisions '$precisions' --repeats $repeats --steps $steps --micro-batch $micro" > "$out"
@@ -62,8 +63,9 @@ for model in $models; do
               --precision "$precision" | keep "$r"
           else
             port=$((port + 1))
-            "${mpi[@]}" "$impl" tools/bench/ddp_bert.py --config "configs/models/$model.json" --micro-batch "$micro" \
-              --threads "$threads" --steps "$steps" --warmup 2 --port "$port" --precision "$precision" | keep "$r"
+            compile=(); [[ $impl == *+compile ]] && compile=(--compile)
+            "${mpi[@]}" "${impl%+compile}" tools/bench/ddp_bert.py --config "configs/models/$model.json" --micro-batch "$micro" \
+              --threads "$threads" --steps "$steps" --warmup 2 --port "$port" --precision "$precision" "${compile[@]}" | keep "$r"
           fi
           echo "$model $layout $precision run $r $impl: $(tail -1 "$out" | /usr/bin/python3 -c 'import json,sys; print(round(json.load(sys.stdin)["seq_per_s"], 3), "seq/s")')" >&2
         done

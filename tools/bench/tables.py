@@ -70,11 +70,15 @@ def load_all(paths):
 
 
 def impl_name(r):
-    return "joule" if r["impl"] == "joule" else "PyTorch " + r.get("torch", "?").split("+")[0]
+    if r["impl"] == "joule":
+        return "joule"
+    return "PyTorch " + r.get("torch", "?").split("+")[0] + (" torch.compile" if r.get("compile") else "")
 
 
 def version_key(name):
-    return [int(x) if x.isdigit() else x for x in re.split(r"[.a-z]+", name.split()[-1]) if x != ""]
+    """PyTorch versions in order, each eager before its torch.compile."""
+    words = name.split()
+    return [int(x) if x.isdigit() else x for x in re.split(r"[.a-z]+", words[1]) if x != ""] + [len(words)]
 
 
 def med(values):
