@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <numeric>
 
 #include "data/run_deflate.h"
 #include "launch/util/file_io.h"
@@ -162,23 +163,18 @@ ShardReader::ShardReader(const std::string& path) : path_(path) {
              " too small");
 }
 
-void ShardReader::read_rows(const std::vector<int64_t>& rows, HostBatch& out, int64_t offset) {
-  if (rows.empty()) return;
-  // Read each distinct row once, in file order, as runs of consecutive rows (one hyperslab each).
-  std::vector<int64_t> sorted(rows);
-  std::sort(sorted.begin(), sorted.end());
-  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+void ShardReader::read_sorted(const std::vector<int64_t>& sorted, HostBatch& out) {
+  out.resize_for_overwrite(static_cast<int64_t>(sorted.size()), seq_len_, max_predictions_);
+  if (sorted.empty()) return;
   if (sorted.front() < 0 || sorted.back() >= sequences_)
     throw ShardError(path_ + ": row " + std::to_string(sorted.front() < 0 ? sorted.front() : sorted.back()) +
                      " out of range [0, " + std::to_string(sequences_) + ")");
-  HostBatch tmp;
-  tmp.resize(static_cast<int64_t>(sorted.size()), seq_len_, max_predictions_);
   quiet_hdf5_on_this_thread();  // joule reports HDF5 errors itself
   for (int c = 0; c < 6; ++c) {
-    const hsize_t width = static_cast<hsize_t>(width_of(tmp, c));
+    const hsize_t width = static_cast<hsize_t>(width_of(out, c));
     Hdf5Handle file_space(H5_CHECK(H5Dget_space(datasets_[c].get()), path_));
     H5_CHECK(H5Sselect_none(file_space.get()), path_);
-    for (size_t i = 0; i < sorted.size();) {
+    for (size_t i = 0; i < sorted.size();) {  // one hyperslab per run of consecutive rows
       size_t j = i + 1;
       while (j < sorted.size() && sorted[j] == sorted[j - 1] + 1) ++j;
       hsize_t start[2] = {static_cast<hsize_t>(sorted[i]), 0}, count[2] = {j - i, width};
@@ -188,9 +184,19 @@ void ShardReader::read_rows(const std::vector<int64_t>& rows, HostBatch& out, in
     hsize_t mem_dims[2] = {sorted.size(), width};
     Hdf5Handle mem_space(H5_CHECK(H5Screate_simple(c == kNsp ? 1 : 2, mem_dims, nullptr), path_));
     if (H5Dread(datasets_[c].get(), H5T_NATIVE_INT32, mem_space.get(), file_space.get(), H5P_DEFAULT,
-                column(tmp, c)->data()) < 0)
+                column(out, c)->data()) < 0)
       fail(path_, kShardDatasets[c], "read failed (corrupt or truncated file?)");
   }
+}
+
+void ShardReader::read_rows(const std::vector<int64_t>& rows, HostBatch& out, int64_t offset) {
+  if (rows.empty()) return;
+  // Read each distinct row once, in file order, then place each where it was asked for.
+  std::vector<int64_t> sorted(rows);
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  HostBatch tmp;
+  read_sorted(sorted, tmp);
   for (size_t r = 0; r < rows.size(); ++r) {
     const int64_t src = std::lower_bound(sorted.begin(), sorted.end(), rows[r]) - sorted.begin();
     copy_row(tmp, src, out, offset + static_cast<int64_t>(r));
@@ -201,19 +207,9 @@ void ShardReader::read_range(int64_t begin, int64_t count, HostBatch& out) {
   if (begin < 0 || count < 0 || begin + count > sequences_)
     throw ShardError(path_ + ": rows [" + std::to_string(begin) + ", " + std::to_string(begin + count) +
                      ") out of range [0, " + std::to_string(sequences_) + ")");
-  out.resize_for_overwrite(count, seq_len_, max_predictions_);
-  if (count == 0) return;
-  quiet_hdf5_on_this_thread();  // joule reports HDF5 errors itself
-  for (int c = 0; c < 6; ++c) {
-    const hsize_t width = static_cast<hsize_t>(width_of(out, c));
-    Hdf5Handle file_space(H5_CHECK(H5Dget_space(datasets_[c].get()), path_));
-    hsize_t start[2] = {static_cast<hsize_t>(begin), 0}, size[2] = {static_cast<hsize_t>(count), width};
-    H5_CHECK(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, size, nullptr), path_);
-    Hdf5Handle mem_space(H5_CHECK(H5Screate_simple(c == kNsp ? 1 : 2, size, nullptr), path_));
-    if (H5Dread(datasets_[c].get(), H5T_NATIVE_INT32, mem_space.get(), file_space.get(), H5P_DEFAULT,
-                column(out, c)->data()) < 0)
-      fail(path_, kShardDatasets[c], "read failed (corrupt or truncated file?)");
-  }
+  std::vector<int64_t> rows(static_cast<size_t>(count));
+  std::iota(rows.begin(), rows.end(), begin);
+  read_sorted(rows, out);  // one hyperslab: each chunk inflated once, straight into `out`
 }
 
 ShardStats validate_shard(const std::string& path, int64_t vocab_size) {

@@ -71,6 +71,9 @@ class ShardReader {
   void read_range(int64_t begin, int64_t count, HostBatch& out);
 
  private:
+  // Reads distinct rows in ascending order into out (resized), one hyperslab per run of consecutive rows.
+  void read_sorted(const std::vector<int64_t>& sorted, HostBatch& out);
+
   std::string path_;
   Hdf5Handle file_;
   Hdf5Handle datasets_[6];
