@@ -98,7 +98,8 @@ torch::Tensor BertModelImpl::embed(const EncoderInput& in) {
 torch::Tensor BertModelImpl::encode(const EncoderInput& in, const PrecisionOps& ops) {
   const int64_t batch = in.input_ids.size(0), len = in.input_ids.size(1);
   const int64_t h = config_.hidden_size, heads = config_.num_attention_heads, dh = config_.head_dim();
-  const double p_hidden = config_.hidden_dropout_prob, p_attn = config_.attention_probs_dropout_prob;
+  const double p_residual = is_training() ? config_.hidden_dropout_prob : 0.0;
+  const double p_attn = config_.attention_probs_dropout_prob;
   torch::Tensor x = embed(in);
 
   // Additive mask over keys: 0 for real tokens, the dtype's lowest value for padding. [B, 1, 1, L]
@@ -117,11 +118,9 @@ torch::Tensor BertModelImpl::encode(const EncoderInput& in, const PrecisionOps& 
     torch::Tensor probs = ops.attention_probs(torch::matmul(q, k.transpose(-1, -2)), mask_bias, scale);
     probs = maybe_dropout(probs, p_attn, is_training());
     torch::Tensor context = torch::matmul(probs, v).transpose(1, 2).reshape({batch, len, h});
-    std::tie(x, in_x) = ops.add_layer_norm(
-        maybe_dropout(ops.linear(context, l.attention_output), p_hidden, is_training()), x, l.attention_norm);
+    std::tie(x, in_x) = ops.add_layer_norm(ops.linear(context, l.attention_output), x, l.attention_norm, p_residual);
     torch::Tensor inner = torch::gelu(ops.linear(in_x, l.intermediate));
-    std::tie(x, in_x) =
-        ops.add_layer_norm(maybe_dropout(ops.linear(inner, l.output), p_hidden, is_training()), x, l.output_norm);
+    std::tie(x, in_x) = ops.add_layer_norm(ops.linear(inner, l.output), x, l.output_norm, p_residual);
   }
   return x;
 }

@@ -22,6 +22,11 @@ constexpr int64_t kChunk = int64_t{1} << 16;  // elements per parallel task; a m
 // mask[i] = 1 when element `offset + i` is kept: its 32-bit draw is below keep_below = (1 - p) 2^32.
 JOULE_VECTOR_CLONES
 void draw_mask(uint64_t seed, int64_t offset, int64_t n, uint64_t keep_below, uint8_t* mask) {
+  if (n <= 0) return;
+  if (offset % 2) {  // element `offset` is the high half of draw offset / 2; the rest start at an even element
+    mask[0] = (mix64(seed + static_cast<uint64_t>(offset / 2) * kGoldenGamma) >> 32) < keep_below;
+    ++offset, ++mask, --n;
+  }
   // Draw k of the whole tensor: one hash, two 32-bit halves (elements 2k and 2k + 1).
   auto draw = [&](int64_t k) { return mix64(seed + static_cast<uint64_t>(offset / 2 + k) * kGoldenGamma); };
   const int64_t pairs = n / 2;
@@ -77,14 +82,11 @@ struct CpuDropout : torch::autograd::Function<CpuDropout> {
     const int64_t n = x.numel();
     torch::Tensor mask = torch::empty(x.sizes(), x.options().dtype(torch::kUInt8));
     torch::Tensor out = torch::empty_like(x, torch::MemoryFormat::Contiguous);
-    const uint64_t seed = draw_seed();
-    const uint64_t keep_below = static_cast<uint64_t>(std::ldexp(1.0 - p, 32));
-    const float scale = static_cast<float>(1.0 / (1.0 - p));
+    const DropoutDraw draw(p);
+    const float scale = draw.scale();
     uint8_t* m = mask.data_ptr<uint8_t>();
-    // Chunks start at even offsets, so each hash's two draws land in one chunk whatever the threads.
     at::parallel_for(0, (n + kChunk - 1) / kChunk, 1, [&](int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c)
-        draw_mask(seed, c * kChunk, std::min(kChunk, n - c * kChunk), keep_below, m + c * kChunk);
+      for (int64_t c = c0; c < c1; ++c) draw.fill_mask(c * kChunk, std::min(kChunk, n - c * kChunk), m + c * kChunk);
     });
     masked_scale(x, mask, scale, out);
     ctx->save_for_backward({mask});
@@ -104,6 +106,15 @@ struct CpuDropout : torch::autograd::Function<CpuDropout> {
 };
 
 }  // namespace
+
+DropoutDraw::DropoutDraw(double p)
+    : seed_(draw_seed()),
+      keep_below_(static_cast<uint64_t>(std::ldexp(1.0 - p, 32))),
+      scale_(static_cast<float>(1.0 / (1.0 - p))) {}
+
+void DropoutDraw::fill_mask(int64_t offset, int64_t n, uint8_t* mask) const {
+  draw_mask(seed_, offset, n, keep_below_, mask);
+}
 
 torch::Tensor train_dropout(const torch::Tensor& x, double p) {
   if (p <= 0.0) return x;

@@ -14,4 +14,21 @@ namespace joule::models {
 // x with each element zeroed with probability p and the rest scaled by 1 / (1 - p); differentiable in x.
 torch::Tensor train_dropout(const torch::Tensor& x, double p);
 
+// One CPU dropout call's keep bits, for kernels that fuse dropout into their own pass (models/residual_norm.h):
+// drawn from the same seed and counters as train_dropout, so a fused kernel drops exactly the elements train_dropout
+// would have dropped at that point of the generator's stream.
+class DropoutDraw {
+ public:
+  // Draws the call's seed from torch's default CPU generator; 0 < p < 1.
+  explicit DropoutDraw(double p);
+  // mask[i] = 1 when element `offset + i` of the tensor is kept (any offset, any n).
+  void fill_mask(int64_t offset, int64_t n, uint8_t* mask) const;
+  float scale() const { return scale_; }  // 1 / (1 - p)
+
+ private:
+  uint64_t seed_;
+  uint64_t keep_below_;
+  float scale_;
+};
+
 }  // namespace joule::models

@@ -3,7 +3,8 @@
 //
 // bf16 mixed precision (as the anchors' recipes: NVIDIA's AMP, Megatron, llm.c):
 //   - parameters, their gradients and the optimizer state stay fp32 (master weights); each matmul casts its weight to
-//     bf16 on the way in, and autograd casts the weight's gradient back to fp32 on the way out;
+//     bf16 on the way in; on the CPU its weight gradient is computed in fp32 from the bf16 operands and added by
+//     oneDNN's GEMM straight into the fp32 gradient (no bf16 copy of it), the bias gradient summed in fp32;
 //   - Linear layers, the attention products and the MLM decoder run in bf16 (fp32 accumulation inside the GEMM);
 //   - the residual stream and LayerNorm stay fp32; softmax's max and sum, GELU's arithmetic and the losses run in
 //     fp32 while the tensors kept for backward (matmul inputs, attention probabilities, GELU's input) are bf16;
@@ -33,18 +34,19 @@ class PrecisionOps {
   // x in the matmul dtype (a no-op in fp32).
   torch::Tensor operand(const torch::Tensor& x) const;
   // x W^T + b with x, W and b in the matmul dtype; the output is in that dtype. fp32 on oneDNN: forward and both
-  // backward GEMMs through its sgemm (a joule::Error if this joule was built without it).
+  // backward GEMMs through its sgemm (a joule::Error if this joule was built without it). bf16 on the CPU while
+  // autograd records: the weight gradient goes into the weight's fp32 .grad in the GEMM (precision_ops.cc Bf16Linear).
   torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) const;
   torch::Tensor linear(const torch::Tensor& x, torch::nn::Linear& layer) const {
     return linear(x, layer->weight, layer->bias);
   }
   // LayerNorm in fp32 whatever x's dtype; fp32 out.
   torch::Tensor layer_norm(const torch::Tensor& x, torch::nn::LayerNorm& norm) const;
-  // The residual stream's step: y = LayerNorm(a + residual) in fp32, and y in the matmul dtype (what the next matmuls
-  // read). Under c10::InferenceMode in bf16, one pass (models/residual_norm.h); otherwise LibTorch's add, norm and
-  // cast, as training has always run them.
+  // The residual stream's step: y = LayerNorm(dropout(a, p) + residual) in fp32, and y in the matmul dtype (what the
+  // next matmuls read); p = 0: no dropout. In bf16 on the CPU one pass forward and one backward
+  // (models/residual_norm.h); in fp32 (and off the CPU) train_dropout and LibTorch's add, norm and cast.
   std::pair<torch::Tensor, torch::Tensor> add_layer_norm(const torch::Tensor& a, const torch::Tensor& residual,
-                                                         torch::nn::LayerNorm& norm) const;
+                                                         torch::nn::LayerNorm& norm, double dropout_p = 0.0) const;
   // softmax(scale * scores + mask_bias) over keys; in fp32 the original `softmax(scores * scale + mask)` order of
   // operations (scale applied to the queries by the caller; see `attention_scale_in_softmax`).
   torch::Tensor attention_probs(const torch::Tensor& scores, const torch::Tensor& mask_bias, double scale) const;

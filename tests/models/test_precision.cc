@@ -1,9 +1,12 @@
 // bf16 mixed precision: the choice (auto, the capability check, forced ISAs), the fused attention softmax against
-// LibTorch's fp32 softmax, dropout masks shared by both dtypes, and a dropout-on model whose bf16 gradients point
-// the way fp32's do and repeat bit for bit at a fixed thread count.
+// LibTorch's fp32 softmax, the fused residual step against its composition, dropout masks shared by both dtypes, and a
+// dropout-on model whose bf16 gradients point the way fp32's do and repeat bit for bit at a fixed thread count.
 #include <gtest/gtest.h>
 
 #include <tuple>
+
+#include <torch/csrc/autograd/functions/accumulate_grad.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
 
 #include "launch/util/error.h"
 #include "models/attention_softmax.h"
@@ -94,32 +97,90 @@ TEST(Precision, FusedSoftmaxMatchesFp32SoftmaxForwardAndBackward) {
   EXPECT_EQ(s1.grad().scalar_type(), torch::kBFloat16);
 }
 
-// The inference residual step in one pass against LibTorch's add + LayerNorm + cast, odd widths and rows included;
-// PrecisionOps takes it only under InferenceMode in bf16 (training keeps LibTorch's ops, bit for bit).
-TEST(Precision, FusedAddLayerNormMatchesTheComposition) {
-  torch::manual_seed(9);
-  // BERT's eps (1e-12); a row of one element has no spread (y = beta), which BERT's eps would amplify a rounding
-  // error of LibTorch's variance into: 1e-5 there.
-  for (const auto& [rows, n] : {std::pair<int64_t, int64_t>{3, 768}, {37, 35}, {2, 1}, {5, 17}}) {
-    const double eps = n == 1 ? 1e-5 : 1e-12;
-    const torch::Tensor a = (torch::randn({rows, n}) * 3).to(torch::kBFloat16), r = torch::randn({rows, n}) * 2 + 1;
-    const torch::Tensor g = torch::rand({n}) + 0.5, b = torch::randn({n});
-    const auto [y, yb] = joule::models::add_layer_norm_bf16(a, r, g, b, eps);
-    const torch::Tensor want = torch::layer_norm(a.to(torch::kFloat) + r, {n}, g, b, eps);
-    EXPECT_TRUE(torch::allclose(y, want, 1e-5, 1e-5)) << rows << "x" << n << ": " << (y - want).abs().max();
-    EXPECT_TRUE(torch::equal(yb, y.to(torch::kBFloat16))) << rows << "x" << n;  // the copy is y rounded, exactly
+// The bf16 residual step in one pass (dropout, add, LayerNorm, cast) against the composition it replaces:
+// train_dropout + LibTorch's add, layer_norm and cast, from the same generator state. Forward without and with
+// autograd, and the four gradients through both outputs, on odd widths (rows starting at odd elements of the dropout
+// stream), odd row counts, a one-element row, dropped elements and p = 0.
+TEST(Precision, FusedDropoutAddLayerNormMatchesTheComposition) {
+  for (const double p : {0.0, 0.1, 0.5}) {
+    for (const auto& [rows, n] : {std::pair<int64_t, int64_t>{3, 768}, {37, 35}, {2, 1}, {65, 17}}) {
+      // BERT's eps (1e-12); a row of one element has no spread (y = beta), which BERT's eps would amplify a rounding
+      // error of LibTorch's variance into: 1e-5 there.
+      const double eps = n == 1 ? 1e-5 : 1e-12;
+      const std::string where = std::to_string(rows) + "x" + std::to_string(n) + " p=" + std::to_string(p);
+      torch::manual_seed(9);
+      const torch::Tensor a0 = (torch::randn({rows, n}) * 3).to(torch::kBFloat16), r0 = torch::randn({rows, n}) * 2 + 1;
+      const torch::Tensor g0 = torch::rand({n}) + 0.5, b0 = torch::randn({n});
+      const torch::Tensor wy = torch::randn({rows, n}), wyb = torch::randn({rows, n});
+      auto leaf = [](const torch::Tensor& t) { return t.clone().set_requires_grad(true); };
+      auto run = [&](bool fused, bool grad, std::vector<torch::Tensor>* grads) {
+        const torch::Tensor a = leaf(a0), r = leaf(r0), g = leaf(g0), b = leaf(b0);
+        torch::manual_seed(77);  // the same dropout stream for both
+        torch::Tensor y, yb;
+        {
+          torch::AutoGradMode mode(grad);
+          if (fused) {
+            std::tie(y, yb) = joule::models::dropout_add_layer_norm_bf16(a, r, g, b, p, eps);
+          } else {
+            y = torch::layer_norm((p > 0 ? joule::models::train_dropout(a, p) : a) + r, {n}, g, b, eps);
+            yb = y.to(torch::kBFloat16);
+          }
+        }
+        if (grad) {
+          ((y * wy).sum() + (yb.to(torch::kFloat) * wyb).sum()).backward();
+          *grads = {a.grad(), r.grad(), g.grad(), b.grad()};
+        }
+        return std::make_pair(y.detach(), yb.detach());
+      };
+      std::vector<torch::Tensor> want_grads, got_grads, unused;
+      const auto [want, want_b] = run(false, true, &want_grads);
+      const auto [got, got_b] = run(true, true, &got_grads);
+      const auto [plain, plain_b] = run(true, false, &unused);
+      // One element per row: y = beta and every gradient but beta's is 0 in exact arithmetic; LibTorch's variance
+      // leaves ~3e-5 of rounding there, compared as absolute.
+      const double floor = n == 1 ? 1e-4 : 0.0;
+      EXPECT_TRUE(torch::allclose(got, want, 1e-5, std::max(1e-5, floor))) << where << ": " << (got - want).abs().max();
+      EXPECT_TRUE(torch::equal(got_b, got.to(torch::kBFloat16))) << where;  // the copy is y rounded, exactly
+      EXPECT_TRUE(torch::equal(plain, got) && torch::equal(plain_b, got_b)) << where << ": without autograd";
+      const char* names[] = {"d(a)", "d(residual)", "d(gamma)", "d(beta)"};
+      for (size_t i = 0; i < 4; ++i) {
+        const torch::Tensor w = want_grads[i].to(torch::kFloat), o = got_grads[i].to(torch::kFloat);
+        // d(a) is rounded to bf16 twice (as train_dropout's backward does): a last-bit difference of its fp32 input
+        // can move it by one bf16 step.
+        const double tol = i == 0 ? 1e-2 : 1e-4;
+        EXPECT_TRUE(torch::allclose(o, w, tol, std::max(floor, tol * o.abs().max().item<double>())))
+            << where << " " << names[i] << ": " << (o - w).abs().max();
+      }
+      if (p > 0 && n > 1)
+        EXPECT_TRUE(torch::equal(got_grads[0] == 0, want_grads[0] == 0)) << where << ": the dropped elements";
+    }
   }
-  // Through PrecisionOps: the one pass under InferenceMode in bf16, LibTorch's ops (and autograd) otherwise.
-  torch::nn::LayerNorm norm(torch::nn::LayerNormOptions({24}).eps(1e-12));
-  const torch::Tensor a = torch::randn({2, 5, 24}).to(torch::kBFloat16), r = torch::randn({2, 5, 24});
+}
+
+// Its gradients do not depend on the thread count (the gamma/beta sums run over fixed blocks of rows), and
+// PrecisionOps takes it in bf16 with and without autograd.
+TEST(Precision, FusedResidualStepRepeatsAtAnyThreadCount) {
+  const torch::Tensor a0 = torch::randn({300, 96}).to(torch::kBFloat16), r0 = torch::randn({300, 96});
+  torch::nn::LayerNorm norm(torch::nn::LayerNormOptions({96}).eps(1e-12));
   const joule::models::PrecisionOps bf16(Precision::kBf16);
-  const auto [slow, slow_b] = bf16.add_layer_norm(a, r, norm);
-  EXPECT_EQ(slow_b.scalar_type(), torch::kBFloat16);
-  EXPECT_TRUE(slow.requires_grad());  // the composition, with its graph
+  const int threads_before = torch::get_num_threads();
+  auto grads = [&](int threads) {
+    torch::set_num_threads(threads);
+    norm->zero_grad();
+    const torch::Tensor a = a0.clone().set_requires_grad(true);
+    torch::manual_seed(5);
+    const auto [y, yb] = bf16.add_layer_norm(a, r0, norm, 0.1);
+    (y.sum() + yb.to(torch::kFloat).pow(2).sum()).backward();
+    return std::vector<torch::Tensor>{a.grad(), norm->weight.grad().clone(), norm->bias.grad().clone()};
+  };
+  const auto one = grads(1), two = grads(2);
+  torch::set_num_threads(threads_before);
+  for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(torch::equal(one[i], two[i])) << i;
   c10::InferenceMode inference;
-  const auto [fast, fast_b] = bf16.add_layer_norm(a, r, norm);
-  EXPECT_TRUE(torch::allclose(fast, slow.detach(), 1e-5, 1e-5));
-  EXPECT_TRUE(torch::equal(fast_b, fast.to(torch::kBFloat16)));
+  torch::manual_seed(5);
+  const auto [y, yb] = bf16.add_layer_norm(a0, r0, norm, 0.0);
+  EXPECT_FALSE(y.requires_grad());
+  EXPECT_TRUE(torch::equal(yb, y.to(torch::kBFloat16)));
 }
 
 TEST(Precision, DropoutDrawsTheSameMaskInBf16AsInFp32) {
@@ -197,5 +258,54 @@ TEST(Precision, OnednnLinearMatchesLibTorchLinearForwardAndGrads) {
       ASSERT_EQ(got[i].sizes(), want[i].sizes());
       EXPECT_TRUE(torch::allclose(got[i], want[i], 1e-5, 1e-4)) << (got[i] - want[i]).abs().max().item<double>();
     }
+  }
+}
+
+// bf16 Linear layers from fp32 master weights: forward and the three gradients match LibTorch's composition (cast,
+// linear, autograd's casts back) to bf16 rounding, on odd sizes and without a bias. The weight gradient goes straight
+// into an existing fp32 .grad (the gradient buckets' views): a second backward adds exactly as much again, and the
+// parameter's accumulator still runs its post hooks (the gradient reducer marks the parameter ready there).
+TEST(Precision, Bf16LinearAddsItsWeightGradientIntoTheFp32Grad) {
+#if !JOULE_ONEDNN
+  GTEST_SKIP() << "built without oneDNN (JOULE_ONEDNN=OFF)";
+#endif
+  torch::manual_seed(12);
+  const joule::models::PrecisionOps bf16(Precision::kBf16);
+  for (const auto& [rows, in, out, bias] : std::vector<std::tuple<int64_t, int64_t, int64_t, bool>>{
+           {3 * 37, 61, 129, true}, {1, 5, 3, false}, {2 * 128, 256, 1024, true}}) {
+    SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(in) + "x" + std::to_string(out));
+    const torch::Tensor x = torch::randn({rows, 1, in}).to(torch::kBFloat16);
+    const torch::Tensor w = torch::randn({out, in}) * 0.05, b = bias ? torch::randn({out}) : torch::Tensor();
+    const torch::Tensor upstream = torch::randn({rows, 1, out});
+    const torch::Tensor xs = x.clone().set_requires_grad(true), ws = w.clone().set_requires_grad(true);
+    const torch::Tensor bs = bias ? b.clone().set_requires_grad(true) : torch::Tensor();
+    int hook_calls = 0;
+    const auto accumulator = torch::autograd::impl::grad_accumulator(ws);  // held, as the reducer holds them
+    accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [&](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+          ++hook_calls;
+          return outputs;
+        }));
+    const torch::Tensor y = bf16.linear(xs, ws, bs);
+    ASSERT_EQ(y.scalar_type(), torch::kBFloat16);
+    (y.to(torch::kFloat) * upstream).sum().backward(torch::Tensor(), /*retain_graph=*/true);
+    const torch::Tensor first = ws.grad().clone();  // no .grad before: the product became it
+    // The composition it replaces.
+    const torch::Tensor xr = x.clone().set_requires_grad(true), wr = w.clone().set_requires_grad(true);
+    const torch::Tensor br = bias ? b.clone().set_requires_grad(true) : torch::Tensor();
+    const torch::Tensor yr =
+        torch::nn::functional::linear(xr, wr.to(torch::kBFloat16), bias ? br.to(torch::kBFloat16) : torch::Tensor());
+    (yr.to(torch::kFloat) * upstream).sum().backward();
+    EXPECT_TRUE(torch::equal(y, yr));
+    EXPECT_TRUE(torch::allclose(xs.grad().to(torch::kFloat), xr.grad().to(torch::kFloat), 1e-2, 1e-2));
+    const double scale = wr.grad().abs().max().item<double>();
+    EXPECT_TRUE(torch::allclose(first, wr.grad(), 1e-2, 1e-2 * scale)) << (first - wr.grad()).abs().max();
+    if (bias) EXPECT_TRUE(torch::allclose(bs.grad(), br.grad(), 1e-2, 1e-2 * br.grad().abs().max().item<double>()));
+    // Again, into the .grad that now exists: the same tensor, twice the sum, and the hook ran both times.
+    const void* storage = ws.grad().data_ptr();
+    (y.to(torch::kFloat) * upstream).sum().backward();
+    EXPECT_EQ(ws.grad().data_ptr(), storage);
+    EXPECT_TRUE(torch::allclose(ws.grad(), 2 * first, 1e-6, 1e-6 * scale)) << (ws.grad() - 2 * first).abs().max();
+    EXPECT_EQ(hook_calls, 2);
   }
 }
