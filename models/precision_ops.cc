@@ -2,16 +2,14 @@
 
 #include <string>
 
-#include <ATen/record_function.h>
-
 #include "launch/util/error.h"
 #include "models/attention_softmax.h"
+#include "models/bf16_linear.h"
 #include "models/dropout.h"
 #include "models/residual_norm.h"
 
 #if JOULE_ONEDNN
 #include <oneapi/dnnl/dnnl.h>
-#include <oneapi/dnnl/dnnl.hpp>
 #endif
 
 namespace joule::models {
@@ -69,78 +67,6 @@ struct OnednnLinear : public torch::autograd::Function<OnednnLinear> {
   }
 };
 
-// C [m, n] (fp32) = op(A) op(B), or C += op(A) op(B) with `accumulate`; A [m, k] and B [k, n] bf16, row-major, each
-// stored transposed where trans_*. oneDNN's matmul primitive (its AMX or AVX512-BF16 kernels, fp32 accumulation);
-// the sum post-op adds into C in the same pass. oneDNN caches the primitives by shape.
-void gemm_bf16_f32(const c10::BFloat16* a, bool trans_a, const c10::BFloat16* b, bool trans_b, int64_t m, int64_t n,
-                   int64_t k, float* c, bool accumulate) {
-  if (m == 0 || n == 0) return;
-  using dnnl::memory;
-  try {
-    static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-    const memory::desc a_md({m, k}, memory::data_type::bf16, trans_a ? memory::dims{1, m} : memory::dims{k, 1});
-    const memory::desc b_md({k, n}, memory::data_type::bf16, trans_b ? memory::dims{1, k} : memory::dims{n, 1});
-    const memory::desc c_md({m, n}, memory::data_type::f32, memory::dims{n, 1});
-    dnnl::primitive_attr attr;
-    if (accumulate) {
-      dnnl::post_ops sum;
-      sum.append_sum(1.0f);
-      attr.set_post_ops(sum);
-    }
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine);
-    dnnl::stream stream(engine);
-    dnnl::matmul(pd).execute(stream, {{DNNL_ARG_SRC, memory(a_md, engine, const_cast<c10::BFloat16*>(a))},
-                                      {DNNL_ARG_WEIGHTS, memory(b_md, engine, const_cast<c10::BFloat16*>(b))},
-                                      {DNNL_ARG_DST, memory(c_md, engine, c)}});
-    stream.wait();
-  } catch (const dnnl::error& e) {
-    throw joule::InternalError("oneDNN bf16 matmul " + std::to_string(m) + "x" + std::to_string(n) + "x" +
-                               std::to_string(k) + " failed: " + e.what());
-  }
-}
-
-// x W^T + b in bf16 from the fp32 master weight (cast on the way in, as PrecisionOps::linear's composition does; a
-// weight ZeRO-1 holds in bf16 is used as it is and gets its gradient rounded to bf16),
-// with the weight gradient dW = dy^T x computed in fp32 straight from the bf16 operands: added by the GEMM itself into
-// the weight's fp32 .grad when it has one (the gradient buckets' views), so no bf16 dW is written, cast to fp32 and
-// added in two more passes; the parameter's accumulator then gets no tensor to add and still runs its hooks (the
-// gradient reducer's). dx = dy W and forward stay LibTorch's bf16 GEMMs; db = dy summed over rows in fp32.
-struct Bf16Linear : public torch::autograd::Function<Bf16Linear> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
-                               const torch::Tensor& weight, const torch::Tensor& bias) {
-    const bool has_bias = bias.numel() > 0;
-    const torch::Tensor w16 = weight.to(torch::kBFloat16);  // the weight itself where it is held in bf16 (ZeRO-1)
-    torch::Tensor y = torch::nn::functional::linear(x, w16, has_bias ? bias.to(torch::kBFloat16) : torch::Tensor());
-    ctx->save_for_backward({x, w16});
-    ctx->saved_data["weight"] = weight;  // the parameter itself: backward adds into its .grad
-    ctx->saved_data["has_bias"] = has_bias;
-    return y;
-  }
-
-  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
-                                               torch::autograd::tensor_list grads) {
-    RECORD_FUNCTION("joule::bf16_linear_backward", std::vector<c10::IValue>());
-    const auto saved = ctx->get_saved_variables();
-    const torch::Tensor &x = saved[0], &w16 = saved[1];
-    const int64_t n = w16.size(0), k = w16.size(1), m = x.numel() / k;
-    const torch::Tensor dy = grads[0].to(torch::kBFloat16).reshape({m, n}).contiguous();
-    torch::Tensor dx, dw, db;
-    if (ctx->needs_input_grad(0)) dx = dy.mm(w16).view(x.sizes());
-    if (ctx->needs_input_grad(1)) {
-      const torch::Tensor x2 = x.reshape({m, k}).contiguous();
-      torch::Tensor weight = ctx->saved_data["weight"].toTensor();
-      const torch::Tensor& grad = weight.grad();
-      const bool into_grad = grad.defined() && grad.scalar_type() == torch::kFloat && grad.is_contiguous() &&
-                             grad.sizes() == weight.sizes() && !torch::GradMode::is_enabled();
-      torch::Tensor out = into_grad ? grad : torch::empty({n, k}, weight.options().dtype(torch::kFloat));
-      gemm_bf16_f32(dy.data_ptr<c10::BFloat16>(), true, x2.data_ptr<c10::BFloat16>(), false, n, k, m,
-                    out.data_ptr<float>(), into_grad);
-      if (!into_grad) dw = out.to(weight.scalar_type());  // a weight held in bf16 has a bf16 gradient
-    }
-    if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) db = dy.sum(0, false, torch::kFloat);
-    return {dx, dw, db};
-  }
-};
 #endif
 
 }  // namespace
@@ -166,13 +92,9 @@ torch::Tensor PrecisionOps::linear(const torch::Tensor& x, const torch::Tensor& 
   if (precision_ == Precision::kFp32)
     return fp32_gemm_ == launch::Fp32Gemm::kOnednn ? onednn_linear(x, weight, bias)
                                                    : torch::nn::functional::linear(x, weight, bias);
-#if JOULE_ONEDNN
-  if (x.device().is_cpu() && (weight.scalar_type() == torch::kFloat || weight.scalar_type() == torch::kBFloat16) &&
-      weight.requires_grad() && torch::GradMode::is_enabled() &&
-      (!bias.defined() || bias.scalar_type() == torch::kFloat))
-    return Bf16Linear::apply(operand(x), weight, bias.defined() ? bias : torch::empty({0}, weight.options()));
-#endif
-  return torch::nn::functional::linear(operand(x), operand(weight), bias.defined() ? operand(bias) : bias);
+  const torch::Tensor xc = operand(x);
+  if (bf16_linear_applies(xc, weight, bias)) return bf16_linear(xc, weight, bias);
+  return torch::nn::functional::linear(xc, operand(weight), bias.defined() ? operand(bias) : bias);
 }
 
 torch::Tensor PrecisionOps::layer_norm(const torch::Tensor& x, torch::nn::LayerNorm& norm) const {

@@ -35,7 +35,7 @@ class PrecisionOps {
   torch::Tensor operand(const torch::Tensor& x) const;
   // x W^T + b with x, W and b in the matmul dtype; the output is in that dtype. fp32 on oneDNN: forward and both
   // backward GEMMs through its sgemm (a joule::Error if this joule was built without it). bf16 on the CPU while
-  // autograd records: the weight gradient goes into the weight's fp32 .grad in the GEMM (precision_ops.cc Bf16Linear).
+  // autograd records: models/bf16_linear.h (the bias inside the GEMM, the weight gradient added into its fp32 .grad).
   torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) const;
   torch::Tensor linear(const torch::Tensor& x, torch::nn::Linear& layer) const {
     return linear(x, layer->weight, layer->bias);

@@ -1,0 +1,157 @@
+#include "models/bf16_linear.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/record_function.h>
+
+#include <algorithm>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "launch/util/error.h"
+#include "models/cpu_vector.h"
+
+#if JOULE_ONEDNN
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+namespace joule::models {
+namespace {
+
+#if JOULE_ONEDNN
+using torch::autograd::AutogradContext;
+using torch::autograd::tensor_list;
+using bf16 = c10::BFloat16;
+
+// A row-major bf16 matrix operand of a GEMM, or its transpose as stored.
+struct Operand {
+  const bf16* data;
+  bool transposed;
+};
+
+// C [m, n] = op(A) [m, k] op(B) [k, n] (+ bias [n] fp32 on every row) (+ C before, with `accumulate`), C in bf16 or
+// fp32. oneDNN's matmul primitive (AMX or AVX512-BF16 kernels, fp32 accumulation); the bias and the sum are its
+// epilogue, in the same pass. oneDNN caches the primitives by shape.
+void matmul_bf16(Operand a, Operand b, int64_t m, int64_t n, int64_t k, const float* bias, void* c, bool c_is_bf16,
+                 bool accumulate) {
+  if (m == 0 || n == 0) return;
+  using dnnl::memory;
+  try {
+    static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+    const memory::desc a_md({m, k}, memory::data_type::bf16, a.transposed ? memory::dims{1, m} : memory::dims{k, 1});
+    const memory::desc b_md({k, n}, memory::data_type::bf16, b.transposed ? memory::dims{1, k} : memory::dims{n, 1});
+    const memory::desc c_md({m, n}, c_is_bf16 ? memory::data_type::bf16 : memory::data_type::f32, memory::dims{n, 1});
+    const memory::desc bias_md({1, n}, memory::data_type::f32, memory::dims{n, 1});
+    dnnl::primitive_attr attr;
+    if (accumulate) {
+      dnnl::post_ops sum;
+      sum.append_sum(1.0f);
+      attr.set_post_ops(sum);
+    }
+    const dnnl::matmul::primitive_desc pd(
+        bias ? dnnl::matmul::desc(a_md, b_md, bias_md, c_md) : dnnl::matmul::desc(a_md, b_md, c_md), attr, engine);
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, memory(a_md, engine, const_cast<bf16*>(a.data))},
+                                            {DNNL_ARG_WEIGHTS, memory(b_md, engine, const_cast<bf16*>(b.data))},
+                                            {DNNL_ARG_DST, memory(c_md, engine, c)}};
+    if (bias) args.emplace(DNNL_ARG_BIAS, memory(bias_md, engine, const_cast<float*>(bias)));
+    dnnl::stream stream(engine);
+    dnnl::matmul(pd).execute(stream, args);
+    stream.wait();
+  } catch (const dnnl::error& e) {
+    throw joule::InternalError("oneDNN bf16 matmul " + std::to_string(m) + "x" + std::to_string(n) + "x" +
+                               std::to_string(k) + " failed: " + e.what());
+  }
+}
+
+// acc[j] += row[j] for a bf16 row of n.
+JOULE_VECTOR_CLONES
+void add_bf16_row(const uint16_t* row, int64_t n, float* acc) {
+  for (int64_t j = 0; j < n; ++j) acc[j] += cpu::bf16_to_float(row[j]);
+}
+
+// The column sums of a contiguous bf16 [m, n] in fp32, rows added in order (the same result at any thread count).
+torch::Tensor sum_rows_fp32(const torch::Tensor& dy) {
+  const int64_t m = dy.size(0), n = dy.size(1);
+  torch::Tensor out = torch::zeros({n}, dy.options().dtype(torch::kFloat));
+  const auto* src = reinterpret_cast<const uint16_t*>(dy.data_ptr<bf16>());
+  float* acc = out.data_ptr<float>();
+  constexpr int64_t kColumns = 256;  // columns per task: a row segment stays in L1 across the rows
+  at::parallel_for(0, (n + kColumns - 1) / kColumns, 1, [&](int64_t c0, int64_t c1) {
+    const int64_t j0 = c0 * kColumns, j1 = std::min(n, c1 * kColumns);
+    for (int64_t r = 0; r < m; ++r) add_bf16_row(src + r * n + j0, j1 - j0, acc + j0);
+  });
+  return out;
+}
+
+struct Bf16Linear : public torch::autograd::Function<Bf16Linear> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
+                               const torch::Tensor& bias) {
+    RECORD_FUNCTION("joule::bf16_linear", std::vector<c10::IValue>());
+    const torch::Tensor w16 = weight.to(torch::kBFloat16).contiguous();  // the weight itself where held in bf16
+    const int64_t n = w16.size(0), k = w16.size(1);
+    TORCH_CHECK(x.size(-1) == k, "bf16_linear: x has ", x.size(-1), " features, the weight ", k);
+    const int64_t m = x.numel() / k;
+    const torch::Tensor x2 = x.reshape({m, k}).contiguous();
+    const bool has_bias = bias.numel() > 0;
+    const torch::Tensor b = has_bias ? bias.contiguous() : bias;
+    std::vector<int64_t> sizes = x.sizes().vec();
+    sizes.back() = n;
+    torch::Tensor y = torch::empty(sizes, x2.options());
+    matmul_bf16({x2.data_ptr<bf16>(), false}, {w16.data_ptr<bf16>(), true}, m, n, k,
+                has_bias ? b.data_ptr<float>() : nullptr, y.data_ptr<bf16>(), true, false);
+    ctx->save_for_backward({x2, w16});
+    ctx->saved_data["weight"] = weight;  // the parameter itself: backward adds into its .grad
+    ctx->saved_data["x_sizes"] = x.sizes().vec();
+    ctx->saved_data["has_bias"] = has_bias;
+    return y;
+  }
+
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    RECORD_FUNCTION("joule::bf16_linear_backward", std::vector<c10::IValue>());
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &x2 = saved[0], &w16 = saved[1];
+    const int64_t n = w16.size(0), k = w16.size(1), m = x2.size(0);
+    const torch::Tensor dy = grads[0].to(torch::kBFloat16).reshape({m, n}).contiguous();
+    torch::Tensor dx, dw, db;
+    if (ctx->needs_input_grad(0)) dx = dy.mm(w16).view(ctx->saved_data["x_sizes"].toIntVector());
+    if (ctx->needs_input_grad(1)) {
+      torch::Tensor weight = ctx->saved_data["weight"].toTensor();
+      const torch::Tensor& grad = weight.grad();
+      const bool into_grad = grad.defined() && grad.scalar_type() == torch::kFloat && grad.is_contiguous() &&
+                             grad.sizes() == weight.sizes() && !torch::GradMode::is_enabled();
+      torch::Tensor out = into_grad ? grad : torch::empty({n, k}, weight.options().dtype(torch::kFloat));
+      matmul_bf16({dy.data_ptr<bf16>(), true}, {x2.data_ptr<bf16>(), false}, n, k, m, nullptr, out.data_ptr<float>(),
+                  false, into_grad);
+      if (!into_grad) dw = out.to(weight.scalar_type());  // a weight held in bf16 has a bf16 gradient
+    }
+    if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) db = sum_rows_fp32(dy);
+    return {dx, dw, db};
+  }
+};
+#endif
+
+}  // namespace
+
+bool bf16_linear_applies(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+#if JOULE_ONEDNN
+  return x.device().is_cpu() && x.scalar_type() == torch::kBFloat16 &&
+         (weight.scalar_type() == torch::kFloat || weight.scalar_type() == torch::kBFloat16) &&
+         weight.requires_grad() && torch::GradMode::is_enabled() &&
+         (!bias.defined() || bias.scalar_type() == torch::kFloat);
+#else
+  (void)x, (void)weight, (void)bias;
+  return false;
+#endif
+}
+
+torch::Tensor bf16_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+#if JOULE_ONEDNN
+  // No bias: an empty tensor (autograd's custom functions take no undefined inputs in LibTorch 1.13).
+  return Bf16Linear::apply(x, weight, bias.defined() ? bias : torch::empty({0}, weight.options()));
+#else
+  (void)x, (void)weight, (void)bias;
+  throw joule::InternalError("bf16_linear: this joule was built without oneDNN");
+#endif
+}
+
+}  // namespace joule::models
