@@ -193,7 +193,11 @@ void tune_allocator() {
   mallopt(M_TOP_PAD, 64 << 20);
 }
 
-bool set_runtime_environment(bool serving) {
+const char* default_wait_policy(bool serving, bool gemms_on_openblas_threads) {
+  return serving && !gemms_on_openblas_threads ? "ACTIVE" : "PASSIVE";
+}
+
+bool set_runtime_environment(bool serving, bool gemms_on_openblas_threads) {
   bool changed = false;
   auto set_default = [&](const char* name, const char* value) {
     if (!std::getenv(name)) {
@@ -201,7 +205,7 @@ bool set_runtime_environment(bool serving) {
       changed = true;
     }
   };
-  set_default("OMP_WAIT_POLICY", serving ? "ACTIVE" : "PASSIVE");
+  set_default("OMP_WAIT_POLICY", default_wait_policy(serving, gemms_on_openblas_threads));
   set_default("OPENBLAS_THREAD_TIMEOUT", "4");
   return changed;
 }

@@ -21,10 +21,13 @@
 #include "data/shard.h"
 #include "data/tokenizer.h"
 #include "data/vocab_builder.h"
+#include "launch/blas_core.h"
 #include "launch/cpu_allocator.h"
+#include "launch/cpu_isa.h"
 #include "launch/runtime.h"
 #include "models/bert_config.h"
 #include "models/infer/infer.h"
+#include "models/precision.h"
 #include "models/safetensors.h"
 #include "tools/bench_comm.h"
 #include "tools/bench_infer.h"
@@ -906,6 +909,28 @@ int report_error(const std::string& cmd, std::string what, std::string hint, int
   return exit_code;
 }
 
+// Whether a serving command's GEMMs will run on OpenBLAS's own threads: fp32 (as set by --precision, or auto without
+// native bf16 matmuls) on an OpenBLAS whose kernels match the CPU. Below it, auto moves the fp32 GEMMs to oneDNN, whose
+// threads are OpenMP's. A --precision the command will reject counts as no: the command reports it.
+bool serving_gemms_on_openblas(int argc, char** argv) {
+  std::string precision = "auto";
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--precision" && i + 1 < argc) precision = argv[i + 1];
+    if (arg.rfind("--precision=", 0) == 0) precision = arg.substr(12);
+  }
+  try {
+    const joule::launch::CpuIsa isa = joule::launch::CpuIsa::current();
+    if (joule::models::choose_precision(precision, /*cuda=*/false, isa).precision != joule::models::Precision::kFp32)
+      return false;
+    const joule::launch::BlasInfo blas = joule::launch::detect_blas();
+    const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+    return !blas.core.empty() && !joule::launch::judge_blas_core(blas.core, isa, coretype ? coretype : "").below;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 int main(int argc, char** argv) {
 #ifdef JOULE_FAULT_INJECTION
   joule::trainer::enable_fault_injection();  // the test binary joule-fault-injection: JOULE_FAULT acts (fault.h)
@@ -918,7 +943,9 @@ int main(int argc, char** argv) {
     return argc > 1 && std::strcmp(argv[1], first) == 0 && (!second || (argc > 2 && std::strcmp(argv[2], second) == 0));
   };
   const bool serving = is("infer", nullptr) || is("bench", "infer") || is("model", "forward");
-  if (uses_libtorch_threads && joule::launch::set_runtime_environment(serving)) execv("/proc/self/exe", argv);
+  if (uses_libtorch_threads &&
+      joule::launch::set_runtime_environment(serving, serving && serving_gemms_on_openblas(argc, argv)))
+    execv("/proc/self/exe", argv);
   joule::launch::tune_allocator();
   joule::launch::install_caching_cpu_allocator();
 

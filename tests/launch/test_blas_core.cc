@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "launch/blas_core.h"
+#include "launch/runtime.h"
 
 using joule::launch::blas_core_level;
 using joule::launch::CpuIsa;
@@ -107,4 +108,13 @@ TEST(BlasCore, Fp32GemmPathFollowsTheJudgementAgreementAndSpeed) {
             0u)
       << line;
   EXPECT_NE(line.find("; peaks at the measured 4.00 GHz"), std::string::npos) << line;
+}
+
+// OMP_WAIT_POLICY by default: inference spins between parallel regions unless its GEMMs run on OpenBLAS's own threads,
+// which spinning OpenMP threads starve; training always sleeps (ranks and the communicator share the cores).
+TEST(BlasCore, InferenceSpinsUnlessOpenBlasThreadsRunItsGemms) {
+  EXPECT_STREQ(joule::launch::default_wait_policy(/*serving=*/true, /*gemms_on_openblas_threads=*/false), "ACTIVE");
+  EXPECT_STREQ(joule::launch::default_wait_policy(true, true), "PASSIVE");
+  EXPECT_STREQ(joule::launch::default_wait_policy(false, false), "PASSIVE");
+  EXPECT_STREQ(joule::launch::default_wait_policy(false, true), "PASSIVE");
 }
