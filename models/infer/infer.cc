@@ -241,9 +241,6 @@ json result(const Example& e, const torch::Tensor& probs, const Architecture& a,
   return out;
 }
 
-// One output line; invalid UTF-8 (echoed from a bad line) replaced, never a failure after the work is done.
-std::string line_of(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n"; }
-
 bool lower_case_of(const std::string& dir, bool fallback) {
   const std::string path = dir + "/tokenizer_config.json";
   std::error_code ec;
