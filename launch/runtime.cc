@@ -57,9 +57,13 @@ BlasInfo detect_blas() {
   return info;
 }
 
-std::string fp32_gemm_kernels(const BlasInfo& blas) {
+BlasCoreJudgement judge_detected_blas(const BlasInfo& blas) {
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
-  const BlasCoreJudgement core = judge_blas_core(blas.core, CpuIsa::current(), coretype ? coretype : "");
+  return judge_blas_core(blas.core, CpuIsa::current(), coretype ? coretype : "");
+}
+
+std::string fp32_gemm_kernels(const BlasInfo& blas) {
+  const BlasCoreJudgement core = judge_detected_blas(blas);
   return core.text.empty() ? blas.description : core.text;
 }
 
@@ -151,8 +155,7 @@ std::string GemmPath::line() const {
 GemmPath choose_gemm_path(const std::string& setting) {
   GemmPath p;
   const BlasInfo info = detect_blas();
-  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
-  p.blas = judge_blas_core(info.core, CpuIsa::current(), coretype ? coretype : "");
+  p.blas = judge_detected_blas(info);
   p.blas_description = info.description;
   struct RestoreThreads {  // LibTorch's (OpenMP's) and OpenBLAS's counts as they were
     int torch = torch::get_num_threads(), openblas = 0;

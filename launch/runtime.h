@@ -28,6 +28,9 @@ BlasInfo detect_blas();
 // "OpenBLAS Haswell kernels (AVX2+FMA) on a CPU with AVX-512: below what it runs, ..." when `blas` is OpenBLAS, else
 // its description.
 std::string fp32_gemm_kernels(const BlasInfo& blas);
+// `blas`'s OpenBLAS kernels judged against this processor and OPENBLAS_CORETYPE (launch/blas_core.h); empty when
+// `blas` is not OpenBLAS.
+BlasCoreJudgement judge_detected_blas(const BlasInfo& blas);
 
 // The GEMM paths of a CPU process, measured and chosen at start-up: the calibration GEMM's rate on one core in
 // LibTorch's fp32 matmul (its BLAS), oneDNN's sgemm (its product compared with LibTorch's) and LibTorch's bf16 matmul

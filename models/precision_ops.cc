@@ -66,7 +66,6 @@ struct OnednnLinear : public torch::autograd::Function<OnednnLinear> {
     return {dx, dw, db};
   }
 };
-
 #endif
 
 }  // namespace
@@ -108,7 +107,7 @@ std::pair<torch::Tensor, torch::Tensor> PrecisionOps::add_layer_norm(const torch
   if (precision_ == Precision::kBf16 && a.scalar_type() == torch::kBFloat16 &&
       residual.scalar_type() == torch::kFloat && a.device().is_cpu() && norm->options.elementwise_affine())
     return dropout_add_layer_norm_bf16(a, residual, norm->weight, norm->bias, dropout_p, norm->options.eps());
-  torch::Tensor y = layer_norm((dropout_p > 0.0 ? train_dropout(a, dropout_p) : a) + residual, norm);
+  torch::Tensor y = layer_norm(train_dropout(a, dropout_p) + residual, norm);
   return {y, operand(y)};
 }
 

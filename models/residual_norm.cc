@@ -136,7 +136,7 @@ struct DropoutAddLayerNorm : torch::autograd::Function<DropoutAddLayerNorm> {
     RECORD_FUNCTION("joule::dropout_add_layer_norm", std::vector<c10::IValue>());
     Forward f = forward_rows(a, residual, gamma, beta, p, eps, /*for_backward=*/true);
     ctx->set_materialize_grads(false);
-    ctx->save_for_backward({f.xhat, f.rstd, gamma.contiguous(), f.mask.defined() ? f.mask : torch::Tensor()});
+    ctx->save_for_backward({f.xhat, f.rstd, gamma.contiguous(), f.mask});
     ctx->saved_data["scale"] = static_cast<double>(f.scale);
     return {f.y, f.yb};
   }

@@ -21,7 +21,6 @@
 #include "data/shard.h"
 #include "data/tokenizer.h"
 #include "data/vocab_builder.h"
-#include "launch/blas_core.h"
 #include "launch/cpu_allocator.h"
 #include "launch/cpu_isa.h"
 #include "launch/runtime.h"
@@ -920,12 +919,11 @@ bool serving_gemms_on_openblas(int argc, char** argv) {
     if (arg.rfind("--precision=", 0) == 0) precision = arg.substr(12);
   }
   try {
-    const joule::launch::CpuIsa isa = joule::launch::CpuIsa::current();
-    if (joule::models::choose_precision(precision, /*cuda=*/false, isa).precision != joule::models::Precision::kFp32)
+    if (joule::models::choose_precision(precision, /*cuda=*/false, joule::launch::CpuIsa::current()).precision !=
+        joule::models::Precision::kFp32)
       return false;
     const joule::launch::BlasInfo blas = joule::launch::detect_blas();
-    const char* coretype = std::getenv("OPENBLAS_CORETYPE");
-    return !blas.core.empty() && !joule::launch::judge_blas_core(blas.core, isa, coretype ? coretype : "").below;
+    return !blas.core.empty() && !joule::launch::judge_detected_blas(blas).below;
   } catch (const std::exception&) {
     return false;
   }
