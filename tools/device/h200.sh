@@ -64,7 +64,7 @@ hdf5_hints=(); [[ -d $usr/include/hdf5/serial ]] && hdf5_hints=(-DHDF5_C_INCLUDE
   -DHDF5_C_LIBRARY_hdf5="$lib/hdf5/serial/libhdf5.so" -DHDF5_C_COMPILER_EXECUTABLE=/bin/false)  # its h5cc would name /usr
 t0=$SECONDS
 cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$torch_dir/share/cmake;$torch_dir;$usr" \
-  -DMPI_C_COMPILER="$mpicc" -DICU_ROOT="$usr" -DZLIB_ROOT="$usr" "${hdf5_hints[@]}" "${nccl[@]}" -DJOULE_ONEDNN=OFF \
+  -DMPI_C_COMPILER="$mpicc" -DICU_ROOT="$usr" -DZLIB_ROOT="$usr" "${hdf5_hints[@]}" "${nccl[@]}" -DJOULE_ONEDNN=OFF -DJOULE_OPENMP=OFF \
   ${rpath_link:+"-DCMAKE_EXE_LINKER_FLAGS=-Wl,-rpath-link,$rpath_link"} > "$out/configure.txt" 2>&1 ||
   { tail -40 "$out/configure.txt"; bad "cmake configure"; }
 grep -E "joule:|Found (Torch|MPI_C|HDF5|ICU)" "$out/configure.txt"
