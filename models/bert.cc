@@ -29,7 +29,7 @@ BertForPreTrainingImpl::BertForPreTrainingImpl(const BertConfig& config, uint64_
 void BertForPreTrainingImpl::init_weights(uint64_t seed) { init_bert_weights(*this, config_.initializer_range, seed); }
 
 torch::Tensor BertForPreTrainingImpl::mlm_logits(const torch::Tensor& hidden) {
-  torch::Tensor t = ops_.layer_norm(torch::gelu(ops_.linear(hidden, mlm_transform_)), mlm_norm_);
+  torch::Tensor t = ops_.layer_norm(ops_.linear_gelu(hidden, mlm_transform_), mlm_norm_);
   return ops_.for_loss(ops_.linear(t, bert_->word_embeddings(), mlm_bias_));
 }
 

@@ -119,7 +119,7 @@ torch::Tensor BertModelImpl::encode(const EncoderInput& in, const PrecisionOps& 
     probs = maybe_dropout(probs, p_attn, is_training());
     torch::Tensor context = torch::matmul(probs, v).transpose(1, 2).reshape({batch, len, h});
     std::tie(x, in_x) = ops.add_layer_norm(ops.linear(context, l.attention_output), x, l.attention_norm, p_residual);
-    torch::Tensor inner = torch::gelu(ops.linear(in_x, l.intermediate));
+    torch::Tensor inner = ops.linear_gelu(in_x, l.intermediate);
     std::tie(x, in_x) = ops.add_layer_norm(ops.linear(inner, l.output), x, l.output_norm, p_residual);
   }
   return x;

@@ -29,39 +29,67 @@ struct Operand {
   bool transposed;
 };
 
-// C [m, n] = op(A) [m, k] op(B) [k, n] (+ bias [n] fp32 on every row) (+ C before, with `accumulate`), C in bf16 or
-// fp32. oneDNN's matmul primitive (AMX or AVX512-BF16 kernels, fp32 accumulation); the bias and the sum are its
-// epilogue, in the same pass. oneDNN caches the primitives by shape.
-void matmul_bf16(Operand a, Operand b, int64_t m, int64_t n, int64_t k, const float* bias, void* c, bool c_is_bf16,
-                 bool accumulate) {
+// What oneDNN's matmul does to its fp32 accumulator before the store, in the same pass: add a bias [n] (fp32 or
+// bf16) on every row, apply GELU (erf), or add to what C held.
+struct Epilogue {
+  const void* bias = nullptr;
+  bool bias_is_bf16 = false;
+  bool gelu = false;
+  bool accumulate = false;
+};
+
+// C [m, n] = op(A) [m, k] op(B) [k, n], then the epilogue; C in bf16 or fp32. oneDNN's matmul primitive (AMX or
+// AVX512-BF16 kernels, fp32 accumulation). oneDNN caches the primitives by shape.
+void matmul_bf16(Operand a, Operand b, int64_t m, int64_t n, int64_t k, void* c, bool c_is_bf16, const Epilogue& e) {
   if (m == 0 || n == 0) return;
   using dnnl::memory;
+  using dt = memory::data_type;
   try {
     static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-    const memory::desc a_md({m, k}, memory::data_type::bf16, a.transposed ? memory::dims{1, m} : memory::dims{k, 1});
-    const memory::desc b_md({k, n}, memory::data_type::bf16, b.transposed ? memory::dims{1, k} : memory::dims{n, 1});
-    const memory::desc c_md({m, n}, c_is_bf16 ? memory::data_type::bf16 : memory::data_type::f32, memory::dims{n, 1});
-    const memory::desc bias_md({1, n}, memory::data_type::f32, memory::dims{n, 1});
+    const memory::desc a_md({m, k}, dt::bf16, a.transposed ? memory::dims{1, m} : memory::dims{k, 1});
+    const memory::desc b_md({k, n}, dt::bf16, b.transposed ? memory::dims{1, k} : memory::dims{n, 1});
+    const memory::desc c_md({m, n}, c_is_bf16 ? dt::bf16 : dt::f32, memory::dims{n, 1});
+    const memory::desc bias_md({1, n}, e.bias_is_bf16 ? dt::bf16 : dt::f32, memory::dims{n, 1});
     dnnl::primitive_attr attr;
-    if (accumulate) {
-      dnnl::post_ops sum;
-      sum.append_sum(1.0f);
-      attr.set_post_ops(sum);
-    }
+    dnnl::post_ops post;
+    if (e.accumulate) post.append_sum(1.0f);
+    if (e.gelu) post.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
+    if (e.accumulate || e.gelu) attr.set_post_ops(post);
     const dnnl::matmul::primitive_desc pd(
-        bias ? dnnl::matmul::desc(a_md, b_md, bias_md, c_md) : dnnl::matmul::desc(a_md, b_md, c_md), attr, engine);
+        e.bias ? dnnl::matmul::desc(a_md, b_md, bias_md, c_md) : dnnl::matmul::desc(a_md, b_md, c_md), attr, engine);
     std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, memory(a_md, engine, const_cast<bf16*>(a.data))},
                                             {DNNL_ARG_WEIGHTS, memory(b_md, engine, const_cast<bf16*>(b.data))},
                                             {DNNL_ARG_DST, memory(c_md, engine, c)}};
-    if (bias) args.emplace(DNNL_ARG_BIAS, memory(bias_md, engine, const_cast<float*>(bias)));
+    if (e.bias) args.emplace(DNNL_ARG_BIAS, memory(bias_md, engine, const_cast<void*>(e.bias)));
     dnnl::stream stream(engine);
     dnnl::matmul(pd).execute(stream, args);
     stream.wait();
-  } catch (const dnnl::error& e) {
+  } catch (const dnnl::error& err) {
     throw joule::InternalError("oneDNN bf16 matmul " + std::to_string(m) + "x" + std::to_string(n) + "x" +
-                               std::to_string(k) + " failed: " + e.what());
+                               std::to_string(k) + " failed: " + err.what());
   }
 }
+
+// y = act(x W^T + b) in one GEMM: x [..., k] bf16, w16 [n, k] bf16 contiguous, bias [n] fp32/bf16 or empty. y has
+// x's shape with the last dimension n, in storage of its own (a custom function's output must not be a view). `x2`:
+// x as a contiguous [m, k], made by the caller (which may keep it for backward).
+torch::Tensor linear_forward(const torch::Tensor& x, const torch::Tensor& x2, const torch::Tensor& w16,
+                             const torch::Tensor& bias, bool gelu) {
+  const int64_t n = w16.size(0), k = w16.size(1), m = x2.size(0);
+  TORCH_CHECK(x.size(-1) == k && x2.size(1) == k, "bf16_linear: x has ", x.size(-1), " features, the weight ", k);
+  const torch::Tensor b = bias.numel() > 0 ? bias.contiguous() : bias;
+  std::vector<int64_t> sizes = x.sizes().vec();
+  sizes.back() = n;
+  torch::Tensor y = torch::empty(sizes, x2.options());
+  Epilogue e;
+  e.bias = b.numel() > 0 ? b.data_ptr() : nullptr;
+  e.bias_is_bf16 = b.scalar_type() == torch::kBFloat16;
+  e.gelu = gelu;
+  matmul_bf16({x2.data_ptr<bf16>(), false}, {w16.data_ptr<bf16>(), true}, m, n, k, y.data_ptr<bf16>(), true, e);
+  return y;
+}
+
+torch::Tensor rows_of(const torch::Tensor& x) { return x.reshape({-1, x.size(-1)}).contiguous(); }
 
 // acc[j] += row[j] for a bf16 row of n.
 JOULE_VECTOR_CLONES
@@ -71,6 +99,7 @@ void add_bf16_row(const uint16_t* row, int64_t n, float* acc) {
 
 // The column sums of a contiguous bf16 [m, n] in fp32, rows added in order (the same result at any thread count).
 torch::Tensor sum_rows_fp32(const torch::Tensor& dy) {
+  RECORD_FUNCTION("joule::bias_grad_sum", std::vector<c10::IValue>());
   const int64_t m = dy.size(0), n = dy.size(1);
   torch::Tensor out = torch::zeros({n}, dy.options().dtype(torch::kFloat));
   const auto* src = reinterpret_cast<const uint16_t*>(dy.data_ptr<bf16>());
@@ -88,21 +117,13 @@ struct Bf16Linear : public torch::autograd::Function<Bf16Linear> {
                                const torch::Tensor& bias) {
     RECORD_FUNCTION("joule::bf16_linear", std::vector<c10::IValue>());
     const torch::Tensor w16 = weight.to(torch::kBFloat16).contiguous();  // the weight itself where held in bf16
-    const int64_t n = w16.size(0), k = w16.size(1);
-    TORCH_CHECK(x.size(-1) == k, "bf16_linear: x has ", x.size(-1), " features, the weight ", k);
-    const int64_t m = x.numel() / k;
-    const torch::Tensor x2 = x.reshape({m, k}).contiguous();
-    const bool has_bias = bias.numel() > 0;
-    const torch::Tensor b = has_bias ? bias.contiguous() : bias;
-    std::vector<int64_t> sizes = x.sizes().vec();
-    sizes.back() = n;
-    torch::Tensor y = torch::empty(sizes, x2.options());
-    matmul_bf16({x2.data_ptr<bf16>(), false}, {w16.data_ptr<bf16>(), true}, m, n, k,
-                has_bias ? b.data_ptr<float>() : nullptr, y.data_ptr<bf16>(), true, false);
+    const torch::Tensor x2 = rows_of(x);
+    const torch::Tensor y = linear_forward(x, x2, w16, bias, false);
     ctx->save_for_backward({x2, w16});
     ctx->saved_data["weight"] = weight;  // the parameter itself: backward adds into its .grad
     ctx->saved_data["x_sizes"] = x.sizes().vec();
-    ctx->saved_data["has_bias"] = has_bias;
+    ctx->saved_data["bias_dtype"] = bias.numel() > 0 ? bias.scalar_type() : torch::kFloat;
+    ctx->saved_data["has_bias"] = bias.numel() > 0;
     return y;
   }
 
@@ -120,11 +141,13 @@ struct Bf16Linear : public torch::autograd::Function<Bf16Linear> {
       const bool into_grad = grad.defined() && grad.scalar_type() == torch::kFloat && grad.is_contiguous() &&
                              grad.sizes() == weight.sizes() && !torch::GradMode::is_enabled();
       torch::Tensor out = into_grad ? grad : torch::empty({n, k}, weight.options().dtype(torch::kFloat));
-      matmul_bf16({dy.data_ptr<bf16>(), true}, {x2.data_ptr<bf16>(), false}, n, k, m, nullptr, out.data_ptr<float>(),
-                  false, into_grad);
+      Epilogue e;
+      e.accumulate = into_grad;
+      matmul_bf16({dy.data_ptr<bf16>(), true}, {x2.data_ptr<bf16>(), false}, n, k, m, out.data_ptr<float>(), false, e);
       if (!into_grad) dw = out.to(weight.scalar_type());  // a weight held in bf16 has a bf16 gradient
     }
-    if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) db = sum_rows_fp32(dy);
+    if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2))
+      db = sum_rows_fp32(dy).to(ctx->saved_data["bias_dtype"].toScalarType());  // a bf16-held bias: a bf16 gradient
     return {dx, dw, db};
   }
 };
@@ -134,22 +157,33 @@ struct Bf16Linear : public torch::autograd::Function<Bf16Linear> {
 
 bool bf16_linear_applies(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
 #if JOULE_ONEDNN
-  return x.device().is_cpu() && x.scalar_type() == torch::kBFloat16 &&
-         (weight.scalar_type() == torch::kFloat || weight.scalar_type() == torch::kBFloat16) &&
-         weight.requires_grad() && torch::GradMode::is_enabled() &&
-         (!bias.defined() || bias.scalar_type() == torch::kFloat);
+  const auto fp32_or_bf16 = [](const torch::Tensor& t) {
+    return t.scalar_type() == torch::kFloat || t.scalar_type() == torch::kBFloat16;
+  };
+  return x.device().is_cpu() && x.scalar_type() == torch::kBFloat16 && weight.device().is_cpu() &&
+         fp32_or_bf16(weight) && (!bias.defined() || fp32_or_bf16(bias));
 #else
   (void)x, (void)weight, (void)bias;
   return false;
 #endif
 }
 
-torch::Tensor bf16_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+torch::Tensor bf16_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                          Activation activation) {
 #if JOULE_ONEDNN
   // No bias: an empty tensor (autograd's custom functions take no undefined inputs in LibTorch 1.13).
-  return Bf16Linear::apply(x, weight, bias.defined() ? bias : torch::empty({0}, weight.options()));
+  const torch::Tensor b = bias.defined() ? bias : torch::empty({0}, weight.options());
+  const bool gelu = activation == Activation::kGelu;
+  const bool records = torch::GradMode::is_enabled() &&
+                       (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()));
+  if (!records) {  // inference: the activation in the GEMM's epilogue too
+    RECORD_FUNCTION(gelu ? "joule::bf16_linear_gelu" : "joule::bf16_linear", std::vector<c10::IValue>());
+    return linear_forward(x, rows_of(x), weight.to(torch::kBFloat16).contiguous(), b, gelu);
+  }
+  const torch::Tensor y = Bf16Linear::apply(x, weight, b);
+  return gelu ? torch::gelu(y) : y;  // backward needs the GEMM's output: GELU stays a pass of its own
 #else
-  (void)x, (void)weight, (void)bias;
+  (void)x, (void)weight, (void)bias, (void)activation;
   throw joule::InternalError("bf16_linear: this joule was built without oneDNN");
 #endif
 }

@@ -96,6 +96,15 @@ torch::Tensor PrecisionOps::linear(const torch::Tensor& x, const torch::Tensor& 
   return torch::nn::functional::linear(xc, operand(weight), bias.defined() ? operand(bias) : bias);
 }
 
+torch::Tensor PrecisionOps::linear_gelu(const torch::Tensor& x, torch::nn::Linear& layer) const {
+  if (precision_ == Precision::kBf16) {
+    const torch::Tensor xc = operand(x);
+    if (bf16_linear_applies(xc, layer->weight, layer->bias))
+      return bf16_linear(xc, layer->weight, layer->bias, Activation::kGelu);
+  }
+  return torch::gelu(linear(x, layer));
+}
+
 torch::Tensor PrecisionOps::layer_norm(const torch::Tensor& x, torch::nn::LayerNorm& norm) const {
   return norm(x.scalar_type() == torch::kFloat ? x : x.to(torch::kFloat));
 }

@@ -34,12 +34,16 @@ class PrecisionOps {
   // x in the matmul dtype (a no-op in fp32).
   torch::Tensor operand(const torch::Tensor& x) const;
   // x W^T + b with x, W and b in the matmul dtype; the output is in that dtype. fp32 on oneDNN: forward and both
-  // backward GEMMs through its sgemm (a joule::Error if this joule was built without it). bf16 on the CPU while
-  // autograd records: models/bf16_linear.h (the bias inside the GEMM, the weight gradient added into its fp32 .grad).
+  // backward GEMMs through its sgemm (a joule::Error if this joule was built without it). bf16 on the CPU:
+  // models/bf16_linear.h (the bias inside the GEMM; while autograd records, the weight gradient added into its fp32
+  // .grad).
   torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) const;
   torch::Tensor linear(const torch::Tensor& x, torch::nn::Linear& layer) const {
     return linear(x, layer->weight, layer->bias);
   }
+  // GELU(x W^T + b) (exact erf GELU), in the matmul dtype. In bf16 on the CPU where autograd records nothing
+  // (inference, evaluation) one GEMM with the bias and GELU in its epilogue (models/bf16_linear.h).
+  torch::Tensor linear_gelu(const torch::Tensor& x, torch::nn::Linear& layer) const;
   // LayerNorm in fp32 whatever x's dtype; fp32 out.
   torch::Tensor layer_norm(const torch::Tensor& x, torch::nn::LayerNorm& norm) const;
   // The residual stream's step: y = LayerNorm(dropout(a, p) + residual) in fp32, and y in the matmul dtype (what the

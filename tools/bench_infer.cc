@@ -7,6 +7,7 @@
 #include <optional>
 #include <sstream>
 
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
@@ -67,6 +68,8 @@ InferBenchResult bench_infer(const InferBenchOptions& o) {
   for (int64_t b : o.batches)
     if (b < 1 || b > 4096) throw joule::UsageError("--batches: " + std::to_string(b) + " is not in [1, 4096]");
   if (!(o.seconds > 0)) throw joule::UsageError("--seconds must be positive");
+  if (!o.profile.empty() && o.batches.size() != 1)
+    throw joule::UsageError("--profile traces one batch size's calls: give --batches a single size");
   std::error_code ec;
   const bool dir = std::filesystem::is_directory(o.model, ec);
   models::BertConfig config =
@@ -115,6 +118,8 @@ InferBenchResult bench_infer(const InferBenchOptions& o) {
     const models::EncoderInput in = synthetic_input(config, batch, o.seq_len, o.seed + static_cast<uint64_t>(batch));
     for (int i = 0; i < o.warmup; ++i) model->forward(in);
     std::vector<double> latency;
+    std::unique_ptr<torch::autograd::profiler::RecordProfile> profiler;
+    if (!o.profile.empty()) profiler = std::make_unique<torch::autograd::profiler::RecordProfile>(o.profile);
     const double joules_before = energy.totals().total();
     const auto t0 = Clock::now();
     do {
@@ -123,6 +128,7 @@ InferBenchResult bench_infer(const InferBenchOptions& o) {
       latency.push_back(seconds_since(t));
     } while (latency.size() < 3 || seconds_since(t0) < o.seconds);
     const double elapsed = seconds_since(t0);
+    profiler.reset();  // writes the trace
     const double joules = energy.totals().total() - joules_before;
     InferPoint p;
     p.batch = batch;

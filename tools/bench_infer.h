@@ -23,6 +23,7 @@ struct InferBenchOptions {
   std::string instance = "cpu-host";
   std::string region = "world";  // grid intensity for CO2 (configs/grid-intensity.toml)
   uint64_t seed = 1;
+  std::string profile;  // "": none; else the timed calls as a Chrome trace (LibTorch's profiler); one batch size only
 };
 
 struct InferPoint {

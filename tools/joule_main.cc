@@ -247,7 +247,11 @@ int cmd_bench_infer(int argc, char** argv) {
       "out",
       "also write the result as an inference run, DIR/inference.json (`joule summary DIR`, `joule report DIR`, "
       "`joule plan --inference --measured DIR`)",
-      cxxopts::value<std::string>());
+      cxxopts::value<std::string>())(
+      "profile",
+      "write the timed calls of the one batch size as a Chrome trace (tools/bench/op_profile.py --steps CALLS sums it "
+      "per op)",
+      cxxopts::value<std::string>()->default_value(""));
   const NumberFlag seq_len{"seq-len", "tokens per sequence", "128", kSeqLen};
   const NumberFlag labels{"labels", "a classifier's labels", "0", {0, 65536}, "0: the directory's id2label, else 2"};
   const NumberFlag threads{"threads", "intra-op threads", "0", kThreads, "0: every core"};
@@ -266,6 +270,7 @@ int cmd_bench_infer(int argc, char** argv) {
   io.threads = static_cast<int>(int_flag(r, threads));
   io.seconds = number_flag(r, seconds);
   io.p99_ms = number_flag(r, p99);
+  io.profile = r["profile"].as<std::string>();
   io.batches.clear();
   std::stringstream list(r["batches"].as<std::string>());
   for (std::string item; std::getline(list, item, ',');) {

@@ -11,6 +11,7 @@
 #include "launch/util/error.h"
 #include "models/attention_softmax.h"
 #include "models/bert.h"
+#include "models/bf16_linear.h"
 #include "models/dropout.h"
 #include "models/precision.h"
 #include "models/precision_ops.h"
@@ -315,4 +316,53 @@ TEST(Precision, Bf16LinearAddsItsWeightGradientIntoTheFp32Grad) {
     EXPECT_TRUE(torch::allclose(ws.grad(), 2 * first, 1e-6, 1e-6 * scale)) << (ws.grad() - 2 * first).abs().max();
     EXPECT_EQ(hook_calls, 2);
   }
+}
+
+// Inference (autograd records nothing): one GEMM with the bias, fp32 or bf16-held, and GELU in oneDNN's epilogue,
+// rounded once. Within one bf16 step of the fp32 result and no further from it than LibTorch's composition (which
+// rounds the product, the sum and the activation each); the same with GELU off. A bf16-held bias under autograd gets
+// a bf16 gradient.
+TEST(Precision, Bf16LinearForInferenceFusesBiasAndGeluIntoTheGemm) {
+#if !JOULE_ONEDNN
+  GTEST_SKIP() << "built without oneDNN (JOULE_ONEDNN=OFF)";
+#endif
+  using joule::models::Activation;
+  torch::manual_seed(13);
+  for (const auto& [rows, in, out] :
+       std::vector<std::tuple<int64_t, int64_t, int64_t>>{{3 * 37, 61, 129}, {1, 5, 3}, {2 * 128, 256, 1024}}) {
+    for (const bool bias_bf16 : {false, true}) {
+      for (const Activation act : {Activation::kNone, Activation::kGelu}) {
+        SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(in) + "x" + std::to_string(out) +
+                     (bias_bf16 ? " bf16 bias" : " fp32 bias") + (act == Activation::kGelu ? " gelu" : ""));
+        const torch::Tensor x = torch::randn({rows, 1, in}).to(torch::kBFloat16);
+        const torch::Tensor w = (torch::randn({out, in}) * 0.2).to(torch::kBFloat16);
+        const torch::Tensor b = bias_bf16 ? torch::randn({out}).to(torch::kBFloat16) : torch::randn({out});
+        const auto activate = [&](const torch::Tensor& t) { return act == Activation::kGelu ? torch::gelu(t) : t; };
+        torch::NoGradGuard no_grad;
+        ASSERT_TRUE(joule::models::bf16_linear_applies(x, w, b));
+        const torch::Tensor y = joule::models::bf16_linear(x, w, b, act);
+        ASSERT_EQ(y.scalar_type(), torch::kBFloat16);
+        ASSERT_EQ(y.sizes(), (std::vector<int64_t>{rows, 1, out}));
+        const torch::Tensor composed =
+            activate(torch::nn::functional::linear(x, w, b.to(torch::kBFloat16))).to(torch::kFloat);
+        const torch::Tensor exact =
+            activate(torch::nn::functional::linear(x.to(torch::kFloat), w.to(torch::kFloat), b.to(torch::kFloat)));
+        const torch::Tensor err = (y.to(torch::kFloat) - exact).abs(), err_ref = (composed - exact).abs();
+        EXPECT_TRUE((err <= exact.abs() * (1.0 / 256) + 1e-4).all().item<bool>()) << err.max();
+        EXPECT_LE(err.sum().item<double>(), err_ref.sum().item<double>() * 1.0001 + 1e-6);
+      }
+    }
+  }
+  const torch::Tensor x = torch::randn({7, 9}).to(torch::kBFloat16).set_requires_grad(true);
+  const torch::Tensor w = torch::randn({4, 9}).set_requires_grad(true);
+  const torch::Tensor b = torch::randn({4}).to(torch::kBFloat16).set_requires_grad(true);
+  joule::models::bf16_linear(x, w, b, Activation::kGelu).to(torch::kFloat).sum().backward();
+  ASSERT_TRUE(b.grad().defined());
+  EXPECT_EQ(b.grad().scalar_type(), torch::kBFloat16);
+  const torch::Tensor xr = x.detach().to(torch::kFloat).set_requires_grad(true);
+  const torch::Tensor wr = w.detach().to(torch::kBFloat16).to(torch::kFloat).set_requires_grad(true);
+  const torch::Tensor br = b.detach().to(torch::kFloat).set_requires_grad(true);
+  torch::gelu(torch::nn::functional::linear(xr, wr, br)).sum().backward();
+  EXPECT_TRUE(torch::allclose(b.grad().to(torch::kFloat), br.grad(), 2e-2, 2e-2)) << (b.grad() - br.grad()).abs().max();
+  EXPECT_TRUE(torch::allclose(w.grad(), wr.grad(), 2e-2, 2e-2)) << (w.grad() - wr.grad()).abs().max();
 }

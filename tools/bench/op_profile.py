@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Where a training step's time goes, per operator: sums the self time (an op's duration minus the ops it called)
-of every event in a Chrome trace written by `joule bench train --profile FILE`, and groups the GEMMs.
+"""Where a training step's (or an inference call's) time goes, per operator: sums the self time (an op's duration minus
+the ops it called) of every event in a Chrome trace written by `joule bench train --profile FILE` or `joule bench
+infer --batches B --profile FILE` (--steps: its JSON's "calls"), and groups the GEMMs.
 
   /usr/bin/python3 tools/bench/op_profile.py trace.json [--steps N] [--top 25] [--step-seconds S]
 """
@@ -8,7 +9,10 @@ import argparse
 import collections
 import json
 
-GEMM = {"aten::addmm", "aten::mm", "aten::bmm", "aten::baddbmm", "aten::addbmm"}
+# joule's bf16 Linear layers (models/bf16_linear.h) are GEMMs with their epilogue (bias, GELU, the sum into .grad);
+# their backward's bias-gradient sum and weight cast are ops of their own.
+GEMM = {"aten::addmm", "aten::mm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "joule::bf16_linear",
+        "joule::bf16_linear_gelu", "joule::bf16_linear_backward"}
 
 
 def main():
@@ -45,7 +49,7 @@ def main():
     print(f"{'op':<44} {'calls':>7} {'self ms/step':>13} {'share':>7}")
     for name, t in self_time.most_common(a.top):
         print(f"{name[:44]:<44} {calls[name] // a.steps:>7} {t / 1000 / a.steps:>13.1f} {100 * t / total:>6.1f}%")
-    print(f"{'all ops':<44} {'':>7} {total / 1000 / a.steps:>13.1f}  GEMMs (addmm, mm, bmm) {100 * gemm / total:.1f}%")
+    print(f"{'all ops':<44} {'':>7} {total / 1000 / a.steps:>13.1f}  GEMMs (addmm, mm, bmm, joule::bf16_linear*) {100 * gemm / total:.1f}%")
     if a.step_seconds > 0:
         outside = a.step_seconds * 1000 - total / 1000 / a.steps
         print(f"{'outside any op (waits, glue)':<44} {'':>7} {outside:>13.1f}  of a {a.step_seconds * 1000:.0f} ms step: "
