@@ -1,4 +1,5 @@
 #include "models/attention_softmax.h"
+#include "models/bf16_bits.h"
 #include "models/cpu_vector.h"
 
 #include <ATen/Parallel.h>
@@ -38,10 +39,6 @@ void softmax_backward_row(const uint16_t* g, const uint16_t* p, float scale, int
     ds[j] = cpu::float_to_bf16(scale * cpu::bf16_to_float(p[j]) * (cpu::bf16_to_float(g[j]) - dot));
 }
 
-// The bit patterns of a contiguous bf16 tensor.
-const uint16_t* bits(const torch::Tensor& t) { return reinterpret_cast<const uint16_t*>(t.data_ptr<bf16>()); }
-uint16_t* bits(torch::Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_ptr<bf16>()); }
-
 struct CpuScaledMaskedSoftmax : torch::autograd::Function<CpuScaledMaskedSoftmax> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& scores, const torch::Tensor& mask_bias,
                                double scale) {
@@ -50,9 +47,9 @@ struct CpuScaledMaskedSoftmax : torch::autograd::Function<CpuScaledMaskedSoftmax
     const int64_t n = s.size(-1), rows = s.numel() / n, rows_per_batch = rows / s.size(0);
     const torch::Tensor m = mask_bias.to(torch::kFloat).contiguous().view({s.size(0), n});
     torch::Tensor p = torch::empty_like(s, torch::MemoryFormat::Contiguous);
-    const uint16_t* sp = bits(s);
+    const uint16_t* sp = cpu::bf16_bits(s);
     const float* mp = m.data_ptr<float>();
-    uint16_t* pp = bits(p);
+    uint16_t* pp = cpu::bf16_bits(p);
     const float sc = static_cast<float>(scale);
     at::parallel_for(0, rows, kRowGrain, [&](int64_t r0, int64_t r1) {
       std::vector<float> buf(n);
@@ -70,8 +67,8 @@ struct CpuScaledMaskedSoftmax : torch::autograd::Function<CpuScaledMaskedSoftmax
     const torch::Tensor g = grads[0].to(torch::kBFloat16).contiguous();
     const int64_t n = p.size(-1), rows = p.numel() / n;
     torch::Tensor ds = torch::empty_like(p, torch::MemoryFormat::Contiguous);
-    const uint16_t *gp = bits(g), *pp = bits(p);
-    uint16_t* dp = bits(ds);
+    const uint16_t *gp = cpu::bf16_bits(g), *pp = cpu::bf16_bits(p);
+    uint16_t* dp = cpu::bf16_bits(ds);
     const float sc = static_cast<float>(ctx->saved_data["scale"].toDouble());
     at::parallel_for(0, rows, kRowGrain, [&](int64_t r0, int64_t r1) {
       std::vector<float> buf(n);

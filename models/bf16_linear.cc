@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "launch/util/error.h"
+#include "models/bf16_bits.h"
 #include "models/cpu_vector.h"
 
 #if JOULE_ONEDNN
@@ -102,7 +103,7 @@ torch::Tensor sum_rows_fp32(const torch::Tensor& dy) {
   RECORD_FUNCTION("joule::bias_grad_sum", std::vector<c10::IValue>());
   const int64_t m = dy.size(0), n = dy.size(1);
   torch::Tensor out = torch::zeros({n}, dy.options().dtype(torch::kFloat));
-  const auto* src = reinterpret_cast<const uint16_t*>(dy.data_ptr<bf16>());
+  const uint16_t* src = cpu::bf16_bits(dy);
   float* acc = out.data_ptr<float>();
   constexpr int64_t kColumns = 256;  // columns per task: a row segment stays in L1 across the rows
   at::parallel_for(0, (n + kColumns - 1) / kColumns, 1, [&](int64_t c0, int64_t c1) {

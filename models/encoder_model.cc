@@ -148,7 +148,7 @@ LoadedEncoderModel load_encoder_model(const std::string& dir, const std::string&
   }
   const Architecture& a = architecture_named(name);
   const int64_t n = labels > 0 ? labels : config.labels.empty() ? 2 : static_cast<int64_t>(config.labels.size());
-  LoadedEncoderModel loaded{EncoderModel(config, a, n), {}};
+  LoadedEncoderModel loaded{EncoderModel(config, a, n), {}, ""};
   const std::string path = dir + "/model.safetensors";
   const std::string file_prefix = encoder_prefix_in(safetensors::File::open(path)).value_or(dotted(a.prefix));
   const std::string model_prefix = dotted(a.prefix);

@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "models/bf16_bits.h"
 #include "models/cpu_vector.h"
 #include "models/dropout.h"
 
@@ -19,9 +20,6 @@ using bf16 = c10::BFloat16;
 
 constexpr int64_t kRowGrain = 16;   // rows per parallel task in forward; each row is computed alone
 constexpr int64_t kBlockRows = 32;  // rows per partial sum of the gamma/beta gradients (fixed: thread-independent)
-
-const uint16_t* bits(const torch::Tensor& t) { return reinterpret_cast<const uint16_t*>(t.data_ptr<bf16>()); }
-uint16_t* bits(torch::Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_ptr<bf16>()); }
 
 // One row of n. v = dropout(a) + r into `v` (the dropped value rounded to bf16 as train_dropout's output is; `keep`
 // null: no dropout), then y = (v - mean) * rstd * g + b in fp32 and bf16; `xhat` (or null) gets (v - mean) * rstd.
@@ -109,10 +107,10 @@ Forward forward_rows(const torch::Tensor& a, const torch::Tensor& residual, cons
     f.xhat = torch::empty(a.sizes(), rc.options());
     f.rstd = torch::empty({rows}, rc.options());
   }
-  const uint16_t* ap = bits(ac);
+  const uint16_t* ap = cpu::bf16_bits(ac);
   const float *rp = rc.data_ptr<float>(), *gp = g.data_ptr<float>(), *bp = b.data_ptr<float>();
   float* yp = f.y.data_ptr<float>();
-  uint16_t* ybp = bits(f.yb);
+  uint16_t* ybp = cpu::bf16_bits(f.yb);
   uint8_t* mp = draw ? f.mask.data_ptr<uint8_t>() : nullptr;
   float* xp = for_backward ? f.xhat.data_ptr<float>() : nullptr;
   float* sp = for_backward ? f.rstd.data_ptr<float>() : nullptr;
@@ -152,11 +150,11 @@ struct DropoutAddLayerNorm : torch::autograd::Function<DropoutAddLayerNorm> {
     torch::Tensor da = torch::empty(xhat.sizes(), xhat.options().dtype(torch::kBFloat16));
     torch::Tensor partial = torch::zeros({blocks, 2, n}, xhat.options());  // per block: gamma's and beta's sums
     const float* dyp = dy.defined() ? dy.data_ptr<float>() : nullptr;
-    const uint16_t* dybp = dyb.defined() ? bits(dyb) : nullptr;
+    const uint16_t* dybp = dyb.defined() ? cpu::bf16_bits(dyb) : nullptr;
     const float *xp = xhat.data_ptr<float>(), *sp = rstd.data_ptr<float>(), *gp = gamma.data_ptr<float>();
     const uint8_t* mp = mask.defined() ? mask.data_ptr<uint8_t>() : nullptr;
     float *dresp = dres.data_ptr<float>(), *pp = partial.data_ptr<float>();
-    uint16_t* dap = bits(da);
+    uint16_t* dap = cpu::bf16_bits(da);
     const float scale = static_cast<float>(ctx->saved_data["scale"].toDouble());
     at::parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
       std::vector<float> dh(static_cast<size_t>(n)), dh_xhat(static_cast<size_t>(n));

@@ -152,8 +152,9 @@ TEST(Precision, FusedDropoutAddLayerNormMatchesTheComposition) {
         EXPECT_TRUE(torch::allclose(o, w, tol, std::max(floor, tol * o.abs().max().item<double>())))
             << where << " " << names[i] << ": " << (o - w).abs().max();
       }
-      if (p > 0 && n > 1)
+      if (p > 0 && n > 1) {
         EXPECT_TRUE(torch::equal(got_grads[0] == 0, want_grads[0] == 0)) << where << ": the dropped elements";
+      }
     }
   }
 }
@@ -249,7 +250,9 @@ TEST(Precision, OnednnLinearMatchesLibTorchLinearForwardAndGrads) {
       const torch::Tensor bs = bias ? b.clone().set_requires_grad(true) : torch::Tensor();
       const torch::Tensor y =
           onednn ? joule::models::onednn_linear(xs, ws, bs) : torch::nn::functional::linear(xs, ws, bs);
-      if (bias) EXPECT_TRUE(torch::equal(bs.detach(), b)) << "the bias was written to";  // one row: no aliasing
+      if (bias) {
+        EXPECT_TRUE(torch::equal(bs.detach(), b)) << "the bias was written to";  // one row: no aliasing
+      }
       (y * upstream).sum().backward();
       return std::vector<torch::Tensor>{y.detach(), xs.grad(), ws.grad(), bias ? bs.grad() : torch::zeros({1})};
     };
@@ -308,7 +311,9 @@ TEST(Precision, Bf16LinearAddsItsWeightGradientIntoTheFp32Grad) {
     EXPECT_TRUE(torch::allclose(xs.grad().to(torch::kFloat), xr.grad().to(torch::kFloat), 1e-2, 1e-2));
     const double scale = wr.grad().abs().max().item<double>();
     EXPECT_TRUE(torch::allclose(first, wr.grad(), 1e-2, 1e-2 * scale)) << (first - wr.grad()).abs().max();
-    if (bias) EXPECT_TRUE(torch::allclose(bs.grad(), br.grad(), 1e-2, 1e-2 * br.grad().abs().max().item<double>()));
+    if (bias) {
+      EXPECT_TRUE(torch::allclose(bs.grad(), br.grad(), 1e-2, 1e-2 * br.grad().abs().max().item<double>()));
+    }
     // Again, into the .grad that now exists: the same tensor, twice the sum, and the hook ran both times.
     const void* storage = ws.grad().data_ptr();
     (y.to(torch::kFloat) * upstream).sum().backward();

@@ -101,7 +101,9 @@ TEST(MlperfLog, ARunsRecordsInTheOrderTheCheckerWants) {
   EXPECT_LT(at("init_stop"), at("run_start"));
   EXPECT_LT(at("run_start"), at("eval_accuracy"));
   for (const auto& j : r)
-    if (j["key"] == "eval_accuracy") EXPECT_TRUE(j["metadata"].contains("epoch_num")) << j;
+    if (j["key"] == "eval_accuracy") {
+      EXPECT_TRUE(j["metadata"].contains("epoch_num")) << j;
+    }
   EXPECT_EQ(r.back()["metadata"]["status"], "success");
   EXPECT_EQ(r[static_cast<size_t>(at("submission_division"))]["value"], "open");  // not a submission
 }
