@@ -251,8 +251,8 @@ class MpiCommunicator : public Communicator {
       throw CollectiveError(std::string(kind_name(kind)) + ": more than INT_MAX elements per rank is not supported");
     std::string what = std::string(kind_name(kind)) + (o.label.empty() ? "" : " '" + o.label + "'") + " of " +
                        std::to_string(std::max(out.bytes(), in.bytes())) + " bytes";
-    auto op = std::make_shared<Op>(
-        Op{kind, out, in, root, o, std::make_shared<MpiWork>(what, o.timeout_seconds, info_.rank), {}});
+    auto op = std::make_shared<Op>(Op{
+        kind, out, in, root, o, std::make_shared<MpiWork>(what, o.timeout_seconds, info_.rank), {}, false, 0, 0, {}});
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (failed_)

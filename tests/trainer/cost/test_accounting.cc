@@ -400,22 +400,34 @@ TEST(Accounting, CostEnergyAndCarbonArithmetic) {
   EXPECT_DOUBLE_EQ(f.co2_kg, 0.6);
 }
 
+// The accounting section with its first five keys set, the rest at their defaults.
+AccountingOptions accounting(const std::string& instance, double price_per_hour, double pue, const std::string& region,
+                             double grid_intensity) {
+  AccountingOptions o;
+  o.instance = instance;
+  o.price_per_hour = price_per_hour;
+  o.pue = pue;
+  o.region = region;
+  o.grid_intensity = grid_intensity;
+  return o;
+}
+
 TEST(Accounting, OverridesWinAndSayWhereEachFigureCameFrom) {
   CostSettings c = resolve_cost_settings({}, "cpu", kConfigs);
   EXPECT_EQ(c.instance, "cpu-host");
   EXPECT_EQ(c.price_source, "profile cpu-host.toml");
   EXPECT_DOUBLE_EQ(c.region.g_per_kwh, 475.0);
-  c = resolve_cost_settings({"trn1.32xlarge", 20.0, 1.1, "eu-north-1", 0}, "cpu", kConfigs);
+  c = resolve_cost_settings(accounting("trn1.32xlarge", 20.0, 1.1, "eu-north-1", 0), "cpu", kConfigs);
   EXPECT_DOUBLE_EQ(c.usd_per_hour, 20.0);
   EXPECT_EQ(c.price_source, "--price-per-hour");
   EXPECT_DOUBLE_EQ(c.pue, 1.1);
   EXPECT_EQ(c.region.country, "SWE");
   EXPECT_DOUBLE_EQ(c.region.g_per_kwh, 47.0);
-  c = resolve_cost_settings({"p4d.24xlarge", -1, 0, "us-east-1", 100}, "cpu", kConfigs);
+  c = resolve_cost_settings(accounting("p4d.24xlarge", -1, 0, "us-east-1", 100), "cpu", kConfigs);
   EXPECT_DOUBLE_EQ(c.usd_per_hour, 32.77);
   EXPECT_DOUBLE_EQ(c.region.g_per_kwh, 100.0);
   EXPECT_EQ(c.grid_source, "--grid-intensity");
-  EXPECT_THROW(resolve_cost_settings({"cpu-host", -1, 0.5, "world", 0}, "cpu", kConfigs), ProfileError);
+  EXPECT_THROW(resolve_cost_settings(accounting("cpu-host", -1, 0.5, "world", 0), "cpu", kConfigs), ProfileError);
 }
 
 TEST(Accounting, ProjectionOfTheRunsTargetIsSpentPlusRemaining) {
@@ -566,7 +578,7 @@ RunSummary full_summary() {
   s.target_sequences = 1280;
   s.wall_s = 150, s.seq_per_s = 9.5, s.mfu = 0.125;
   s.workload = {"bert-tiny", "fp32", 128, 20, 32, 1.5e9};
-  s.host = {"Linux-6.1", "EPYC", "", 2, 0, 23.5};
+  s.host = {"Linux-6.1", "EPYC", "", 2, 0, 23.5, nlohmann::json()};
   s.ledger.run_id = "0f0f0f0f-0000-4000-8000-000000000000";
   s.ledger.segments = {segment(0, 23, 100, 3.6e5, "preempted"), segment(23, 40, 50, 1.8e5, "finished")};
   s.ledger.segments[1].energy.at(Component::ram, Source::rapl) = 7.2e4;
