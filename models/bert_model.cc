@@ -97,7 +97,7 @@ torch::Tensor BertModelImpl::embed(const EncoderInput& in) {
 
 torch::Tensor BertModelImpl::encode(const EncoderInput& in, const PrecisionOps& ops) {
   const int64_t batch = in.input_ids.size(0), len = in.input_ids.size(1);
-  const int64_t h = config_.hidden_size, heads = config_.num_attention_heads, dh = config_.head_dim();
+  const int64_t heads = config_.num_attention_heads, dh = config_.head_dim();
   const double p_residual = is_training() ? config_.hidden_dropout_prob : 0.0;
   const double p_attn = config_.attention_probs_dropout_prob;
   torch::Tensor x = embed(in);
@@ -115,9 +115,9 @@ torch::Tensor BertModelImpl::encode(const EncoderInput& in, const PrecisionOps& 
     torch::Tensor q = heads_first(scale_in_softmax ? query : query.mul_(scale));
     torch::Tensor k = heads_first(ops.linear(in_x, l.key));
     torch::Tensor v = heads_first(ops.linear(in_x, l.value));
-    torch::Tensor probs = ops.attention_probs(torch::matmul(q, k.transpose(-1, -2)), mask_bias, scale);
+    torch::Tensor probs = ops.attention_probs(ops.attention_scores(q, k), mask_bias, scale);
     probs = maybe_dropout(probs, p_attn, is_training());
-    torch::Tensor context = torch::matmul(probs, v).transpose(1, 2).reshape({batch, len, h});
+    torch::Tensor context = ops.attention_context(probs, v);
     std::tie(x, in_x) = ops.add_layer_norm(ops.linear(context, l.attention_output), x, l.attention_norm, p_residual);
     torch::Tensor inner = ops.linear_gelu(in_x, l.intermediate);
     std::tie(x, in_x) = ops.add_layer_norm(ops.linear(inner, l.output), x, l.output_norm, p_residual);

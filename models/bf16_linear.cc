@@ -17,6 +17,18 @@
 #endif
 
 namespace joule::models {
+
+#if JOULE_ONEDNN
+struct PackedWeight {
+  dnnl::memory memory;  // the weight as B [in, out] in oneDNN's blocked layout
+  const void* source;   // the plain weight's data and version when packed
+  int64_t version;
+  int64_t out, in;
+};
+#else
+struct PackedWeight {};
+#endif
+
 namespace {
 
 #if JOULE_ONEDNN
@@ -24,10 +36,17 @@ using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 using bf16 = c10::BFloat16;
 
-// A row-major bf16 matrix operand of a GEMM, or its transpose as stored.
+const dnnl::engine& cpu_engine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+// A row-major bf16 matrix operand of a GEMM, or its transpose as stored; for B, a weight's pack instead (`data` then
+// stays the plain weight's).
 struct Operand {
   const bf16* data;
   bool transposed;
+  const PackedWeight* packed = nullptr;
 };
 
 // What oneDNN's matmul does to its fp32 accumulator before the store, in the same pass: add a bias [n] (fp32 or
@@ -46,9 +65,11 @@ void matmul_bf16(Operand a, Operand b, int64_t m, int64_t n, int64_t k, void* c,
   using dnnl::memory;
   using dt = memory::data_type;
   try {
-    static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+    const dnnl::engine& engine = cpu_engine();
     const memory::desc a_md({m, k}, dt::bf16, a.transposed ? memory::dims{1, m} : memory::dims{k, 1});
-    const memory::desc b_md({k, n}, dt::bf16, b.transposed ? memory::dims{1, k} : memory::dims{n, 1});
+    const memory::desc b_md =
+        b.packed ? b.packed->memory.get_desc()
+                 : memory::desc({k, n}, dt::bf16, b.transposed ? memory::dims{1, k} : memory::dims{n, 1});
     const memory::desc c_md({m, n}, c_is_bf16 ? dt::bf16 : dt::f32, memory::dims{n, 1});
     const memory::desc bias_md({1, n}, e.bias_is_bf16 ? dt::bf16 : dt::f32, memory::dims{n, 1});
     dnnl::primitive_attr attr;
@@ -58,9 +79,10 @@ void matmul_bf16(Operand a, Operand b, int64_t m, int64_t n, int64_t k, void* c,
     if (e.accumulate || e.gelu) attr.set_post_ops(post);
     const dnnl::matmul::primitive_desc pd(
         e.bias ? dnnl::matmul::desc(a_md, b_md, bias_md, c_md) : dnnl::matmul::desc(a_md, b_md, c_md), attr, engine);
-    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, memory(a_md, engine, const_cast<bf16*>(a.data))},
-                                            {DNNL_ARG_WEIGHTS, memory(b_md, engine, const_cast<bf16*>(b.data))},
-                                            {DNNL_ARG_DST, memory(c_md, engine, c)}};
+    std::unordered_map<int, memory> args = {
+        {DNNL_ARG_SRC, memory(a_md, engine, const_cast<bf16*>(a.data))},
+        {DNNL_ARG_WEIGHTS, b.packed ? b.packed->memory : memory(b_md, engine, const_cast<bf16*>(b.data))},
+        {DNNL_ARG_DST, memory(c_md, engine, c)}};
     if (e.bias) args.emplace(DNNL_ARG_BIAS, memory(bias_md, engine, const_cast<void*>(e.bias)));
     dnnl::stream stream(engine);
     dnnl::matmul(pd).execute(stream, args);
@@ -75,7 +97,7 @@ void matmul_bf16(Operand a, Operand b, int64_t m, int64_t n, int64_t k, void* c,
 // x's shape with the last dimension n, in storage of its own (a custom function's output must not be a view). `x2`:
 // x as a contiguous [m, k], made by the caller (which may keep it for backward).
 torch::Tensor linear_forward(const torch::Tensor& x, const torch::Tensor& x2, const torch::Tensor& w16,
-                             const torch::Tensor& bias, bool gelu) {
+                             const torch::Tensor& bias, bool gelu, const PackedWeight* packed = nullptr) {
   const int64_t n = w16.size(0), k = w16.size(1), m = x2.size(0);
   TORCH_CHECK(x.size(-1) == k && x2.size(1) == k, "bf16_linear: x has ", x.size(-1), " features, the weight ", k);
   const torch::Tensor b = bias.numel() > 0 ? bias.contiguous() : bias;
@@ -86,7 +108,7 @@ torch::Tensor linear_forward(const torch::Tensor& x, const torch::Tensor& x2, co
   e.bias = b.numel() > 0 ? b.data_ptr() : nullptr;
   e.bias_is_bf16 = b.scalar_type() == torch::kBFloat16;
   e.gelu = gelu;
-  matmul_bf16({x2.data_ptr<bf16>(), false}, {w16.data_ptr<bf16>(), true}, m, n, k, y.data_ptr<bf16>(), true, e);
+  matmul_bf16({x2.data_ptr<bf16>(), false}, {w16.data_ptr<bf16>(), true, packed}, m, n, k, y.data_ptr<bf16>(), true, e);
   return y;
 }
 
@@ -156,6 +178,115 @@ struct Bf16Linear : public torch::autograd::Function<Bf16Linear> {
 
 }  // namespace
 
+PackedWeights::PackedWeights() = default;
+PackedWeights::~PackedWeights() = default;
+
+bool PackedWeights::add(const torch::Tensor& weight) {
+#if JOULE_ONEDNN
+  if (!weight.device().is_cpu() || weight.scalar_type() != torch::kBFloat16 || weight.dim() != 2 ||
+      !weight.is_contiguous())
+    return false;
+  using dnnl::memory;
+  using dt = memory::data_type;
+  const int64_t n = weight.size(0), k = weight.size(1);
+  try {
+    // The layout oneDNN picks for B when free to: the same for every row count m (so one m stands for all).
+    const dnnl::engine& engine = cpu_engine();
+    const int64_t m = 1024;
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(memory::desc({m, k}, dt::bf16, memory::dims{k, 1}),
+                                                             memory::desc({k, n}, dt::bf16, memory::format_tag::any),
+                                                             memory::desc({m, n}, dt::bf16, memory::dims{n, 1})),
+                                          engine);
+    memory plain(memory::desc({k, n}, dt::bf16, memory::dims{1, k}), engine, weight.data_ptr());
+    auto pack = std::make_unique<PackedWeight>(
+        PackedWeight{memory(pd.weights_desc(), engine), weight.data_ptr(), weight._version(), n, k});
+    dnnl::stream stream(engine);
+    dnnl::reorder(plain, pack->memory).execute(stream, plain, pack->memory);
+    stream.wait();
+    packs_[weight.unsafeGetTensorImpl()] = std::move(pack);
+    return true;
+  } catch (const dnnl::error& err) {
+    throw joule::InternalError("oneDNN: packing a bf16 weight " + std::to_string(n) + "x" + std::to_string(k) +
+                               " failed: " + err.what());
+  }
+#else
+  (void)weight;
+  return false;
+#endif
+}
+
+size_t PackedWeights::bytes() const {
+  size_t total = 0;
+#if JOULE_ONEDNN
+  for (const auto& [impl, pack] : packs_) total += pack->memory.get_desc().get_size();
+#endif
+  return total;
+}
+
+const PackedWeight* PackedWeights::find(const torch::Tensor& weight) const {
+  const auto it = packs_.find(weight.unsafeGetTensorImpl());
+  if (it == packs_.end()) return nullptr;
+#if JOULE_ONEDNN
+  const PackedWeight& p = *it->second;
+  if (p.source != weight.data_ptr() || p.version != weight._version() || weight.dim() != 2 || weight.size(0) != p.out ||
+      weight.size(1) != p.in || weight.scalar_type() != torch::kBFloat16)
+    return nullptr;
+#endif
+  return it->second.get();
+}
+
+namespace {
+bool batched_operand(const torch::Tensor& t) {
+  return t.device().is_cpu() && t.scalar_type() == torch::kBFloat16 && t.dim() == 4;
+}
+}  // namespace
+
+bool bf16_batched_matmul_applies(const torch::Tensor& a, const torch::Tensor& b) {
+#if JOULE_ONEDNN
+  return batched_operand(a) && batched_operand(b) &&
+         !(torch::GradMode::is_enabled() && (a.requires_grad() || b.requires_grad()));
+#else
+  (void)a, (void)b;
+  return false;
+#endif
+}
+
+void bf16_batched_matmul(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& out) {
+#if JOULE_ONEDNN
+  RECORD_FUNCTION("joule::bf16_batched_matmul", std::vector<c10::IValue>());
+  TORCH_CHECK(bf16_batched_matmul_applies(a, b) && batched_operand(out),
+              "bf16_batched_matmul: 4-D bf16 CPU tensors without autograd");
+  TORCH_CHECK(a.size(0) == b.size(0) && a.size(1) == b.size(1) && a.size(3) == b.size(2) &&
+                  out.sizes() == torch::IntArrayRef({a.size(0), a.size(1), a.size(2), b.size(3)}),
+              "bf16_batched_matmul: ", a.sizes(), " x ", b.sizes(), " into ", out.sizes());
+  if (a.numel() == 0 || b.numel() == 0 || out.numel() == 0) {
+    if (out.numel() > 0) out.zero_();
+    return;
+  }
+  using dnnl::memory;
+  const auto md = [](const torch::Tensor& t) {
+    return memory::desc(memory::dims(t.sizes().begin(), t.sizes().end()), memory::data_type::bf16,
+                        memory::dims(t.strides().begin(), t.strides().end()));
+  };
+  try {
+    const dnnl::engine& engine = cpu_engine();
+    const memory::desc a_md = md(a), b_md = md(b), c_md = md(out);
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), engine);
+    dnnl::stream stream(engine);
+    dnnl::matmul(pd).execute(stream, {{DNNL_ARG_SRC, memory(a_md, engine, a.data_ptr())},
+                                      {DNNL_ARG_WEIGHTS, memory(b_md, engine, b.data_ptr())},
+                                      {DNNL_ARG_DST, memory(c_md, engine, out.data_ptr())}});
+    stream.wait();
+  } catch (const dnnl::error& err) {
+    throw joule::InternalError("oneDNN bf16 batched matmul " + c10::str(a.sizes()) + " x " + c10::str(b.sizes()) +
+                               " failed: " + err.what());
+  }
+#else
+  (void)a, (void)b, (void)out;
+  throw joule::InternalError("bf16_batched_matmul: this joule was built without oneDNN");
+#endif
+}
+
 bool bf16_linear_applies(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
 #if JOULE_ONEDNN
   const auto fp32_or_bf16 = [](const torch::Tensor& t) {
@@ -170,7 +301,7 @@ bool bf16_linear_applies(const torch::Tensor& x, const torch::Tensor& weight, co
 }
 
 torch::Tensor bf16_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                          Activation activation) {
+                          Activation activation, const PackedWeights* packed) {
 #if JOULE_ONEDNN
   // No bias: an empty tensor (autograd's custom functions take no undefined inputs in LibTorch 1.13).
   const torch::Tensor b = bias.defined() ? bias : torch::empty({0}, weight.options());
@@ -179,12 +310,13 @@ torch::Tensor bf16_linear(const torch::Tensor& x, const torch::Tensor& weight, c
                        (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()));
   if (!records) {  // inference: the activation in the GEMM's epilogue too
     RECORD_FUNCTION(gelu ? "joule::bf16_linear_gelu" : "joule::bf16_linear", std::vector<c10::IValue>());
-    return linear_forward(x, rows_of(x), weight.to(torch::kBFloat16).contiguous(), b, gelu);
+    const PackedWeight* pack = packed ? packed->find(weight) : nullptr;
+    return linear_forward(x, rows_of(x), pack ? weight : weight.to(torch::kBFloat16).contiguous(), b, gelu, pack);
   }
   const torch::Tensor y = Bf16Linear::apply(x, weight, b);
   return gelu ? torch::gelu(y) : y;  // backward needs the GEMM's output: GELU stays a pass of its own
 #else
-  (void)x, (void)weight, (void)bias, (void)activation;
+  (void)x, (void)weight, (void)bias, (void)activation, (void)packed;
   throw joule::InternalError("bf16_linear: this joule was built without oneDNN");
 #endif
 }

@@ -8,9 +8,37 @@
 // each Linear as one GEMM, GELU included.
 #pragma once
 
+#include <cstddef>
+#include <memory>
+#include <unordered_map>
+
 #include <torch/torch.h>
 
 namespace joule::models {
+
+struct PackedWeight;  // one weight in oneDNN's blocked layout (bf16_linear.cc)
+
+// bf16 Linear weights reordered once into the blocked layout oneDNN's matmul reads fastest on this CPU (on AMX, tiles
+// of bf16 pairs), for a model whose weights no longer change: inference. A weight in its plain [out, in] layout is
+// reordered by every GEMM that reads it, a pass over the whole weight per call. The packs sit beside the weights
+// (the model keeps its plain ones: they are its parameters), and a pack is used only while its weight is unchanged.
+class PackedWeights {
+ public:
+  PackedWeights();
+  ~PackedWeights();
+  PackedWeights(const PackedWeights&) = delete;
+  PackedWeights& operator=(const PackedWeights&) = delete;
+
+  // Packs a 2-D bf16 CPU weight [out, in]; false (nothing packed) for any other, or where joule has no oneDNN.
+  bool add(const torch::Tensor& weight);
+  size_t size() const { return packs_.size(); }
+  size_t bytes() const;
+  // This weight's pack, or nullptr: never added, or changed since (another storage, or written in place).
+  const PackedWeight* find(const torch::Tensor& weight) const;
+
+ private:
+  std::unordered_map<const c10::TensorImpl*, std::unique_ptr<PackedWeight>> packs_;
+};
 
 // Whether bf16_linear takes these operands: a bf16 CPU input, an fp32 or bf16 CPU weight, an fp32 or bf16 bias or
 // none, and a joule built with oneDNN. Otherwise PrecisionOps::linear keeps LibTorch's composition.
@@ -21,8 +49,17 @@ enum class Activation { kNone, kGelu };  // kGelu: exact (erf) GELU, as torch::g
 // act(x W^T + b): x [..., in] bf16, weight [out, in] fp32 or bf16, bias [out] fp32, bf16 or undefined: [..., out]
 // bf16, differentiable in all three. Where autograd records nothing (inference) it is one GEMM with the bias and the
 // GELU in its epilogue, applied to the fp32 accumulator before the one rounding to bf16; while autograd records, GELU
-// is torch::gelu on the bf16 output (its backward needs that output).
+// is torch::gelu on the bf16 output (its backward needs that output). `packed`: where it holds this weight's pack,
+// inference reads that instead of the plain weight (the same products).
 torch::Tensor bf16_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                          Activation activation = Activation::kNone);
+                          Activation activation = Activation::kNone, const PackedWeights* packed = nullptr);
+
+// Whether bf16_batched_matmul takes these: 4-D bf16 CPU tensors, autograd recording nothing, a joule with oneDNN.
+bool bf16_batched_matmul_applies(const torch::Tensor& a, const torch::Tensor& b);
+
+// out [B, H, m, n] = a [B, H, m, k] b [B, H, k, n], bf16 with fp32 accumulation, every operand in whatever strides it
+// has (the attention's per-head views of [B, L, hidden]: no copies in or out), on oneDNN's batched matmul. No
+// autograd.
+void bf16_batched_matmul(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& out);
 
 }  // namespace joule::models

@@ -121,6 +121,12 @@ void EncoderModel::set_precision(Precision precision, launch::Fp32Gemm fp32_gemm
   for (torch::Tensor p : matmul)
     if (p.scalar_type() != held) p.set_data(p.to(held));
   ops_ = ops;
+  if (held == torch::kBFloat16) {  // the weights no longer change: pack them once for oneDNN's GEMMs
+    auto packed = std::make_shared<PackedWeights>();
+    for (const torch::Tensor& p : matmul)
+      if (p.dim() == 2) packed->add(p);
+    if (packed->size() > 0) ops_.use_packed_weights(std::move(packed));
+  }
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> EncoderModel::hf_named_parameters() const {

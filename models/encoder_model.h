@@ -50,11 +50,14 @@ class EncoderModel {
   EncoderOutput forward(const EncoderInput& input);
   // The compute precision. In bf16 the matmul weights and their biases are held in bf16 from then on, cast once
   // rather than at every forward (embeddings and LayerNorm stay fp32, as the forward reads them); going back to fp32
-  // after that is refused (the cast lost the low bits: load the model again).
+  // after that is refused (the cast lost the low bits: load the model again). In bf16 the matmul weights are also
+  // packed once in oneDNN's blocked layout (models/bf16_linear.h PackedWeights: as much memory again as they take).
   void set_precision(Precision precision, launch::Fp32Gemm fp32_gemm = launch::Fp32Gemm::kBlas);
   const BertConfig& config() const { return config_; }
   const Architecture& architecture() const { return architecture_; }
   int64_t labels() const { return labels_; }
+  // The weights packed for oneDNN's bf16 GEMMs, or nullptr (fp32, or a joule without oneDNN).
+  const PackedWeights* packed_weights() const { return ops_.packed_weights(); }
   // HuggingFace state-dict names: the encoder's under architecture().prefix, then "classifier.weight"/".bias".
   std::vector<std::pair<std::string, torch::Tensor>> hf_named_parameters() const;
 

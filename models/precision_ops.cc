@@ -4,7 +4,6 @@
 
 #include "launch/util/error.h"
 #include "models/attention_softmax.h"
-#include "models/bf16_linear.h"
 #include "models/dropout.h"
 #include "models/residual_norm.h"
 
@@ -92,7 +91,7 @@ torch::Tensor PrecisionOps::linear(const torch::Tensor& x, const torch::Tensor& 
     return fp32_gemm_ == launch::Fp32Gemm::kOnednn ? onednn_linear(x, weight, bias)
                                                    : torch::nn::functional::linear(x, weight, bias);
   const torch::Tensor xc = operand(x);
-  if (bf16_linear_applies(xc, weight, bias)) return bf16_linear(xc, weight, bias);
+  if (bf16_linear_applies(xc, weight, bias)) return bf16_linear(xc, weight, bias, Activation::kNone, packed_.get());
   return torch::nn::functional::linear(xc, operand(weight), bias.defined() ? operand(bias) : bias);
 }
 
@@ -100,7 +99,7 @@ torch::Tensor PrecisionOps::linear_gelu(const torch::Tensor& x, torch::nn::Linea
   if (precision_ == Precision::kBf16) {
     const torch::Tensor xc = operand(x);
     if (bf16_linear_applies(xc, layer->weight, layer->bias))
-      return bf16_linear(xc, layer->weight, layer->bias, Activation::kGelu);
+      return bf16_linear(xc, layer->weight, layer->bias, Activation::kGelu, packed_.get());
   }
   return torch::gelu(linear(x, layer));
 }
@@ -118,6 +117,23 @@ std::pair<torch::Tensor, torch::Tensor> PrecisionOps::add_layer_norm(const torch
     return dropout_add_layer_norm_bf16(a, residual, norm->weight, norm->bias, dropout_p, norm->options.eps());
   torch::Tensor y = layer_norm(train_dropout(a, dropout_p) + residual, norm);
   return {y, operand(y)};
+}
+
+torch::Tensor PrecisionOps::attention_scores(const torch::Tensor& q, const torch::Tensor& k) const {
+  const torch::Tensor kt = k.transpose(-1, -2);
+  if (!bf16_batched_matmul_applies(q, kt)) return torch::matmul(q, kt);
+  torch::Tensor scores = torch::empty({q.size(0), q.size(1), q.size(2), kt.size(3)}, q.options());
+  bf16_batched_matmul(q, kt, scores);
+  return scores;
+}
+
+torch::Tensor PrecisionOps::attention_context(const torch::Tensor& probs, const torch::Tensor& v) const {
+  const int64_t batch = probs.size(0), heads = probs.size(1), len = probs.size(2), dh = v.size(3);
+  if (!bf16_batched_matmul_applies(probs, v))
+    return torch::matmul(probs, v).transpose(1, 2).reshape({batch, len, heads * dh});
+  torch::Tensor context = torch::empty({batch, len, heads, dh}, v.options());
+  bf16_batched_matmul(probs, v, context.transpose(1, 2));
+  return context.view({batch, len, heads * dh});
 }
 
 torch::Tensor PrecisionOps::attention_probs(const torch::Tensor& scores, const torch::Tensor& mask_bias,

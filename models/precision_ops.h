@@ -14,11 +14,13 @@
 // products up to summation order.
 #pragma once
 
+#include <memory>
 #include <utility>
 
 #include <torch/torch.h>
 
 #include "launch/blas_core.h"
+#include "models/bf16_linear.h"
 #include "models/precision.h"
 
 namespace joule::models {
@@ -30,6 +32,10 @@ class PrecisionOps {
   Precision precision() const { return precision_; }
   launch::Fp32Gemm fp32_gemm() const { return fp32_gemm_; }
   torch::Dtype compute_dtype() const { return precision_ == Precision::kBf16 ? torch::kBFloat16 : torch::kFloat; }
+  // bf16 weights packed for oneDNN (models/bf16_linear.h), read by the bf16 Linear layers where autograd records
+  // nothing; a weight without a pack (or changed since) is read as it is.
+  void use_packed_weights(std::shared_ptr<const PackedWeights> packed) { packed_ = std::move(packed); }
+  const PackedWeights* packed_weights() const { return packed_.get(); }
 
   // x in the matmul dtype (a no-op in fp32).
   torch::Tensor operand(const torch::Tensor& x) const;
@@ -51,6 +57,12 @@ class PrecisionOps {
   // (models/residual_norm.h); in fp32 (and off the CPU) train_dropout and LibTorch's add, norm and cast.
   std::pair<torch::Tensor, torch::Tensor> add_layer_norm(const torch::Tensor& a, const torch::Tensor& residual,
                                                          torch::nn::LayerNorm& norm, double dropout_p = 0.0) const;
+  // The attention's two products on the per-head views [B, heads, L, head_dim] of [B, L, hidden] tensors:
+  // scores = q k^T [B, heads, L, L], and context = probs v back as [B, L, hidden]. In bf16 on the CPU where autograd
+  // records nothing, oneDNN's batched matmul on the views as they are (bf16_batched_matmul: no layout copies);
+  // otherwise LibTorch's matmul.
+  torch::Tensor attention_scores(const torch::Tensor& q, const torch::Tensor& k) const;
+  torch::Tensor attention_context(const torch::Tensor& probs, const torch::Tensor& v) const;
   // softmax(scale * scores + mask_bias) over keys; in fp32 the original `softmax(scores * scale + mask)` order of
   // operations (scale applied to the queries by the caller; see `attention_scale_in_softmax`).
   torch::Tensor attention_probs(const torch::Tensor& scores, const torch::Tensor& mask_bias, double scale) const;
@@ -62,6 +74,7 @@ class PrecisionOps {
  private:
   Precision precision_;
   launch::Fp32Gemm fp32_gemm_;
+  std::shared_ptr<const PackedWeights> packed_;
 };
 
 // x W^T + b in fp32 with the forward GEMM and the two backward ones (dx = dy W, dW = dy^T x) on oneDNN's sgemm; the

@@ -197,7 +197,8 @@ TEST(EncoderModel, ConfigReadsLayoutAndLabels) {
 }
 
 // In bf16 the matmul weights and biases are cast once, when the precision is set: held in bf16 from then on (the
-// embeddings and LayerNorm stay fp32); the logits stay close to fp32's, repeat exactly, and fp32 is refused after.
+// embeddings and LayerNorm stay fp32) and packed for oneDNN; the logits stay close to fp32's, repeat exactly, and fp32
+// is refused after.
 TEST(EncoderModel, Bf16HoldsTheMatmulWeightsOnce) {
   const BertConfig c = tiny_layout();
   const auto& a = joule::models::architecture_named("LayoutLMForTokenClassification");
@@ -219,6 +220,19 @@ TEST(EncoderModel, Bf16HoldsTheMatmulWeightsOnce) {
   EXPECT_TRUE(torch::equal(first, second));
   EXPECT_EQ(first.scalar_type(), torch::kFloat);
   EXPECT_LT((first - reference).abs().max().item<double>(), 0.05 * reference.abs().max().item<double>() + 0.02);
+  // Every 2-D matmul weight packed for oneDNN once, where joule has it (none held in fp32).
+  EXPECT_EQ(fp32.packed_weights(), nullptr);
+#if JOULE_ONEDNN
+  ASSERT_NE(bf16.packed_weights(), nullptr);
+  size_t weights = 0;
+  for (const auto& [name, p] : bf16.hf_named_parameters())
+    if (p.scalar_type() == torch::kBFloat16 && p.dim() == 2) {
+      ++weights;
+      EXPECT_NE(bf16.packed_weights()->find(p), nullptr) << name;
+    }
+  EXPECT_EQ(bf16.packed_weights()->size(), weights);
+#endif
   EXPECT_THROW(bf16.set_precision(joule::models::Precision::kFp32), joule::InternalError);
   bf16.set_precision(joule::models::Precision::kBf16);  // the same precision again: nothing to cast
+  EXPECT_TRUE(torch::equal(bf16.forward(in).logits, first));
 }

@@ -327,6 +327,82 @@ TEST(Precision, Bf16LinearAddsItsWeightGradientIntoTheFp32Grad) {
 // rounded once. Within one bf16 step of the fp32 result and no further from it than LibTorch's composition (which
 // rounds the product, the sum and the activation each); the same with GELU off. A bf16-held bias under autograd gets
 // a bf16 gradient.
+// Inference's packed weights: the same products as the plain weight (the blocked layout changes where the weight
+// sits, not the arithmetic), and a pack whose weight changed after packing is not used.
+TEST(Precision, PackedWeightsGiveThePlainWeightsProductsUntilTheWeightChanges) {
+#if !JOULE_ONEDNN
+  GTEST_SKIP() << "built without oneDNN (JOULE_ONEDNN=OFF)";
+#endif
+  using joule::models::Activation;
+  torch::manual_seed(17);
+  torch::NoGradGuard no_grad;
+  for (const auto& [rows, in, out] :
+       std::vector<std::tuple<int64_t, int64_t, int64_t>>{{3 * 37, 64, 129}, {1, 5, 3}, {2 * 128, 256, 1024}}) {
+    SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(in) + "x" + std::to_string(out));
+    const torch::Tensor x = torch::randn({rows, in}).to(torch::kBFloat16);
+    torch::Tensor w = (torch::randn({out, in}) * 0.2).to(torch::kBFloat16);
+    const torch::Tensor b = torch::randn({out});
+    joule::models::PackedWeights packed;
+    ASSERT_TRUE(packed.add(w));
+    EXPECT_FALSE(packed.add(torch::randn({out, in})));  // fp32: not packed
+    ASSERT_NE(packed.find(w), nullptr);
+    EXPECT_GE(packed.bytes(), static_cast<size_t>(w.numel() * 2));
+    for (const Activation act : {Activation::kNone, Activation::kGelu}) {
+      const torch::Tensor plain = joule::models::bf16_linear(x, w, b, act);
+      const torch::Tensor fast = joule::models::bf16_linear(x, w, b, act, &packed);
+      const torch::Tensor exact = torch::nn::functional::linear(x.to(torch::kFloat), w.to(torch::kFloat), b);
+      const torch::Tensor gap = (fast.to(torch::kFloat) - plain.to(torch::kFloat)).abs();
+      // One bf16 rounding apart at most (the same fp32 sums; only the summation order may differ between kernels).
+      EXPECT_TRUE((gap <= plain.to(torch::kFloat).abs() * (1.0 / 128) + 1e-3).all().item<bool>()) << gap.max();
+      if (act == Activation::kNone) {
+        const torch::Tensor err = (fast.to(torch::kFloat) - exact).abs();
+        EXPECT_TRUE((err <= exact.abs() * (1.0 / 256) + 1e-4).all().item<bool>()) << err.max();
+      }
+    }
+    w.mul_(2);  // written in place: the pack is stale
+    EXPECT_EQ(packed.find(w), nullptr);
+    const torch::Tensor doubled = joule::models::bf16_linear(x, w, b, Activation::kNone, &packed);
+    const torch::Tensor exact = torch::nn::functional::linear(x.to(torch::kFloat), w.to(torch::kFloat), b);
+    EXPECT_TRUE(((doubled.to(torch::kFloat) - exact).abs() <= exact.abs() * (1.0 / 256) + 1e-4).all().item<bool>());
+    ASSERT_TRUE(packed.add(w));
+    w.set_data(torch::randn({out, in}).to(torch::kBFloat16));  // another storage: stale too
+    EXPECT_EQ(packed.find(w), nullptr);
+  }
+}
+
+// The attention's products on the per-head views of [B, L, hidden]: oneDNN's batched matmul on the strided views
+// (no copies) gives LibTorch's products, and the context comes back as [B, L, hidden].
+TEST(Precision, AttentionProductsOnStridedViewsMatchLibTorch) {
+  torch::manual_seed(19);
+  const int64_t batch = 3, len = 37, heads = 4, dh = 16;
+  const joule::models::PrecisionOps bf16(Precision::kBf16);
+  const auto heads_first = [&](const torch::Tensor& t) { return t.view({batch, len, heads, dh}).transpose(1, 2); };
+  const torch::Tensor q = heads_first(torch::randn({batch, len, heads * dh}).to(torch::kBFloat16));
+  const torch::Tensor k = heads_first(torch::randn({batch, len, heads * dh}).to(torch::kBFloat16));
+  const torch::Tensor v = heads_first(torch::randn({batch, len, heads * dh}).to(torch::kBFloat16));
+  torch::Tensor scores, context;
+  {
+    c10::InferenceMode inference;
+    EXPECT_EQ(joule::models::bf16_batched_matmul_applies(q, k.transpose(-1, -2)), JOULE_ONEDNN != 0);
+    scores = bf16.attention_scores(q, k);
+    context = bf16.attention_context(torch::softmax(scores.to(torch::kFloat), -1).to(torch::kBFloat16), v);
+  }
+  ASSERT_EQ(scores.sizes(), (std::vector<int64_t>{batch, heads, len, len}));
+  ASSERT_EQ(context.sizes(), (std::vector<int64_t>{batch, len, heads * dh}));
+  const auto f = [](const torch::Tensor& t) { return t.to(torch::kFloat); };
+  const torch::Tensor exact_scores = torch::matmul(f(q), f(k).transpose(-1, -2));
+  EXPECT_TRUE(((f(scores) - exact_scores).abs() <= exact_scores.abs() * (1.0 / 256) + 1e-3).all().item<bool>());
+  const torch::Tensor probs = torch::softmax(f(scores), -1).to(torch::kBFloat16);
+  const torch::Tensor exact_context = torch::matmul(f(probs), f(v)).transpose(1, 2).reshape({batch, len, heads * dh});
+  EXPECT_TRUE(((f(context) - exact_context).abs() <= exact_context.abs() * (1.0 / 256) + 1e-3).all().item<bool>())
+      << (f(context) - exact_context).abs().max();
+  // While autograd records: LibTorch's matmul, differentiable.
+  const torch::Tensor qg = f(q).detach().to(torch::kBFloat16).set_requires_grad(true);
+  EXPECT_FALSE(joule::models::bf16_batched_matmul_applies(qg, k.transpose(-1, -2)));
+  bf16.attention_scores(qg, k).to(torch::kFloat).sum().backward();
+  EXPECT_TRUE(qg.grad().defined());
+}
+
 TEST(Precision, Bf16LinearForInferenceFusesBiasAndGeluIntoTheGemm) {
 #if !JOULE_ONEDNN
   GTEST_SKIP() << "built without oneDNN (JOULE_ONEDNN=OFF)";
