@@ -60,7 +60,7 @@ InferSummary run_inference(const InferOptions& options);
 // The precision policy (`--precision`: auto, fp32, bf16, as in training) applied to an inference model on this CPU:
 // the choice and its reason, and the fp32 GEMM path this process judged best (launch::choose_gemm_path measures it:
 // once per command); in bf16 the weights are held in bf16. What `joule infer`, `joule bench infer` and `joule model
-// forward` all do.
+// forward` all do. Where the weights were packed for oneDNN, the reason says so (how many, how much memory).
 struct InferencePrecision {
   PrecisionChoice choice;
   launch::Fp32Gemm fp32_gemm;
