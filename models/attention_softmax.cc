@@ -20,14 +20,37 @@ using bf16 = c10::BFloat16;
 // Rows per parallel task: results do not depend on how rows are split, each row is computed alone.
 constexpr int64_t kRowGrain = 64;
 
-// p = softmax(scale * s + m) for one row of n (bf16 bit patterns in and out), in fp32 on `buf`.
+// p = softmax(scale * s + m) for one row of n (bf16 bit patterns in and out), in fp32 on `buf`: 16 lanes at a time,
+// the elements past the last full 16 one by one, the max and the sum as cpu::lanes_max and cpu::lanes_sum take them
+// (the lanes in order, then those elements).
 JOULE_VECTOR_CLONES
 void softmax_row(const uint16_t* s, const float* m, float scale, int64_t n, float* buf, uint16_t* p) {
-  for (int64_t j = 0; j < n; ++j) buf[j] = cpu::bf16_to_float(s[j]) * scale + m[j];
-  const float top = cpu::lanes_max(buf, n);
-  for (int64_t j = 0; j < n; ++j) buf[j] = cpu::exp_approx(buf[j] - top);
-  const float inv = 1.0f / cpu::lanes_sum(buf, n);
-  for (int64_t j = 0; j < n; ++j) p[j] = cpu::float_to_bf16(buf[j] * inv);
+  constexpr int64_t L = cpu::kLanes;
+  const int64_t full = n - n % L;
+  cpu::FloatLanes top_lanes = cpu::splat(-std::numeric_limits<float>::infinity());
+  for (int64_t j = 0; j < full; j += L) {
+    const cpu::FloatLanes v = cpu::bf16_lanes_to_float(s + j) * scale + cpu::load_lanes(m + j);
+    cpu::store_lanes(buf + j, v);
+    top_lanes = top_lanes > v ? top_lanes : v;
+  }
+  float top = -std::numeric_limits<float>::infinity();
+  for (int64_t l = 0; l < L; ++l) top = std::max(top, top_lanes[l]);
+  for (int64_t j = full; j < n; ++j) {
+    buf[j] = cpu::bf16_to_float(s[j]) * scale + m[j];
+    top = std::max(top, buf[j]);
+  }
+  cpu::FloatLanes sum_lanes = {};
+  for (int64_t j = 0; j < full; j += L) {
+    const cpu::FloatLanes e = cpu::exp_approx(cpu::load_lanes(buf + j) - top);
+    cpu::store_lanes(buf + j, e);
+    sum_lanes += e;
+  }
+  float sum = 0;
+  for (int64_t l = 0; l < L; ++l) sum += sum_lanes[l];
+  for (int64_t j = full; j < n; ++j) sum += buf[j] = cpu::exp_approx(buf[j] - top);
+  const float inv = 1.0f / sum;
+  for (int64_t j = 0; j < full; j += L) cpu::float_lanes_to_bf16(cpu::load_lanes(buf + j) * inv, p + j);
+  for (int64_t j = full; j < n; ++j) p[j] = cpu::float_to_bf16(buf[j] * inv);
 }
 
 // ds = scale * p * (g - <g, p>) for one row of n; `buf` holds the products.

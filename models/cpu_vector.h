@@ -15,6 +15,15 @@
 #define JOULE_VECTOR_CLONES
 #endif
 
+// The helpers below are always inlined into the clone that calls them: out of line they would be the baseline (SSE2)
+// copy, slower, and for the FloatLanes ones a call across ISAs passes the 64-byte vector differently on each side
+// (what -Wpsabi warns of): GCC left some of them out of line when merely `inline`.
+#if defined(__GNUC__)
+#define JOULE_LANES_INLINE inline __attribute__((always_inline))
+#else
+#define JOULE_LANES_INLINE inline
+#endif
+
 namespace joule::models::cpu {
 
 inline float bits_to_float(uint32_t u) {
@@ -38,29 +47,87 @@ inline uint16_t float_to_bf16(float f) {
   return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-// e^x to about 2 ulp of fp32 (Cephes' expf: ln 2 split in two, a degree-5 polynomial, 2^n from the exponent bits);
-// exactly 0 below -87.3 (where fp32's e^x leaves the normal range), so masked keys get no weight.
-inline float exp_approx(float x) {
-  const bool underflow = x < -87.3f;
-  x = x > 88.3f ? 88.3f : (underflow ? 0.0f : x);
-  const float n = __builtin_floorf(x * 1.44269504088896341f + 0.5f);
-  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
+// e^x / 2^n for n = floor(x log2(e) + 1/2): Cephes' expf, ln 2 split in two and a degree-5 polynomial; for one float
+// or for 16 lanes (FloatLanes below), the same operations.
+template <typename T>
+JOULE_LANES_INLINE T exp_reduced(T x, T n) {
+  const T r = x - n * 0.693359375f + n * 2.12194440e-4f;
+  T p = T{} + 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  const float y = p * r * r + r + 1.0f;
+  return p * r * r + r + 1.0f;
+}
+
+// e^x to about 2 ulp of fp32 (exp_reduced, times 2^n from the exponent bits); exactly 0 below -87.3 (where fp32's
+// e^x leaves the normal range), so masked keys get no weight.
+JOULE_LANES_INLINE float exp_approx(float x) {
+  const bool underflow = x < -87.3f;
+  x = x > 88.3f ? 88.3f : (underflow ? 0.0f : x);
+  const float n = __builtin_floorf(x * 1.44269504088896341f + 0.5f);
+  const float y = exp_reduced(x, n);
   const float scale = bits_to_float(static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23);
   return underflow ? 0.0f : y * scale;
+}
+
+// The same arithmetic on 16 lanes at once, written with GCC's vector extensions for the loops the compiler does not
+// vectorize well on its own (a row's pass with a reduction in it): each lane computes exactly what the scalar
+// functions above compute for its element.
+// (The kernel files build with -Wno-psabi: these helpers are always inlined, so no call passes a vector across ISAs.)
+using FloatLanes = float __attribute__((vector_size(64)));
+using IntLanes = int32_t __attribute__((vector_size(64)));
+using BitsLanes = uint32_t __attribute__((vector_size(64)));
+using Bf16Lanes = uint16_t __attribute__((vector_size(32)));
+
+JOULE_LANES_INLINE FloatLanes splat(float x) { return FloatLanes{} + x; }
+
+JOULE_LANES_INLINE FloatLanes load_lanes(const float* x) {
+  FloatLanes v;
+  std::memcpy(&v, x, sizeof v);
+  return v;
+}
+
+JOULE_LANES_INLINE void store_lanes(float* x, FloatLanes v) { std::memcpy(x, &v, sizeof v); }
+
+JOULE_LANES_INLINE FloatLanes bf16_lanes_to_float(const uint16_t* b) {
+  Bf16Lanes h;
+  std::memcpy(&h, b, sizeof h);
+  const BitsLanes u = __builtin_convertvector(h, BitsLanes) << 16;
+  FloatLanes f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+JOULE_LANES_INLINE void float_lanes_to_bf16(FloatLanes f, uint16_t* b) {
+  BitsLanes u;
+  std::memcpy(&u, &f, sizeof u);
+  u = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const Bf16Lanes h = __builtin_convertvector(u, Bf16Lanes);
+  std::memcpy(b, &h, sizeof h);
+}
+
+// exp_approx on every lane (floor from the truncation toward zero, exact in this range).
+JOULE_LANES_INLINE FloatLanes exp_approx(FloatLanes x) {
+  const IntLanes underflow = x < -87.3f;
+  x = x > 88.3f ? splat(88.3f) : x;
+  x = underflow ? splat(0.0f) : x;
+  const FloatLanes y0 = x * 1.44269504088896341f + 0.5f;
+  const FloatLanes t = __builtin_convertvector(__builtin_convertvector(y0, IntLanes), FloatLanes);
+  const FloatLanes n = t > y0 ? t - 1.0f : t;
+  const FloatLanes y = exp_reduced(x, n);
+  const BitsLanes bits = (BitsLanes)((__builtin_convertvector(n, IntLanes) + 127) << 23);
+  FloatLanes scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return underflow ? splat(0.0f) : y * scale;
 }
 
 // Reductions over a row in 16 fixed lanes (then the lanes in order): the compiler vectorizes them without reordering
 // anything itself, so results are the same on every run.
 constexpr int kLanes = 16;
 
-inline float lanes_max(const float* x, int64_t n) {
+JOULE_LANES_INLINE float lanes_max(const float* x, int64_t n) {
   float acc[kLanes];
   for (int l = 0; l < kLanes; ++l) acc[l] = -std::numeric_limits<float>::infinity();
   int64_t j = 0;
@@ -72,7 +139,7 @@ inline float lanes_max(const float* x, int64_t n) {
   return top;
 }
 
-inline float lanes_sum(const float* x, int64_t n) {
+JOULE_LANES_INLINE float lanes_sum(const float* x, int64_t n) {
   float acc[kLanes] = {};
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes)

@@ -75,27 +75,31 @@ TEST(Precision, IsaListsParseAndNameUnknownWords) {
 
 TEST(Precision, FusedSoftmaxMatchesFp32SoftmaxForwardAndBackward) {
   torch::manual_seed(5);
-  const int64_t b = 3, heads = 4, l = 37;
-  const double scale = 0.125;
-  const torch::Tensor scores = (torch::randn({b, heads, l, l}) * 6).to(torch::kBFloat16);
-  torch::Tensor mask = torch::zeros({b, 1, 1, l});
-  mask[1].narrow(-1, 30, 7).fill_(std::numeric_limits<float>::lowest());  // row 1 pads its last 7 keys
-  const torch::Tensor upstream = torch::randn({b, heads, l, l}).to(torch::kBFloat16);
+  // Rows of whole 16-lane chunks and a tail (37), of chunks alone (64), of a tail alone (5).
+  for (const int64_t l : {37, 64, 5}) {
+    SCOPED_TRACE("keys " + std::to_string(l));
+    const int64_t b = 3, heads = 4, pad = std::min<int64_t>(7, l - 1);
+    const double scale = 0.125;
+    const torch::Tensor scores = (torch::randn({b, heads, l, l}) * 6).to(torch::kBFloat16);
+    torch::Tensor mask = torch::zeros({b, 1, 1, l});
+    mask[1].narrow(-1, l - pad, pad).fill_(std::numeric_limits<float>::lowest());  // row 1 pads its last keys
+    const torch::Tensor upstream = torch::randn({b, heads, l, l}).to(torch::kBFloat16);
 
-  const torch::Tensor s1 = scores.clone().set_requires_grad(true);
-  const torch::Tensor p = joule::models::scaled_masked_softmax(s1, mask, scale);
-  ASSERT_EQ(p.scalar_type(), torch::kBFloat16);
-  (p.to(torch::kFloat) * upstream.to(torch::kFloat)).sum().backward();
+    const torch::Tensor s1 = scores.clone().set_requires_grad(true);
+    const torch::Tensor p = joule::models::scaled_masked_softmax(s1, mask, scale);
+    ASSERT_EQ(p.scalar_type(), torch::kBFloat16);
+    (p.to(torch::kFloat) * upstream.to(torch::kFloat)).sum().backward();
 
-  const torch::Tensor s2 = scores.to(torch::kFloat).set_requires_grad(true);
-  const torch::Tensor want = torch::softmax(s2 * scale + mask, -1);
-  (want * upstream.to(torch::kFloat)).sum().backward();
+    const torch::Tensor s2 = scores.to(torch::kFloat).set_requires_grad(true);
+    const torch::Tensor want = torch::softmax(s2 * scale + mask, -1);
+    (want * upstream.to(torch::kFloat)).sum().backward();
 
-  // bf16 keeps 8 significant bits: probabilities to 2^-8 relative (plus a floor), gradients by direction.
-  EXPECT_TRUE(torch::allclose(p.to(torch::kFloat), want, 8e-3, 1e-4));
-  EXPECT_EQ(p[1].narrow(-1, 30, 7).abs().sum().item<double>(), 0.0);  // padded keys get no weight
-  EXPECT_GT(cosine(s1.grad(), s2.grad()), 0.999);
-  EXPECT_EQ(s1.grad().scalar_type(), torch::kBFloat16);
+    // bf16 keeps 8 significant bits: probabilities to 2^-8 relative (plus a floor), gradients by direction.
+    EXPECT_TRUE(torch::allclose(p.to(torch::kFloat), want, 8e-3, 1e-4));
+    EXPECT_EQ(p[1].narrow(-1, l - pad, pad).abs().sum().item<double>(), 0.0);  // padded keys get no weight
+    EXPECT_GT(cosine(s1.grad(), s2.grad()), 0.999);
+    EXPECT_EQ(s1.grad().scalar_type(), torch::kBFloat16);
+  }
 }
 
 // The bf16 residual step in one pass (dropout, add, LayerNorm, cast) against the composition it replaces:
