@@ -21,8 +21,8 @@ using bf16 = c10::BFloat16;
 constexpr int64_t kRowGrain = 64;
 
 // p = softmax(scale * s + m) for one row of n (bf16 bit patterns in and out), in fp32 on `buf`: 16 lanes at a time,
-// the elements past the last full 16 one by one, the max and the sum as cpu::lanes_max and cpu::lanes_sum take them
-// (the lanes in order, then those elements).
+// the elements past the last full 16 one by one; the max and the sum in 16 fixed lanes, then the lanes in order,
+// then those elements (as cpu::lanes_sum adds), so a row gives the same bits on every run.
 JOULE_VECTOR_CLONES
 void softmax_row(const uint16_t* s, const float* m, float scale, int64_t n, float* buf, uint16_t* p) {
   constexpr int64_t L = cpu::kLanes;

@@ -3,10 +3,8 @@
 // processor has; x86-64 only, one plain version elsewhere). bf16 values are handled as their 16-bit patterns.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
     !defined(__SANITIZE_THREAD__)
@@ -123,21 +121,9 @@ JOULE_LANES_INLINE FloatLanes exp_approx(FloatLanes x) {
   return underflow ? splat(0.0f) : y * scale;
 }
 
-// Reductions over a row in 16 fixed lanes (then the lanes in order): the compiler vectorizes them without reordering
+// A sum over a row in 16 fixed lanes (then the lanes in order): the compiler vectorizes it without reordering
 // anything itself, so results are the same on every run.
 constexpr int kLanes = 16;
-
-JOULE_LANES_INLINE float lanes_max(const float* x, int64_t n) {
-  float acc[kLanes];
-  for (int l = 0; l < kLanes; ++l) acc[l] = -std::numeric_limits<float>::infinity();
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) acc[l] = acc[l] > x[j + l] ? acc[l] : x[j + l];
-  float top = -std::numeric_limits<float>::infinity();
-  for (int l = 0; l < kLanes; ++l) top = std::max(top, acc[l]);
-  for (; j < n; ++j) top = std::max(top, x[j]);
-  return top;
-}
 
 JOULE_LANES_INLINE float lanes_sum(const float* x, int64_t n) {
   float acc[kLanes] = {};
