@@ -112,8 +112,9 @@ InferBenchResult bench_infer(const InferBenchOptions& o) {
   const int64_t labels = model->architecture().head == models::Head::kNone ? 0 : model->labels();
   const double gflop_per_inference =
       models::total_flops(models::inference_gemms(config, 1, o.seq_len, labels, per_token)) / 1e9;
-  r.sgemm_gflops = measure_matmul_gflops(models::inference_gemms(config, 8, o.seq_len, labels, per_token),
-                                         precision.precision, torch::kCPU, 0.1, used.fp32_gemm);
+  r.sgemm_gflops =
+      measure_matmul_gflops(models::inference_gemms(config, 8, o.seq_len, labels, per_token), precision.precision,
+                            torch::kCPU, 0.1, used.fp32_gemm, model->packed_weights() != nullptr);
   for (const int64_t batch : o.batches) {
     const models::EncoderInput in = synthetic_input(config, batch, o.seq_len, o.seed + static_cast<uint64_t>(batch));
     for (int i = 0; i < o.warmup; ++i) model->forward(in);

@@ -14,6 +14,7 @@
 #include "launch/torch_compat.h"
 #include "launch/util/error.h"
 #include "models/bert.h"
+#include "models/bf16_linear.h"
 #include "tools/stats.h"
 
 namespace joule::tools {
@@ -26,8 +27,10 @@ using launch::seconds_since;
 }  // namespace
 
 double measure_matmul_gflops(const std::vector<GemmShape>& gemms, models::Precision precision,
-                             const torch::Device& device, double seconds_per_shape, launch::Fp32Gemm fp32_gemm) {
+                             const torch::Device& device, double seconds_per_shape, launch::Fp32Gemm fp32_gemm,
+                             bool packed_bf16) {
   const bool onednn = fp32_gemm == launch::Fp32Gemm::kOnednn && precision == models::Precision::kFp32;
+  packed_bf16 = packed_bf16 && precision == models::Precision::kBf16 && device.is_cpu();
   const auto dtype = torch::TensorOptions()
                          .dtype(precision == models::Precision::kBf16 ? torch::kBFloat16 : torch::kFloat)
                          .device(device);
@@ -42,10 +45,17 @@ double measure_matmul_gflops(const std::vector<GemmShape>& gemms, models::Precis
       torch::Tensor a = torch::randn({s.batch, s.m, s.k}, dtype), b = torch::randn({s.batch, s.k, s.n}, dtype);
       torch::Tensor c = torch::empty({s.batch, s.m, s.n}, dtype);
       torch::Tensor a0 = a[0], b0 = b[0], c0 = c[0];
-      const torch::Tensor b0_rows = onednn ? b0.t().contiguous() : torch::Tensor();  // a Linear weight: [n, k]
+      const torch::Tensor b0_rows =
+          onednn || packed_bf16 ? b0.t().contiguous() : torch::Tensor();  // a Linear weight: [n, k]
+      models::PackedWeights packs;
+      if (packed_bf16 && s.batch == 1) packs.add(b0_rows);
       auto run = [&] {
         if (s.batch == 1 && onednn)
           c0 = models::onednn_linear(a0, b0_rows, torch::Tensor());
+        else if (s.batch == 1 && packed_bf16)
+          c0 = models::bf16_linear(a0, b0_rows, torch::Tensor(), models::Activation::kNone, &packs);
+        else if (packed_bf16 && models::bf16_batched_matmul_applies(a.unsqueeze(0), b.unsqueeze(0)))
+          models::bf16_batched_matmul(a.unsqueeze(0), b.unsqueeze(0), c.unsqueeze(0));
         else if (s.batch == 1)
           torch::mm_out(c0, a0, b0);
         else

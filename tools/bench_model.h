@@ -50,11 +50,13 @@ struct ModelBenchResult {
 // The matmul roofline (fp32 or bf16 GEMMs) on the given shapes and device: each shape's fastest call (at least 3
 // calls, for at least `seconds_per_shape`), weighted by the FLOPs the step spends in it.
 // fp32 on oneDNN (`fp32_gemm`): the unbatched shapes (the Linear layers') through oneDNN's sgemm, as the model runs
-// them.
+// them. `packed_bf16` (bf16 inference on the CPU): the Linear shapes through bf16_linear on weights packed once and
+// the batched ones (attention) through bf16_batched_matmul, as EncoderModel's inference runs them, so that the model
+// is measured against the calls it makes, not against LibTorch's slower mm that re-packs the weight each call.
 double measure_matmul_gflops(const std::vector<GemmShape>& gemms,
                              models::Precision precision = models::Precision::kFp32,
                              const torch::Device& device = torch::kCPU, double seconds_per_shape = 0.15,
-                             launch::Fp32Gemm fp32_gemm = launch::Fp32Gemm::kBlas);
+                             launch::Fp32Gemm fp32_gemm = launch::Fp32Gemm::kBlas, bool packed_bf16 = false);
 
 ModelBenchResult bench_model(const ModelBenchOptions& options);
 

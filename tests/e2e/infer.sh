@@ -154,8 +154,8 @@ j = json.loads(open("bench.json").read())
 assert j["architecture"] == "BertForSequenceClassification" and [p["batch"] for p in j["points"]] == [1, 3], j
 for p in j["points"]:
     assert p["inferences_per_s"] > 0 and 0 < p["p50_ms"] <= p["p99_ms"] and p["kwh_per_million"] > 0, p
-    assert 0 < p["roofline_fraction"] < 2, p
+    assert 0 < p["roofline_fraction"] < 1, p  # the probe times the calls the model makes: no model beats it
 assert j["chosen_batch"] in (1, 3)
-print("bench infer:", {p["batch"]: round(p["inferences_per_s"], 1) for p in j["points"]})
+print("bench infer:", {p["batch"]: (round(p["inferences_per_s"], 1), round(p["roofline_fraction"], 2)) for p in j["points"]})
 PY
 echo "PASS"
