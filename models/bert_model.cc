@@ -95,7 +95,7 @@ torch::Tensor BertModelImpl::embed(const EncoderInput& in) {
   return maybe_dropout(embedding_norm_(x), config_.hidden_dropout_prob, is_training());
 }
 
-torch::Tensor BertModelImpl::encode(const EncoderInput& in, const PrecisionOps& ops) {
+torch::Tensor BertModelImpl::encode(const EncoderInput& in, const PrecisionOps& ops, bool first_position_only) {
   const int64_t batch = in.input_ids.size(0), len = in.input_ids.size(1);
   const int64_t heads = config_.num_attention_heads, dh = config_.head_dim();
   const double p_residual = is_training() ? config_.hidden_dropout_prob : 0.0;
@@ -107,17 +107,23 @@ torch::Tensor BertModelImpl::encode(const EncoderInput& in, const PrecisionOps& 
   torch::Tensor mask_bias = (1.0 - in.attention_mask.to(torch::kFloat)).mul(lowest).view({batch, 1, 1, len});
   const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
 
-  auto heads_first = [&](const torch::Tensor& t) { return t.view({batch, len, heads, dh}).transpose(1, 2); };
+  // [B, positions, hidden] -> [B, heads, positions, head_dim]
+  auto heads_first = [&](const torch::Tensor& t) { return t.view({batch, t.size(1), heads, dh}).transpose(1, 2); };
   const bool scale_in_softmax = ops.attention_scale_in_softmax();
   torch::Tensor in_x = ops.operand(x);  // x in the matmul dtype: one cast shared by the matmuls that read it
-  for (Layer& l : layers_) {
-    torch::Tensor query = ops.linear(in_x, l.query);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    Layer& l = layers_[i];
+    // Where only the first position goes on, its query, and everything after the attention, are that position's.
+    const bool first_only = first_position_only && i + 1 == layers_.size();
+    const torch::Tensor queried = first_only ? in_x.narrow(1, 0, 1) : in_x;
+    torch::Tensor query = ops.linear(queried, l.query);
     torch::Tensor q = heads_first(scale_in_softmax ? query : query.mul_(scale));
     torch::Tensor k = heads_first(ops.linear(in_x, l.key));
     torch::Tensor v = heads_first(ops.linear(in_x, l.value));
     torch::Tensor probs = ops.attention_probs(ops.attention_scores(q, k), mask_bias, scale);
     probs = maybe_dropout(probs, p_attn, is_training());
     torch::Tensor context = ops.attention_context(probs, v);
+    if (first_only) x = x.narrow(1, 0, 1);
     std::tie(x, in_x) = ops.add_layer_norm(ops.linear(context, l.attention_output), x, l.attention_norm, p_residual);
     torch::Tensor inner = ops.linear_gelu(in_x, l.intermediate);
     std::tie(x, in_x) = ops.add_layer_norm(ops.linear(inner, l.output), x, l.output_norm, p_residual);

@@ -81,7 +81,7 @@ void check_ids(const torch::Tensor& t, const char* name, int64_t rows, const cha
 
 }  // namespace
 
-EncoderOutput EncoderModel::forward(const EncoderInput& input) {
+EncoderOutput EncoderModel::forward(const EncoderInput& input, Outputs outputs) {
   c10::InferenceMode inference;
   check_ids(input.input_ids, "input_ids", config_.vocab_size, "vocabulary (vocab_size)");
   check_ids(input.token_type_ids, "token_type_ids", config_.type_vocab_size, "segments (type_vocab_size)");
@@ -93,7 +93,7 @@ EncoderOutput EncoderModel::forward(const EncoderInput& input) {
       throw joule::UsageError("bbox holds a box with x1 < x0 or y1 < y0 (LayoutLM's boxes are x0, y0, x1, y1)");
   }
   EncoderOutput out;
-  out.hidden = encoder_->encode(input, ops_);
+  out.hidden = encoder_->encode(input, ops_, first_position_only(outputs));
   if (encoder_->has_pooler()) out.pooled = ops_.for_loss(encoder_->pool(out.hidden, ops_));
   if (architecture_.head == Head::kSequence) out.logits = ops_.for_loss(ops_.linear(out.pooled, classifier_));
   if (architecture_.head == Head::kToken) out.logits = ops_.for_loss(ops_.linear(out.hidden, classifier_));

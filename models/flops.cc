@@ -30,12 +30,26 @@ std::vector<GemmShape> training_gemms(const BertConfig& c, int64_t sequences, in
 }
 
 std::vector<GemmShape> inference_gemms(const BertConfig& c, int64_t sequences, int64_t seq_len, int64_t labels,
-                                       bool per_token) {
+                                       bool per_token, bool first_position_last_layer) {
   std::vector<GemmShape> g;
   for (const GemmShape& s : training_gemms(c, sequences, seq_len, 0)) {
     const bool forward = s.what.size() > 4 && s.what.compare(s.what.size() - 4, 4, ".fwd") == 0;
-    if (forward && s.what.rfind("layer.", 0) == 0) g.push_back(s);
-    if (forward && s.what.rfind("attention.", 0) == 0) g.push_back(s);
+    if (forward && (s.what.rfind("layer.", 0) == 0 || s.what.rfind("attention.", 0) == 0)) {
+      g.push_back(s);
+      if (!first_position_last_layer) continue;
+      // The last layer: its key and value projections on every position, the rest on the first position only.
+      GemmShape& all = g.back();
+      GemmShape last = all;
+      if (all.what == "layer.qkv_out.fwd") {
+        all.count -= 2;  // the last layer's query and attention output
+        last.what = "last_layer.query_out.fwd", last.m = sequences, last.count = 2;
+      } else {
+        all.count -= 1;
+        last.what = "last_layer." + all.what.substr(all.what.find('.') + 1);
+        last.m = all.what.rfind("attention.", 0) == 0 ? 1 : sequences, last.count = 1;
+      }
+      g.push_back(last);
+    }
     if (forward && s.what == "pooler.fwd" && !per_token) g.push_back(s);
   }
   if (labels > 0)

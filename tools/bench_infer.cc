@@ -110,14 +110,17 @@ InferBenchResult bench_infer(const InferBenchOptions& o) {
 
   const bool per_token = model->architecture().head == models::Head::kToken;
   const int64_t labels = model->architecture().head == models::Head::kNone ? 0 : model->labels();
+  // What `joule infer` runs: only what the logits need (models/encoder_model.h Outputs).
+  const models::Outputs outputs = models::Outputs::kLogits;
+  const bool first_only = model->first_position_only(outputs);
   const double gflop_per_inference =
-      models::total_flops(models::inference_gemms(config, 1, o.seq_len, labels, per_token)) / 1e9;
+      models::total_flops(models::inference_gemms(config, 1, o.seq_len, labels, per_token, first_only)) / 1e9;
   r.sgemm_gflops =
-      measure_matmul_gflops(models::inference_gemms(config, 8, o.seq_len, labels, per_token), precision.precision,
-                            torch::kCPU, 0.1, used.fp32_gemm, model->packed_weights() != nullptr);
+      measure_matmul_gflops(models::inference_gemms(config, 8, o.seq_len, labels, per_token, first_only),
+                            precision.precision, torch::kCPU, 0.1, used.fp32_gemm, model->packed_weights() != nullptr);
   for (const int64_t batch : o.batches) {
     const models::EncoderInput in = synthetic_input(config, batch, o.seq_len, o.seed + static_cast<uint64_t>(batch));
-    for (int i = 0; i < o.warmup; ++i) model->forward(in);
+    for (int i = 0; i < o.warmup; ++i) model->forward(in, outputs);
     std::vector<double> latency;
     std::unique_ptr<torch::autograd::profiler::RecordProfile> profiler;
     if (!o.profile.empty()) profiler = std::make_unique<torch::autograd::profiler::RecordProfile>(o.profile);
@@ -125,7 +128,7 @@ InferBenchResult bench_infer(const InferBenchOptions& o) {
     const auto t0 = Clock::now();
     do {
       const auto t = Clock::now();
-      model->forward(in);
+      model->forward(in, outputs);
       latency.push_back(seconds_since(t));
     } while (latency.size() < 3 || seconds_since(t0) < o.seconds);
     const double elapsed = seconds_since(t0);

@@ -337,7 +337,7 @@ InferSummary run_inference(const InferOptions& o) {
       batch.push_back(&examples[order[k]]);
     const EncoderInput input = batch_input(batch, a.model_type == "layoutlm", vocab.pad_id());
     const auto t0 = Clock::now();
-    const torch::Tensor probs = torch::softmax(model.forward(input).logits, -1);
+    const torch::Tensor probs = torch::softmax(model.forward(input, models::Outputs::kLogits).logits, -1);
     s.seconds += std::chrono::duration<double>(Clock::now() - t0).count();
     ++s.batches;
     for (size_t r = 0; r < batch.size(); ++r) {

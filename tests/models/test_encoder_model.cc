@@ -12,6 +12,7 @@
 #include "launch/util/error.h"
 #include "models/bert.h"
 #include "models/encoder_model.h"
+#include "models/flops.h"
 #include "models/model_dir.h"
 #include "test_util.h"
 
@@ -235,4 +236,37 @@ TEST(EncoderModel, Bf16HoldsTheMatmulWeightsOnce) {
   EXPECT_THROW(bf16.set_precision(joule::models::Precision::kFp32), joule::InternalError);
   bf16.set_precision(joule::models::Precision::kBf16);  // the same precision again: nothing to cast
   EXPECT_TRUE(torch::equal(bf16.forward(in).logits, first));
+}
+
+// Outputs::kLogits: a sequence classifier's last layer computes the [CLS] position only (its keys and values from
+// every position): the same logits and first-position state as the whole forward, in fp32 and bf16, and the FLOP
+// count says what was left out; a token classifier computes everything either way.
+TEST(EncoderModel, LogitsOnlyComputesTheLastLayerAtTheFirstPosition) {
+  using joule::models::Outputs;
+  const BertConfig c = tiny();
+  EncoderInput in = input_for(c, 9);
+  for (const auto precision : {joule::models::Precision::kFp32, joule::models::Precision::kBf16}) {
+    EncoderModel m(c, joule::models::architecture_named("BertForSequenceClassification"), 3, 2);
+    m.set_precision(precision);
+    ASSERT_TRUE(m.first_position_only(Outputs::kLogits));
+    EXPECT_FALSE(m.first_position_only(Outputs::kAll));
+    const auto all = m.forward(in), first = m.forward(in, Outputs::kLogits);
+    EXPECT_EQ(all.hidden.sizes(), (std::vector<int64_t>{2, 12, 32}));
+    EXPECT_EQ(first.hidden.sizes(), (std::vector<int64_t>{2, 1, 32}));
+    const double tol = precision == joule::models::Precision::kFp32 ? 1e-5 : 2e-2;
+    EXPECT_TRUE(torch::allclose(first.logits, all.logits, tol, tol)) << first.logits << all.logits;
+    EXPECT_TRUE(torch::allclose(first.pooled, all.pooled, tol, tol));
+    EXPECT_TRUE(torch::allclose(first.hidden, all.hidden.narrow(1, 0, 1), tol, tol));
+  }
+  EncoderModel token(c, joule::models::architecture_named("BertForTokenClassification"), 3, 2);
+  EXPECT_FALSE(token.first_position_only(Outputs::kLogits));
+  EXPECT_TRUE(torch::equal(token.forward(in, Outputs::kLogits).logits, token.forward(in).logits));
+  // bert-base at 128 tokens: the last layer's query, attention output, attention and feed-forward GEMMs run on one
+  // row of the 128, its key and value projections on all.
+  const BertConfig base;  // the defaults: bert-base
+  const double whole = joule::models::total_flops(joule::models::inference_gemms(base, 1, 128, 2, false));
+  const double pruned = joule::models::total_flops(joule::models::inference_gemms(base, 1, 128, 2, false, true));
+  const double h = 768, layer_rows = 2.0 * (4 * h * h + 2 * h * 3072) + 2.0 * 2 * 128 * 64 * 12;  // per position
+  const double left_out = 127 * (layer_rows - 2.0 * 2 * h * h);  // all but the key and value projections
+  EXPECT_NEAR(whole - pruned, left_out, 1e-6 * whole);
 }
