@@ -125,10 +125,16 @@ torch::Tensor BertModelImpl::encode(const EncoderInput& in, const PrecisionOps& 
     torch::Tensor context = ops.attention_context(probs, v);
     if (first_only) x = x.narrow(1, 0, 1);
     std::tie(x, in_x) = ops.add_layer_norm(ops.linear(context, l.attention_output), x, l.attention_norm, p_residual);
-    torch::Tensor inner = ops.linear_gelu(in_x, l.intermediate);
-    std::tie(x, in_x) = ops.add_layer_norm(ops.linear(inner, l.output), x, l.output_norm, p_residual);
+    std::tie(x, in_x) =
+        ops.add_layer_norm(ops.feed_forward(in_x, l.intermediate, l.output), x, l.output_norm, p_residual);
   }
   return x;
+}
+
+std::vector<std::pair<torch::Tensor, torch::Tensor>> BertModelImpl::feed_forward_weights() const {
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> out;
+  for (const Layer& l : layers_) out.emplace_back(l.intermediate->weight, l.output->weight);
+  return out;
 }
 
 torch::Tensor BertModelImpl::pool(const torch::Tensor& hidden, const PrecisionOps& ops) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/torch.h>
@@ -35,6 +36,8 @@ class BertModelImpl : public torch::nn::Module {
   // tanh(dense(first token)) [B, H] (fp32 in, the matmul dtype out).
   torch::Tensor pool(const torch::Tensor& hidden, const PrecisionOps& ops);
   bool has_pooler() const { return !pooler_.is_empty(); }
+  // Each layer's feed-forward weights: {intermediate (up), output (down)}.
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> feed_forward_weights() const;
   const torch::Tensor& word_embeddings() const { return word_embeddings_->weight; }
 
  private:

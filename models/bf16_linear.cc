@@ -11,6 +11,7 @@
 #include "launch/util/error.h"
 #include "models/bf16_bits.h"
 #include "models/cpu_vector.h"
+#include "models/gelu.h"
 
 #if JOULE_ONEDNN
 #include <oneapi/dnnl/dnnl.hpp>
@@ -25,8 +26,18 @@ struct PackedWeight {
   int64_t version;
   int64_t out, in;
 };
+
+struct PackedFeedForward {
+  int64_t chunk;                                    // inner columns per chunk
+  std::vector<std::unique_ptr<PackedWeight>> up;    // chunk c: up's rows [c chunk, (c + 1) chunk)
+  std::vector<std::unique_ptr<PackedWeight>> down;  // chunk c: down's columns [c chunk, (c + 1) chunk)
+  const void* up_source;
+  const void* down_source;
+  int64_t up_version, down_version;
+};
 #else
 struct PackedWeight {};
+struct PackedFeedForward {};
 #endif
 
 namespace {
@@ -50,12 +61,13 @@ struct Operand {
 };
 
 // What oneDNN's matmul does to its fp32 accumulator before the store, in the same pass: add a bias [n] (fp32 or
-// bf16) on every row, apply GELU (erf), or add to what C held.
+// bf16) on every row, apply GELU (erf), add to what C held, or add an fp32 [m, n] matrix.
 struct Epilogue {
   const void* bias = nullptr;
   bool bias_is_bf16 = false;
   bool gelu = false;
   bool accumulate = false;
+  const float* add = nullptr;
 };
 
 // C [m, n] = op(A) [m, k] op(B) [k, n], then the epilogue; C in bf16 or fp32. oneDNN's matmul primitive (AMX or
@@ -72,11 +84,14 @@ void matmul_bf16(Operand a, Operand b, int64_t m, int64_t n, int64_t k, void* c,
                  : memory::desc({k, n}, dt::bf16, b.transposed ? memory::dims{1, k} : memory::dims{n, 1});
     const memory::desc c_md({m, n}, c_is_bf16 ? dt::bf16 : dt::f32, memory::dims{n, 1});
     const memory::desc bias_md({1, n}, e.bias_is_bf16 ? dt::bf16 : dt::f32, memory::dims{n, 1});
+    const memory::desc add_md({m, n}, dt::f32, memory::dims{n, 1});
     dnnl::primitive_attr attr;
     dnnl::post_ops post;
     if (e.accumulate) post.append_sum(1.0f);
     if (e.gelu) post.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
-    if (e.accumulate || e.gelu) attr.set_post_ops(post);
+    const int add_index = post.len();
+    if (e.add) post.append_binary(dnnl::algorithm::binary_add, add_md);
+    if (post.len() > 0) attr.set_post_ops(post);
     const dnnl::matmul::primitive_desc pd(
         e.bias ? dnnl::matmul::desc(a_md, b_md, bias_md, c_md) : dnnl::matmul::desc(a_md, b_md, c_md), attr, engine);
     std::unordered_map<int, memory> args = {
@@ -84,6 +99,9 @@ void matmul_bf16(Operand a, Operand b, int64_t m, int64_t n, int64_t k, void* c,
         {DNNL_ARG_WEIGHTS, b.packed ? b.packed->memory : memory(b_md, engine, const_cast<bf16*>(b.data))},
         {DNNL_ARG_DST, memory(c_md, engine, c)}};
     if (e.bias) args.emplace(DNNL_ARG_BIAS, memory(bias_md, engine, const_cast<void*>(e.bias)));
+    if (e.add)
+      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(add_index) | DNNL_ARG_SRC_1,
+                   memory(add_md, engine, const_cast<float*>(e.add)));
     dnnl::stream stream(engine);
     dnnl::matmul(pd).execute(stream, args);
     stream.wait();
@@ -181,44 +199,100 @@ struct Bf16Linear : public torch::autograd::Function<Bf16Linear> {
 PackedWeights::PackedWeights() = default;
 PackedWeights::~PackedWeights() = default;
 
-bool PackedWeights::add(const torch::Tensor& weight) {
+namespace {
+
 #if JOULE_ONEDNN
-  if (!weight.device().is_cpu() || weight.scalar_type() != torch::kBFloat16 || weight.dim() != 2 ||
-      !weight.is_contiguous())
-    return false;
+// A 2-D bf16 CPU weight [out, in] in any strides (a chunk of a larger one too), as B = weight^T [in, out] in the
+// layout oneDNN picks for B when free to: the same for every row count m of A, so one m stands for all.
+std::unique_ptr<PackedWeight> pack_weight(const torch::Tensor& weight) {
   using dnnl::memory;
   using dt = memory::data_type;
   const int64_t n = weight.size(0), k = weight.size(1);
   try {
-    // The layout oneDNN picks for B when free to: the same for every row count m (so one m stands for all).
     const dnnl::engine& engine = cpu_engine();
     const int64_t m = 1024;
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(memory::desc({m, k}, dt::bf16, memory::dims{k, 1}),
                                                              memory::desc({k, n}, dt::bf16, memory::format_tag::any),
                                                              memory::desc({m, n}, dt::bf16, memory::dims{n, 1})),
                                           engine);
-    memory plain(memory::desc({k, n}, dt::bf16, memory::dims{1, k}), engine, weight.data_ptr());
+    memory plain(memory::desc({k, n}, dt::bf16, memory::dims{weight.stride(1), weight.stride(0)}), engine,
+                 weight.data_ptr());
     auto pack = std::make_unique<PackedWeight>(
         PackedWeight{memory(pd.weights_desc(), engine), weight.data_ptr(), weight._version(), n, k});
     dnnl::stream stream(engine);
     dnnl::reorder(plain, pack->memory).execute(stream, plain, pack->memory);
     stream.wait();
-    packs_[weight.unsafeGetTensorImpl()] = std::move(pack);
-    return true;
+    return pack;
   } catch (const dnnl::error& err) {
     throw joule::InternalError("oneDNN: packing a bf16 weight " + std::to_string(n) + "x" + std::to_string(k) +
                                " failed: " + err.what());
   }
+}
+#endif
+
+bool packable(const torch::Tensor& weight) {
+  return weight.device().is_cpu() && weight.scalar_type() == torch::kBFloat16 && weight.dim() == 2 &&
+         weight.is_contiguous();
+}
+
+// The data and version a pack was made from, still the weight's.
+bool unchanged(const torch::Tensor& weight, const void* source, int64_t version) {
+  return packable(weight) && weight.data_ptr() == source && weight._version() == version;
+}
+
+}  // namespace
+
+bool PackedWeights::add(const torch::Tensor& weight) {
+#if JOULE_ONEDNN
+  if (!packable(weight)) return false;
+  packs_[weight.unsafeGetTensorImpl()] = pack_weight(weight);
+  return true;
 #else
   (void)weight;
   return false;
 #endif
 }
 
+bool PackedWeights::add_feed_forward(const torch::Tensor& up, const torch::Tensor& down) {
+#if JOULE_ONEDNN
+  if (!packable(up) || !packable(down) || up.size(0) != down.size(1) || up.size(1) != down.size(0)) return false;
+  const int64_t inner = up.size(0), hidden = up.size(1);
+  auto f = std::make_unique<PackedFeedForward>();
+  f->chunk = inner % hidden == 0 ? hidden : inner;
+  for (int64_t c = 0; c < inner / f->chunk; ++c) {
+    f->up.push_back(pack_weight(up.narrow(0, c * f->chunk, f->chunk)));
+    f->down.push_back(pack_weight(down.narrow(1, c * f->chunk, f->chunk)));
+  }
+  f->up_source = up.data_ptr(), f->down_source = down.data_ptr();
+  f->up_version = up._version(), f->down_version = down._version();
+  feed_forward_[up.unsafeGetTensorImpl()] = std::move(f);
+  return true;
+#else
+  (void)up, (void)down;
+  return false;
+#endif
+}
+
+const PackedFeedForward* PackedWeights::find_feed_forward(const torch::Tensor& up, const torch::Tensor& down) const {
+  const auto it = feed_forward_.find(up.unsafeGetTensorImpl());
+  if (it == feed_forward_.end()) return nullptr;
+#if JOULE_ONEDNN
+  const PackedFeedForward& f = *it->second;
+  if (!unchanged(up, f.up_source, f.up_version) || !unchanged(down, f.down_source, f.down_version) ||
+      up.size(0) != f.chunk * static_cast<int64_t>(f.up.size()) || down.size(1) != up.size(0) ||
+      up.size(1) != down.size(0) || up.size(1) != f.up.front()->in)
+    return nullptr;
+#endif
+  return it->second.get();
+}
+
 size_t PackedWeights::bytes() const {
   size_t total = 0;
 #if JOULE_ONEDNN
   for (const auto& [impl, pack] : packs_) total += pack->memory.get_desc().get_size();
+  for (const auto& [impl, f] : feed_forward_)
+    for (const auto* chunks : {&f->up, &f->down})
+      for (const auto& pack : *chunks) total += pack->memory.get_desc().get_size();
 #endif
   return total;
 }
@@ -228,9 +302,7 @@ const PackedWeight* PackedWeights::find(const torch::Tensor& weight) const {
   if (it == packs_.end()) return nullptr;
 #if JOULE_ONEDNN
   const PackedWeight& p = *it->second;
-  if (p.source != weight.data_ptr() || p.version != weight._version() || weight.dim() != 2 || weight.size(0) != p.out ||
-      weight.size(1) != p.in || weight.scalar_type() != torch::kBFloat16)
-    return nullptr;
+  if (!unchanged(weight, p.source, p.version) || weight.size(0) != p.out || weight.size(1) != p.in) return nullptr;
 #endif
   return it->second.get();
 }
@@ -284,6 +356,49 @@ void bf16_batched_matmul(const torch::Tensor& a, const torch::Tensor& b, const t
 #else
   (void)a, (void)b, (void)out;
   throw joule::InternalError("bf16_batched_matmul: this joule was built without oneDNN");
+#endif
+}
+
+torch::Tensor bf16_feed_forward(const torch::Tensor& x, const torch::Tensor& up, const torch::Tensor& up_bias,
+                                const torch::Tensor& down, const torch::Tensor& down_bias,
+                                const PackedWeights& packed) {
+#if JOULE_ONEDNN
+  RECORD_FUNCTION("joule::bf16_feed_forward", std::vector<c10::IValue>());
+  const PackedFeedForward* f = packed.find_feed_forward(up, down);
+  const auto bf16_vector = [](const torch::Tensor& b, int64_t n) {
+    return b.defined() && b.dim() == 1 && b.size(0) == n && b.scalar_type() == torch::kBFloat16 && b.is_contiguous();
+  };
+  if (!f || x.scalar_type() != torch::kBFloat16 || !bf16_vector(up_bias, up.size(0)) ||
+      !bf16_vector(down_bias, down.size(0)) || (torch::GradMode::is_enabled() && x.requires_grad()))
+    throw joule::InternalError(
+        "bf16_feed_forward: needs a bf16 input without autograd and bf16 weights and biases packed together");
+  const int64_t hidden = up.size(1), chunk = f->chunk, chunks = static_cast<int64_t>(f->up.size());
+  const torch::Tensor x2 = rows_of(x);
+  const int64_t m = x2.size(0);
+  TORCH_CHECK(x2.size(1) == hidden, "bf16_feed_forward: x has ", x2.size(1), " features, the block ", hidden);
+  std::vector<int64_t> sizes = x.sizes().vec();
+  torch::Tensor y = torch::empty(sizes, x2.options());
+  torch::Tensor inner = torch::empty({m, chunk}, x2.options());  // one chunk's activations, reused by the next
+  torch::Tensor sum = chunks > 1 ? torch::empty({m, hidden}, x2.options().dtype(torch::kFloat)) : torch::Tensor();
+  const bf16* up_b = up_bias.data_ptr<bf16>();
+  for (int64_t c = 0; c < chunks; ++c) {
+    Epilogue e_up;
+    e_up.bias = up_b + c * chunk, e_up.bias_is_bf16 = true;
+    matmul_bf16({x2.data_ptr<bf16>(), false}, {up.data_ptr<bf16>(), true, f->up[c].get()}, m, chunk, hidden,
+                inner.data_ptr<bf16>(), true, e_up);
+    gelu_bf16_(inner);
+    const bool first = c == 0, last = c + 1 == chunks;
+    Epilogue e_down;
+    if (first) e_down.bias = down_bias.data_ptr(), e_down.bias_is_bf16 = true;
+    e_down.accumulate = !first && !last;
+    if (last && !first) e_down.add = sum.data_ptr<float>();
+    matmul_bf16({inner.data_ptr<bf16>(), false}, {down.data_ptr<bf16>(), true, f->down[c].get()}, m, hidden, chunk,
+                last ? static_cast<void*>(y.data_ptr<bf16>()) : sum.data_ptr<float>(), last, e_down);
+  }
+  return y;
+#else
+  (void)x, (void)up, (void)up_bias, (void)down, (void)down_bias, (void)packed;
+  throw joule::InternalError("bf16_feed_forward: this joule was built without oneDNN");
 #endif
 }
 

@@ -16,7 +16,8 @@
 
 namespace joule::models {
 
-struct PackedWeight;  // one weight in oneDNN's blocked layout (bf16_linear.cc)
+struct PackedWeight;       // one weight in oneDNN's blocked layout (bf16_linear.cc)
+struct PackedFeedForward;  // a feed-forward block's two weights, packed in chunks (bf16_linear.cc)
 
 // bf16 Linear weights reordered once into the blocked layout oneDNN's matmul reads fastest on this CPU (on AMX, tiles
 // of bf16 pairs), for a model whose weights no longer change: inference. A weight in its plain [out, in] layout is
@@ -31,13 +32,21 @@ class PackedWeights {
 
   // Packs a 2-D bf16 CPU weight [out, in]; false (nothing packed) for any other, or where joule has no oneDNN.
   bool add(const torch::Tensor& weight);
-  size_t size() const { return packs_.size(); }
+  // Packs a feed-forward block's weights, `up` [inner, hidden] and `down` [hidden, inner], for bf16_feed_forward: in
+  // chunks of the inner dimension, `up`'s rows and `down`'s columns; false (nothing packed) as for add, or where the
+  // shapes do not pair.
+  bool add_feed_forward(const torch::Tensor& up, const torch::Tensor& down);
+  // Weights packed: each add counts one, each add_feed_forward two.
+  size_t size() const { return packs_.size() + 2 * feed_forward_.size(); }
   size_t bytes() const;
   // This weight's pack, or nullptr: never added, or changed since (another storage, or written in place).
   const PackedWeight* find(const torch::Tensor& weight) const;
+  // This pair's chunked packs, or nullptr: never added together, or either changed since.
+  const PackedFeedForward* find_feed_forward(const torch::Tensor& up, const torch::Tensor& down) const;
 
  private:
   std::unordered_map<const c10::TensorImpl*, std::unique_ptr<PackedWeight>> packs_;
+  std::unordered_map<const c10::TensorImpl*, std::unique_ptr<PackedFeedForward>> feed_forward_;  // by `up`
 };
 
 // Whether bf16_linear takes these operands: a bf16 CPU input, an fp32 or bf16 CPU weight, an fp32 or bf16 bias or
@@ -53,6 +62,17 @@ enum class Activation { kNone, kGelu };  // kGelu: exact (erf) GELU, as torch::g
 // inference reads that instead of the plain weight (the same products).
 torch::Tensor bf16_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                           Activation activation = Activation::kNone, const PackedWeights* packed = nullptr);
+
+// A BERT feed-forward block in inference, GELU(x up^T + b_up) down^T + b_down, on weights and biases held in bf16
+// whose pair `packed` holds (find_feed_forward; a joule::InternalError otherwise), x [..., hidden] bf16: [..., hidden]
+// bf16, no autograd. In chunks of the inner dimension (hidden wide where it divides it): each chunk's up-projection
+// is one GEMM with its bias, then GELU (models/gelu.h) on its bf16 output as its own pass (as LibTorch's bf16
+// composition rounds it: the GEMM's output, then GELU's), then the chunk's down-projection added into an fp32 sum
+// (the down-projection's bias with the first chunk, the sum rounded to bf16 with the last). oneDNN 2.6's AMX GEMM
+// runs a down-projection of K = 3,072 at 2/3 of its rate for K = 768, and its erf GELU epilogue costs a third of
+// the up-projection: the chunks and joule's GELU take 10-20 % off the block.
+torch::Tensor bf16_feed_forward(const torch::Tensor& x, const torch::Tensor& up, const torch::Tensor& up_bias,
+                                const torch::Tensor& down, const torch::Tensor& down_bias, const PackedWeights& packed);
 
 // Whether bf16_batched_matmul takes these: 4-D bf16 CPU tensors, autograd recording nothing, a joule with oneDNN.
 bool bf16_batched_matmul_applies(const torch::Tensor& a, const torch::Tensor& b);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <optional>
+#include <set>
 
 #include "launch/util/error.h"
 #include "launch/util/file_io.h"
@@ -123,8 +124,11 @@ void EncoderModel::set_precision(Precision precision, launch::Fp32Gemm fp32_gemm
   ops_ = ops;
   if (held == torch::kBFloat16) {  // the weights no longer change: pack them once for oneDNN's GEMMs
     auto packed = std::make_shared<PackedWeights>();
+    std::set<const c10::TensorImpl*> in_blocks;  // the feed-forward blocks' weights, packed in chunks as pairs
+    for (const auto& [up, down] : encoder_->feed_forward_weights())
+      if (packed->add_feed_forward(up, down)) in_blocks.insert({up.unsafeGetTensorImpl(), down.unsafeGetTensorImpl()});
     for (const torch::Tensor& p : matmul)
-      if (p.dim() == 2) packed->add(p);
+      if (p.dim() == 2 && !in_blocks.count(p.unsafeGetTensorImpl())) packed->add(p);
     if (packed->size() > 0) ops_.use_packed_weights(std::move(packed));
   }
 }

@@ -104,6 +104,13 @@ torch::Tensor PrecisionOps::linear_gelu(const torch::Tensor& x, torch::nn::Linea
   return torch::gelu(linear(x, layer));
 }
 
+torch::Tensor PrecisionOps::feed_forward(const torch::Tensor& x, torch::nn::Linear& up, torch::nn::Linear& down) const {
+  if (precision_ == Precision::kBf16 && packed_ && x.scalar_type() == torch::kBFloat16 &&
+      !(torch::GradMode::is_enabled() && x.requires_grad()) && packed_->find_feed_forward(up->weight, down->weight))
+    return bf16_feed_forward(x, up->weight, up->bias, down->weight, down->bias, *packed_);
+  return linear(linear_gelu(x, up), down);
+}
+
 torch::Tensor PrecisionOps::layer_norm(const torch::Tensor& x, torch::nn::LayerNorm& norm) const {
   return norm(x.scalar_type() == torch::kFloat ? x : x.to(torch::kFloat));
 }

@@ -50,6 +50,9 @@ class PrecisionOps {
   // GELU(x W^T + b) (exact erf GELU), in the matmul dtype. In bf16 on the CPU where autograd records nothing
   // (inference, evaluation) one GEMM with the bias and GELU in its epilogue (models/bf16_linear.h).
   torch::Tensor linear_gelu(const torch::Tensor& x, torch::nn::Linear& layer) const;
+  // A feed-forward block, GELU(x W_up^T + b_up) W_down^T + b_down, in the matmul dtype: linear_gelu then linear; in
+  // bf16 inference where the pair is packed together (PackedWeights::add_feed_forward), bf16_feed_forward's chunks.
+  torch::Tensor feed_forward(const torch::Tensor& x, torch::nn::Linear& up, torch::nn::Linear& down) const;
   // LayerNorm in fp32 whatever x's dtype; fp32 out.
   torch::Tensor layer_norm(const torch::Tensor& x, torch::nn::LayerNorm& norm) const;
   // The residual stream's step: y = LayerNorm(dropout(a, p) + residual) in fp32, and y in the matmul dtype (what the

@@ -225,12 +225,30 @@ TEST(EncoderModel, Bf16HoldsTheMatmulWeightsOnce) {
   EXPECT_EQ(fp32.packed_weights(), nullptr);
 #if JOULE_ONEDNN
   ASSERT_NE(bf16.packed_weights(), nullptr);
+  // The feed-forward blocks' weights as pairs, in chunks (bf16_feed_forward); every other one alone.
   size_t weights = 0;
-  for (const auto& [name, p] : bf16.hf_named_parameters())
-    if (p.scalar_type() == torch::kBFloat16 && p.dim() == 2) {
-      ++weights;
+  const auto named = bf16.hf_named_parameters();
+  const auto param = [&](const std::string& name) {
+    for (const auto& [n, p] : named)
+      if (n == name) return p;
+    ADD_FAILURE() << "no " << name;
+    return torch::Tensor();
+  };
+  for (const auto& [name, p] : named) {
+    if (p.scalar_type() != torch::kBFloat16 || p.dim() != 2) continue;
+    ++weights;
+    const size_t at = name.find(".intermediate.dense.weight");
+    const bool down =
+        name.find(".output.dense.weight") != std::string::npos && name.find("attention") == std::string::npos;
+    if (at != std::string::npos) {
+      EXPECT_NE(bf16.packed_weights()->find_feed_forward(p, param(name.substr(0, at) + ".output.dense.weight")),
+                nullptr)
+          << name;
+    } else if (!down) {
       EXPECT_NE(bf16.packed_weights()->find(p), nullptr) << name;
     }
+    if (at != std::string::npos || down) EXPECT_EQ(bf16.packed_weights()->find(p), nullptr) << name;
+  }
   EXPECT_EQ(bf16.packed_weights()->size(), weights);
 #endif
   EXPECT_THROW(bf16.set_precision(joule::models::Precision::kFp32), joule::InternalError);

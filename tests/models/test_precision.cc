@@ -3,6 +3,8 @@
 // dropout-on model whose bf16 gradients point the way fp32's do and repeat bit for bit at a fixed thread count.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <tuple>
 
 #include <torch/csrc/autograd/functions/accumulate_grad.h>
@@ -13,6 +15,7 @@
 #include "models/bert.h"
 #include "models/bf16_linear.h"
 #include "models/dropout.h"
+#include "models/gelu.h"
 #include "models/precision.h"
 #include "models/precision_ops.h"
 #include "models/residual_norm.h"
@@ -450,4 +453,89 @@ TEST(Precision, Bf16LinearForInferenceFusesBiasAndGeluIntoTheGemm) {
   torch::gelu(torch::nn::functional::linear(xr, wr, br)).sum().backward();
   EXPECT_TRUE(torch::allclose(b.grad().to(torch::kFloat), br.grad(), 2e-2, 2e-2)) << (b.grad() - br.grad()).abs().max();
   EXPECT_TRUE(torch::allclose(w.grad(), wr.grad(), 2e-2, 2e-2)) << (w.grad() - wr.grad()).abs().max();
+}
+
+// joule's GELU pass: every bf16 input (in rows of 17, so the 16-lane path and the one-value tail both run) within one
+// bf16 step of the correctly rounded exact GELU for |x| < 6.5, and beyond that within 1e-9 of it; infinities and NaN
+// as x Φ(x) has them.
+TEST(Precision, GeluPassIsWithinOneBf16StepOfTheExactGelu) {
+  std::vector<uint16_t> all;
+  for (uint32_t bits = 0; bits < 65536; ++bits) all.push_back(static_cast<uint16_t>(bits));
+  std::vector<uint16_t> out = all;
+  for (size_t j = 0; j < out.size(); j += 17)
+    joule::models::gelu_bf16_row(out.data() + j, static_cast<int64_t>(std::min<size_t>(17, out.size() - j)));
+  int off_by_one = 0;
+  for (size_t j = 0; j < all.size(); ++j) {
+    const float x = c10::BFloat16(all[j], c10::BFloat16::from_bits()),
+                y = c10::BFloat16(out[j], c10::BFloat16::from_bits());
+    const double exact = 0.5 * x * std::erfc(-static_cast<double>(x) / std::sqrt(2.0));
+    if (std::isnan(x)) {
+      EXPECT_TRUE(std::isnan(y)) << j;
+      continue;
+    }
+    if (std::isinf(x)) {  // x Φ(x): +inf, and -inf times 0 (NaN, or 0)
+      EXPECT_TRUE(x > 0 ? y == x : (std::isnan(y) || y == 0.0f)) << x << " -> " << y;
+      continue;
+    }
+    const float rounded = static_cast<float>(c10::BFloat16(static_cast<float>(exact)));
+    if (y == rounded) continue;
+    if (std::fabs(x) < 6.5f) {
+      const float step = std::fabs(rounded) * (1.0f / 128);  // a bf16 step at this magnitude, at most
+      EXPECT_LE(std::fabs(y - rounded), step) << "x = " << x << ": " << y << " against " << rounded;
+      ++off_by_one;
+    } else {
+      EXPECT_LE(std::fabs(y - exact), 1e-9) << "x = " << x;
+    }
+  }
+  EXPECT_LT(off_by_one, 200);  // a rounding boundary's neighbours, not a pattern
+  // The tensor form: rows among the threads, the same values.
+  const torch::Tensor t = torch::randn({37, 50}).to(torch::kBFloat16);
+  torch::Tensor u = t.clone();
+  joule::models::gelu_bf16_(u);
+  std::vector<uint16_t> rows(static_cast<const uint16_t*>(t.data_ptr()),
+                             static_cast<const uint16_t*>(t.data_ptr()) + t.numel());
+  for (int64_t r = 0; r < 37; ++r) joule::models::gelu_bf16_row(rows.data() + r * 50, 50);
+  EXPECT_EQ(std::memcmp(rows.data(), u.data_ptr(), rows.size() * 2), 0);
+}
+
+// Inference's feed-forward block in chunks of the inner dimension: close to the fp32 block and no further from it than
+// LibTorch's bf16 composition (GEMM, GELU, GEMM: three roundings, as the chunks have), for one chunk (an inner size
+// the hidden size does not divide), four and eight; refused where the pair is not packed together or changed since.
+TEST(Precision, FeedForwardInChunksMatchesTheComposition) {
+#if !JOULE_ONEDNN
+  GTEST_SKIP() << "built without oneDNN (JOULE_ONEDNN=OFF)";
+#endif
+  torch::manual_seed(23);
+  torch::NoGradGuard no_grad;  // (weights made under InferenceMode would have no version to check a pack against)
+  for (const auto& [rows, hidden, inner] :
+       std::vector<std::tuple<int64_t, int64_t, int64_t>>{{3 * 37, 64, 256}, {5, 32, 100}, {2 * 128, 96, 768}}) {
+    SCOPED_TRACE(std::to_string(rows) + " rows, " + std::to_string(hidden) + " -> " + std::to_string(inner));
+    const torch::Tensor x = torch::randn({rows, 1, hidden}).to(torch::kBFloat16);
+    torch::Tensor up = (torch::randn({inner, hidden}) * 0.2).to(torch::kBFloat16);
+    const torch::Tensor down = (torch::randn({hidden, inner}) * 0.1).to(torch::kBFloat16);
+    const torch::Tensor up_b = torch::randn({inner}).to(torch::kBFloat16),
+                        down_b = torch::randn({hidden}).to(torch::kBFloat16);
+    joule::models::PackedWeights packed;
+    EXPECT_FALSE(packed.add_feed_forward(up, up.t().contiguous().narrow(1, 0, inner - 1).contiguous()));
+    ASSERT_TRUE(packed.add_feed_forward(up, down));
+    EXPECT_EQ(packed.size(), 2u);
+    EXPECT_GE(packed.bytes(), static_cast<size_t>(2 * (up.numel() + down.numel())));
+    ASSERT_NE(packed.find_feed_forward(up, down), nullptr);
+    EXPECT_EQ(packed.find(up), nullptr);  // packed as a pair, not alone
+    const torch::Tensor y = joule::models::bf16_feed_forward(x, up, up_b, down, down_b, packed);
+    ASSERT_EQ(y.sizes(), x.sizes());
+    ASSERT_EQ(y.scalar_type(), torch::kBFloat16);
+    const auto f = [](const torch::Tensor& t) { return t.to(torch::kFloat); };
+    namespace F = torch::nn::functional;
+    const torch::Tensor exact = F::linear(torch::gelu(F::linear(f(x), f(up), f(up_b))), f(down), f(down_b));
+    const torch::Tensor composed = f(F::linear(torch::gelu(F::linear(x, up, up_b)), down, down_b));
+    const torch::Tensor err = (f(y) - exact).abs(), err_ref = (composed - exact).abs();
+    // The roundings of the inner activations add up over the inner dimension as the composition's do.
+    EXPECT_LE(err.max().item<double>(), err_ref.max().item<double>() * 1.5 + 1e-3) << err_ref.max();
+    EXPECT_LE(err.mean().item<double>(), err_ref.mean().item<double>() * 1.1 + 1e-6) << err_ref.mean();
+    EXPECT_LT(err.mean().item<double>(), exact.abs().mean().item<double>() * (1.0 / 128));
+    up.mul_(2);  // changed in place: no longer the packed pair
+    EXPECT_EQ(packed.find_feed_forward(up, down), nullptr);
+    EXPECT_THROW(joule::models::bf16_feed_forward(x, up, up_b, down, down_b, packed), joule::InternalError);
+  }
 }
