@@ -228,7 +228,6 @@ std::unique_ptr<PackedWeight> pack_weight(const torch::Tensor& weight) {
                                " failed: " + err.what());
   }
 }
-#endif
 
 bool packable(const torch::Tensor& weight) {
   return weight.device().is_cpu() && weight.scalar_type() == torch::kBFloat16 && weight.dim() == 2 &&
@@ -239,6 +238,7 @@ bool packable(const torch::Tensor& weight) {
 bool unchanged(const torch::Tensor& weight, const void* source, int64_t version) {
   return packable(weight) && weight.data_ptr() == source && weight._version() == version;
 }
+#endif
 
 }  // namespace
 

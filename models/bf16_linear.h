@@ -68,9 +68,9 @@ torch::Tensor bf16_linear(const torch::Tensor& x, const torch::Tensor& weight, c
 // bf16, no autograd. In chunks of the inner dimension (hidden wide where it divides it): each chunk's up-projection
 // is one GEMM with its bias, then GELU (models/gelu.h) on its bf16 output as its own pass (as LibTorch's bf16
 // composition rounds it: the GEMM's output, then GELU's), then the chunk's down-projection added into an fp32 sum
-// (the down-projection's bias with the first chunk, the sum rounded to bf16 with the last). oneDNN 2.6's AMX GEMM
-// runs a down-projection of K = 3,072 at 2/3 of its rate for K = 768, and its erf GELU epilogue costs a third of
-// the up-projection: the chunks and joule's GELU take 10-20 % off the block.
+// (the down-projection's bias with the first chunk, the sum rounded to bf16 with the last). Why: oneDNN 2.6's AMX
+// GEMM runs a down-projection of K = 3,072 at 2/3 of its rate for K = 768, and its erf GELU epilogue costs a third of
+// the up-projection (BENCHMARKS.md, "Inference on the Intel Xeon with AMX").
 torch::Tensor bf16_feed_forward(const torch::Tensor& x, const torch::Tensor& up, const torch::Tensor& up_bias,
                                 const torch::Tensor& down, const torch::Tensor& down_bias, const PackedWeights& packed);
 

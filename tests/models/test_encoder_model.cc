@@ -247,7 +247,9 @@ TEST(EncoderModel, Bf16HoldsTheMatmulWeightsOnce) {
     } else if (!down) {
       EXPECT_NE(bf16.packed_weights()->find(p), nullptr) << name;
     }
-    if (at != std::string::npos || down) EXPECT_EQ(bf16.packed_weights()->find(p), nullptr) << name;
+    if (at != std::string::npos || down) {
+      EXPECT_EQ(bf16.packed_weights()->find(p), nullptr) << name;
+    }
   }
   EXPECT_EQ(bf16.packed_weights()->size(), weights);
 #endif
