@@ -1,9 +1,11 @@
 #include "models/gelu.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 
 #include <array>
 #include <cmath>
+#include <vector>
 
 #include "models/bf16_bits.h"
 #include "models/cpu_vector.h"
@@ -36,6 +38,7 @@ void gelu_bf16_(const torch::Tensor& x) {
   TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == torch::kBFloat16 && x.is_contiguous(),
               "gelu_bf16_: a contiguous bf16 CPU tensor");
   if (x.numel() == 0) return;
+  RECORD_FUNCTION("joule::gelu", std::vector<c10::IValue>());
   gelu_table();  // made once, before the threads read it
   const int64_t n = x.size(-1), rows = x.numel() / n;
   torch::Tensor t = x;
