@@ -31,7 +31,7 @@ class BertModelImpl : public torch::nn::Module {
 
   // [B, L, H] final hidden states (fp32); dropout while training. `first_position_only`: the last layer computes only
   // the first position's state (the [CLS] one a pooler reads; its keys and values still from every position), the
-  // same values there, and the result is [B, 1, H]: for a head that reads nothing else.
+  // same values there up to rounding, and the result is [B, 1, H]: for a head that reads nothing else.
   torch::Tensor encode(const EncoderInput& in, const PrecisionOps& ops, bool first_position_only = false);
   // tanh(dense(first token)) [B, H] (fp32 in, the matmul dtype out).
   torch::Tensor pool(const torch::Tensor& hidden, const PrecisionOps& ops);

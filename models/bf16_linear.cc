@@ -255,7 +255,8 @@ bool PackedWeights::add(const torch::Tensor& weight) {
 
 bool PackedWeights::add_feed_forward(const torch::Tensor& up, const torch::Tensor& down) {
 #if JOULE_ONEDNN
-  if (!packable(up) || !packable(down) || up.size(0) != down.size(1) || up.size(1) != down.size(0)) return false;
+  if (!packable(up) || !packable(down) || up.size(0) != down.size(1) || up.size(1) != down.size(0) || up.numel() == 0)
+    return false;
   const int64_t inner = up.size(0), hidden = up.size(1);
   auto f = std::make_unique<PackedFeedForward>();
   f->chunk = inner % hidden == 0 ? hidden : inner;

@@ -36,7 +36,8 @@ const Architecture& architecture_named(const std::string& hf_class);
 
 // What a forward computes: every output, or only what the logits need. A sequence head reads the pooled [CLS] state
 // alone, so with kLogits its model's last layer computes that position only after the key and value projections (the
-// same logits; bert-base: 7 % fewer FLOPs) and `hidden` is [B, 1, H]; other models compute everything either way.
+// same logits up to rounding; bert-base: 7 % fewer FLOPs) and `hidden` is [B, 1, H]; other models compute everything
+// either way.
 enum class Outputs { kAll, kLogits };
 
 struct EncoderOutput {

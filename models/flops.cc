@@ -31,6 +31,7 @@ std::vector<GemmShape> training_gemms(const BertConfig& c, int64_t sequences, in
 
 std::vector<GemmShape> inference_gemms(const BertConfig& c, int64_t sequences, int64_t seq_len, int64_t labels,
                                        bool per_token, bool first_position_last_layer) {
+  first_position_last_layer = first_position_last_layer && !per_token;  // a token head reads every position
   std::vector<GemmShape> g;
   for (const GemmShape& s : training_gemms(c, sequences, seq_len, 0)) {
     const bool forward = s.what.size() > 4 && s.what.compare(s.what.size() - 4, 4, ".fwd") == 0;

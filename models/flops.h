@@ -29,7 +29,7 @@ double training_flops_per_sequence(const BertConfig& config, int64_t seq_len, in
 // Every GEMM of one inference forward pass of the encoder for `sequences` sequences of `seq_len` tokens, with the
 // pooler and a classifier of `labels` outputs on the pooled state, or on every token (`per_token`); labels 0: none.
 // `first_position_last_layer`: the last layer computes only the first position after its key and value projections
-// (models/encoder_model.h Outputs::kLogits with a sequence head).
+// (models/encoder_model.h Outputs::kLogits with a sequence head; ignored with `per_token`).
 std::vector<GemmShape> inference_gemms(const BertConfig& config, int64_t sequences, int64_t seq_len, int64_t labels,
                                        bool per_token, bool first_position_last_layer = false);
 

@@ -105,8 +105,13 @@ torch::Tensor PrecisionOps::linear_gelu(const torch::Tensor& x, torch::nn::Linea
 }
 
 torch::Tensor PrecisionOps::feed_forward(const torch::Tensor& x, torch::nn::Linear& up, torch::nn::Linear& down) const {
-  if (precision_ == Precision::kBf16 && packed_ && x.scalar_type() == torch::kBFloat16 &&
-      !(torch::GradMode::is_enabled() && x.requires_grad()) && packed_->find_feed_forward(up->weight, down->weight))
+  const auto bf16_bias = [](const torch::Tensor& b) { return b.defined() && b.scalar_type() == torch::kBFloat16; };
+  const bool records =
+      torch::GradMode::is_enabled() &&
+      (x.requires_grad() || up->weight.requires_grad() || down->weight.requires_grad() ||
+       (up->bias.defined() && up->bias.requires_grad()) || (down->bias.defined() && down->bias.requires_grad()));
+  if (precision_ == Precision::kBf16 && packed_ && !records && x.scalar_type() == torch::kBFloat16 &&
+      bf16_bias(up->bias) && bf16_bias(down->bias) && packed_->find_feed_forward(up->weight, down->weight))
     return bf16_feed_forward(x, up->weight, up->bias, down->weight, down->bias, *packed_);
   return linear(linear_gelu(x, up), down);
 }

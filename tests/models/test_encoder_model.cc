@@ -277,6 +277,10 @@ TEST(EncoderModel, LogitsOnlyComputesTheLastLayerAtTheFirstPosition) {
     EXPECT_TRUE(torch::allclose(first.logits, all.logits, tol, tol)) << first.logits << all.logits;
     EXPECT_TRUE(torch::allclose(first.pooled, all.pooled, tol, tol));
     EXPECT_TRUE(torch::allclose(first.hidden, all.hidden.narrow(1, 0, 1), tol, tol));
+    // One sequence (the padded one): one row through the last layer.
+    const EncoderInput one{
+        in.input_ids.narrow(0, 1, 1), in.token_type_ids.narrow(0, 1, 1), in.attention_mask.narrow(0, 1, 1), {}};
+    EXPECT_TRUE(torch::allclose(m.forward(one, Outputs::kLogits).logits, m.forward(one).logits, tol, tol));
   }
   EncoderModel token(c, joule::models::architecture_named("BertForTokenClassification"), 3, 2);
   EXPECT_FALSE(token.first_position_only(Outputs::kLogits));

@@ -494,15 +494,16 @@ TEST(Precision, GeluPassIsTheExactGeluRounded) {
 
 // Inference's feed-forward block in chunks of the inner dimension: close to the fp32 block and no further from it than
 // LibTorch's bf16 composition (GEMM, GELU, GEMM: three roundings, as the chunks have), for one chunk (an inner size
-// the hidden size does not divide), four and eight; refused where the pair is not packed together or changed since.
+// the hidden size does not divide), two (one row too), four and eight; refused where the pair is not packed together or
+// changed since.
 TEST(Precision, FeedForwardInChunksMatchesTheComposition) {
 #if !JOULE_ONEDNN
   GTEST_SKIP() << "built without oneDNN (JOULE_ONEDNN=OFF)";
 #endif
   torch::manual_seed(23);
   torch::NoGradGuard no_grad;  // (weights made under InferenceMode would have no version to check a pack against)
-  for (const auto& [rows, hidden, inner] :
-       std::vector<std::tuple<int64_t, int64_t, int64_t>>{{3 * 37, 64, 256}, {5, 32, 100}, {2 * 128, 96, 768}}) {
+  for (const auto& [rows, hidden, inner] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {3 * 37, 64, 256}, {5, 32, 100}, {2 * 128, 96, 768}, {1, 32, 64}, {7, 64, 128}}) {
     SCOPED_TRACE(std::to_string(rows) + " rows, " + std::to_string(hidden) + " -> " + std::to_string(inner));
     const torch::Tensor x = torch::randn({rows, 1, hidden}).to(torch::kBFloat16);
     torch::Tensor up = (torch::randn({inner, hidden}) * 0.2).to(torch::kBFloat16);
@@ -528,7 +529,11 @@ TEST(Precision, FeedForwardInChunksMatchesTheComposition) {
     EXPECT_LE(err.max().item<double>(), err_ref.max().item<double>() * 1.5 + 1e-3) << err_ref.max();
     EXPECT_LE(err.mean().item<double>(), err_ref.mean().item<double>() * 1.1 + 1e-6) << err_ref.mean();
     EXPECT_LT(err.mean().item<double>(), exact.abs().mean().item<double>() * (1.0 / 128));
-    up.mul_(2);  // changed in place: no longer the packed pair
+    torch::Tensor down_changed = down.clone();
+    ASSERT_TRUE(packed.add_feed_forward(up, down_changed));
+    down_changed.mul_(2);  // changed in place: no longer the packed pair
+    EXPECT_EQ(packed.find_feed_forward(up, down_changed), nullptr);
+    up.mul_(2);
     EXPECT_EQ(packed.find_feed_forward(up, down), nullptr);
     EXPECT_THROW(joule::models::bf16_feed_forward(x, up, up_b, down, down_b, packed), joule::InternalError);
   }

@@ -11,7 +11,7 @@ import json
 
 # joule's bf16 Linear layers (models/bf16_linear.h) are GEMMs with their epilogue (bias, GELU, the sum into .grad);
 # their backward's bias-gradient sum and weight cast are ops of their own. Inference's feed-forward block counts as
-# its GEMMs (its GELU pass inside it), the attention's batched products too.
+# its GEMMs (its GELU pass is joule::gelu, apart), the attention's batched products too.
 GEMM = {"aten::addmm", "aten::mm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "joule::bf16_linear",
         "joule::bf16_linear_gelu", "joule::bf16_linear_backward", "joule::bf16_feed_forward",
         "joule::bf16_batched_matmul"}
