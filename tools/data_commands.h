@@ -1,6 +1,7 @@
 // `joule data synth|vocab|create|inspect|tokenize`, as functions main() only calls.
 #pragma once
 
+#include <cstdint>
 #include <iosfwd>
 #include <string>
 

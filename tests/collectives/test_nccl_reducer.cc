@@ -25,8 +25,10 @@ bool have_gpu() {
   return joule::launch::compat::cuda_device_count() >= (local_size ? std::atoi(local_size) : 1);
 }
 
+// One communicator for the suite, never destroyed: a static's destructor would run ncclCommDestroy after main's
+// MPI_Finalize, while the CUDA runtime tears down.
 Communicator& nccl() {
-  static std::unique_ptr<Communicator> c = create_communicator("nccl");
+  static Communicator* c = create_communicator("nccl").release();
   return *c;
 }
 
