@@ -44,10 +44,37 @@ auto chunked_sum(int64_t n, F f) {
   return sum;
 }
 
-double squared_norm(const torch::Tensor& g) {
-  if (!cpu_float32(g)) return g.square().sum(torch::kFloat64).item<double>();
-  const float* x = g.data_ptr<float>();
-  return chunked_sum(g.numel(), [x](int64_t b, int64_t e) { return lamb_cpu::sum_squares(x + b, e - b); });
+// The values of 0-dim or 1-D float64 tensors, concatenated: one copy to the host for all of them (on a GPU, one
+// synchronisation instead of one per tensor).
+std::vector<double> read_doubles(const std::vector<torch::Tensor>& sums) {
+  if (sums.empty()) return {};
+  std::vector<torch::Tensor> flat;
+  for (const torch::Tensor& t : sums) flat.push_back(t.reshape({-1}));
+  const torch::Tensor host = torch::cat(flat).to(torch::kCPU, torch::kFloat64).contiguous();
+  const double* v = host.data_ptr<double>();
+  return std::vector<double>(v, v + host.numel());
+}
+
+// The sums of squares of `tensors` in double (0 for an undefined one): lamb_cpu's loops for CPU float32 tensors,
+// tensor ops for the others, whose sums are read together.
+std::vector<double> squared_norms(const std::vector<torch::Tensor>& tensors) {
+  std::vector<double> out(tensors.size(), 0.0);
+  std::vector<torch::Tensor> unread;
+  std::vector<size_t> where;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const torch::Tensor& t = tensors[i];
+    if (!t.defined()) continue;
+    if (cpu_float32(t)) {
+      const float* x = t.data_ptr<float>();
+      out[i] = chunked_sum(t.numel(), [x](int64_t b, int64_t e) { return lamb_cpu::sum_squares(x + b, e - b); });
+    } else {
+      unread.push_back(t.square().sum(torch::kFloat64));
+      where.push_back(i);
+    }
+  }
+  const std::vector<double> read = read_doubles(unread);
+  for (size_t k = 0; k < where.size(); ++k) out[where[k]] = read[k];
+  return out;
 }
 
 // A tensor's elements [begin, begin + count) as a 1-D tensor: a view of a contiguous one (parameters, moments,
@@ -150,11 +177,11 @@ double Optimizer::step(double lr) {
   torch::NoGradGuard no_grad;
   // The global norm before clipping: per-parameter sums of squares (over this rank's parts, then over the ranks),
   // added in double in parameter order, one read of each gradient.
-  std::vector<double> grad_sq(slots_.size(), 0.0);
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    const Slot& s = slots_[i];
-    if (s.param.grad().defined() && s.count > 0) grad_sq[i] = squared_norm(part_of(s.param.grad(), s.begin, s.count));
-  }
+  const auto active = [](const Slot& s) { return s.param.grad().defined() && s.count > 0; };
+  std::vector<torch::Tensor> grads(slots_.size());
+  for (size_t i = 0; i < slots_.size(); ++i)
+    if (active(slots_[i])) grads[i] = part_of(slots_[i].param.grad(), slots_[i].begin, slots_[i].count);
+  std::vector<double> grad_sq = squared_norms(grads);
   if (shard_sum_) shard_sum_(grad_sq);
   double sum = 0;
   for (double v : grad_sq) sum += v;
@@ -165,14 +192,24 @@ double Optimizer::step(double lr) {
   ++steps_;
   const double c1 = 1.0 - std::pow(options_.beta1, static_cast<double>(steps_));
   const double c2 = 1.0 - std::pow(options_.beta2, static_cast<double>(steps_));
-  const auto active = [](const Slot& s) { return s.param.grad().defined() && s.count > 0; };
   std::vector<double> norms(2 * slots_.size(), 0.0);  // ||u||², ||w||² per parameter
+  std::vector<torch::Tensor> unread;
+  std::vector<size_t> where;
   for (size_t i = 0; i < slots_.size(); ++i)
     if (active(slots_[i])) {
       const SlotNorms n = update_moments(slots_[i], lr, c1, c2, grad_scale);
       norms[2 * i] = n.update_sq;
       norms[2 * i + 1] = n.param_sq;
+      if (n.unread.defined()) {
+        unread.push_back(n.unread);
+        where.push_back(i);
+      }
     }
+  const std::vector<double> read = read_doubles(unread);
+  for (size_t k = 0; k < where.size(); ++k) {
+    norms[2 * where[k]] = read[2 * k];
+    norms[2 * where[k] + 1] = read[2 * k + 1];
+  }
   if (shard_sum_ && needs_norms()) shard_sum_(norms);
   for (size_t i = 0; i < slots_.size(); ++i)
     if (active(slots_[i])) apply_update(slots_[i], lr, c1, c2, {norms[2 * i], norms[2 * i + 1]});
@@ -181,8 +218,10 @@ double Optimizer::step(double lr) {
 
 double Optimizer::parameter_norm() const {
   torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> params;
+  for (const Slot& s : slots_) params.push_back(s.param);
   double sum = 0;
-  for (const Slot& s : slots_) sum += squared_norm(s.param);
+  for (double v : squared_norms(params)) sum += v;
   return std::sqrt(sum);
 }
 
@@ -214,7 +253,9 @@ class Lamb : public Optimizer {
       update_moments_with_tensor_ops(s, grad_scale);
       if (!trust(s)) return {};
       const torch::Tensor u = direction(s, c1, c2);
-      return {u.square().sum(torch::kFloat64).item<double>(), weights(s).square().sum(torch::kFloat64).item<double>()};
+      SlotNorms n;
+      n.unread = torch::stack({u.square().sum(torch::kFloat64), weights(s).square().sum(torch::kFloat64)});
+      return n;
     }
     const lamb_cpu::Hyper h = hyper(s, c1, c2, grad_scale);
     const float* g = s.param.grad().data_ptr<float>() + s.begin;

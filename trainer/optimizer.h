@@ -78,6 +78,9 @@ class Optimizer {
   // Norms of one slot's part that the rule needs summed over the ranks before its second pass.
   struct SlotNorms {
     double update_sq = 0, param_sq = 0;
+    // Or, for tensor-op rules: the two sums as a float64 tensor {||u||², ||w||²} on the slot's device, which step()
+    // reads with every other slot's in one copy (one device synchronisation a step, not two per parameter).
+    torch::Tensor unread;
   };
   // Pass 1: the slot's gradient times `grad_scale` (the global-norm clipping) feeds the moments (c1, c2 are the bias
   // corrections 1 - beta^t); returns the sums the second pass needs (LAMB's ||u||² and ||w||² over the slot's part).

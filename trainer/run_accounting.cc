@@ -64,11 +64,20 @@ void RunAccounting::update_segment(const EnergyTotals& energy, int64_t step, int
 
 void RunAccounting::set_mfu_basis(double flops_per_sequence, const std::string& dtype) {
   flops_per_sequence_ = flops_per_sequence;
-  peak_flops_ = 0;
+  mfu_dtype_.clear();
   try {
-    peak_flops_ = profile_.instance_peak_tflops(dtype) * 1e12 * nodes_;
+    profile_.instance_peak_tflops(dtype);
+    mfu_dtype_ = dtype;
   } catch (const ProfileError&) {
   }
+}
+
+double RunAccounting::peak_flops(int ranks, int nodes) const {
+  if (mfu_dtype_.empty() || nodes < 1) return 0;
+  // The devices that compute: a node's ranks (one device each), at most the instance's devices; a run of one rank on
+  // an 8-GPU instance is measured against one GPU's peak (its bill and power are the whole instance's).
+  const int devices_per_node = (ranks + nodes - 1) / nodes;
+  return profile_.instance_peak_tflops(mfu_dtype_, devices_per_node) * 1e12 * nodes;
 }
 
 void RunAccounting::set_segment_timing(int64_t timed_sequences, double timed_s) {
@@ -78,15 +87,14 @@ void RunAccounting::set_segment_timing(int64_t timed_sequences, double timed_s) 
 }
 
 std::optional<double> RunAccounting::mfu(double fallback_seq_per_s) const {
-  if (!(peak_flops_ > 0)) return std::nullopt;
-  const double peak_per_node = peak_flops_ / nodes_;
-  double flops = 0, capacity = 0;  // FLOPs done in timed steps; FLOPs the segments' nodes could have done meanwhile
+  if (!(peak_flops(ranks_, nodes_) > 0)) return std::nullopt;
+  double flops = 0, capacity = 0;  // FLOPs done in timed steps; FLOPs the segments' devices could have done meanwhile
   for (const Segment& g : ledger_.segments) {
     flops += static_cast<double>(g.timed_sequences) * flops_per_sequence_;
-    capacity += g.timed_s * peak_per_node * g.nodes;
+    capacity += g.timed_s * peak_flops(g.ranks, g.nodes);
   }
   if (capacity > 0) return flops / capacity;
-  return fallback_seq_per_s * flops_per_sequence_ / peak_flops_;
+  return fallback_seq_per_s * flops_per_sequence_ / peak_flops(ranks_, nodes_);
 }
 
 nlohmann::json RunAccounting::mfu_json(double fallback_seq_per_s) const {

@@ -40,9 +40,9 @@ class RunAccounting {
   void set_segment_timing(int64_t timed_sequences, double timed_s);
   Ledger& ledger() { return ledger_; }
 
-  // MFU against the instance peak for `dtype`: over every segment's timed steps, each against the peak of its own
-  // node count; when no step was timed yet, `fallback_seq_per_s` against this segment's nodes. None without a peak
-  // for the device and dtype (json: null).
+  // MFU against the peak for `dtype` of the devices in use: over every segment's timed steps, each against the peak
+  // of its own nodes and ranks per node (one device per rank, at most the instance's); when no step was timed yet,
+  // `fallback_seq_per_s` against this segment's. None without a peak for the device and dtype (json: null).
   void set_mfu_basis(double flops_per_sequence, const std::string& dtype);
   std::optional<double> mfu(double fallback_seq_per_s) const;
   nlohmann::json mfu_json(double fallback_seq_per_s) const;
@@ -56,7 +56,10 @@ class RunAccounting {
   std::chrono::steady_clock::time_point segment_start_;
   std::string segment_started_utc_;
   int64_t segment_start_sequences_ = 0;
-  double flops_per_sequence_ = 0, peak_flops_ = 0;
+  double flops_per_sequence_ = 0;
+  std::string mfu_dtype_;  // the dtype whose peak MFU is measured against; empty: no peak figure
+  // The peak FLOP/s of `nodes` instances running `ranks` ranks between them; 0 without a peak figure.
+  double peak_flops(int ranks, int nodes) const;
 };
 
 }  // namespace joule::trainer

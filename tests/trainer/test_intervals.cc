@@ -82,6 +82,24 @@ StepRecord step(int64_t n, int64_t global_batch, double seconds) {
 
 }  // namespace
 
+// MFU is measured against the devices the ranks use: one rank on an 8-GPU p4d.24xlarge against one A100's bf16 peak
+// (312 TFLOP/s), 16 ranks on two such nodes against all 16; the bill stays the whole instances'.
+TEST(RunAccounting, MfuIsAgainstThePeakOfTheDevicesInUse) {
+  AccountingOptions o = fixed_billing();
+  o.instance = "p4d.24xlarge";
+  for (const int ranks : {1, 16}) {
+    joule::collectives::ProcessGroupInfo info;
+    info.world_size = ranks;
+    info.node_count = ranks == 1 ? 1 : 2;
+    RunAccounting a(o, "cuda", configs_dir(), info);
+    a.begin_segment("", 0, 0, "mfu");
+    a.set_mfu_basis(1e12, "bf16");  // 1 TFLOP per sequence
+    a.set_segment_timing(156 * ranks, 1.0);
+    ASSERT_TRUE(a.mfu(0).has_value()) << ranks;
+    EXPECT_NEAR(*a.mfu(0), 0.5, 1e-12) << ranks << " rank(s): half of their GPUs' peak";
+  }
+}
+
 TEST(RunAccounting, ASegmentFollowsTheIntervalsAndAResumeAddsOne) {
   const auto fresh = begin_run();
   RunAccounting& first = *fresh;

@@ -128,10 +128,11 @@ HostFacts HostFacts::detect() {
   return h;
 }
 
-double InstanceProfile::instance_peak_tflops(const std::string& dtype) const {
+double InstanceProfile::instance_peak_tflops(const std::string& dtype, int devices_in_use) const {
   auto it = peak_tflops.find(dtype);
   if (it == peak_tflops.end()) throw ProfileError(file + ": no peak_tflops figure for dtype '" + dtype + "'");
-  return it->second * (device_kind == "cpu" ? 1 : devices);
+  if (device_kind == "cpu") return it->second;
+  return it->second * (devices_in_use < 0 ? devices : std::min(devices, devices_in_use));
 }
 
 double InstanceProfile::power_w(double busy, int devices_in_use) const {

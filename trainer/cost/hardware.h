@@ -76,8 +76,9 @@ struct InstanceProfile {
   // inference: published throughputs (an inference profile's; training profiles have none)
   std::vector<InferenceFigure> inference;
 
-  // Peak TFLOPS of one whole instance for a dtype; throws naming the profile when it has no figure.
-  double instance_peak_tflops(const std::string& dtype) const;
+  // Peak TFLOPS of one instance for a dtype, `devices_in_use` of its devices computing (-1: all; a CPU instance is one
+  // device, whole); throws naming the profile when it has no figure.
+  double instance_peak_tflops(const std::string& dtype, int devices_in_use = -1) const;
   double max_power_w() const { return cpu_max_w + ram_w + devices * device_max_w; }
   // IT power of one instance whose devices compute a share `busy` of the time (idle to maximum power), `devices` of
   // them in use (-1: all): the host CPU feeding them at a light load, or, where the CPU is the device, by `busy`; RAM
