@@ -58,6 +58,11 @@ void reset_cuda_peak(int index) {
   c10::cuda::CUDACachingAllocator::resetPeakStats(static_cast<c10::DeviceIndex>(index));
 }
 
+torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                              const torch::Tensor& mask, double dropout_p, double scale) {
+  return at::scaled_dot_product_attention(q, k, v, mask, dropout_p, /*is_causal=*/false, scale);
+}
+
 #else
 
 int cuda_device_count() { return 0; }
@@ -73,6 +78,10 @@ void synchronize(const torch::Device& device) {
 }
 int64_t cuda_peak_allocated_bytes(int) { no_cuda("cuda_peak_allocated_bytes"); }
 void reset_cuda_peak(int) { no_cuda("reset_cuda_peak"); }
+torch::Tensor fused_attention(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&, const torch::Tensor&,
+                              double, double) {
+  no_cuda("fused_attention");
+}
 
 #endif
 

@@ -49,6 +49,12 @@ void synchronize(const torch::Device& device);
 // reset, and the reset.
 int64_t cuda_peak_allocated_bytes(int index);
 void reset_cuda_peak(int index);
+// softmax(q k^T * scale + mask) v, with dropout p on the probabilities, as one fused kernel
+// (at::scaled_dot_product_attention, LibTorch 2.x: no [B, heads, L, L] tensor in memory); q, k, v
+// [B, heads, L, head_dim] on a GPU, mask in their dtype and broadcastable to [B, heads, L, L]; the dropout draws from
+// the device's default generator. Refuses without CUDA (joule calls it on GPUs only; 1.13 has no such kernel).
+torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                              const torch::Tensor& mask, double dropout_p, double scale);
 // The default generator of `device` (torch's global one: CPU or the CUDA device's), reseeded to `seed` under its
 // lock; device dropout draws from it after the seed came from the CPU generator that checkpoints save.
 void reseed_default_generator(const torch::Device& device, uint64_t seed);

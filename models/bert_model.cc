@@ -109,20 +109,16 @@ torch::Tensor BertModelImpl::encode(const EncoderInput& in, const PrecisionOps& 
 
   // [B, positions, hidden] -> [B, heads, positions, head_dim]
   auto heads_first = [&](const torch::Tensor& t) { return t.view({batch, t.size(1), heads, dh}).transpose(1, 2); };
-  const bool scale_in_softmax = ops.attention_scale_in_softmax();
   torch::Tensor in_x = ops.operand(x);  // x in the matmul dtype: one cast shared by the matmuls that read it
   for (size_t i = 0; i < layers_.size(); ++i) {
     Layer& l = layers_[i];
     // Where only the first position goes on, its query, and everything after the attention, are that position's.
     const bool first_only = first_position_only && i + 1 == layers_.size();
     const torch::Tensor queried = first_only ? in_x.narrow(1, 0, 1) : in_x;
-    torch::Tensor query = ops.linear(queried, l.query);
-    torch::Tensor q = heads_first(scale_in_softmax ? query : query.mul_(scale));
-    torch::Tensor k = heads_first(ops.linear(in_x, l.key));
-    torch::Tensor v = heads_first(ops.linear(in_x, l.value));
-    torch::Tensor probs = ops.attention_probs(ops.attention_scores(q, k), mask_bias, scale);
-    probs = maybe_dropout(probs, p_attn, is_training());
-    torch::Tensor context = ops.attention_context(probs, v);
+    const torch::Tensor q = heads_first(ops.linear(queried, l.query));
+    const torch::Tensor k = heads_first(ops.linear(in_x, l.key));
+    const torch::Tensor v = heads_first(ops.linear(in_x, l.value));
+    const torch::Tensor context = ops.attention(q, k, v, mask_bias, scale, is_training() ? p_attn : 0.0);
     if (first_only) x = x.narrow(1, 0, 1);
     std::tie(x, in_x) = ops.add_layer_norm(ops.linear(context, l.attention_output), x, l.attention_norm, p_residual);
     std::tie(x, in_x) =

@@ -116,13 +116,17 @@ void DropoutDraw::fill_mask(int64_t offset, int64_t n, uint8_t* mask) const {
   draw_mask(seed_, offset, n, keep_below_, mask);
 }
 
+void reseed_device_dropout(const torch::Device& device) {
+  if (!device.is_cpu()) launch::compat::reseed_default_generator(device, draw_seed());
+}
+
 torch::Tensor train_dropout(const torch::Tensor& x, double p) {
   if (p <= 0.0) return x;
   const bool cpu_dtype = x.scalar_type() == torch::kFloat || x.scalar_type() == torch::kBFloat16;
   if (!x.device().is_cpu()) {
     // The device's own dropout kernel, its generator reseeded from the CPU generator: the masks follow
     // torch::manual_seed and resume from the state checkpoints save, as on the CPU (other masks than the CPU's).
-    launch::compat::reseed_default_generator(x.device(), draw_seed());
+    reseed_device_dropout(x.device());
     return torch::dropout(x, p, /*train=*/true);
   }
   if (p >= 1.0 || !cpu_dtype) return torch::dropout(x, p, /*train=*/true);

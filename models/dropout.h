@@ -14,6 +14,10 @@ namespace joule::models {
 // x with each element zeroed with probability p and the rest scaled by 1 / (1 - p); differentiable in x.
 torch::Tensor train_dropout(const torch::Tensor& x, double p);
 
+// For a device kernel that draws its own dropout masks (the fused attention): the device's default generator
+// reseeded from the CPU generator, as train_dropout does before each device call. No-op on the CPU.
+void reseed_device_dropout(const torch::Device& device);
+
 // One CPU dropout call's keep bits, for kernels that fuse dropout into their own pass (models/residual_norm.h):
 // drawn from the same seed and counters as train_dropout, so a fused kernel drops exactly the elements train_dropout
 // would have dropped at that point of the generator's stream.

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "launch/torch_compat.h"
 #include "launch/util/error.h"
 #include "models/attention_softmax.h"
 #include "models/dropout.h"
@@ -152,6 +153,21 @@ torch::Tensor PrecisionOps::attention_probs(const torch::Tensor& scores, const t
                                             double scale) const {
   if (precision_ == Precision::kFp32) return torch::softmax(scores.add_(mask_bias), -1);
   return scaled_masked_softmax(scores, mask_bias, scale);
+}
+
+torch::Tensor PrecisionOps::attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                      const torch::Tensor& mask_bias, double scale, double dropout_p) const {
+  const int64_t batch = q.size(0), heads = q.size(1), len = q.size(2), dh = q.size(3);
+  if (precision_ == Precision::kBf16 && q.device().is_cuda()) {
+    if (dropout_p > 0) reseed_device_dropout(q.device());
+    const torch::Tensor mask = mask_bias.to(q.scalar_type()).expand({batch, heads, len, k.size(2)});
+    return launch::compat::fused_attention(q, k, v, mask, dropout_p, scale)
+        .transpose(1, 2)
+        .reshape({batch, len, heads * dh});
+  }
+  const torch::Tensor scaled_q = attention_scale_in_softmax() ? q : q.mul(scale);
+  const torch::Tensor probs = attention_probs(attention_scores(scaled_q, k), mask_bias, scale);
+  return attention_context(train_dropout(probs, dropout_p), v);
 }
 
 torch::Tensor PrecisionOps::for_loss(const torch::Tensor& logits) const {
