@@ -10,7 +10,7 @@ packages=(
   # HDF5 (serial) and what libhdf5 links
   libhdf5-dev libhdf5-103-1 libhdf5-hl-100 libhdf5-cpp-103-1 libsz2 libaec0 libaec-dev zlib1g-dev
   libcurl4 libnghttp2-14 librtmp1 libssh2-1 libpsl5 libbrotli1 libldap-2.5-0 libsasl2-2 libsasl2-modules-db
-  libgssapi-krb5-2 libkrb5-3 libk5crypto3 libkrb5support0 libkeyutils1
+  libgssapi-krb5-2 libkrb5-3 libk5crypto3 libkrb5support0 libkeyutils1 libunistring2  # Ubuntu 24.04 has libunistring5
   # Open MPI 4.1 with PMIx, and its transports
   libopenmpi-dev libopenmpi3 openmpi-bin openmpi-common libpmix2 libpmix-dev libhwloc15 libhwloc-dev libevent-2.1-7
   libevent-core-2.1-7 libevent-pthreads-2.1-7 libevent-dev libfabric1 libucx0 libibverbs1 librdmacm1 libnl-3-200

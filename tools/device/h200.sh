@@ -2,14 +2,17 @@
 # joule on the GPU machine, in one run (tools/device/README.md says how it is launched and what each step proves):
 #   0. inventory: OS, GPU, compilers, PyTorch, which of joule's libraries the image has;
 #   1. the Debian packages of tools/device/debs (fetch_debs.sh) unpacked into a prefix, with `dpkg -x`;
-#   2. joule configured against the image's PyTorch (a CUDA LibTorch) and NCCL, and built with every core;
-#   3. the unit tests, and the nccl backend's and the reducer's GPU tests at one rank on one GPU (Nccl*);
+#   2. joule's binaries: those of tools/device/prebuilt (prebuild.sh, on a build machine, against the same torch
+#      version) where they are carried and start, else joule configured against the image's PyTorch (a CUDA
+#      LibTorch) and NCCL, and built with every core;
+#   3. the unit tests (built there only), and the nccl backend's and the reducer's GPU tests at one rank (Nccl*);
 #   4. joule bench train --device cuda --precision bf16 --config bert-large, seq 128: seq/s, MFU against the
 #      H200's dense bf16 peak (989 TFLOP/s, NVIDIA H200 Tensor Core GPU datasheet, nvidia.com/en-us/data-center/h200);
+#      and PyTorch's own eager bf16 step on the same GPU at the same batches (tools/device/torch_bench.py);
 #   5. a short joule train --device cuda ending in the training-cost summary, energy from NVML;
 #   6. the HuggingFace round trip of that run's final weights (tools/device/hf_roundtrip.py).
 # Without a GPU (the build machines' rehearsal) the same steps run on the CPU with a small model.
-# Every step's output lands in OUT (log.txt, inventory.txt, bench.json, summary.json, hf_roundtrip.json); a failing
+# Every step's output lands in OUT (log.txt, inventory.txt, bench.jsonl, summary.json, hf_roundtrip.json); a failing
 # step is reported and the next ones still run. Exit code: the number of failed steps.
 #   bash tools/device/h200.sh OUT
 set -uo pipefail
@@ -54,30 +57,60 @@ else
   usr=/usr lib=/usr/lib/x86_64-linux-gnu
 fi
 
-step "2. configure and build against the image's PyTorch"
+step "2. joule's binaries: carried (prebuilt) or built against the image's PyTorch"
 torch_dir=$($python -c 'import torch, os; print(os.path.dirname(torch.__file__))')
+torch_version=$($python -c 'import torch; print(torch.__version__)')
 site=$(dirname "$torch_dir")
-nccl=(); [[ -f $site/nvidia/nccl/lib/libnccl.so.2 ]] && nccl=(-DNCCL_INCLUDE_DIR="$site/nvidia/nccl/include" -DNCCL_LIBRARY="$site/nvidia/nccl/lib/libnccl.so.2")
-rpath_link=$(ls -d "$site"/nvidia/*/lib 2> /dev/null | paste -sd:)
-mpicc=$usr/bin/mpicc.openmpi; [[ -x $mpicc ]] || mpicc=$(command -v mpicc)
-hdf5_hints=(); [[ -d $usr/include/hdf5/serial ]] && hdf5_hints=(-DHDF5_C_INCLUDE_DIR="$usr/include/hdf5/serial"
-  -DHDF5_C_LIBRARY_hdf5="$lib/hdf5/serial/libhdf5.so" -DHDF5_C_COMPILER_EXECUTABLE=/bin/false)  # its h5cc would name /usr
-t0=$SECONDS
-cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$torch_dir/share/cmake;$torch_dir;$usr" \
-  -DMPI_C_COMPILER="$mpicc" -DICU_ROOT="$usr" -DZLIB_ROOT="$usr" "${hdf5_hints[@]}" "${nccl[@]}" -DJOULE_ONEDNN=OFF -DJOULE_OPENMP=OFF \
-  ${rpath_link:+"-DCMAKE_EXE_LINKER_FLAGS=-Wl,-rpath-link,$rpath_link"} > "$out/configure.txt" 2>&1 ||
-  { tail -40 "$out/configure.txt"; bad "cmake configure"; }
-grep -E "joule:|Found (Torch|MPI_C|HDF5|ICU)" "$out/configure.txt"
-cmake --build "$build" -j "$(nproc)" > "$out/build.txt" 2>&1 || { grep -E "error|FAILED" "$out/build.txt" | head -30; bad "build"; }
-echo "configured and built in $((SECONDS - t0)) s"
-joule=$build/tools/joule
-"$joule" version
+prebuilt=$src/tools/device/prebuilt
+joule="" tests=""
+if [[ -x $prebuilt/bin/joule ]]; then
+  if [[ $(cat "$prebuilt/torch_version.txt") == "$torch_version" ]]; then
+    # The image's LibTorch, CUDA and NCCL libraries, where the build machine's paths (RUNPATH) do not exist; last, the
+    # carried libraries (prebuild.sh) whose soname the image lacks.
+    gap=/tmp/joule-prebuilt-libs && rm -rf "$gap" && mkdir -p "$gap"
+    known=$(ldconfig -p | awk 'NR > 1 {print $1}')
+    for lib in "$prebuilt"/lib/*; do
+      [[ -e $lib ]] && ! grep -qxF "$(basename "$lib")" <<< "$known" && ln -s "$lib" "$gap/" && echo "carried: $(basename "$lib")"
+    done
+    export LD_LIBRARY_PATH=$torch_dir/lib:$(ls -d "$site"/nvidia/*/lib 2> /dev/null | paste -sd:)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}:$gap
+    ldd "$prebuilt/bin/joule" | grep "not found"
+    if "$prebuilt/bin/joule" version; then
+      joule=$prebuilt/bin/joule tests=$prebuilt/bin
+      echo "prebuilt binaries of $(cat "$prebuilt/commit.txt") against torch $torch_version: not building"
+    else
+      echo "the prebuilt joule does not start here: building"
+    fi
+  else
+    echo "prebuilt for torch $(cat "$prebuilt/torch_version.txt"), the image has $torch_version: building"
+  fi
+fi
+if [[ -z $joule ]]; then
+  nccl=(); [[ -f $site/nvidia/nccl/lib/libnccl.so.2 ]] && nccl=(-DNCCL_INCLUDE_DIR="$site/nvidia/nccl/include" -DNCCL_LIBRARY="$site/nvidia/nccl/lib/libnccl.so.2")
+  rpath_link=$(ls -d "$site"/nvidia/*/lib 2> /dev/null | paste -sd:)
+  mpicc=$usr/bin/mpicc.openmpi; [[ -x $mpicc ]] || mpicc=$(command -v mpicc)
+  hdf5_hints=(); [[ -d $usr/include/hdf5/serial ]] && hdf5_hints=(-DHDF5_C_INCLUDE_DIR="$usr/include/hdf5/serial"
+    -DHDF5_C_LIBRARY_hdf5="$lib/hdf5/serial/libhdf5.so" -DHDF5_C_COMPILER_EXECUTABLE=/bin/false)  # its h5cc would name /usr
+  t0=$SECONDS
+  cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$torch_dir/share/cmake;$torch_dir;$usr" \
+    -DMPI_C_COMPILER="$mpicc" -DICU_ROOT="$usr" -DZLIB_ROOT="$usr" "${hdf5_hints[@]}" "${nccl[@]}" -DJOULE_ONEDNN=OFF -DJOULE_OPENMP=OFF \
+    ${rpath_link:+"-DCMAKE_EXE_LINKER_FLAGS=-Wl,-rpath-link,$rpath_link"} > "$out/configure.txt" 2>&1 ||
+    { tail -40 "$out/configure.txt"; bad "cmake configure"; }
+  grep -E "joule:|Found (Torch|MPI_C|HDF5|ICU)" "$out/configure.txt"
+  cmake --build "$build" -j "$(nproc)" > "$out/build.txt" 2>&1 || { grep -E "error|FAILED" "$out/build.txt" | head -30; bad "build"; }
+  echo "configured and built in $((SECONDS - t0)) s"
+  joule=$build/tools/joule tests=$build/tests
+  "$joule" version
+fi
 
 step "3. unit tests; the nccl backend at one rank"
-(cd "$build" && ctest -j "$(nproc)" -LE "mpi|e2e|cluster|slurm|fuzz" --timeout 600 > "$out/unit_tests.txt" 2>&1) || bad "unit tests"
-tail -3 "$out/unit_tests.txt"
+if [[ $tests == "$build/tests" ]]; then
+  (cd "$build" && ctest -j "$(nproc)" -LE "mpi|e2e|cluster|slurm|fuzz" --timeout 600 > "$out/unit_tests.txt" 2>&1) || bad "unit tests"
+  tail -3 "$out/unit_tests.txt"
+else
+  echo "prebuilt: the unit tests ran on the build machine against the same LibTorch (prebuild.sh); not here"
+fi
 if (( gpu )); then
-  { "$build/tests/joule_nccl_tests" && "$build/tests/joule_mpi_tests" --gtest_filter='Nccl*'; } > "$out/nccl_tests.txt" 2>&1 ||
+  { timeout 300 "$tests/joule_nccl_tests" && timeout 300 "$tests/joule_mpi_tests" --gtest_filter='Nccl*'; } > "$out/nccl_tests.txt" 2>&1 ||
     bad "nccl tests"
   tail -3 "$out/nccl_tests.txt"
 else
@@ -85,14 +118,25 @@ else
 fi
 
 step "4. bench train"
+# On the GPU, one line per micro-batch (BENCH_MICRO_BATCHES): the best seq/s and MFU, and how they grow with the batch.
 if (( gpu )); then
-  bench=(--device cuda --precision bf16 --config bert-large --seq-len 128 --micro-batch "${BENCH_MICRO_BATCH:-96}" --steps 10
-         --warmup 3 --peak-tflops 989)
+  bench=(--device cuda --precision bf16 --config bert-large --seq-len 128 --steps 10 --warmup 3 --peak-tflops 989)
+  micro_batches=${BENCH_MICRO_BATCHES:-64 128 256}
 else
-  bench=(--device cpu --precision auto --config bert-tiny --seq-len 128 --micro-batch 8 --steps 3 --warmup 1)
+  bench=(--device cpu --precision auto --config bert-tiny --seq-len 128 --steps 3 --warmup 1)
+  micro_batches=8
 fi
-"$joule" bench train "${bench[@]}" > "$out/bench.json" || bad "bench train"
-cat "$out/bench.json"
+: > "$out/bench.jsonl"
+for micro_batch in $micro_batches; do
+  timeout 240 "$joule" bench train "${bench[@]}" --micro-batch "$micro_batch" >> "$out/bench.jsonl" ||
+    bad "bench train --micro-batch $micro_batch"
+done
+cat "$out/bench.jsonl"
+if (( gpu )) && [[ ${TORCH_BENCH:-1} != 0 ]]; then  # the anchor: PyTorch's eager step, same GPU, model, batches, precision
+  timeout 240 $python "$src/tools/device/torch_bench.py" --config bert-large --seq-len 128 --micro-batch $micro_batches \
+    > "$out/torch_bench.jsonl" || bad "torch_bench.py"
+  cat "$out/torch_bench.jsonl"
+fi
 
 step "5. joule train, ending in the training-cost summary"
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
@@ -106,7 +150,7 @@ if (( gpu )); then
 else
   train=(--device cpu --set model.config=bert-tiny --set train.micro_batch=8 --set train.global_batch=8 --steps 20)
 fi
-"$joule" train --config "$src/configs/bert-large-phase1.toml" --data shards/train --eval-data shards/eval --run-dir run \
+timeout 300 "$joule" train --config "$src/configs/bert-large-phase1.toml" --data shards/train --eval-data shards/eval --run-dir run \
   "${train[@]}" --set train.log_every_steps=10 --set eval.every_steps=1000000 --set eval.batch=32 --set eval.max_batches=4 \
   --set checkpoint.every_steps=1000000 > "$out/train.txt" 2>&1 || bad "joule train"
 grep -A60 "training-cost summary" "$out/train.txt" | head -60
@@ -114,7 +158,7 @@ cp run/summary.json "$out/summary.json" 2> /dev/null || bad "no summary.json"
 grep -q '"gpu"' run/summary.json 2> /dev/null && grep -o '"source[^,]*nvml[^,]*' run/summary.json | head -2
 
 step "6. HuggingFace round trip"
-$python "$src/tools/device/hf_roundtrip.py" --joule "$joule" --model run/final --data shards/eval --out "$work/hf" > /dev/null ||
+timeout 240 $python "$src/tools/device/hf_roundtrip.py" --joule "$joule" --model run/final --data shards/eval --out "$work/hf" > /dev/null ||
   bad "hf round trip"
 cp "$work/hf/hf_roundtrip.json" "$out/" 2> /dev/null && $python -c "
 import json; r = json.load(open('$out/hf_roundtrip.json'))
