@@ -192,27 +192,13 @@ double Optimizer::step(double lr) {
   ++steps_;
   const double c1 = 1.0 - std::pow(options_.beta1, static_cast<double>(steps_));
   const double c2 = 1.0 - std::pow(options_.beta2, static_cast<double>(steps_));
+  std::vector<size_t> updated;
+  for (size_t i = 0; i < slots_.size(); ++i)
+    if (active(slots_[i])) updated.push_back(i);
   std::vector<double> norms(2 * slots_.size(), 0.0);  // ||u||², ||w||² per parameter
-  std::vector<torch::Tensor> unread;
-  std::vector<size_t> where;
-  for (size_t i = 0; i < slots_.size(); ++i)
-    if (active(slots_[i])) {
-      const SlotNorms n = update_moments(slots_[i], lr, c1, c2, grad_scale);
-      norms[2 * i] = n.update_sq;
-      norms[2 * i + 1] = n.param_sq;
-      if (n.unread.defined()) {
-        unread.push_back(n.unread);
-        where.push_back(i);
-      }
-    }
-  const std::vector<double> read = read_doubles(unread);
-  for (size_t k = 0; k < where.size(); ++k) {
-    norms[2 * where[k]] = read[2 * k];
-    norms[2 * where[k] + 1] = read[2 * k + 1];
-  }
+  update_moments(updated, lr, c1, c2, grad_scale, norms);
   if (shard_sum_ && needs_norms()) shard_sum_(norms);
-  for (size_t i = 0; i < slots_.size(); ++i)
-    if (active(slots_[i])) apply_update(slots_[i], lr, c1, c2, {norms[2 * i], norms[2 * i + 1]});
+  apply_updates(updated, lr, c1, c2, norms);
   return norm;
 }
 
@@ -248,45 +234,39 @@ class Lamb : public Optimizer {
  protected:
   bool needs_norms() const override { return true; }
 
-  SlotNorms update_moments(Slot& s, double lr, double c1, double c2, double grad_scale) override {
-    if (!fused(s)) {
-      update_moments_with_tensor_ops(s, grad_scale);
-      if (!trust(s)) return {};
-      const torch::Tensor u = direction(s, c1, c2);
-      SlotNorms n;
-      n.unread = torch::stack({u.square().sum(torch::kFloat64), weights(s).square().sum(torch::kFloat64)});
-      return n;
+  // CPU float32 slots through lamb_cpu's loops, one slot at a time; the others (a GPU's) all at once in multi-tensor
+  // ops: a few kernels for every parameter together, not ~20 per parameter, and their norms read in one copy.
+  void update_moments(const std::vector<size_t>& active, double lr, double c1, double c2, double grad_scale,
+                      std::vector<double>& norms) override {
+    tensor_op_slots_.clear();
+    for (size_t i : active) {
+      if (!fused(slots_[i])) {
+        tensor_op_slots_.push_back(i);
+        continue;
+      }
+      const std::pair<double, double> n = fused_moments(slots_[i], lr, c1, c2, grad_scale);
+      norms[2 * i] = n.first;
+      norms[2 * i + 1] = n.second;
     }
-    const lamb_cpu::Hyper h = hyper(s, c1, c2, grad_scale);
-    const float* g = s.param.grad().data_ptr<float>() + s.begin;
-    float *m = s.exp_avg.data_ptr<float>(), *v = s.exp_avg_sq.data_ptr<float>(), *p = weights(s).data_ptr<float>();
-    if (!trust(s)) {  // no trust ratio: the step needs no norms and is applied in this pass
-      const float step = static_cast<float>(lr);
-      for_chunks(s.count, [&](int64_t, int64_t b, int64_t e) {
-        lamb_cpu::moments_and_apply(g + b, m + b, v + b, p + b, e - b, h, step);
-      });
-      return {};
-    }
-    // Writes the moments and sums ||u||² and ||w||²; the step, scaled by the trust ratio, is pass 2's.
-    const lamb_cpu::Norms n = chunked_sum(s.count, [&](int64_t b, int64_t e) {
-      return lamb_cpu::moments_and_norms(g + b, m + b, v + b, p + b, e - b, h);
-    });
-    return {n.update_sq, n.param_sq};
+    if (!tensor_op_slots_.empty()) tensor_op_moments(c1, c2, grad_scale, norms);
   }
 
-  void apply_update(Slot& s, double lr, double c1, double c2, const SlotNorms& norms) override {
-    if (fused(s) && !trust(s)) return;  // applied in pass 1
-    double ratio = 1.0;
-    if (trust(s) && norms.param_sq > 0 && norms.update_sq > 0) ratio = std::sqrt(norms.param_sq / norms.update_sq);
-    if (!fused(s)) {
-      weights(s).add_(direction(s, c1, c2), -lr * ratio);
-      return;
+  void apply_updates(const std::vector<size_t>& active, double lr, double c1, double c2,
+                     const std::vector<double>& norms) override {
+    for (size_t i : active)
+      if (fused(slots_[i]) && trust(slots_[i])) fused_apply(slots_[i], lr, c1, c2, ratio(norms, i));
+    if (tensor_op_slots_.empty()) return;
+    // w -= lr * ratio * u, the directions pass 1 kept.
+    std::vector<torch::Tensor> w;
+    std::vector<at::Scalar> step;
+    for (size_t i : tensor_op_slots_) {
+      w.push_back(weights(slots_[i]));
+      step.emplace_back(-lr * (trust(slots_[i]) ? ratio(norms, i) : 1.0));
     }
-    const lamb_cpu::Hyper h = hyper(s, c1, c2, 1.0);
-    const float *m = s.exp_avg.data_ptr<float>(), *v = s.exp_avg_sq.data_ptr<float>();
-    float* p = weights(s).data_ptr<float>();
-    const float step = static_cast<float>(lr * ratio);
-    for_chunks(s.count, [&](int64_t, int64_t b, int64_t e) { lamb_cpu::apply(p + b, m + b, v + b, e - b, h, step); });
+    at::_foreach_mul_(directions_, step);
+    at::_foreach_add_(w, directions_);
+    directions_.clear();
+    tensor_op_slots_.clear();
   }
 
  private:
@@ -295,13 +275,78 @@ class Lamb : public Optimizer {
     return cpu_float32(weights(s)) && cpu_float32(s.param.grad()) && cpu_float32(s.exp_avg) &&
            cpu_float32(s.exp_avg_sq);
   }
-  // The update direction u = (m / c1) / (sqrt(v / c2) + eps) + weight_decay w, in tensor ops (two temporaries).
-  torch::Tensor direction(const Slot& s, double c1, double c2) const {
-    torch::Tensor denom = (s.exp_avg_sq / c2).sqrt_().add_(options_.eps);
-    torch::Tensor u = (s.exp_avg / c1).div_(denom);
-    if (trust(s)) u.add_(weights(s), options_.weight_decay);
-    return u;
+  // The trust ratio ||w|| / ||u|| of slot i (1 where either norm is 0).
+  static double ratio(const std::vector<double>& norms, size_t i) {
+    const double update_sq = norms[2 * i], param_sq = norms[2 * i + 1];
+    return param_sq > 0 && update_sq > 0 ? std::sqrt(param_sq / update_sq) : 1.0;
   }
+
+  // One CPU float32 slot's pass 1: the moments, and ||u||², ||w||² where the step has a trust ratio (the step is
+  // then pass 2's); without one the step is applied here.
+  std::pair<double, double> fused_moments(Slot& s, double lr, double c1, double c2, double grad_scale) {
+    const lamb_cpu::Hyper h = hyper(s, c1, c2, grad_scale);
+    const float* g = s.param.grad().data_ptr<float>() + s.begin;
+    float *m = s.exp_avg.data_ptr<float>(), *v = s.exp_avg_sq.data_ptr<float>(), *p = weights(s).data_ptr<float>();
+    if (!trust(s)) {
+      const float step = static_cast<float>(lr);
+      for_chunks(s.count, [&](int64_t, int64_t b, int64_t e) {
+        lamb_cpu::moments_and_apply(g + b, m + b, v + b, p + b, e - b, h, step);
+      });
+      return {0.0, 0.0};
+    }
+    const lamb_cpu::Norms n = chunked_sum(s.count, [&](int64_t b, int64_t e) {
+      return lamb_cpu::moments_and_norms(g + b, m + b, v + b, p + b, e - b, h);
+    });
+    return {n.update_sq, n.param_sq};
+  }
+  void fused_apply(Slot& s, double lr, double c1, double c2, double ratio) {
+    const lamb_cpu::Hyper h = hyper(s, c1, c2, 1.0);
+    const float *m = s.exp_avg.data_ptr<float>(), *v = s.exp_avg_sq.data_ptr<float>();
+    float* p = weights(s).data_ptr<float>();
+    const float step = static_cast<float>(lr * ratio);
+    for_chunks(s.count, [&](int64_t, int64_t b, int64_t e) { lamb_cpu::apply(p + b, m + b, v + b, e - b, h, step); });
+  }
+
+  // Pass 1 of tensor_op_slots_ in multi-tensor ops: the moments, the directions
+  // u = (m / c1) / (sqrt(v / c2) + eps) (+ weight_decay w) kept for pass 2, and ||u||², ||w||² of the trust-ratio
+  // slots (float32 norms, squared in double).
+  void tensor_op_moments(double c1, double c2, double grad_scale, std::vector<double>& norms) {
+    std::vector<torch::Tensor> g, m, v, decay_u, decay_w;
+    for (size_t i : tensor_op_slots_) {
+      const Slot& s = slots_[i];
+      g.push_back(part_of(s.param.grad(), s.begin, s.count));
+      m.push_back(s.exp_avg);
+      v.push_back(s.exp_avg_sq);
+    }
+    if (grad_scale != 1.0) g = at::_foreach_mul(g, grad_scale);
+    const double b1 = options_.beta1, b2 = options_.beta2;
+    at::_foreach_mul_(m, b1);
+    at::_foreach_add_(m, g, 1.0 - b1);
+    at::_foreach_mul_(v, b2);
+    at::_foreach_addcmul_(v, g, g, 1.0 - b2);
+    std::vector<torch::Tensor> denom = at::_foreach_div(v, c2);
+    at::_foreach_sqrt_(denom);
+    at::_foreach_add_(denom, options_.eps);
+    directions_ = at::_foreach_div(m, c1);
+    at::_foreach_div_(directions_, denom);
+    std::vector<size_t> trusted;
+    for (size_t k = 0; k < tensor_op_slots_.size(); ++k)
+      if (trust(slots_[tensor_op_slots_[k]])) {
+        decay_u.push_back(directions_[k]);
+        decay_w.push_back(weights(slots_[tensor_op_slots_[k]]));
+        trusted.push_back(tensor_op_slots_[k]);
+      }
+    if (trusted.empty()) return;
+    at::_foreach_add_(decay_u, decay_w, options_.weight_decay);
+    std::vector<torch::Tensor> sums = at::_foreach_norm(decay_u);
+    for (torch::Tensor& n : at::_foreach_norm(decay_w)) sums.push_back(n);
+    const std::vector<double> read = read_doubles(sums);
+    for (size_t k = 0; k < trusted.size(); ++k) {
+      norms[2 * trusted[k]] = read[k] * read[k];
+      norms[2 * trusted[k] + 1] = read[trusted.size() + k] * read[trusted.size() + k];
+    }
+  }
+
   lamb_cpu::Hyper hyper(const Slot& s, double c1, double c2, double grad_scale) const {
     return {static_cast<float>(options_.beta1),
             static_cast<float>(options_.beta2),
@@ -313,6 +358,9 @@ class Lamb : public Optimizer {
             trust(s) ? static_cast<float>(options_.weight_decay) : 0.0f,
             static_cast<float>(grad_scale)};
   }
+
+  std::vector<size_t> tensor_op_slots_;    // this step's slots in multi-tensor ops, between the two passes
+  std::vector<torch::Tensor> directions_;  // their update directions u, same order
 };
 
 class AdamW : public Optimizer {
@@ -322,14 +370,18 @@ class AdamW : public Optimizer {
 
  protected:
   bool needs_norms() const override { return false; }
-  SlotNorms update_moments(Slot& s, double, double, double, double grad_scale) override {
-    update_moments_with_tensor_ops(s, grad_scale);
-    return {};
+  void update_moments(const std::vector<size_t>& active, double, double, double, double grad_scale,
+                      std::vector<double>&) override {
+    for (size_t i : active) update_moments_with_tensor_ops(slots_[i], grad_scale);
   }
-  void apply_update(Slot& s, double lr, double c1, double c2, const SlotNorms&) override {
-    torch::Tensor p = weights(s);
-    if (s.decay && options_.weight_decay != 0) p.mul_(1.0 - lr * options_.weight_decay);
-    p.addcdiv_(s.exp_avg, (s.exp_avg_sq / c2).sqrt_().add_(options_.eps), -lr / c1);
+  void apply_updates(const std::vector<size_t>& active, double lr, double c1, double c2,
+                     const std::vector<double>&) override {
+    for (size_t i : active) {
+      const Slot& s = slots_[i];
+      torch::Tensor p = weights(s);
+      if (s.decay && options_.weight_decay != 0) p.mul_(1.0 - lr * options_.weight_decay);
+      p.addcdiv_(s.exp_avg, (s.exp_avg_sq / c2).sqrt_().add_(options_.eps), -lr / c1);
+    }
   }
 };
 

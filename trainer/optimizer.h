@@ -75,19 +75,15 @@ class Optimizer {
     torch::Tensor exp_avg, exp_avg_sq;  // `count` elements: the parameter's shape when whole, else 1-D
     bool decay = true;
   };
-  // Norms of one slot's part that the rule needs summed over the ranks before its second pass.
-  struct SlotNorms {
-    double update_sq = 0, param_sq = 0;
-    // Or, for tensor-op rules: the two sums as a float64 tensor {||u||², ||w||²} on the slot's device, which step()
-    // reads with every other slot's in one copy (one device synchronisation a step, not two per parameter).
-    torch::Tensor unread;
-  };
-  // Pass 1: the slot's gradient times `grad_scale` (the global-norm clipping) feeds the moments (c1, c2 are the bias
-  // corrections 1 - beta^t); returns the sums the second pass needs (LAMB's ||u||² and ||w||² over the slot's part).
-  // A rule whose update needs no norms may apply it here already.
-  virtual SlotNorms update_moments(Slot& slot, double lr, double c1, double c2, double grad_scale) = 0;
-  // Pass 2: the parameter update from the fresh moments, with the slot's norms summed over every rank.
-  virtual void apply_update(Slot& slot, double lr, double c1, double c2, const SlotNorms& norms) = 0;
+  // Pass 1 over the slots `active` lists (indices into slots_): each gradient times `grad_scale` (the global-norm
+  // clipping) feeds the moments (c1, c2 are the bias corrections 1 - beta^t); writes the sums the second pass needs
+  // into norms[2i] and norms[2i + 1] (LAMB's ||u||² and ||w||² over slot i's part). A rule whose update needs no
+  // norms may apply it here already.
+  virtual void update_moments(const std::vector<size_t>& active, double lr, double c1, double c2, double grad_scale,
+                              std::vector<double>& norms) = 0;
+  // Pass 2: the parameter updates from the fresh moments, with the norms summed over every rank.
+  virtual void apply_updates(const std::vector<size_t>& active, double lr, double c1, double c2,
+                             const std::vector<double>& norms) = 0;
   // Whether pass 2 needs the norms of pass 1 (summed over the ranks when sharded).
   virtual bool needs_norms() const = 0;
   // The moments' update in tensor ops (any device); returns the scaled gradient part.
