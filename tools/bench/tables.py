@@ -15,6 +15,9 @@ and is exactly what KIND renders from those files. Kinds:
     gemm         the GEMM backends on the model's Linear shapes (gemm_backends.py --out)
     data_prep    joule data create against NVIDIA's create_pretraining_data.py (data_prep.sh's JSON lines)
     zero1        optimizer.shard zero1 against none: state, peak RSS, step time (zero1.sh's JSON lines)
+    infer        inference side by side: joule, PyTorch, ONNX Runtime (infer_compare.py's JSON lines)
+    gpu_train    joule bench train --device cuda per micro-batch and variant, against PyTorch's own step on the same
+                 GPU (tools/device/h200.sh's bench.jsonl and torch_bench.jsonl)
 
     python3 tools/bench/tables.py check [BENCHMARKS.md]    every block matches its files (exit 1 and a diff if not)
     python3 tools/bench/tables.py write [BENCHMARKS.md]    rewrite every block from its files
@@ -130,6 +133,7 @@ def render_environment(paths):
                  "OPENBLAS_CORETYPE=" + (e["openblas_coretype"] or "(unset)"),
                  e.get("os", "?"),
                  ", ".join(f"{k} {v}" for k, v in sorted(pkgs.items()) if k in ("libtorch-dev", "libopenblas0-pthread", "openmpi-bin"))]
+        parts = [p for p in parts if p] + ([f'GPU {e["gpu"]}'] if "gpu" in e else [])
         if joule and "host" in joule:
             paths = sorted({r["host"]["precision_path"] for r in in_file if r.get("impl") == "joule" and "host" in r})
             parts.append(f'joule: {joule["host"]["blas"]}; ' + ", ".join(paths))
@@ -370,10 +374,45 @@ def render_infer(paths):
                      "joule bf16 ÷ faster PyTorch bf16", "joule bf16 ÷ ORT fp32", "joule bf16 p50 / p99"], rows)
 
 
+def render_gpu_train(paths):
+    """joule bench train on a GPU (tools/device/h200.sh) per model, sequence length and micro-batch: seq/s and MFU of
+    each joule variant, and PyTorch's own step (tools/device/torch_bench.py) with its MFU by joule's FLOP count."""
+    envs, runs = load_all(paths)
+    peak = {e["_file"]: e["peak_tflops"] for e in envs}
+    cells, variants = {}, []
+    for r in runs:
+        impl = r.get("variant", "joule") if r.get("impl") == "joule" else "pytorch"
+        if impl not in variants and impl != "pytorch":
+            variants.append(impl)
+        cells.setdefault((r.get("model", r.get("config")), r["seq_len"], r["micro_batch"]), {}).setdefault(impl, []).append(r)
+    has_torch = any("pytorch" in by for by in cells.values())
+    rows = []
+    for (model, seq, micro), by in sorted(cells.items()):
+        flops = next((x["gflop_per_rank_step"] * 1e9 / micro for v in variants for x in by.get(v, [])), None)
+        row = [f"{model}, seq {seq}, micro-batch {micro}"]
+        for v in variants:
+            rate = med(x["seq_per_s"] for x in by[v]) if v in by else None
+            row.append(f'{rate:.0f} ({med(x["mfu"] for x in by[v]):.3f})' if rate else "—")
+        rows.append(row)
+        if not has_torch:
+            continue
+        torch = by.get("pytorch", [])
+        t_rate = med(x["seq_per_s"] for x in torch) if torch else None
+        t_peak = peak[torch[0]["_file"]] if torch else None
+        row.append(f"{t_rate:.0f} ({t_rate * flops / (t_peak * 1e12):.3f})" if t_rate and flops else "—")
+        best = by.get(variants[-1], [])
+        row.append(f'**{med(x["seq_per_s"] for x in best) / t_rate:.2f}×**' if best and t_rate else "—")
+        row.append(f'{med(x["peak_device_memory_bytes"] for x in best) / GiB:.1f} / '
+                   f'{med(x["peak_memory_gib"] for x in torch):.1f} GiB' if best and torch else "—")
+    torch_columns = ["PyTorch eager: seq/s (MFU)", f"joule, {variants[-1]} ÷ PyTorch", "peak GPU memory, joule / PyTorch"]
+    return markdown(["workload"] + [f"joule, {v}: seq/s (MFU)" for v in variants] + (torch_columns if has_torch else []),
+                    rows)
+
+
 KINDS = {"environment": render_environment, "compare": render_compare, "runs": render_runs, "lamb": render_lamb,
          "speedup": render_speedup, "gemm": render_gemm, "data_prep": render_data_prep, "zero1": render_zero1,
          "loader": render_loader,
-         "infer": render_infer}
+         "infer": render_infer, "gpu_train": render_gpu_train}
 
 
 def blocks(text, doc):

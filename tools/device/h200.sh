@@ -8,7 +8,8 @@
 #   3. the unit tests (built there only), and the nccl backend's and the reducer's GPU tests at one rank (Nccl*);
 #   4. joule bench train --device cuda --precision bf16 --config bert-large, seq 128: seq/s, MFU against the
 #      H200's dense bf16 peak (989 TFLOP/s, NVIDIA H200 Tensor Core GPU datasheet, nvidia.com/en-us/data-center/h200);
-#      and PyTorch's own eager bf16 step on the same GPU at the same batches (tools/device/torch_bench.py);
+#      and PyTorch's own eager bf16 step on the same GPU at the same batches (tools/device/torch_bench.py); with
+#      AB_JOULE=PATH, that joule's bench alternated with this one's (ab.jsonl);
 #   5. a short joule train --device cuda ending in the training-cost summary, energy from NVML;
 #   6. the HuggingFace round trip of that run's final weights (tools/device/hf_roundtrip.py).
 # Without a GPU (the build machines' rehearsal) the same steps run on the CPU with a small model.
@@ -132,6 +133,24 @@ for micro_batch in $micro_batches; do
     bad "bench train --micro-batch $micro_batch"
 done
 cat "$out/bench.jsonl"
+if (( gpu )) && [[ -n ${AB_JOULE:-} ]]; then  # an A/B against another joule binary, alternated run by run
+  for round in $(seq "${AB_ROUNDS:-2}"); do
+    for micro_batch in ${AB_MICRO_BATCHES:-64 256}; do
+      for binary in "$joule" "$AB_JOULE"; do
+        timeout 240 "$binary" bench train "${bench[@]}" --micro-batch "$micro_batch" |
+          $python -c "import json, sys; r = json.loads(sys.stdin.read()); r.update(binary='$binary', round=$round); print(json.dumps(r))" \
+          >> "$out/ab.jsonl" || bad "A/B bench train $binary --micro-batch $micro_batch"
+      done
+    done
+  done
+  $python -c "
+import json, statistics
+runs = [json.loads(l) for l in open('$out/ab.jsonl')]
+for mb in sorted({r['micro_batch'] for r in runs}):
+    by = {b: [r['seq_per_s'] for r in runs if r['micro_batch'] == mb and r['binary'] == b] for b in ('$joule', '$AB_JOULE')}
+    a, b = (statistics.median(v) for v in by.values())
+    print(f'A/B micro-batch {mb}: this {a:.0f} seq/s, other {b:.0f} seq/s, ratio {a / b:.3f} ({len(by[\"$joule\"])} runs each)')"
+fi
 if (( gpu )) && [[ ${TORCH_BENCH:-1} != 0 ]]; then  # the anchor: PyTorch's eager step, same GPU, model, batches, precision
   timeout 240 $python "$src/tools/device/torch_bench.py" --config bert-large --seq-len 128 --micro-batch $micro_batches \
     > "$out/torch_bench.jsonl" || bad "torch_bench.py"
