@@ -52,7 +52,8 @@ void reset_cuda_peak(int index);
 // softmax(q k^T * scale + mask) v, with dropout p on the probabilities, as one fused kernel
 // (at::scaled_dot_product_attention, LibTorch 2.x: no [B, heads, L, L] tensor in memory); q, k, v
 // [B, heads, L, head_dim] on a GPU, mask in their dtype and broadcastable to [B, heads, L, L]; the dropout draws from
-// the device's default generator. Refuses without CUDA (joule calls it on GPUs only; 1.13 has no such kernel).
+// the device's default generator. Refuses without CUDA (joule calls it on GPUs only; 1.13 has no such kernel, and its
+// `scale` argument needs LibTorch 2.1 or later).
 torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                               const torch::Tensor& mask, double dropout_p, double scale);
 // The default generator of `device` (torch's global one: CPU or the CUDA device's), reseeded to `seed` under its

@@ -1,5 +1,6 @@
 #include "models/precision_ops.h"
 
+#include <limits>
 #include <string>
 
 #include "launch/torch_compat.h"
@@ -160,7 +161,9 @@ torch::Tensor PrecisionOps::attention(const torch::Tensor& q, const torch::Tenso
   const int64_t batch = q.size(0), heads = q.size(1), len = q.size(2), dh = q.size(3);
   if (precision_ == Precision::kBf16 && q.device().is_cuda()) {
     if (dropout_p > 0) reseed_device_dropout(q.device());
-    const torch::Tensor mask = mask_bias.to(q.scalar_type()).expand({batch, heads, len, k.size(2)});
+    // float's lowest rounds to -inf in bf16 (a row of padding alone would then be NaN): bf16's lowest instead.
+    const double lowest = static_cast<double>(std::numeric_limits<c10::BFloat16>::lowest());
+    const torch::Tensor mask = mask_bias.clamp_min(lowest).to(q.scalar_type()).expand({batch, heads, len, k.size(2)});
     return launch::compat::fused_attention(q, k, v, mask, dropout_p, scale)
         .transpose(1, 2)
         .reshape({batch, len, heads * dh});

@@ -324,11 +324,13 @@ class Lamb : public Optimizer {
     at::_foreach_add_(m, g, 1.0 - b1);
     at::_foreach_mul_(v, b2);
     at::_foreach_addcmul_(v, g, g, 1.0 - b2);
+    g.clear();  // the scaled gradients, when clipping made them: freed before the directions are made
     std::vector<torch::Tensor> denom = at::_foreach_div(v, c2);
     at::_foreach_sqrt_(denom);
     at::_foreach_add_(denom, options_.eps);
     directions_ = at::_foreach_div(m, c1);
     at::_foreach_div_(directions_, denom);
+    denom.clear();
     std::vector<size_t> trusted;
     for (size_t k = 0; k < tensor_op_slots_.size(); ++k)
       if (trust(slots_[tensor_op_slots_[k]])) {

@@ -22,7 +22,8 @@ namespace joule::trainer {
 // LAMB's per-parameter norms) is summed per parameter on each rank and added over the ranks by `sum_over_ranks`:
 // two small all-reduces per step (the gradient norms before clipping, the update and weight norms after the moments).
 // A parameter wholly inside one rank's shard gets the very sums of the unsharded optimizer; one a shard boundary cuts
-// gets the same sum added in another order (equal to the last bits of a double).
+// gets the same sum added in another order (equal to the last bits of a double; on a GPU, where LAMB's norms come
+// from float32 multi-tensor norms, to about 1e-7).
 // With bf16 weights (collectives/reducer.h), such a parameter's fp32 master of its range lives apart from it:
 // `masters` (per parameter, undefined where the parameter's own elements are the master) is what the update writes.
 struct OptimizerShard {

@@ -1,5 +1,6 @@
 #include "trainer/run_accounting.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "launch/runtime.h"
@@ -74,10 +75,12 @@ void RunAccounting::set_mfu_basis(double flops_per_sequence, const std::string& 
 
 double RunAccounting::peak_flops(int ranks, int nodes) const {
   if (mfu_dtype_.empty() || nodes < 1) return 0;
-  // The devices that compute: a node's ranks (one device each), at most the instance's devices; a run of one rank on
-  // an 8-GPU instance is measured against one GPU's peak (its bill and power are the whole instance's).
-  const int devices_per_node = (ranks + nodes - 1) / nodes;
-  return profile_.instance_peak_tflops(mfu_dtype_, devices_per_node) * 1e12 * nodes;
+  // The devices that compute: one a rank, at most the instances' devices; a run of one rank on an 8-GPU instance is
+  // measured against one GPU's peak (its bill and power are the whole instance's). A CPU instance is one device, and
+  // a segment without a rank count (a hand-made ledger) is counted with all its devices.
+  if (profile_.device_kind == "cpu" || ranks < 1) return profile_.instance_peak_tflops(mfu_dtype_) * 1e12 * nodes;
+  const int devices = std::min(ranks, nodes * profile_.devices);
+  return profile_.instance_peak_tflops(mfu_dtype_, 1) * 1e12 * devices;
 }
 
 void RunAccounting::set_segment_timing(int64_t timed_sequences, double timed_s) {

@@ -385,6 +385,8 @@ def render_gpu_train(paths):
         if impl not in variants and impl != "pytorch":
             variants.append(impl)
         cells.setdefault((r.get("model", r.get("config")), r["seq_len"], r["micro_batch"]), {}).setdefault(impl, []).append(r)
+    if not variants:
+        raise TableError(f"{', '.join(paths)}: no joule runs")
     has_torch = any("pytorch" in by for by in cells.values())
     rows = []
     for (model, seq, micro), by in sorted(cells.items()):

@@ -133,7 +133,7 @@ for micro_batch in $micro_batches; do
     bad "bench train --micro-batch $micro_batch"
 done
 cat "$out/bench.jsonl"
-if (( gpu )) && [[ -n ${AB_JOULE:-} ]]; then  # an A/B against another joule binary, alternated run by run
+if (( gpu )) && [[ -n ${AB_JOULE:-} && $AB_JOULE != "$joule" ]]; then  # an A/B against another joule, alternated
   for round in $(seq "${AB_ROUNDS:-2}"); do
     for micro_batch in ${AB_MICRO_BATCHES:-64 256}; do
       for binary in "$joule" "$AB_JOULE"; do

@@ -17,7 +17,8 @@ torch_version=$($python -c 'import torch; print(torch.__version__)')
 site=$(dirname "$torch_dir")
 rpath_link=$(ls -d "$site"/nvidia/*/lib 2> /dev/null | paste -sd:)
 export CCACHE_BASEDIR=$src CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
-cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
+launcher=(); command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
   -DCMAKE_PREFIX_PATH="$torch_dir/share/cmake;$torch_dir" -DJOULE_WITH_NCCL=ON \
   -DNCCL_INCLUDE_DIR="$site/nvidia/nccl/include" -DNCCL_LIBRARY="$site/nvidia/nccl/lib/libnccl.so.2" \
   -DJOULE_ONEDNN=OFF -DJOULE_OPENMP=OFF ${rpath_link:+"-DCMAKE_EXE_LINKER_FLAGS=-Wl,-rpath-link,$rpath_link"} > /dev/null
