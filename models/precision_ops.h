@@ -66,11 +66,6 @@ class PrecisionOps {
   // otherwise LibTorch's matmul.
   torch::Tensor attention_scores(const torch::Tensor& q, const torch::Tensor& k) const;
   torch::Tensor attention_context(const torch::Tensor& probs, const torch::Tensor& v) const;
-  // softmax(scale * scores + mask_bias) over keys; in fp32 the original `softmax(scores * scale + mask)` order of
-  // operations (scale applied to the queries by the caller; see `attention_scale_in_softmax`).
-  torch::Tensor attention_probs(const torch::Tensor& scores, const torch::Tensor& mask_bias, double scale) const;
-  // Whether attention_probs applies the 1/sqrt(d) scale itself (bf16) or the caller scales the queries (fp32).
-  bool attention_scale_in_softmax() const { return precision_ == Precision::kBf16; }
   // The whole attention, context = dropout(softmax(q k^T * scale + mask_bias), p) v as [B, L, hidden], from the
   // per-head views q [B, heads, Lq, head_dim] (not yet scaled), k and v [B, heads, L, head_dim], and mask_bias
   // [B, 1, 1, L] fp32; p = 0: no dropout. In bf16 on a GPU one fused kernel (launch::compat::fused_attention: the
@@ -82,6 +77,12 @@ class PrecisionOps {
   torch::Tensor for_loss(const torch::Tensor& logits) const;
 
  private:
+  // softmax(scale * scores + mask_bias) over keys; in fp32 the original `softmax(scores * scale + mask)` order of
+  // operations (scale applied to the queries by `attention`; see `attention_scale_in_softmax`).
+  torch::Tensor attention_probs(const torch::Tensor& scores, const torch::Tensor& mask_bias, double scale) const;
+  // Whether attention_probs applies the 1/sqrt(d) scale itself (bf16) or `attention` scales the queries (fp32).
+  bool attention_scale_in_softmax() const { return precision_ == Precision::kBf16; }
+
   Precision precision_;
   launch::Fp32Gemm fp32_gemm_;
   std::shared_ptr<const PackedWeights> packed_;

@@ -215,15 +215,6 @@ torch::Tensor Optimizer::weights(const Slot& s) {
   return s.master.defined() ? s.master : part_of(s.param, s.begin, s.count);
 }
 
-torch::Tensor Optimizer::update_moments_with_tensor_ops(Slot& s, double grad_scale) {
-  torch::Tensor g = part_of(s.param.grad(), s.begin, s.count);
-  if (grad_scale != 1.0) g = g * grad_scale;
-  const double b1 = options_.beta1, b2 = options_.beta2;
-  s.exp_avg.mul_(b1).add_(g, 1.0 - b1);
-  s.exp_avg_sq.mul_(b2).addcmul_(g, g, 1.0 - b2);
-  return g;
-}
-
 namespace {
 
 class Lamb : public Optimizer {
@@ -372,9 +363,17 @@ class AdamW : public Optimizer {
 
  protected:
   bool needs_norms() const override { return false; }
+  // The moments in tensor ops (any device), slot by slot.
   void update_moments(const std::vector<size_t>& active, double, double, double, double grad_scale,
                       std::vector<double>&) override {
-    for (size_t i : active) update_moments_with_tensor_ops(slots_[i], grad_scale);
+    const double b1 = options_.beta1, b2 = options_.beta2;
+    for (size_t i : active) {
+      Slot& s = slots_[i];
+      torch::Tensor g = part_of(s.param.grad(), s.begin, s.count);
+      if (grad_scale != 1.0) g = g * grad_scale;
+      s.exp_avg.mul_(b1).add_(g, 1.0 - b1);
+      s.exp_avg_sq.mul_(b2).addcmul_(g, g, 1.0 - b2);
+    }
   }
   void apply_updates(const std::vector<size_t>& active, double lr, double c1, double c2,
                      const std::vector<double>&) override {

@@ -87,8 +87,6 @@ class Optimizer {
                              const std::vector<double>& norms) = 0;
   // Whether pass 2 needs the norms of pass 1 (summed over the ranks when sharded).
   virtual bool needs_norms() const = 0;
-  // The moments' update in tensor ops (any device); returns the scaled gradient part.
-  torch::Tensor update_moments_with_tensor_ops(Slot& slot, double grad_scale);
   // The fp32 weights the slot updates: its master, or its elements of the parameter (the parameter when whole).
   static torch::Tensor weights(const Slot& slot);
   std::vector<Slot> slots_;

@@ -154,8 +154,7 @@ StepPrediction ClusterModel::predict_with(double efficiency, const Workload& w, 
   const double micro = std::min<double>(static_cast<double>(w.micro_batch), per_device);
   r.accumulation = static_cast<int64_t>(std::ceil(per_device / micro));
 
-  const double device_peak =
-      p.instance_peak_tflops(w.dtype) * 1e12 / (p.device_kind == "cpu" ? 1 : std::max(1, p.devices));
+  const double device_peak = p.instance_peak_tflops(w.dtype, /*devices_in_use=*/1) * 1e12;
   const double rate = device_peak * efficiency;
   const double flops_per_sequence = models::training_flops_per_sequence(w.model, w.seq_len, w.max_predictions);
   r.compute_s = per_device * flops_per_sequence / rate;
