@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -15,6 +16,7 @@
 #include "launch/runtime.h"
 #include "launch/util/error.h"
 #include "launch/util/file_io.h"
+#include "launch/util/format.h"
 #include "models/encoder_model.h"
 #include "models/flops.h"
 #include "models/infer/infer.h"
@@ -94,6 +96,8 @@ InferBenchResult bench_infer(const InferBenchOptions& o) {
   const models::PrecisionChoice& precision = used.choice;
   r.precision = models::precision_name(precision.precision);
   r.precision_reason = precision.reason;
+  r.peak_gflops = std::min(r.threads, launch::physical_cores()) * launch::core_clock_ghz() *
+                  launch::cpu_flops_per_cycle(launch::CpuIsa::current(), r.precision);
 
   trainer::MeterContext meters;
   meters.apply_environment();
@@ -166,7 +170,8 @@ std::string InferBenchResult::to_json() const {
                            {"usd_per_million", p.usd_per_million},
                            {"co2_kg_per_million", co2_kg_per_million(p)},
                            {"gflops", p.gflops},
-                           {"roofline_fraction", p.roofline_fraction}});
+                           {"roofline_fraction", p.roofline_fraction},
+                           {"peak_fraction", peak_fraction(p)}});
   nlohmann::json j = {{"impl", "joule"},
                       {"schema_version", 1},
                       {"date", date},
@@ -178,6 +183,7 @@ std::string InferBenchResult::to_json() const {
                       {"seq_len", seq_len},
                       {"p99_bound_ms", p99_bound_ms},
                       {"sgemm_gflops", sgemm_gflops},
+                      {"peak_gflops", peak_gflops},
                       {"energy_sources", energy_sources},
                       {"instance", instance},
                       {"usd_per_hour", usd_per_hour},
@@ -202,6 +208,7 @@ InferBenchResult InferBenchResult::from_json(const std::string& text, const std:
     r.seq_len = j.at("seq_len").get<int64_t>();
     r.p99_bound_ms = j.value("p99_bound_ms", 0.0);
     r.sgemm_gflops = j.value("sgemm_gflops", 0.0);
+    r.peak_gflops = j.value("peak_gflops", 0.0);
     r.energy_sources = j.value("energy_sources", "");
     r.instance = j.value("instance", "");
     r.usd_per_hour = j.value("usd_per_hour", 0.0);
@@ -240,19 +247,31 @@ std::string InferBenchResult::to_text() const {
     << precision_reason << "\n"
     << "IT energy: " << energy_sources << "; price: " << instance << " (USD " << usd_per_hour << "/h); CO2: PUE " << pue
     << " x " << grid_g_per_kwh << " g/kWh (" << region << ")\n"
-    << "matmul rate on these GEMMs: " << static_cast<int64_t>(sgemm_gflops) << " GFLOP/s\n";
+    << "matmul rate on these GEMMs: " << static_cast<int64_t>(sgemm_gflops) << " GFLOP/s";
+  if (peak_gflops > 0)
+    s << "; the processor's " << precision << " peak on " << std::min(threads, launch::physical_cores())
+      << " cores: " << static_cast<int64_t>(peak_gflops) << " GFLOP/s";
+  s << "\n";
   char line[200];
-  std::snprintf(line, sizeof line, "%6s %10s %9s %9s %11s %11s %11s %9s\n", "batch", "inf/s", "p50 ms", "p99 ms",
-                "kWh/1M", "USD/1M", "kg CO2/1M", "roofline");
+  std::snprintf(line, sizeof line, "%6s %10s %9s %9s %11s %11s %11s %9s %9s\n", "batch", "inf/s", "p50 ms", "p99 ms",
+                "kWh/1M", "USD/1M", "kg CO2/1M", "roofline", "of peak");
   s << line;
   for (size_t i = 0; i < points.size(); ++i) {
     const InferPoint& p = points[i];
-    std::snprintf(line, sizeof line, "%6lld %10.1f %9.2f %9.2f %11.4f %11.4f %11.4f %8.0f%%%s\n",
+    const std::string of_peak = peak_gflops > 0 ? format_number("%.0f%%", 100 * peak_fraction(p)) : "-";
+    std::snprintf(line, sizeof line, "%6lld %10.1f %9.2f %9.2f %11.4f %11.4f %11.4f %8.0f%% %9s%s\n",
                   static_cast<long long>(p.batch), p.inferences_per_s, p.p50_ms, p.p99_ms, p.joules_per_million / 3.6e6,
-                  p.usd_per_million, co2_kg_per_million(p), 100 * p.roofline_fraction,
+                  p.usd_per_million, co2_kg_per_million(p), 100 * p.roofline_fraction, of_peak.c_str(),
                   static_cast<int>(i) == chosen ? "  <- best" : "");
     s << line;
   }
+  // A p99 of few calls is their slowest call or two: say so, and what --seconds would give each batch size 100.
+  const auto fewest = std::min_element(points.begin(), points.end(),
+                                       [](const InferPoint& a, const InferPoint& b) { return a.calls < b.calls; });
+  if (fewest != points.end() && fewest->calls > 0 && fewest->calls < 100)
+    s << "p99 from " << fewest->calls << " calls at batch " << fewest->batch
+      << " (the fewest): little more than the slowest call; --seconds "
+      << format_number("%.0f", std::ceil(100 * fewest->p50_ms / 1e3)) << " gives every batch size about 100 calls\n";
   if (chosen < 0)
     s << "no batch size meets p99 <= " << p99_bound_ms << " ms\n";
   else if (p99_bound_ms > 0)

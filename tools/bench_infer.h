@@ -1,6 +1,6 @@
 // `joule bench infer`: inference throughput and latency of a BERT/LayoutLM classifier on this machine, per batch size,
 // with the best throughput under a p99 latency bound, energy and cost per million inferences, and the fraction of the
-// matmul rate this process measures on the same GEMM shapes.
+// matmul rate this process measures on the same GEMM shapes and of the processor's peak for the precision.
 #pragma once
 
 #include <cstdint>
@@ -37,11 +37,14 @@ struct InferBenchResult {
   std::string model, architecture, precision, precision_reason, energy_sources, instance, region, date;
   int threads = 0;
   int64_t seq_len = 0;
-  double p99_bound_ms = 0;                               // the bound `chosen` was picked under; 0: none
-  double sgemm_gflops = 0;                               // matmul rate on the forward's shapes (batch 8), FLOP-weighted
+  double p99_bound_ms = 0;  // the bound `chosen` was picked under; 0: none
+  double sgemm_gflops = 0;  // matmul rate on the forward's shapes (batch 8), FLOP-weighted
+  double peak_gflops = 0;   // the processor's peak for the precision on the cores used (cores x FLOP per cycle x the
+                            // measured clock: launch/cpu_isa.h); 0: unknown (not x86-64)
   double usd_per_hour = 0, pue = 1, grid_g_per_kwh = 0;  // the instance profile's price and PUE, the region's grid
   std::vector<InferPoint> points;
   int chosen = -1;  // the best throughput whose p99 meets the bound (any, without one); -1: none meets it
+  double peak_fraction(const InferPoint& p) const { return peak_gflops > 0 ? p.gflops / peak_gflops : 0; }
   double co2_kg_per_million(const InferPoint& p) const {
     return p.joules_per_million / 3.6e6 * pue * grid_g_per_kwh / 1e3;
   }

@@ -54,7 +54,8 @@ std::string write_inference_report(const std::string& run_dir, const std::string
   std::vector<Bar> usd_bars, kwh_bars;
   std::ostringstream points;
   points << "<table><tr><th>batch</th><th>inferences/s</th><th>p50 ms</th><th>p99 ms</th><th>kWh per million "
-            "(IT)</th><th>USD per million</th><th>kg CO2 per million</th><th>matmul roofline</th></tr>\n";
+            "(IT)</th><th>USD per million</th><th>kg CO2 per million</th><th>matmul roofline</th><th>of the "
+            "processor's peak</th></tr>\n";
   for (size_t i = 0; i < r.points.size(); ++i) {
     const InferPoint& p = r.points[i];
     curve.points.push_back({p.p99_ms, p.inferences_per_s});
@@ -67,7 +68,8 @@ std::string write_inference_report(const std::string& run_dir, const std::string
     points << "<tr><td>" << p.batch << (static_cast<int>(i) == r.chosen ? " (best)" : "") << "</td><td>"
            << fig(p.inferences_per_s) << "</td><td>" << fig(p.p50_ms) << "</td><td>" << fig(p.p99_ms) << "</td><td>"
            << fig(p.joules_per_million / 3.6e6) << "</td><td>" << fig(p.usd_per_million) << "</td><td>"
-           << fig(r.co2_kg_per_million(p)) << "</td><td>" << num(100 * p.roofline_fraction, "%.0f") << " %</td></tr>\n";
+           << fig(r.co2_kg_per_million(p)) << "</td><td>" << num(100 * p.roofline_fraction, "%.0f") << " %</td><td>"
+           << (r.peak_gflops > 0 ? num(100 * r.peak_fraction(p), "%.0f") + " %" : "unknown") << "</td></tr>\n";
   }
   points << "</table>\n";
 

@@ -278,14 +278,26 @@ TEST(Cli, InferenceRunSummaryReportAndPlan) {
   EXPECT_NE(bench.output.find("wrote " + dir + "/inference.json"), std::string::npos) << bench.output;
   auto summary = run_command(kJoule + " summary " + dir);
   ASSERT_EQ(summary.exit_code, 0) << summary.output;
-  for (const char* part : {"joule inference run", "kg CO2/1M", "best throughput with p99 <= 10000 ms"})
+  // 0.05 s a batch size: a few calls, and the summary says what their p99 is worth.
+  for (const char* part : {"joule inference run", "kg CO2/1M", "of peak", "best throughput with p99 <= 10000 ms",
+                           "(the fewest): little more than the slowest call; --seconds"})
     EXPECT_NE(summary.output.find(part), std::string::npos) << part << " not in\n" << summary.output;
   auto json = run_command(kJoule + " summary --json " + dir);
   ASSERT_EQ(json.exit_code, 0) << json.output;
   const nlohmann::json j = nlohmann::json::parse(json.output);
   ASSERT_EQ(j["points"].size(), 2u);
+#if defined(__x86_64__)
+  // One thread: one core's peak for the precision, at the clock joule measures; every point a fraction of it.
+  const double peak = j["peak_gflops"].get<double>();
+  EXPECT_GT(peak, 0);
+#endif
   for (const auto& p : j["points"]) {
     EXPECT_GT(p["inferences_per_s"].get<double>(), 0);
+#if defined(__x86_64__)
+    EXPECT_NEAR(p["peak_fraction"].get<double>(), p["gflops"].get<double>() / peak, 1e-12);
+    EXPECT_GT(p["peak_fraction"].get<double>(), 0);
+    EXPECT_LT(p["peak_fraction"].get<double>(), 1);
+#endif
     EXPECT_NEAR(p["co2_kg_per_million"].get<double>(),
                 p["kwh_per_million"].get<double>() * j["pue"].get<double>() * j["grid_g_per_kwh"].get<double>() / 1e3,
                 1e-12);
@@ -294,7 +306,7 @@ TEST(Cli, InferenceRunSummaryReportAndPlan) {
   ASSERT_EQ(report.exit_code, 0) << report.output;
   const std::string html = joule::test::read_file(dir + "/report.html");
   for (const char* part : {"joule inference report", "Throughput against p99 latency", "Cost per million inferences",
-                           "<td>this host</td>", "inf2.xlarge"})
+                           "<td>this host</td>", "inf2.xlarge", "of the processor's peak"})
     EXPECT_NE(html.find(part), std::string::npos) << part;
   auto plan = run_command(kJoule + " plan --inference --model bert-tiny --measured " + dir + " --json");
   ASSERT_EQ(plan.exit_code, 0) << plan.output;
