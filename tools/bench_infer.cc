@@ -63,6 +63,9 @@ models::EncoderInput synthetic_input(const models::BertConfig& c, int64_t batch,
   return in;
 }
 
+// A figure joule could not measure here (0) as JSON null, so no reader takes it for a measured 0.
+nlohmann::json unknown_if_zero(double v) { return v > 0 ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
 }  // namespace
 
 InferBenchResult bench_infer(const InferBenchOptions& o) {
@@ -96,8 +99,9 @@ InferBenchResult bench_infer(const InferBenchOptions& o) {
   const models::PrecisionChoice& precision = used.choice;
   r.precision = models::precision_name(precision.precision);
   r.precision_reason = precision.reason;
-  r.peak_gflops = std::min(r.threads, launch::physical_cores()) * launch::core_clock_ghz() *
-                  launch::cpu_flops_per_cycle(launch::CpuIsa::current(), r.precision);
+  r.peak_cores = std::min(r.threads, launch::cores_behind_affinity());
+  r.peak_gflops =
+      r.peak_cores * launch::core_clock_ghz() * launch::cpu_flops_per_cycle(launch::CpuIsa::detect(), r.precision);
 
   trainer::MeterContext meters;
   meters.apply_environment();
@@ -171,7 +175,7 @@ std::string InferBenchResult::to_json() const {
                            {"co2_kg_per_million", co2_kg_per_million(p)},
                            {"gflops", p.gflops},
                            {"roofline_fraction", p.roofline_fraction},
-                           {"peak_fraction", peak_fraction(p)}});
+                           {"peak_fraction", unknown_if_zero(peak_fraction(p))}});
   nlohmann::json j = {{"impl", "joule"},
                       {"schema_version", 1},
                       {"date", date},
@@ -183,7 +187,8 @@ std::string InferBenchResult::to_json() const {
                       {"seq_len", seq_len},
                       {"p99_bound_ms", p99_bound_ms},
                       {"sgemm_gflops", sgemm_gflops},
-                      {"peak_gflops", peak_gflops},
+                      {"peak_gflops", unknown_if_zero(peak_gflops)},
+                      {"peak_cores", peak_cores},
                       {"energy_sources", energy_sources},
                       {"instance", instance},
                       {"usd_per_hour", usd_per_hour},
@@ -208,7 +213,8 @@ InferBenchResult InferBenchResult::from_json(const std::string& text, const std:
     r.seq_len = j.at("seq_len").get<int64_t>();
     r.p99_bound_ms = j.value("p99_bound_ms", 0.0);
     r.sgemm_gflops = j.value("sgemm_gflops", 0.0);
-    r.peak_gflops = j.value("peak_gflops", 0.0);
+    if (j.contains("peak_gflops") && j["peak_gflops"].is_number()) r.peak_gflops = j["peak_gflops"].get<double>();
+    r.peak_cores = j.value("peak_cores", 0);
     r.energy_sources = j.value("energy_sources", "");
     r.instance = j.value("instance", "");
     r.usd_per_hour = j.value("usd_per_hour", 0.0);
@@ -249,8 +255,8 @@ std::string InferBenchResult::to_text() const {
     << " x " << grid_g_per_kwh << " g/kWh (" << region << ")\n"
     << "matmul rate on these GEMMs: " << static_cast<int64_t>(sgemm_gflops) << " GFLOP/s";
   if (peak_gflops > 0)
-    s << "; the processor's " << precision << " peak on " << std::min(threads, launch::physical_cores())
-      << " cores: " << static_cast<int64_t>(peak_gflops) << " GFLOP/s";
+    s << "; the processor's " << precision << " peak on " << peak_cores << (peak_cores == 1 ? " core: " : " cores: ")
+      << static_cast<int64_t>(peak_gflops) << " GFLOP/s";
   s << "\n";
   char line[200];
   std::snprintf(line, sizeof line, "%6s %10s %9s %9s %11s %11s %11s %9s %9s\n", "batch", "inf/s", "p50 ms", "p99 ms",

@@ -39,8 +39,11 @@ struct InferBenchResult {
   int64_t seq_len = 0;
   double p99_bound_ms = 0;  // the bound `chosen` was picked under; 0: none
   double sgemm_gflops = 0;  // matmul rate on the forward's shapes (batch 8), FLOP-weighted
-  double peak_gflops = 0;   // the processor's peak for the precision on the cores used (cores x FLOP per cycle x the
-                            // measured clock: launch/cpu_isa.h); 0: unknown (not x86-64)
+  // The processor's peak for the precision on the cores the threads can use: cores (SMT siblings once) x FLOP per
+  // cycle of the detected hardware (not JOULE_CPU_ISA's narrowing: the GEMM libraries use what is there) x the
+  // measured clock (launch/cpu_isa.h). 0 where unknown (the clock is not measured off x86-64): JSON null.
+  double peak_gflops = 0;
+  int peak_cores = 0;
   double usd_per_hour = 0, pue = 1, grid_g_per_kwh = 0;  // the instance profile's price and PUE, the region's grid
   std::vector<InferPoint> points;
   int chosen = -1;  // the best throughput whose p99 meets the bound (any, without one); -1: none meets it

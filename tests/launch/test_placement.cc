@@ -1,9 +1,17 @@
 // Launcher environment detection for each launcher's variables, and threads per rank.
 #include <gtest/gtest.h>
+#include <sched.h>
 
+#include <algorithm>
+#include <cmath>
+#include <fstream>
 #include <map>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "launch/placement.h"
+#include "launch/runtime.h"
 
 using joule::launch::detect_placement;
 using joule::launch::LaunchError;
@@ -102,4 +110,38 @@ TEST(Placement, ThreadsPerRankAndOversubscription) {
   EXPECT_TRUE(warning.empty());
   EXPECT_EQ(threads_per_rank(CoreView{1, 4}, 2, 2, &warning), 2);  // more threads than the rank's bound core
   EXPECT_NE(warning.find("the launcher binds each rank to 1 core(s)"), std::string::npos) << warning;
+}
+
+// The cores a peak FLOP/s multiplies: SMT siblings once. Checked against another sysfs file than the one
+// cores_behind_affinity reads: each CPU of the affinity counts 1 / (its siblings, itself included, in the affinity).
+TEST(Placement, CoresBehindTheAffinityCountSmtSiblingsOnce) {
+  const std::vector<int> cpus = joule::launch::affinity_cpus();
+  const std::set<int> in_affinity(cpus.begin(), cpus.end());
+  double expected = 0;
+  for (const int cpu : cpus) {
+    std::ifstream f("/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/thread_siblings_list");
+    std::string list;
+    if (!(f >> list)) GTEST_SKIP() << "no sysfs topology for cpu " << cpu;
+    int siblings = 0;  // "0,64" or "0-1"
+    for (size_t at = 0; at < list.size();) {
+      const size_t comma = std::min(list.find(',', at), list.size());
+      const std::string range = list.substr(at, comma - at);
+      const size_t dash = range.find('-');
+      const int lo = std::stoi(range.substr(0, dash)),
+                hi = dash == std::string::npos ? lo : std::stoi(range.substr(dash + 1));
+      for (int s = lo; s <= hi; ++s) siblings += static_cast<int>(in_affinity.count(s));
+      at = comma + 1;
+    }
+    expected += 1.0 / siblings;
+  }
+  EXPECT_EQ(joule::launch::cores_behind_affinity(), static_cast<int>(std::lround(expected)));
+  EXPECT_LE(joule::launch::cores_behind_affinity(), joule::launch::physical_cores());
+  // Narrowed to one CPU, one core.
+  cpu_set_t all, one;
+  ASSERT_EQ(sched_getaffinity(0, sizeof all, &all), 0);
+  CPU_ZERO(&one);
+  CPU_SET(cpus.front(), &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+  EXPECT_EQ(joule::launch::cores_behind_affinity(), 1);
+  ASSERT_EQ(sched_setaffinity(0, sizeof all, &all), 0);
 }

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """One JSON line describing the machine a benchmark runs on, written first in every raw result file under
-tools/bench/results/ (tools/bench/tables.py prints it above each table): processor, vCPUs, memory, the vector and
-matrix extensions the kernel reports, the OpenBLAS core type the environment forces (if any), the Debian packages the
-figures depend on, joule's commit and the date.
+tools/bench/results/ (tools/bench/tables.py prints it above each table): processor (its name, family and model),
+vCPUs, memory, the vector and matrix extensions the kernel reports, the OpenBLAS core type the environment forces (if
+any), the Debian packages the figures depend on, joule's commit and the date.
 
     python3 tools/bench/bench_env.py [--note TEXT]
 """
@@ -22,16 +22,22 @@ def run(*cmd):
 
 
 def cpu():
-    model, flags = "?", set()
+    """(model name, the wanted ISA flags present, "family F, model M"): a name such as "AMD EPYC" does not tell a Zen 4
+    from a Zen 5; the family and model numbers do."""
+    model, flags, numbers = "?", set(), {}
     with open("/proc/cpuinfo") as f:
         for line in f:
             key, _, value = line.partition(":")
-            if key.strip() == "model name":
+            key = key.strip()
+            if key == "model name":
                 model = value.strip()
-            elif key.strip() == "flags":
+            elif key == "flags":
                 flags = set(value.split())
+            elif key in ("cpu family", "model") and key not in numbers:
+                numbers[key] = value.strip()
     wanted = ["avx2", "fma", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16"]
-    return model, [f for f in wanted if f in flags]
+    family = f'family {numbers["cpu family"]}, model {numbers["model"]}' if len(numbers) == 2 else ""
+    return model, [f for f in wanted if f in flags], family
 
 
 def packages():
@@ -44,7 +50,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--note", default="")
     a = ap.parse_args()
-    model, isa = cpu()
+    model, isa, family = cpu()
     with open("/proc/meminfo") as f:
         mem_kb = int(next(line.split()[1] for line in f if line.startswith("MemTotal:")))
     here = os.path.dirname(os.path.abspath(__file__))
@@ -55,6 +61,7 @@ def main():
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
         "joule_commit": commit + ("+changes" if dirty else ""),
         "cpu_model": model,
+        "cpu_family": family,
         "vcpus": os.cpu_count(),
         "memory_gib": round(mem_kb / 2**20, 1),
         "cpu_isa": isa,

@@ -129,6 +129,7 @@ def main():
                 print(json.dumps({"impl": "joule", "precision": precision, "batch": p["batch"], "calls": p["calls"],
                                   "inferences_per_s": p["inferences_per_s"], "p50_ms": p["p50_ms"],
                                   "p99_ms": p["p99_ms"], "roofline_fraction": p["roofline_fraction"],
+                                  "peak_fraction": p.get("peak_fraction"),
                                   "kwh_per_million": p["kwh_per_million"], "repeat": repeat, **env}), flush=True)
     return 0
 

@@ -128,7 +128,8 @@ def render_environment(paths):
         in_file = [r for r in runs if r["_file"] == e["_file"]]
         joule = next((r for r in in_file if r.get("impl") == "joule"), None)
         pkgs = e.get("packages", {})
-        parts = [f'{e["cpu_model"]}, {e["vcpus"]} vCPUs, {e["memory_gib"]} GiB',
+        family = f' ({e["cpu_family"]})' if e.get("cpu_family") else ""
+        parts = [f'{e["cpu_model"]}{family}, {e["vcpus"]} vCPUs, {e["memory_gib"]} GiB',
                  "ISA " + (" ".join(e["cpu_isa"]) or "none"),
                  "OPENBLAS_CORETYPE=" + (e["openblas_coretype"] or "(unset)"),
                  e.get("os", "?"),
