@@ -1,11 +1,17 @@
 #include "launch/cpu_isa.h"
 
+#include <sched.h>
 #include <time.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
+#include <set>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "launch/util/error.h"
 
@@ -132,6 +138,57 @@ double cpu_flops_per_cycle(const CpuIsa& isa, const std::string& dtype) {
   // each of the two FMA pipes.
   if (isa.avx512_bf16) return isa.avx512_halves ? 64 : 2 * 64;
   return fp32;
+}
+
+int cores_behind(const std::vector<int>& cpus) {
+  std::set<std::pair<long, long>> cores;
+  for (const int cpu : cpus) {
+    const std::string dir = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
+    long package = -1, core = -1;
+    std::ifstream(dir + "physical_package_id") >> package;
+    std::ifstream(dir + "core_id") >> core;
+    if (package < 0 || core < 0) return 0;
+    cores.insert({package, core});
+  }
+  return static_cast<int>(cores.size());
+}
+
+int cores_behind_affinity() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  const int cores = cores_behind(cpus);
+  return cores > 0 ? cores : static_cast<int>(cpus.size());
+}
+
+std::vector<int> parse_cpu_list(const std::string& list) {
+  std::vector<int> cpus;
+  std::stringstream ranges(list);
+  for (std::string range; std::getline(ranges, range, ',');) {
+    const size_t dash = range.find('-');
+    size_t used_lo = 0, used_hi = 0;
+    try {
+      const std::string lo_text = range.substr(0, dash),
+                        hi_text = dash == std::string::npos ? lo_text : range.substr(dash + 1);
+      const int lo = std::stoi(lo_text, &used_lo), hi = std::stoi(hi_text, &used_hi);
+      if (used_lo != lo_text.size() || used_hi != hi_text.size() || lo < 0 || hi < lo) return {};
+      for (int c = lo; c <= hi; ++c) cpus.push_back(c);
+    } catch (const std::exception&) {
+      return {};
+    }
+  }
+  return cpus;
+}
+
+int cores_online() {
+  std::ifstream f("/sys/devices/system/cpu/online");
+  std::string list;
+  if (!(f >> list)) return 0;
+  const std::vector<int> cpus = parse_cpu_list(list);
+  return cpus.empty() ? 0 : cores_behind(cpus);
 }
 
 double thread_cpu_seconds() {

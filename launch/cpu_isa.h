@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace joule::launch {
 
@@ -35,6 +36,15 @@ double cpu_flops_per_cycle(const CpuIsa& isa, const std::string& dtype);
 // Turbo included: a scalar loop runs at the clock vector code can at most reach, so a peak from it is never
 // understated. 0 where it cannot be measured (not x86-64). Measured once per process.
 double core_clock_ghz();
+
+// The cores behind CPUs: distinct (package, core) pairs of sysfs's topology, so SMT siblings, which share one core's
+// FMA units, count once (what a peak FLOP/s multiplies); 0 where sysfs does not say for one of them.
+int cores_behind(const std::vector<int>& cpus);
+int cores_behind_affinity();  // of the CPUs this process may run on; their count where sysfs does not say
+int cores_online();           // of every online CPU (sched affinity ignored); 0 where sysfs does not say
+// A kernel CPU list ("0-3,8,10-11", as sysfs's online and thread_siblings_list files write them): its ids; empty
+// where it is not one.
+std::vector<int> parse_cpu_list(const std::string& list);
 
 // This thread's CPU time in seconds (CLOCK_THREAD_CPUTIME_ID): what a one-thread measurement counts, other processes
 // on the core left out.

@@ -15,8 +15,6 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <set>
 #include <stdexcept>
 
 #include <torch/torch.h>
@@ -294,19 +292,6 @@ std::vector<int> affinity_cpus() {
   for (int c = 0; c < CPU_SETSIZE; ++c)
     if (CPU_ISSET(c, &set)) ids.push_back(c);
   return ids;
-}
-
-int cores_behind_affinity() {
-  std::set<std::pair<long, long>> cores;
-  for (const int cpu : affinity_cpus()) {
-    const std::string dir = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
-    long package = -1, core = -1;
-    std::ifstream(dir + "physical_package_id") >> package;
-    std::ifstream(dir + "core_id") >> core;
-    if (package < 0 || core < 0) return physical_cores();
-    cores.insert({package, core});
-  }
-  return cores.empty() ? physical_cores() : static_cast<int>(cores.size());
 }
 
 int physical_cores() {

@@ -92,9 +92,7 @@ std::string rank_prefix();
 std::string torch_version();
 std::string mpi_library_version();  // MPI_Get_library_version: callable before MPI_Init
 int physical_cores();               // online CPUs this process may run on (sched_getaffinity): SMT siblings count apart
+                                    // (launch/cpu_isa.h counts cores)
 std::vector<int> affinity_cpus();   // their ids
-// The cores behind those CPUs: distinct (package, core) pairs of sysfs's topology, so SMT siblings, which share one
-// core's FMA units, count once (what a peak FLOP/s multiplies); physical_cores() where sysfs does not say.
-int cores_behind_affinity();
 
 }  // namespace joule::launch

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "launch/cpu_isa.h"
 #include "launch/placement.h"
 #include "launch/runtime.h"
 
@@ -122,16 +123,9 @@ TEST(Placement, CoresBehindTheAffinityCountSmtSiblingsOnce) {
     std::ifstream f("/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/thread_siblings_list");
     std::string list;
     if (!(f >> list)) GTEST_SKIP() << "no sysfs topology for cpu " << cpu;
-    int siblings = 0;  // "0,64" or "0-1"
-    for (size_t at = 0; at < list.size();) {
-      const size_t comma = std::min(list.find(',', at), list.size());
-      const std::string range = list.substr(at, comma - at);
-      const size_t dash = range.find('-');
-      const int lo = std::stoi(range.substr(0, dash)),
-                hi = dash == std::string::npos ? lo : std::stoi(range.substr(dash + 1));
-      for (int s = lo; s <= hi; ++s) siblings += static_cast<int>(in_affinity.count(s));
-      at = comma + 1;
-    }
+    int siblings = 0;
+    for (const int s : joule::launch::parse_cpu_list(list)) siblings += static_cast<int>(in_affinity.count(s));
+    ASSERT_GT(siblings, 0) << list;
     expected += 1.0 / siblings;
   }
   EXPECT_EQ(joule::launch::cores_behind_affinity(), static_cast<int>(std::lround(expected)));
@@ -144,4 +138,13 @@ TEST(Placement, CoresBehindTheAffinityCountSmtSiblingsOnce) {
   ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
   EXPECT_EQ(joule::launch::cores_behind_affinity(), 1);
   ASSERT_EQ(sched_setaffinity(0, sizeof all, &all), 0);
+  EXPECT_GE(joule::launch::cores_online(), joule::launch::cores_behind_affinity());
+}
+
+TEST(Placement, KernelCpuLists) {
+  using joule::launch::parse_cpu_list;
+  EXPECT_EQ(parse_cpu_list("0"), std::vector<int>({0}));
+  EXPECT_EQ(parse_cpu_list("0-3,8,10-11"), std::vector<int>({0, 1, 2, 3, 8, 10, 11}));
+  EXPECT_EQ(parse_cpu_list("0,64"), std::vector<int>({0, 64}));
+  for (const char* bad : {"", "a", "1-", "3-1", "0-1x", "-1"}) EXPECT_TRUE(parse_cpu_list(bad).empty()) << bad;
 }

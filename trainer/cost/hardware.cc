@@ -125,6 +125,7 @@ HostFacts HostFacts::detect() {
   }
   h.isa = launch::CpuIsa::current();
   h.clock_ghz = launch::core_clock_ghz();
+  h.cores = launch::cores_online();
   return h;
 }
 
@@ -181,7 +182,8 @@ void read_host(const toml::value& root, const std::string& path, const HostFacts
   if (p.cpu_max_w < p.cpu_idle_w) throw ProfileError(path + ": host cpu_max_w is below cpu_idle_w");
   if (p.usd_per_hour < 0) throw ProfileError(path + ": host usd_per_hour is negative");
   if (p.device_kind == "cpu" && host.has("clock_ghz")) {  // read_device ran first
-    // A generic host's peaks come from the detected ISA: vCPUs x clock x FLOP per cycle; clock_ghz = 0: measured.
+    // A generic host's peaks come from the detected ISA: cores x clock x FLOP per cycle, the cores the profile's vCPUs
+    // over the node's threads per core (SMT siblings share one core's FMA units); clock_ghz = 0: measured.
     double ghz = host.number("clock_ghz", 0);
     if (ghz == 0) {
       ghz = facts.clock_ghz;
@@ -192,7 +194,8 @@ void read_host(const toml::value& root, const std::string& path, const HostFacts
     require_positive(ghz, path, "host.clock_ghz");
     p.clock_ghz = ghz;
     for (const char* dtype : {"fp32", "bf16"})
-      p.peak_tflops[dtype] = p.vcpus * ghz * launch::cpu_flops_per_cycle(facts.isa, dtype) / 1e3;
+      p.peak_tflops[dtype] =
+          p.vcpus / facts.threads_per_core() * ghz * launch::cpu_flops_per_cycle(facts.isa, dtype) / 1e3;
   }
 }
 

@@ -26,9 +26,13 @@ class ProfileError : public joule::Error {
 struct HostFacts {
   int vcpus = 0;
   double memory_gib = 0;
-  launch::CpuIsa isa;         // what the cpu-host profile derives its peak FLOP/s from, with the clock
-  double clock_ghz = 0;       // measured (launch::core_clock_ghz); 0: unknown
-  static HostFacts detect();  // online CPUs (sched affinity ignored), MemTotal, CpuIsa::current() and the clock
+  launch::CpuIsa isa;    // what the cpu-host profile derives its peak FLOP/s from, with the clock
+  double clock_ghz = 0;  // measured (launch::core_clock_ghz); 0: unknown
+  int cores = 0;         // the cores behind the online CPUs, SMT siblings once (launch::cores_online); 0: unknown
+  static HostFacts
+  detect();  // online CPUs and their cores (sched affinity ignored), MemTotal, CpuIsa::current(), clock
+  // vCPUs per core on this node (2 with SMT): what a profile's vCPUs are divided by for its peak; 1 where unknown.
+  double threads_per_core() const { return cores > 0 && vcpus >= cores ? static_cast<double>(vcpus) / cores : 1.0; }
 };
 
 // A published inference throughput of one instance ([[inference]] in a profile under configs/hardware/inference/):

@@ -25,9 +25,10 @@ using test::write_file;
 
 const std::string kConfigs = JOULE_CONFIG_DIR;
 
-InstanceProfile cpu_host(int vcpus = 4, double memory_gib = 16, const std::string& isa = "avx2,fma,avx512f") {
+InstanceProfile cpu_host(int vcpus = 4, double memory_gib = 16, const std::string& isa = "avx2,fma,avx512f",
+                         int cores = 0) {
   return load_instance_profile("cpu-host", kConfigs + "/hardware",
-                               {vcpus, memory_gib, joule::launch::CpuIsa::parse(isa), /*clock_ghz=*/2.0});
+                               {vcpus, memory_gib, joule::launch::CpuIsa::parse(isa), /*clock_ghz=*/2.0, cores});
 }
 
 // A powercap tree as the kernel lays it out: every zone at the top level.
@@ -320,7 +321,8 @@ TEST(Profiles, GenericHostScalesWithDetectedVcpusAndMemory) {
   EXPECT_DOUBLE_EQ(p.cpu_max_w, 8 * 3.5);
   EXPECT_DOUBLE_EQ(p.ram_w, 32 * 0.375);
   EXPECT_DOUBLE_EQ(p.usd_per_hour, 8 * 0.0425);
-  // AVX-512: 2 FMA pipes x 16 lanes x 2 FLOP at the measured 2.0 GHz (the profile's clock_ghz = 0) per vCPU; no
+  // AVX-512: 2 FMA pipes x 16 lanes x 2 FLOP at the measured 2.0 GHz (the profile's clock_ghz = 0) per core, one a
+  // vCPU where the topology is unknown (cores = 0); no
   // bf16 instructions: bf16's peak is fp32's.
   EXPECT_DOUBLE_EQ(p.clock_ghz, 2.0);
   EXPECT_DOUBLE_EQ(p.instance_peak_tflops("fp32"), 8 * 0.128);
@@ -328,6 +330,12 @@ TEST(Profiles, GenericHostScalesWithDetectedVcpusAndMemory) {
   EXPECT_DOUBLE_EQ(cpu_host(8, 32, "avx2,fma,avx512f,avx512_bf16").instance_peak_tflops("bf16"), 8 * 0.256);
   EXPECT_DOUBLE_EQ(cpu_host(8, 32, "avx2,fma,avx512f,amx_bf16").instance_peak_tflops("bf16"), 8 * 2.048);
   EXPECT_DOUBLE_EQ(cpu_host(8, 32, "avx2,fma").instance_peak_tflops("fp32"), 8 * 0.064);
+  // With SMT (8 vCPUs on 4 cores) two vCPUs share a core's FMA units: the peak is 4 cores', power and price stay per
+  // vCPU; one vCPU a core where the topology says so, or says nothing.
+  const InstanceProfile smt = cpu_host(8, 32, "avx2,fma,avx512f", /*cores=*/4);
+  EXPECT_DOUBLE_EQ(smt.instance_peak_tflops("fp32"), 4 * 0.128);
+  EXPECT_DOUBLE_EQ(smt.usd_per_hour, 8 * 0.0425);
+  EXPECT_DOUBLE_EQ(cpu_host(8, 32, "avx2,fma,avx512f", /*cores=*/8).instance_peak_tflops("fp32"), 8 * 0.128);
 }
 
 // The cpu-host profile's clock is measured (clock_ghz = 0): one add per cycle on a dependency chain, in the thread's
