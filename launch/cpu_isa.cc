@@ -140,15 +140,15 @@ double cpu_flops_per_cycle(const CpuIsa& isa, const std::string& dtype) {
   return fp32;
 }
 
-int cores_behind(const std::vector<int>& cpus) {
-  std::set<std::pair<long, long>> cores;
+int cores_behind(const std::vector<int>& cpus, const std::string& sysfs_cpu) {
+  std::set<std::vector<int>> cores;
   for (const int cpu : cpus) {
-    const std::string dir = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
-    long package = -1, core = -1;
-    std::ifstream(dir + "physical_package_id") >> package;
-    std::ifstream(dir + "core_id") >> core;
-    if (package < 0 || core < 0) return 0;
-    cores.insert({package, core});
+    std::ifstream f(sysfs_cpu + "/cpu" + std::to_string(cpu) + "/topology/thread_siblings_list");
+    std::string list;
+    if (!(f >> list)) return 0;
+    std::vector<int> siblings = parse_cpu_list(list);
+    if (siblings.empty()) return 0;
+    cores.insert(std::move(siblings));
   }
   return static_cast<int>(cores.size());
 }
@@ -174,7 +174,7 @@ std::vector<int> parse_cpu_list(const std::string& list) {
       const std::string lo_text = range.substr(0, dash),
                         hi_text = dash == std::string::npos ? lo_text : range.substr(dash + 1);
       const int lo = std::stoi(lo_text, &used_lo), hi = std::stoi(hi_text, &used_hi);
-      if (used_lo != lo_text.size() || used_hi != hi_text.size() || lo < 0 || hi < lo) return {};
+      if (used_lo != lo_text.size() || used_hi != hi_text.size() || lo < 0 || hi < lo || hi > (1 << 20)) return {};
       for (int c = lo; c <= hi; ++c) cpus.push_back(c);
     } catch (const std::exception&) {
       return {};
@@ -183,12 +183,12 @@ std::vector<int> parse_cpu_list(const std::string& list) {
   return cpus;
 }
 
-int cores_online() {
-  std::ifstream f("/sys/devices/system/cpu/online");
+int cores_online(const std::string& sysfs_cpu) {
+  std::ifstream f(sysfs_cpu + "/online");
   std::string list;
   if (!(f >> list)) return 0;
   const std::vector<int> cpus = parse_cpu_list(list);
-  return cpus.empty() ? 0 : cores_behind(cpus);
+  return cpus.empty() ? 0 : cores_behind(cpus, sysfs_cpu);
 }
 
 double thread_cpu_seconds() {

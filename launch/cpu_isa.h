@@ -37,13 +37,16 @@ double cpu_flops_per_cycle(const CpuIsa& isa, const std::string& dtype);
 // understated. 0 where it cannot be measured (not x86-64). Measured once per process.
 double core_clock_ghz();
 
-// The cores behind CPUs: distinct (package, core) pairs of sysfs's topology, so SMT siblings, which share one core's
-// FMA units, count once (what a peak FLOP/s multiplies); 0 where sysfs does not say for one of them.
-int cores_behind(const std::vector<int>& cpus);
+// The cores behind CPUs: their distinct sibling sets (sysfs's topology/thread_siblings_list: the CPUs sharing one
+// core), so SMT siblings, which share one core's FMA units, count once (what a peak FLOP/s multiplies); 0 where sysfs
+// does not say for one of them. `sysfs_cpu` is /sys/devices/system/cpu but in tests. (Not (package, core_id) pairs:
+// core ids repeat across dies and clusters on some kernels.)
+int cores_behind(const std::vector<int>& cpus, const std::string& sysfs_cpu = "/sys/devices/system/cpu");
 int cores_behind_affinity();  // of the CPUs this process may run on; their count where sysfs does not say
-int cores_online();           // of every online CPU (sched affinity ignored); 0 where sysfs does not say
+// Of every online CPU (sysfs_cpu/online; sched affinity ignored); 0 where sysfs does not say.
+int cores_online(const std::string& sysfs_cpu = "/sys/devices/system/cpu");
 // A kernel CPU list ("0-3,8,10-11", as sysfs's online and thread_siblings_list files write them): its ids; empty
-// where it is not one.
+// where it is not one (or names a CPU id above 2^20).
 std::vector<int> parse_cpu_list(const std::string& list);
 
 // This thread's CPU time in seconds (CLOCK_THREAD_CPUTIME_ID): what a one-thread measurement counts, other processes

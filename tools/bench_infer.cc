@@ -255,7 +255,8 @@ std::string InferBenchResult::to_text() const {
     << " x " << grid_g_per_kwh << " g/kWh (" << region << ")\n"
     << "matmul rate on these GEMMs: " << static_cast<int64_t>(sgemm_gflops) << " GFLOP/s";
   if (peak_gflops > 0)
-    s << "; the processor's " << precision << " peak on " << peak_cores << (peak_cores == 1 ? " core: " : " cores: ")
+    s << "; the processor's " << precision << " peak"
+      << (peak_cores > 0 ? " on " + std::to_string(peak_cores) + (peak_cores == 1 ? " core" : " cores") : "") << ": "
       << static_cast<int64_t>(peak_gflops) << " GFLOP/s";
   s << "\n";
   char line[200];

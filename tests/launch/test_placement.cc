@@ -3,8 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <cmath>
-#include <fstream>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
@@ -13,6 +12,7 @@
 #include "launch/cpu_isa.h"
 #include "launch/placement.h"
 #include "launch/runtime.h"
+#include "test_util.h"
 
 using joule::launch::detect_placement;
 using joule::launch::LaunchError;
@@ -113,32 +113,48 @@ TEST(Placement, ThreadsPerRankAndOversubscription) {
   EXPECT_NE(warning.find("the launcher binds each rank to 1 core(s)"), std::string::npos) << warning;
 }
 
-// The cores a peak FLOP/s multiplies: SMT siblings once. Checked against another sysfs file than the one
-// cores_behind_affinity reads: each CPU of the affinity counts 1 / (its siblings, itself included, in the affinity).
-TEST(Placement, CoresBehindTheAffinityCountSmtSiblingsOnce) {
-  const std::vector<int> cpus = joule::launch::affinity_cpus();
-  const std::set<int> in_affinity(cpus.begin(), cpus.end());
-  double expected = 0;
-  for (const int cpu : cpus) {
-    std::ifstream f("/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/thread_siblings_list");
-    std::string list;
-    if (!(f >> list)) GTEST_SKIP() << "no sysfs topology for cpu " << cpu;
-    int siblings = 0;
-    for (const int s : joule::launch::parse_cpu_list(list)) siblings += static_cast<int>(in_affinity.count(s));
-    ASSERT_GT(siblings, 0) << list;
-    expected += 1.0 / siblings;
+// The cores a peak FLOP/s multiplies, on a sysfs tree written here: 8 CPUs on 4 cores (siblings N and N + 4), the
+// way two dies with repeating core ids lay them out; each set of siblings counts once.
+TEST(Placement, CoresCountSmtSiblingsOnce) {
+  using joule::launch::cores_behind;
+  using joule::launch::cores_online;
+  joule::test::TempDir t;
+  const std::string root = t.path();
+  for (int cpu = 0; cpu < 8; ++cpu) {
+    const std::string dir = root + "/cpu" + std::to_string(cpu) + "/topology";
+    std::filesystem::create_directories(dir);
+    joule::test::write_file(dir + "/thread_siblings_list",
+                            std::to_string(cpu % 4) + "," + std::to_string(cpu % 4 + 4) + "\n");
   }
-  EXPECT_EQ(joule::launch::cores_behind_affinity(), static_cast<int>(std::lround(expected)));
+  EXPECT_EQ(cores_behind({0, 1, 2, 3, 4, 5, 6, 7}, root), 4);
+  EXPECT_EQ(cores_behind({0, 4}, root), 1);  // one core's two threads
+  EXPECT_EQ(cores_behind({0, 1}, root), 2);
+  EXPECT_EQ(cores_behind({0, 9}, root), 0);  // cpu9 has no topology: unknown, not a guess
+  EXPECT_EQ(cores_online(root), 0);          // no online file
+  joule::test::write_file(root + "/online", "0-7\n");
+  EXPECT_EQ(cores_online(root), 4);
+  joule::test::write_file(root + "/online", "0-2,4\n");
+  EXPECT_EQ(cores_online(root), 3);
+  joule::test::write_file(root + "/online", "0-x\n");
+  EXPECT_EQ(cores_online(root), 0);
+}
+
+// This process's own: between 1 and its CPUs, and one core when the affinity is narrowed to one CPU.
+TEST(Placement, CoresBehindTheAffinity) {
+  const std::vector<int> cpus = joule::launch::affinity_cpus();
+  ASSERT_FALSE(cpus.empty());
+  EXPECT_GE(joule::launch::cores_behind_affinity(), 1);
   EXPECT_LE(joule::launch::cores_behind_affinity(), joule::launch::physical_cores());
-  // Narrowed to one CPU, one core.
-  cpu_set_t all, one;
-  ASSERT_EQ(sched_getaffinity(0, sizeof all, &all), 0);
+  struct Restore {  // the thread's affinity as it was, whatever the checks below do
+    cpu_set_t all;
+    ~Restore() { sched_setaffinity(0, sizeof all, &all); }
+  } restore{};
+  ASSERT_EQ(sched_getaffinity(0, sizeof restore.all, &restore.all), 0);
+  cpu_set_t one;
   CPU_ZERO(&one);
   CPU_SET(cpus.front(), &one);
   ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
   EXPECT_EQ(joule::launch::cores_behind_affinity(), 1);
-  ASSERT_EQ(sched_setaffinity(0, sizeof all, &all), 0);
-  EXPECT_GE(joule::launch::cores_online(), joule::launch::cores_behind_affinity());
 }
 
 TEST(Placement, KernelCpuLists) {
@@ -146,5 +162,6 @@ TEST(Placement, KernelCpuLists) {
   EXPECT_EQ(parse_cpu_list("0"), std::vector<int>({0}));
   EXPECT_EQ(parse_cpu_list("0-3,8,10-11"), std::vector<int>({0, 1, 2, 3, 8, 10, 11}));
   EXPECT_EQ(parse_cpu_list("0,64"), std::vector<int>({0, 64}));
-  for (const char* bad : {"", "a", "1-", "3-1", "0-1x", "-1"}) EXPECT_TRUE(parse_cpu_list(bad).empty()) << bad;
+  for (const char* bad : {"", "a", "1-", "3-1", "0-1x", "-1", "0-2147483647"})
+    EXPECT_TRUE(parse_cpu_list(bad).empty()) << bad;
 }

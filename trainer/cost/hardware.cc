@@ -193,9 +193,9 @@ void read_host(const toml::value& root, const std::string& path, const HostFacts
     }
     require_positive(ghz, path, "host.clock_ghz");
     p.clock_ghz = ghz;
+    const double cores = std::max(1.0, p.vcpus / facts.threads_per_core());  // one vCPU has a core to itself
     for (const char* dtype : {"fp32", "bf16"})
-      p.peak_tflops[dtype] =
-          p.vcpus / facts.threads_per_core() * ghz * launch::cpu_flops_per_cycle(facts.isa, dtype) / 1e3;
+      p.peak_tflops[dtype] = cores * ghz * launch::cpu_flops_per_cycle(facts.isa, dtype) / 1e3;
   }
 }
 
