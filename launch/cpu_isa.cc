@@ -153,15 +153,21 @@ int cores_behind(const std::vector<int>& cpus, const std::string& sysfs_cpu) {
   return static_cast<int>(cores.size());
 }
 
-int cores_behind_affinity() {
+std::vector<int> affinity_cpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-  std::vector<int> cpus;
+  std::vector<int> ids;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return ids;
   for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  const int cores = cores_behind(cpus);
-  return cores > 0 ? cores : static_cast<int>(cpus.size());
+    if (CPU_ISSET(c, &set)) ids.push_back(c);
+  return ids;
+}
+
+int physical_cores() { return std::max(1, static_cast<int>(affinity_cpus().size())); }
+
+int cores_behind_affinity() {
+  const int cores = cores_behind(affinity_cpus());
+  return cores > 0 ? cores : physical_cores();
 }
 
 std::vector<int> parse_cpu_list(const std::string& list) {

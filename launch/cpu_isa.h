@@ -37,6 +37,9 @@ double cpu_flops_per_cycle(const CpuIsa& isa, const std::string& dtype);
 // understated. 0 where it cannot be measured (not x86-64). Measured once per process.
 double core_clock_ghz();
 
+std::vector<int> affinity_cpus();  // the ids of the online CPUs this process may run on (sched_getaffinity)
+int physical_cores();  // their count: SMT siblings count apart (cores_behind_affinity counts cores); 1 if unknown
+
 // The cores behind CPUs: their distinct sibling sets (sysfs's topology/thread_siblings_list: the CPUs sharing one
 // core), so SMT siblings, which share one core's FMA units, count once (what a peak FLOP/s multiplies); 0 where sysfs
 // does not say for one of them. `sysfs_cpu` is /sys/devices/system/cpu but in tests. (Not (package, core_id) pairs:

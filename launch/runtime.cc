@@ -7,7 +7,6 @@
 #include <dlfcn.h>
 #include <malloc.h>
 #include <mpi.h>
-#include <sched.h>
 
 #include <time.h>
 
@@ -282,23 +281,6 @@ std::string mpi_library_version() {
   if (auto nl = s.find_first_of("\r\n,"); nl != std::string::npos) s.resize(nl);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\0')) s.pop_back();
   return s;
-}
-
-std::vector<int> affinity_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> ids;
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return ids;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &set)) ids.push_back(c);
-  return ids;
-}
-
-int physical_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
-  return 1;
 }
 
 }  // namespace joule::launch

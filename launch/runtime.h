@@ -91,8 +91,6 @@ std::string rank_prefix();
 
 std::string torch_version();
 std::string mpi_library_version();  // MPI_Get_library_version: callable before MPI_Init
-int physical_cores();               // online CPUs this process may run on (sched_getaffinity): SMT siblings count apart
-                                    // (launch/cpu_isa.h counts cores)
-std::vector<int> affinity_cpus();   // their ids
+// physical_cores() and affinity_cpus(): launch/cpu_isa.h (the CPUs this process may run on, and their cores).
 
 }  // namespace joule::launch
