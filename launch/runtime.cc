@@ -9,6 +9,7 @@
 #include <mpi.h>
 
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <climits>
@@ -199,7 +200,7 @@ const char* default_wait_policy(bool serving, bool gemms_on_openblas_threads) {
   return serving && !gemms_on_openblas_threads ? "ACTIVE" : "PASSIVE";
 }
 
-bool set_runtime_environment(bool serving, bool gemms_on_openblas_threads) {
+void restart_with_thread_environment(char** argv, bool serving, bool gemms_on_openblas_threads) {
   bool changed = false;
   auto set_default = [&](const char* name, const char* value) {
     if (!std::getenv(name)) {
@@ -209,7 +210,7 @@ bool set_runtime_environment(bool serving, bool gemms_on_openblas_threads) {
   };
   set_default("OMP_WAIT_POLICY", default_wait_policy(serving, gemms_on_openblas_threads));
   set_default("OPENBLAS_THREAD_TIMEOUT", "4");
-  return changed;
+  if (changed) execv("/proc/self/exe", argv);  // returns only if the exec failed: run on, as before
 }
 
 namespace {

@@ -56,17 +56,17 @@ void set_threads(int threads);
 // of being mmapped and page-faulted anew every step. Off when JOULE_MALLOC_TUNING=0.
 void tune_allocator();
 
-// Environment that OpenMP and OpenBLAS read only when they load (so it must be in place before the
-// process starts). Training and the other commands: idle threads sleep instead of spinning on the cores the other
-// ranks and the communicator's progress thread use (OMP_WAIT_POLICY=PASSIVE). Inference (`serving`: one process,
-// nothing else to run on its cores): they spin between LibTorch's many short parallel regions, as OpenMP's default
-// does (ACTIVE; measured 1.9x the throughput at batch 1 and 1.2x at batch 8 on bert-base, BENCHMARKS.md), unless its
-// GEMMs run on OpenBLAS's own threads (`gemms_on_openblas_threads`: fp32 on an OpenBLAS whose kernels match the CPU),
-// which spinning OpenMP threads starve (measured: 2.4 against 10.0 inferences/s, bert-base fp32, batch 8, 2 cores):
-// PASSIVE there too. A value the environment already gives is kept. Returns true when a variable was missing and has
-// been set; main() then re-executes itself once.
-bool set_runtime_environment(bool serving = false, bool gemms_on_openblas_threads = false);
-// The OMP_WAIT_POLICY set_runtime_environment gives a process that does not set one.
+// Environment that OpenMP and OpenBLAS read only when they load, so it must be in place before the process starts.
+// Training and the other commands: idle threads sleep instead of spinning on the cores the other ranks and the
+// communicator's progress thread use (OMP_WAIT_POLICY=PASSIVE). Inference (`serving`: one process, nothing else to run
+// on its cores): they spin between LibTorch's many short parallel regions, as OpenMP's default does (ACTIVE; measured
+// 1.9x the throughput at batch 1 and 1.2x at batch 8 on bert-base, BENCHMARKS.md), unless its GEMMs run on OpenBLAS's
+// own threads (`gemms_on_openblas_threads`: fp32 on an OpenBLAS whose kernels match the CPU), which spinning OpenMP
+// threads starve (measured: 2.4 against 10.0 inferences/s, bert-base fp32, batch 8, 2 cores): PASSIVE there too.
+// A value the environment already gives is kept. When a variable was missing, sets it and executes this program again
+// with the same `argv` (once: the second start finds them set); returns when nothing was missing.
+void restart_with_thread_environment(char** argv, bool serving, bool gemms_on_openblas_threads);
+// The OMP_WAIT_POLICY restart_with_thread_environment gives a process that does not set one.
 const char* default_wait_policy(bool serving, bool gemms_on_openblas_threads);
 
 // Open MPI runs joule's nonblocking all-reduce (MPI_Iallreduce) in coll/libnbc, which left to itself takes a

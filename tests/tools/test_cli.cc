@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/safetensors.h"
+#include "tools/cli/command.h"
 
 #include "test_util.h"
 
@@ -29,6 +30,32 @@ TEST(Cli, HelpListsTheCommands) {
   auto unknown = run_command(kJoule + " frobnicate");
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_NE(unknown.output.find("unknown command 'frobnicate'"), std::string::npos) << unknown.output;
+}
+
+// The command table is the one list: the usage, --list-commands and every command's --help follow it.
+TEST(Cli, EveryCommandOfTheTableIsListedAndHasHelp) {
+  const std::string usage = run_command(kJoule + " --help").output;
+  const std::string listed = run_command(kJoule + " --list-commands").output;
+  std::string expected_list;
+  for (const joule::cli::Command& c : joule::cli::commands()) {
+    const std::string name = c.name;
+    expected_list += name + "\n";
+    EXPECT_NE(usage.find("  " + name + " "), std::string::npos) << name << " missing from the usage:\n" << usage;
+    auto help = run_command(kJoule + " " + name + " --help");
+    EXPECT_EQ(help.exit_code, 0) << name << ": " << help.output;
+    EXPECT_NE(help.output.find("joule " + name + " [OPTION"), std::string::npos) << name << ": " << help.output;
+    auto bogus = run_command(kJoule + " " + name + " --no-such-flag");
+    EXPECT_EQ(bogus.exit_code, 2) << name << ": " << bogus.output;
+    EXPECT_NE(bogus.output.find("joule " + name + ": error: "), std::string::npos) << name << ": " << bogus.output;
+  }
+  EXPECT_EQ(listed, expected_list);
+  // A mode's flags are refused in the other: plan and plan --inference are two handlers.
+  auto mixed = run_command(kJoule + " plan --inference --nodes 4");
+  EXPECT_EQ(mixed.exit_code, 2) << mixed.output;
+  EXPECT_NE(mixed.output.find("--nodes plans training"), std::string::npos) << mixed.output;
+  auto other = run_command(kJoule + " plan --rate 10/s");
+  EXPECT_EQ(other.exit_code, 2) << other.output;
+  EXPECT_NE(other.output.find("--rate sizes an inference fleet: add --inference"), std::string::npos) << other.output;
 }
 
 TEST(Cli, VersionNamesEveryLibrary) {

@@ -1,0 +1,100 @@
+#include "tools/cli/command.h"
+
+#include <exception>
+
+#include "launch/cpu_isa.h"
+#include "launch/runtime.h"
+#include "models/precision.h"
+
+namespace joule::cli {
+
+const std::vector<Command>& commands() {
+  using R = ThreadRuntime;
+  static const std::vector<Command> table = {
+      {"train", "pretrain BERT (run under mpirun/srun): --config RUN.toml [--set key=value ...]", train, R::training},
+      {"eval", "masked-LM and NSP accuracy of a model directory on shards (JSON)", eval, R::training},
+      {"export", "a checkpoint (or a run's newest) as a HuggingFace model directory", export_checkpoint, R::training},
+      {"summary", "a run's training-cost summary again (table; rewrites emissions.csv)", summary, R::training},
+      {"report", "a run's self-contained HTML report with SVG charts", report, R::training},
+      {"plan",
+       "hours, seq/hour, kWh, USD, CO2 on N x trn1/p4d/p5 (cluster performance model); with\n"
+       "--inference: instances, USD/kWh/CO2 per million inferences for a rate on inf1/inf2/g4dn/g5/c*",
+       plan, R::training},
+      {"version", "joule's version and the LibTorch, MPI, HDF5 and BLAS in use", version, R::training},
+      {"model init", "write a freshly initialized HuggingFace model directory", model_init, R::training},
+      {"model info", "parameter counts of a model config or directory", model_info, R::training},
+      {"model forward", "a BERT/LayoutLM model directory's logits for inputs in a safetensors file", model_forward,
+       R::serving},
+      {"infer", "classify the lines of a JSONL file with a BERT/LayoutLM classifier directory", infer, R::serving},
+      {"bench model", "forward+backward throughput against this CPU's sgemm rate", bench_model, R::training},
+      {"bench infer", "inference throughput and p50/p99 latency per batch size, energy and cost per million",
+       bench_infer, R::serving},
+      {"bench comm", "all-reduce busbw table and the bucketed reducer vs one all-reduce (under mpirun)", bench_comm,
+       R::training},
+      {"bench data", "sequences/s the loader delivers to one rank under the global shuffle", bench_data, R::training},
+      {"bench train", "the whole training step at N ranks: seq/s, roofline fraction, peak RSS (under mpirun)",
+       bench_train, R::training},
+      {"data synth", "write the deterministic synthetic demo corpus", data_synth, R::none},
+      {"data vocab", "build a WordPiece vocabulary from a corpus", data_vocab, R::none},
+      {"data create", "raw text + vocab.txt -> pretraining shards (NVIDIA HDF5 layout)", data_create, R::none},
+      {"data inspect", "counts, length histogram, masking rate and decoded samples of shards", data_inspect, R::none},
+      {"data tokenize", "WordPiece tokens of each stdin line (to compare tokenizers)", data_tokenize, R::none},
+  };
+  return table;
+}
+
+std::string usage() {
+  std::string text =
+      "joule: data-parallel BERT-Large pretraining that reports speed, energy and cost\n"
+      "\n"
+      "usage: joule <command> [options]   (joule <command> --help for its options)\n"
+      "\n"
+      "commands:\n";
+  for (const Command& c : commands()) {
+    std::string name = c.name;
+    name.resize(15, ' ');
+    std::string summary = c.summary;
+    for (size_t at = 0; (at = summary.find('\n', at)) != std::string::npos; at += 18) summary.insert(at + 1, 17, ' ');
+    text += "  " + name + summary + "\n";
+  }
+  return text;
+}
+
+const Command* find_command(const std::vector<std::string>& args) {
+  if (args.empty()) return nullptr;
+  // A two-word command consumes both words; a one-word command's next word is its own (`joule report RUN`).
+  const std::string two_words = args.size() > 1 && args[1].rfind('-', 0) != 0 ? args[0] + " " + args[1] : "";
+  const Command* one_word = nullptr;
+  for (const Command& c : commands()) {
+    if (c.name == two_words) return &c;
+    if (c.name == args[0]) one_word = &c;
+  }
+  return one_word;
+}
+
+std::string group_commands(const std::string& word) {
+  std::string group;
+  for (const Command& c : commands())
+    if (std::string(c.name).rfind(word + " ", 0) == 0) group += (group.empty() ? "" : ", ") + std::string(c.name);
+  return group;
+}
+
+bool serving_gemms_on_openblas(int argc, char** argv) {
+  std::string precision = "auto";
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--precision" && i + 1 < argc) precision = argv[i + 1];
+    if (arg.rfind("--precision=", 0) == 0) precision = arg.substr(12);
+  }
+  try {
+    if (models::choose_precision(precision, /*cuda=*/false, launch::CpuIsa::current()).precision !=
+        models::Precision::kFp32)
+      return false;
+    const launch::BlasInfo blas = launch::detect_blas();
+    return !blas.core.empty() && !launch::judge_detected_blas(blas).below;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+}  // namespace joule::cli

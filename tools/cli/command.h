@@ -1,0 +1,67 @@
+// The joule commands as one table, git/cargo style: each entry's name, one-line summary, handler and the thread
+// runtime its process needs. The table dispatches, prints the usage and is what tests iterate, so a command added to
+// it is tried by every test that walks the commands. Each command group's flags and handler live in their own file
+// beside this one (train.cc, run.cc, plan.cc, model.cc, infer.cc, bench.cc, data.cc).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace joule::cli {
+
+// What the process's OpenMP and OpenBLAS threads are set up for before LibTorch loads (launch/runtime.h).
+enum class ThreadRuntime {
+  none,      // no LibTorch or BLAS work (the data commands): no restart
+  training,  // idle threads sleep: other ranks and the communicator share the cores
+  serving,   // inference alone on its cores: idle threads spin between short parallel regions
+};
+
+struct Command {
+  const char* name;                   // "train", "data create": one word, or a group and a word
+  const char* summary;                // the usage line ("\n" continues it on the next line)
+  int (*run)(int argc, char** argv);  // argv[0] is the command's last word; returns the exit code
+  ThreadRuntime runtime;
+};
+
+// Every command, in the order the usage lists them.
+const std::vector<Command>& commands();
+
+// The usage text: what joule is, how to call it, and every command with its summary.
+std::string usage();
+
+// The command that `args` (the words after `joule`) names: a two-word command's group and word, else one word; nullptr
+// when none matches.
+const Command* find_command(const std::vector<std::string>& args);
+
+// The commands of a group ("data synth, data vocab, ..."), "" when `word` is no group.
+std::string group_commands(const std::string& word);
+
+// Whether a serving command's GEMMs will run on OpenBLAS's own threads: fp32 (as its --precision sets, or auto without
+// native bf16 matmuls) on an OpenBLAS whose kernels match the CPU. A --precision the command will reject counts as no.
+bool serving_gemms_on_openblas(int argc, char** argv);
+
+// The handlers, one per table entry (each in its group's file).
+int train(int argc, char** argv);
+int eval(int argc, char** argv);
+int export_checkpoint(int argc, char** argv);
+int summary(int argc, char** argv);
+int report(int argc, char** argv);
+int plan(int argc, char** argv);
+int plan_inference(int argc, char** argv);
+int version(int argc, char** argv);
+int model_init(int argc, char** argv);
+int model_info(int argc, char** argv);
+int model_forward(int argc, char** argv);
+int infer(int argc, char** argv);
+int bench_infer(int argc, char** argv);
+int bench_model(int argc, char** argv);
+int bench_comm(int argc, char** argv);
+int bench_train(int argc, char** argv);
+int bench_data(int argc, char** argv);
+int data_synth(int argc, char** argv);
+int data_vocab(int argc, char** argv);
+int data_create(int argc, char** argv);
+int data_inspect(int argc, char** argv);
+int data_tokenize(int argc, char** argv);
+
+}  // namespace joule::cli

@@ -1,0 +1,78 @@
+// `joule infer`: a JSONL file of texts (or LayoutLM words and boxes) in, one classification per line out.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "models/infer/infer.h"
+#include "tools/cli/command.h"
+#include "tools/cli/flags.h"
+
+namespace joule::cli {
+namespace {
+
+// "40 lines -> out.jsonl: 38 inferred, 2 skipped, ...": what the run did, in one line.
+std::string inference_line(const models::infer::InferSummary& s, const std::string& output) {
+  char line[400];
+  std::snprintf(line, sizeof line,
+                "%lld lines -> %s: %lld inferred, %lld skipped, %lld truncated; %lld batches, %.1f %% padding; "
+                "forward %.2f s (%.1f lines/s)\n",
+                static_cast<long long>(s.lines), output.c_str(), static_cast<long long>(s.inferred),
+                static_cast<long long>(s.skipped), static_cast<long long>(s.truncated),
+                static_cast<long long>(s.batches),
+                s.padded_tokens > 0 ? 100.0 * static_cast<double>(s.padded_tokens - s.tokens) / s.padded_tokens : 0.0,
+                s.seconds, s.seconds > 0 ? static_cast<double>(s.inferred) / s.seconds : 0.0);
+  return line;
+}
+
+}  // namespace
+
+int infer(int argc, char** argv) {
+  cxxopts::Options o(
+      "joule infer",
+      "classify the lines of a JSONL file with a BERT/LayoutLM classifier directory (models/infer/infer.h "
+      "describes the lines)");
+  o.add_options()("model", "HuggingFace classifier directory (config.json, model.safetensors, vocab.txt)",
+                  cxxopts::value<std::string>())("input", "JSONL: {\"text\": ...} or {\"words\": ..., \"boxes\": ...}",
+                                                 cxxopts::value<std::string>())(
+      "output", "JSONL written atomically, one line per input line", cxxopts::value<std::string>())(
+      "architecture", "HuggingFace class to run (default: config.json's)", cxxopts::value<std::string>())(
+      "precision", "auto, fp32 or bf16 (auto: bf16 where the CPU has bf16 matmul instructions)",
+      cxxopts::value<std::string>()->default_value("auto"))(
+      "skip-bad-lines", "report and skip lines that cannot be read (default: refuse the file)")(
+      "allow-untrained-head", "run a classifier whose head or pooler the directory lacks (initialized at random)")(
+      "cased", "keep case (default: tokenizer_config.json's do_lower_case, else lower-case)");
+  const NumberFlag batch{"batch", "lines per forward pass", "8", kBatch};
+  const NumberFlag max_length{"max-length",
+                              "tokens per line at most (longer lines are truncated)",
+                              "0",
+                              {0, 65536},
+                              "0: the model's positions, at most 512"};
+  const NumberFlag threads{"threads", "intra-op threads", "0", kThreads, "0: every core"};
+  add_number_flags(o, {batch, max_length, threads});
+  auto r = parse(o, argc, argv);
+  models::infer::InferOptions io;
+  io.model_dir = required(r, "model");
+  io.input = required(r, "input");
+  io.output = required(r, "output");
+  if (r.count("architecture")) io.architecture = r["architecture"].as<std::string>();
+  io.precision = r["precision"].as<std::string>();
+  io.batch = int_flag(r, batch);
+  io.max_length = int_flag(r, max_length);
+  io.threads = static_cast<int>(int_flag(r, threads));
+  io.skip_bad_lines = r.count("skip-bad-lines") > 0;
+  if (r.count("cased")) io.lower_case = false;
+  io.allow_initialized = r.count("allow-untrained-head") > 0;
+  if (isatty(STDERR_FILENO))
+    io.progress = [](const std::string& line) { std::cerr << line << "\n" << std::flush; };
+  else
+    io.progress = [](const std::string& line) {
+      if (line.rfind("skipped ", 0) == 0) std::cerr << line << "\n";
+    };
+  const auto s = models::infer::run_inference(io);
+  std::cout << s.notes << s.precision_reason << "\n" << inference_line(s, io.output) << std::flush;
+  return 0;
+}
+
+}  // namespace joule::cli

@@ -1,0 +1,48 @@
+// `joule summary`, `joule report` and `joule version`: what a run (or an inference run) spent, as text or HTML, and
+// what this joule is built on.
+#include <iostream>
+#include <string>
+
+#include "tools/cli/command.h"
+#include "tools/cli/flags.h"
+#include "tools/model_commands.h"
+#include "tools/report.h"
+
+namespace joule::cli {
+
+int summary(int argc, char** argv) {
+  cxxopts::Options o("joule summary", "print a run's training-cost summary and rewrite its emissions.csv");
+  o.add_options()("run", "run directory (also as the first argument)", cxxopts::value<std::string>())(
+      "json", "print the summary as JSON (summary.json's keys; its schema_version says which)");
+  o.parse_positional({"run"});
+  o.positional_help("RUN").show_positional_help();
+  auto r = parse(o, argc, argv);
+  std::cout << tools::run_summary(required(r, "run"), r.count("json") > 0);
+  return 0;
+}
+
+int report(int argc, char** argv) {
+  cxxopts::Options o("joule report", "write a self-contained HTML report of a run (SVG charts)");
+  o.add_options()("run", "run directory (also as the first argument)", cxxopts::value<std::string>())(
+      "out", "output file (default RUN/report.html)", cxxopts::value<std::string>()->default_value(""));
+  const NumberFlag nodes{"nodes", "instances per profile for the workload projection", "16", kNodes};
+  add_number_flags(o, {nodes});
+  o.parse_positional({"run"});
+  o.positional_help("RUN").show_positional_help();
+  auto r = parse(o, argc, argv);
+  std::cout << tools::write_report(required(r, "run"), r["out"].as<std::string>(), tools::config_dir(),
+                                   static_cast<int>(int_flag(r, nodes)))
+            << "\n";
+  return 0;
+}
+
+int version(int argc, char** argv) {
+  cxxopts::Options o("joule version", "joule's version and the libraries in use");
+  parse(o, argc, argv);
+  std::string warning;
+  std::cout << tools::version_report(&warning) << std::flush;
+  if (!warning.empty()) std::cerr << warning;
+  return 0;
+}
+
+}  // namespace joule::cli
