@@ -1,13 +1,14 @@
 # joule_write_target_graph(out_file): the project's own targets and the joule targets each links directly, one line
 # per target, for tools/check/architecture.py to hold docs/ARCHITECTURE.md's table against:
 #
-#   NAME|TYPE|FOLDER|dep1,dep2,...|torch
+#   NAME|TYPE|FOLDER|dep1,dep2,...|torch|hdf5
 #
 # NAME is `joule` or a joule_* target defined outside tests/; FOLDER is its source directory relative to the project
 # root (`.` for the root); deps are the joule targets in its LINK_LIBRARIES (not for INTERFACE libraries) and
 # INTERFACE_LINK_LIBRARIES, $<LINK_ONLY:x> read as x, other generator expressions ignored, without the build
 # infrastructure (joule_options: flags; joule_torch_pch: the precompiled header), sorted; torch is `yes` when the
-# target itself lists an entry of TORCH_LIBRARIES or joule_torch_pch among those, else `no`.
+# target itself lists an entry of TORCH_LIBRARIES or joule_torch_pch among those, else `no`; hdf5 is `yes` when it
+# lists HDF5::HDF5 (the checker follows the links to say which targets reach it).
 # Call it at the end of the top-level CMakeLists.txt, after every add_subdirectory and target_link_libraries.
 
 function(_joule_target_graph_is_joule name out)
@@ -66,6 +67,7 @@ function(joule_write_target_graph out_file)
 
     set(deps "")
     set(torch no)
+    set(hdf5 no)
     foreach(item IN LISTS links)
       # target_link_libraries called from another directory wraps its items in ::@(directory-id) ... ::@
       if(item MATCHES "^::@")
@@ -79,6 +81,9 @@ function(joule_write_target_graph out_file)
       if(item STREQUAL "joule_torch_pch" OR item IN_LIST TORCH_LIBRARIES)
         set(torch yes)
       endif()
+      if(item STREQUAL "HDF5::HDF5")
+        set(hdf5 yes)
+      endif()
       if(item IN_LIST infrastructure)
         continue()
       endif()
@@ -90,7 +95,7 @@ function(joule_write_target_graph out_file)
     list(REMOVE_DUPLICATES deps)
     list(SORT deps)
     list(JOIN deps "," deps_text)
-    string(APPEND lines "${target}|${type}|${folder}|${deps_text}|${torch}\n")
+    string(APPEND lines "${target}|${type}|${folder}|${deps_text}|${torch}|${hdf5}\n")
   endforeach()
   file(WRITE "${out_file}" "${lines}")
 endfunction()

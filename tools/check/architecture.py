@@ -4,10 +4,11 @@
 Usage: python3 tools/check/architecture.py GRAPH_FILE docs/ARCHITECTURE.md
 
 GRAPH_FILE is written at configure time by joule_write_target_graph (cmake/target_graph.cmake), one line a target:
-NAME|TYPE|FOLDER|dep1,dep2,...|torch. The doc's table lies between the lines <!-- targets: begin --> and
-<!-- targets: end -->, with the header | target | folder | links (joule targets) | LibTorch |, one row a target,
-bottom layer first. Both directions are compared (targets, folders, every link, LibTorch), and every link must point
-to a target the table lists earlier (no upward dependencies). Exit 0 when all match, 1 on differences, 2 when a
+NAME|TYPE|FOLDER|dep1,dep2,...|torch|hdf5. The doc's table lies between the lines <!-- targets: begin --> and
+<!-- targets: end -->, with the header | target | folder | links (joule targets) | LibTorch | HDF5 |, one row a
+target, bottom layer first. Both directions are compared (targets, folders, every link, LibTorch directly, HDF5
+reached directly or through any chain of links), and every link must point to a target the table lists earlier (no
+upward dependencies). Exit 0 when all match, 1 on differences, 2 when a
 file cannot be read or parsed.
 """
 
@@ -16,7 +17,7 @@ import sys
 
 BEGIN = "<!-- targets: begin -->"
 END = "<!-- targets: end -->"
-HEADER = ["target", "folder", "links (joule targets)", "LibTorch"]
+HEADER = ["target", "folder", "links (joule targets)", "LibTorch", "HDF5"]
 NONE = "\u2014"  # em dash: no links
 
 
@@ -25,7 +26,7 @@ class ParseError(Exception):
 
 
 def read_graph(path):
-    """{name: {"type", "folder", "links": set, "torch": bool}} in file order."""
+    """{name: {"type", "folder", "links": set, "torch": bool, "hdf5": bool (directly)}} in file order."""
     graph = {}
     try:
         with open(path, encoding="utf-8") as f:
@@ -36,14 +37,23 @@ def read_graph(path):
         if not line.strip() or line.startswith("#"):
             continue
         fields = line.split("|")
-        if len(fields) != 5 or fields[4] not in ("yes", "no") or not fields[0]:
-            raise ParseError(f"{path}:{number}: expected NAME|TYPE|FOLDER|deps|yes-or-no, got {line!r}")
-        name, kind, folder, deps, torch = fields
+        if len(fields) != 6 or fields[4] not in ("yes", "no") or fields[5] not in ("yes", "no") or not fields[0]:
+            raise ParseError(f"{path}:{number}: expected NAME|TYPE|FOLDER|deps|yes-or-no|yes-or-no, got {line!r}")
+        name, kind, folder, deps, torch, hdf5 = fields
         if name in graph:
             raise ParseError(f"{path}:{number}: {name} listed twice")
         graph[name] = {"type": kind, "folder": folder,
-                       "links": {d for d in deps.split(",") if d}, "torch": torch == "yes"}
+                       "links": {d for d in deps.split(",") if d}, "torch": torch == "yes", "hdf5": hdf5 == "yes"}
     return graph
+
+
+def reaches_hdf5(graph, name, seen=None):
+    """Whether `name` links HDF5 itself or through any chain of joule links."""
+    seen = set() if seen is None else seen
+    if name in seen or name not in graph:
+        return False
+    seen.add(name)
+    return graph[name]["hdf5"] or any(reaches_hdf5(graph, link, seen) for link in graph[name]["links"])
 
 
 def cells(line):
@@ -60,7 +70,7 @@ def code(cell):
 
 
 def read_doc(path):
-    """[(name, folder, links list, torch bool, line number)] in table order."""
+    """[(name, folder, links list, torch bool, line number, hdf5 bool)] in table order."""
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()
@@ -98,20 +108,23 @@ def read_doc(path):
         torch = row[3].lower()
         if torch not in ("yes", "no"):
             raise ParseError(f"{where}: {name}'s LibTorch must be yes or no, got {row[3]!r}")
-        rows.append((name, folder, links, torch == "yes", number))
+        hdf5 = row[4].lower()
+        if hdf5 not in ("yes", "no"):
+            raise ParseError(f"{where}: {name}'s HDF5 must be yes or no, got {row[4]!r}")
+        rows.append((name, folder, links, torch == "yes", number, hdf5 == "yes"))
     return rows
 
 
 def compare(graph, rows):
     differences = []
     doc = {}
-    for name, folder, links, torch, number in rows:
+    for name, folder, links, torch, number, hdf5 in rows:
         if name in doc:
             differences.append(f"{name}: the doc lists it twice (lines {doc[name]['line']} and {number})")
             continue
         if len(set(links)) != len(links):
             differences.append(f"{name}: the doc lists a link twice")
-        doc[name] = {"folder": folder, "links": set(links), "torch": torch, "line": number}
+        doc[name] = {"folder": folder, "links": set(links), "torch": torch, "line": number, "hdf5": hdf5}
 
     for name, target in graph.items():
         if name not in doc:
@@ -134,13 +147,17 @@ def compare(graph, rows):
             said = "yes" if documented["torch"] else "no"
             real = "links LibTorch directly" if target["torch"] else "does not link LibTorch directly"
             differences.append(f"{name}: CMake {real}, the doc says LibTorch {said}")
+        if reaches_hdf5(graph, name) != documented["hdf5"]:
+            said = "yes" if documented["hdf5"] else "no"
+            real = "reaches HDF5" if reaches_hdf5(graph, name) else "does not reach HDF5"
+            differences.append(f"{name}: CMake {real} through its links, the doc says HDF5 {said}")
 
     # Layering: the table is ordered bottom layer first, so every link (CMake's and the doc's) of a row must point
     # to a row above it. Links to targets the table lacks are reported above as missing.
     position = {}
-    for index, (name, _, _, _, _) in enumerate(rows):
+    for index, (name, *_) in enumerate(rows):
         position.setdefault(name, index)
-    for index, (name, _, links, _, _) in enumerate(rows):
+    for index, (name, _, links, *_) in enumerate(rows):
         if position[name] != index:
             continue  # a repeated row, reported above
         every = set(links) | (graph[name]["links"] if name in graph else set())
