@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job on the embedded default: install, build, make the demo corpus and its shards
 # (synthetic text -> WordPiece vocab -> NVIDIA-layout HDF5 shards with a held-out eval shard),
-# pretrain a small BERT on 2 MPI ranks, print the training-cost summary, and answer the card's question (BERT-Large,
+# pretrain a small BERT on 2 MPI ranks, print the training-cost summary, and answer the question joule is for (BERT-Large,
 # 450M sequences, 16 x trn1 or p4d) with `joule plan`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,9 +21,9 @@ mpirun -np 2 --oversubscribe --bind-to none $( [[ $(id -u) -eq 0 ]] && echo --al
   "$joule" train --config configs/demo-tiny.toml
 # The same run as one self-contained HTML page (SVG charts; open it in a browser).
 "$joule" report "$demo/run"
-# The demo trains bert-tiny on this host; the card's question is BERT-Large on a cluster. joule plan answers it from
+# The demo trains bert-tiny on this host; the question joule is for is BERT-Large on a cluster. joule plan answers it from
 # the cluster performance model (calibrated on published single-node figures; VALIDATION.md): the study's comparison
 # first (trn1 bf16 against p4d TF32, with the error), then p4d in bf16.
 echo
-echo "The card's question: BERT-Large, 450M sequences of 128 tokens, on 16 x trn1.32xlarge or 16 x p4d.24xlarge (predicted; the full table: joule plan):"
+echo "The question joule is for: BERT-Large, 450M sequences of 128 tokens, on 16 x trn1.32xlarge or 16 x p4d.24xlarge (predicted; the full table: joule plan):"
 "$joule" plan --study

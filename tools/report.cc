@@ -120,7 +120,7 @@ std::string si(double v) { return tick_label(v); }
 
 // The unit a time axis reads best in for values up to `longest_seconds`: seconds, minutes or hours.
 struct TimeUnit {
-  double seconds;
+  double seconds = 1;
   std::string name;
 };
 TimeUnit time_unit(double longest_seconds) {
@@ -152,29 +152,36 @@ std::string run_summary(const std::string& run_dir, bool json) {
   return trainer::summary_table(s) + note;
 }
 
-std::string write_report(const std::string& run_dir, const std::string& out, const std::string& config_dir, int nodes) {
-  if (is_inference_run(run_dir)) return write_inference_report(run_dir, out, config_dir);
-  const trainer::RunSummary s = trainer::read_run_summary(run_dir);
-  const trainer::MetricsHistory history = trainer::read_metrics_history(run_dir);
-  const int64_t global_batch = std::max<int64_t>(1, s.workload.global_batch);
+namespace {
+
+// The training charts' series: loss and masked-LM accuracy over sequences (train and eval), throughput over time.
+struct TrainingSeries {
   Series loss{"train loss", "#386cb0", {}}, eval_loss{"eval loss", "#d95f02", {}, true};
   Series acc{"train masked-LM accuracy", "#386cb0", {}}, eval_acc{"eval masked-LM accuracy", "#d95f02", {}, true};
   Series rate{"seq/s", "#1b9e77", {}};
-  for (const trainer::TrainPoint& r : history.train) {
-    loss.points.push_back({r.sequences, r.loss});
-    acc.points.push_back({r.sequences, r.mlm_acc});
-    rate.points.push_back({r.wall_s, r.seq_per_s});
-  }
-  const TimeUnit rate_time = time_unit(rate.points.empty() ? 0 : rate.points.back().first);
-  for (auto& point : rate.points) point.first /= rate_time.seconds;
-  for (const trainer::EvalPoint& r : history.eval) {
-    eval_loss.points.push_back({static_cast<double>(r.step * global_batch), r.eval.loss});
-    eval_acc.points.push_back({static_cast<double>(r.step * global_batch), r.eval.mlm_accuracy});
-  }
+  TimeUnit rate_time;
+};
 
-  // Energy by component, stacked by source, in Wh.
-  std::vector<Bar> energy_bars;
-  const trainer::EnergyTotals energy = s.ledger.energy();
+TrainingSeries training_series(const trainer::RunSummary& s, const trainer::MetricsHistory& history) {
+  TrainingSeries t;
+  const int64_t global_batch = std::max<int64_t>(1, s.workload.global_batch);
+  for (const trainer::TrainPoint& r : history.train) {
+    t.loss.points.push_back({r.sequences, r.loss});
+    t.acc.points.push_back({r.sequences, r.mlm_acc});
+    t.rate.points.push_back({r.wall_s, r.seq_per_s});
+  }
+  t.rate_time = time_unit(t.rate.points.empty() ? 0 : t.rate.points.back().first);
+  for (auto& point : t.rate.points) point.first /= t.rate_time.seconds;
+  for (const trainer::EvalPoint& r : history.eval) {
+    t.eval_loss.points.push_back({static_cast<double>(r.step * global_batch), r.eval.loss});
+    t.eval_acc.points.push_back({static_cast<double>(r.step * global_batch), r.eval.mlm_accuracy});
+  }
+  return t;
+}
+
+// Energy by component, stacked by source, in Wh.
+std::vector<Bar> energy_bars(const trainer::EnergyTotals& energy) {
+  std::vector<Bar> bars;
   for (int c = 0; c < trainer::kComponents; ++c) {
     const auto comp = static_cast<trainer::Component>(c);
     if (energy.component(comp) <= 0) continue;
@@ -182,68 +189,67 @@ std::string write_report(const std::string& run_dir, const std::string& out, con
     for (int k = 0; k < trainer::kSources; ++k)
       if (const double j = energy.at(comp, static_cast<trainer::Source>(k)); j > 0)
         b.parts.push_back({trainer::source_name(static_cast<trainer::Source>(k)), j / 3600.0});
-    energy_bars.push_back(b);
+    bars.push_back(b);
   }
+  return bars;
+}
 
-  // The projection's history: predicted wall time for the run's target against the actual one.
+// The projection's history as a chart: predicted wall time for the run's target against the actual one.
+std::string projection_chart(const trainer::RunSummary& s) {
   Series predicted{"projected wall time for the target", "#7570b3", {}}, actual{"actual wall time", "#666", {}};
   const double billed_wall_s = s.ledger.wall_s();
   double longest = billed_wall_s;
   for (const trainer::ProjectionPoint& p : s.ledger.history) longest = std::max(longest, p.target_wall_s);
-  const TimeUnit projection_time = time_unit(longest);
+  const TimeUnit unit = time_unit(longest);
   for (const trainer::ProjectionPoint& p : s.ledger.history)
-    predicted.points.push_back({static_cast<double>(p.step), p.target_wall_s / projection_time.seconds});
+    predicted.points.push_back({static_cast<double>(p.step), p.target_wall_s / unit.seconds});
   if (!predicted.points.empty() && s.status == "finished")
-    actual.points = {{predicted.points.front().first, billed_wall_s / projection_time.seconds},
-                     {predicted.points.back().first, billed_wall_s / projection_time.seconds}};
+    actual.points = {{predicted.points.front().first, billed_wall_s / unit.seconds},
+                     {predicted.points.back().first, billed_wall_s / unit.seconds}};
+  return line_chart("Projection history: wall time for the run's target", "step", "wall time (" + unit.name + ")",
+                    {predicted, actual});
+}
 
-  // This run's workload (model, sequence length, the 450M-sequence target) on each instance profile.
+// This run's workload (model, sequence length, a full pretraining's sequences) predicted on each accelerator profile
+// by the cluster model, and the run's own measured rates projected to it as the last row.
+std::vector<ProfileEstimate> workload_estimates(const trainer::RunSummary& s, const std::string& run_dir,
+                                                const std::string& config_dir, int nodes,
+                                                std::vector<std::string>& skipped) {
   const trainer::WorkloadInfo& w = s.workload;
-  const trainer::CostSettings& inst = s.instance();
-  const models::BertConfig model =
-      models::BertConfig::from_json_file((fs::path(run_dir) / "model_config.json").string());
-  const double target = static_cast<double>(s.card.sequences);
-  const double grid = inst.region.g_per_kwh;
-  std::vector<ProfileEstimate> estimates;
-  std::vector<std::string> skipped;
   trainer::Workload workload;
-  workload.model = model;
+  workload.model = models::BertConfig::from_json_file((fs::path(run_dir) / "model_config.json").string());
   workload.seq_len = w.seq_len;
   workload.max_predictions = w.max_predictions;
-  workload.global_batch = 65536;  // the card's recipe
-  workload.sequences = target;
-  for (const std::string& name : trainer::list_instance_profiles((fs::path(config_dir) / "hardware").string())) {
+  workload.global_batch = 65536;  // NVIDIA's phase-1 recipe
+  workload.sequences = static_cast<double>(s.full_pretraining.sequences);
+  std::vector<ProfileEstimate> rows;
+  const std::string hardware = (fs::path(config_dir) / "hardware").string();
+  for (const std::string& name : trainer::list_instance_profiles(hardware)) {
     try {
-      const trainer::InstanceProfile p =
-          trainer::load_instance_profile(name, (fs::path(config_dir) / "hardware").string());
+      const trainer::InstanceProfile p = trainer::load_instance_profile(name, hardware);
       if (p.device_kind == "cpu") continue;  // the measured row stands for the CPU host
       const trainer::ClusterModel m(p, (fs::path(config_dir) / "models").string());
-      const trainer::StepPrediction r = m.predict(workload, nodes, grid);
-      estimates.push_back(
+      const trainer::StepPrediction r = m.predict(workload, nodes, s.instance().region.g_per_kwh);
+      rows.push_back(
           {p.name, workload.dtype, nodes, r.seq_per_s, r.hours, r.kwh, r.usd, r.co2_kg,
            "cluster model: " + m.efficiency_basis() + ", exposed comm " + num(r.exposed_comm_s, "%.3g") + " s/step"});
     } catch (const std::exception& e) {
       skipped.push_back(name + ": " + e.what());
     }
   }
-  const trainer::Projection& card = s.card;
-  ProfileEstimate measured;
-  measured.instance = inst.instance + " (this run, measured)";
-  measured.precision = w.dtype;
-  measured.nodes = static_cast<int>(s.nodes);
-  measured.seq_per_s = s.seq_per_s;
-  measured.hours = card.wall_s / 3600.0;
-  measured.kwh = card.kwh;
-  measured.usd = card.usd;
-  measured.co2_kg = card.co2_kg;
-  measured.basis = "measured rates of this run";
+  const trainer::Projection& full = s.full_pretraining;
+  rows.push_back({s.instance().instance + " (this run, measured)", w.dtype, static_cast<int>(s.nodes), s.seq_per_s,
+                  full.wall_s / 3600.0, full.kwh, full.usd, full.co2_kg, "measured rates of this run"});
+  return rows;
+}
+
+// The estimates as a table and three bar charts (hours, energy, cost).
+std::string workload_section(const std::vector<ProfileEstimate>& rows) {
   std::vector<Bar> hours_bars, kwh_bars, usd_bars;
   std::ostringstream table;
   table << "<table><tr><th>instance</th><th>precision</th><th>nodes</th><th>seq/s</th><th>hours</th><th>kWh "
            "(facility)</th><th>USD</th><th>kg CO2</th>"
         << "<th>basis</th></tr>\n";
-  std::vector<ProfileEstimate> rows = estimates;
-  rows.push_back(measured);
   for (const ProfileEstimate& e : rows) {
     table << "<tr><td>" << esc(e.instance) << "</td><td>" << esc(e.precision) << "</td><td>" << e.nodes << "</td><td>"
           << num(e.seq_per_s, "%.0f") << "</td><td>" << fig(e.hours) << "</td><td>" << fig(e.kwh) << "</td><td>"
@@ -254,8 +260,16 @@ std::string write_report(const std::string& run_dir, const std::string& out, con
     usd_bars.push_back({label, {{"USD", e.usd}}});
   }
   table << "</table>\n";
+  return table.str() + "<div class=\"charts\">\n" + bar_chart("Hours for the workload", "h", hours_bars) +
+         bar_chart("Energy for the workload (facility)", "kWh", kwh_bars) +
+         bar_chart("Cost for the workload", "USD", usd_bars) + "</div>\n";
+}
 
+// The page's head and the run's key figures as a two-column table.
+std::string run_overview(const trainer::RunSummary& s, const std::string& run_dir) {
   const trainer::Figures spent = s.ledger.totals();
+  const trainer::CostSettings& inst = s.instance();
+  const trainer::Projection& full = s.full_pretraining;
   std::ostringstream h;
   h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>joule run " << esc(s.ledger.run_id)
     << "</title>\n"
@@ -270,37 +284,48 @@ std::string write_report(const std::string& run_dir, const std::string& out, con
   };
   kv("sequences", std::to_string(s.sequences) + " in " + std::to_string(s.steps) + " steps");
   kv("ranks / nodes", std::to_string(s.ranks) + " / " + std::to_string(s.nodes));
-  kv("wall time", trainer::duration_text(s.wall_s) + " (billed " + trainer::duration_text(billed_wall_s) + ", " +
+  kv("wall time", trainer::duration_text(s.wall_s) + " (billed " + trainer::duration_text(s.ledger.wall_s()) + ", " +
                       std::to_string(s.segments) + " segment(s))");
   kv("throughput", num(s.seq_per_s, "%.2f") + " seq/s");
   kv("energy (facility)",
-     fig(spent.facility_kwh) + " kWh, source: " + trainer::energy_json(energy)["source"].get<std::string>());
+     fig(spent.facility_kwh) + " kWh, source: " + trainer::energy_json(s.ledger.energy())["source"].get<std::string>());
   kv("cost", "USD " + fig(spent.usd) + " (" + inst.instance + ", USD " + fig(inst.usd_per_hour) + "/h, " +
                  inst.price_source + ")");
-  kv("CO2", fig(spent.co2_kg) + " kg at " + fig(grid) + " g/kWh (" + inst.grid_source + ")");
+  kv("CO2", fig(spent.co2_kg) + " kg at " + fig(inst.region.g_per_kwh) + " g/kWh (" + inst.grid_source + ")");
   kv("projected for 450M sequences",
-     trainer::duration_text(card.wall_s) + ", " + fig(card.kwh) + " kWh, USD " + fig(card.usd) + " for " + w.model +
+     trainer::duration_text(full.wall_s) + ", " + fig(full.kwh) + " kWh, USD " + fig(full.usd) + " for " +
+         s.workload.model +
          " on this cluster (measured rates; the table below predicts this workload on each instance profile)");
-  h << "</table>\n<h2>Training</h2>\n<div class=\"charts\">\n"
-    << line_chart("Loss over sequences", "sequences", "loss", {loss, eval_loss})
-    << line_chart("Masked-LM accuracy over sequences", "sequences", "accuracy", {acc, eval_acc})
-    << line_chart("Throughput over time", "wall time (" + rate_time.name + ")", "seq/s", {rate})
+  h << "</table>\n";
+  return h.str();
+}
+
+}  // namespace
+
+std::string write_report(const std::string& run_dir, const std::string& out, const std::string& config_dir, int nodes) {
+  if (is_inference_run(run_dir)) return write_inference_report(run_dir, out, config_dir);
+  const trainer::RunSummary s = trainer::read_run_summary(run_dir);
+  const trainer::MetricsHistory history = trainer::read_metrics_history(run_dir);
+  const TrainingSeries t = training_series(s, history);
+  std::vector<std::string> skipped;
+  const std::vector<ProfileEstimate> estimates = workload_estimates(s, run_dir, config_dir, nodes, skipped);
+  std::ostringstream h;
+  h << run_overview(s, run_dir) << "<h2>Training</h2>\n<div class=\"charts\">\n"
+    << line_chart("Loss over sequences", "sequences", "loss", {t.loss, t.eval_loss})
+    << line_chart("Masked-LM accuracy over sequences", "sequences", "accuracy", {t.acc, t.eval_acc})
+    << line_chart("Throughput over time", "wall time (" + t.rate_time.name + ")", "seq/s", {t.rate})
     << "</div>\n<h2>Energy</h2>\n<div class=\"charts\">\n"
-    << bar_chart("Energy by component and source (IT equipment)", "Wh", energy_bars)
-    << line_chart("Projection history: wall time for the run's target", "step",
-                  "wall time (" + projection_time.name + ")", {predicted, actual})
-    << "</div>\n"
-    << "<h2>This workload on each instance profile</h2>\n<p class=\"note\">" << si(target) << " sequences of "
-    << w.seq_len << " tokens, model " << esc(w.model) << ", " << nodes
+    << bar_chart("Energy by component and source (IT equipment)", "Wh", energy_bars(s.ledger.energy()))
+    << projection_chart(s) << "</div>\n"
+    << "<h2>This workload on each instance profile</h2>\n<p class=\"note\">"
+    << si(static_cast<double>(s.full_pretraining.sequences)) << " sequences of " << s.workload.seq_len
+    << " tokens, model " << esc(s.workload.model) << ", " << nodes
     << " nodes, global batch 65,536, bf16: the cluster performance model of <code>joule plan</code> (compute "
        "calibrated on each "
     << "profile's single-node figure, hierarchical all-reduce of the gradient buckets, see VALIDATION.md). The last "
        "row projects this "
     << "run's measured rates.</p>\n"
-    << table.str() << "<div class=\"charts\">\n"
-    << bar_chart("Hours for the workload", "h", hours_bars)
-    << bar_chart("Energy for the workload (facility)", "kWh", kwh_bars)
-    << bar_chart("Cost for the workload", "USD", usd_bars) << "</div>\n";
+    << workload_section(estimates);
   for (const std::string& n : s.notices) h << "<p class=\"note\">note: " << esc(n) << "</p>\n";
   for (const auto& n : skipped) h << "<p class=\"note\">profile skipped: " << esc(n) << "</p>\n";
   h << "</body></html>\n";

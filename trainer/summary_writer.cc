@@ -66,7 +66,7 @@ void write_summary(const std::string& run_dir, const RunOutcome& o, const collec
   s.host.gemm = o.gemm;
   s.memory = o.memory;
   s.target = project_target(o.target_sequences, o.sequences, s.ledger.wall_s(), spent, o.seq_per_s);
-  s.card = project_hypothetical(o.project_sequences, s.ledger.wall_s(), spent, o.seq_per_s);
+  s.full_pretraining = project_hypothetical(o.project_sequences, s.ledger.wall_s(), spent, o.seq_per_s);
   s.notices = notices(accounting);
   s.notices.insert(s.notices.end(), o.data_notes.begin(), o.data_notes.end());
   s.eval = o.eval;

@@ -27,7 +27,7 @@ struct RunOutcome {
   // The workload.
   std::string model;  // model.config: a preset, config.json or model directory
   int64_t seq_len = 0, max_predictions = 0, global_batch = 0, target_sequences = 0;
-  int64_t project_sequences = 0;  // the card's run, projected from the measured rates
+  int64_t project_sequences = 0;  // a full pretraining's sequences, projected from the measured rates
   double flops_per_sequence = 0;
   std::string dtype = "fp32";
   nlohmann::json gemm;  // the GEMM paths (gemm_record), a CPU run's

@@ -14,7 +14,7 @@ namespace joule::trainer {
 struct TrainOptions {
   static constexpr const char* kTable = "train";
   int64_t steps = 0;             // optimizer steps; 0: derived from target_sequences
-  int64_t target_sequences = 0;  // sequences to train on (450e6 for the card's run)
+  int64_t target_sequences = 0;  // sequences to train on (450e6 for a full BERT phase-1 pretraining)
   int64_t micro_batch = 8;       // sequences per rank per forward/backward
   int64_t accumulation = 1;      // micro-batches per rank per optimizer step
   int64_t global_batch = 0;      // 0: micro_batch x accumulation x world size; else accumulation follows

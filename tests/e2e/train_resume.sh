@@ -106,7 +106,7 @@ s = json.load(open("b/summary.json"))
 segs = s["segment_list"]
 assert [g["status"] for g in segs] == ["preempted", "preempted", "finished"], [g["status"] for g in segs]
 assert segs[0]["end_step"] == 23 and segs[1]["start_step"] == 23 and segs[1]["end_step"] == 31, segs
-assert segs[2]["start_step"] == 31 and s["schema_version"] == 3, (segs, s.get("schema_version"))
+assert segs[2]["start_step"] == 31 and s["schema_version"] == 4, (segs, s.get("schema_version"))
 # Memory per rank: every rank's peak resident set (ru_maxrss) and the whole optimizer state (optimizer.shard none).
 m = s["memory"]
 assert m["optimizer_shard"] == "none" and 0 < m["peak_rss_bytes_min_rank"] <= m["peak_rss_bytes_max_rank"], m
@@ -127,9 +127,9 @@ for k in ("facility_kwh", "usd", "co2_kg"):
 assert s["energy_kwh"] > 0 and s["cost_usd"] > 0 and s["co2_kg"] > 0, s
 assert s["energy_source"] == "model" and s["instance"]["instance"] == "cpu-host", s["energy_source"]
 assert s["projection"]["history"], "no projection history"
-# The run reached its target: that projection is what it spent. The card's 450M sequences: from the rates alone
+# The run reached its target: that projection is what it spent. A full pretraining's 450M sequences: from the rates alone
 # (450M / seq_per_s of wall time at the average power and cost rate), nothing spent added.
-t, c = s["projection"]["target"], s["projection"]["card_450M"]
+t, c = s["projection"]["target"], s["projection"]["full_pretraining_450M"]
 assert close(t["wall_s"], s["billed_wall_s"]) and close(t["kwh"], s["energy_kwh"]) and close(t["usd"], s["cost_usd"]), t
 card_wall = c["sequences"] / s["seq_per_s"]
 assert close(c["wall_s"], card_wall), (c, card_wall)

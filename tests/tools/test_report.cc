@@ -104,7 +104,7 @@ TEST(Report, QuantitiesReadInTheirOwnUnits) {
 }
 
 // summary.json's keys (and `joule summary --json`'s) and emissions.csv's header are what scripts read: a key may be
-// added with a new schema_version, never renamed or removed (tests/fixtures/summary_schema.txt).
+// added or renamed with a new schema_version, never removed (tests/fixtures/summary_schema.txt).
 TEST(Report, SummaryKeysAndTheCsvHeaderStayStable) {
   std::ifstream in(std::string(JOULE_TEST_FIXTURES) + "/summary_schema.txt");
   std::map<std::string, std::string> golden;
@@ -115,4 +115,26 @@ TEST(Report, SummaryKeysAndTheCsvHeaderStayStable) {
   std::istringstream keys(golden["keys"]);
   for (std::string key; keys >> key;) EXPECT_TRUE(j.contains(key)) << "summary.json lost the key " << key;
   EXPECT_EQ(std::string(joule::trainer::kEmissionsCsvHeader), golden["csv"]);
+}
+
+// Schema 4 renamed projection.card_450M to projection.full_pretraining_450M: a summary written before it still reads.
+TEST(Report, SummaryOfSchema3ReadsTheOldProjectionKey) {
+  joule::trainer::RunSummary written;
+  written.status = "finished";
+  written.full_pretraining = {450000000, 7.1e6, 1e4, 700, 5e3};
+  nlohmann::json j = written.to_json();
+  ASSERT_TRUE(j["projection"].contains("full_pretraining_450M"));
+  j["schema_version"] = 3;
+  j["projection"]["card_450M"] = j["projection"]["full_pretraining_450M"];
+  j["projection"].erase("full_pretraining_450M");
+  const auto read = joule::trainer::RunSummary::from_json(j, "old/summary.json");
+  EXPECT_EQ(read.full_pretraining.sequences, 450000000);
+  EXPECT_DOUBLE_EQ(read.full_pretraining.wall_s, 7.1e6);
+  j["projection"].erase("card_450M");
+  try {
+    joule::trainer::RunSummary::from_json(j, "old/summary.json");
+    ADD_FAILURE() << "a summary without either key was read";
+  } catch (const joule::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("old/summary.json"), std::string::npos) << e.what();
+  }
 }

@@ -1,7 +1,7 @@
 // Energy, cost and carbon accounting for a run: cost = instances x hours x price; facility energy = measured
 // (or modelled) IT energy x PUE; CO2 = facility kWh x grid intensity. The ledger lists every segment of a run
-// (one per start or resume), travels in checkpoints, and projects the run's target and the card's 450M sequences
-// from measured rates. The summary built from it: trainer/cost/run_summary.h. No LibTorch.
+// (one per start or resume), travels in checkpoints, and projects the run's target and a full pretraining's 450M
+// sequences from measured rates. The summary built from it: trainer/cost/run_summary.h. No LibTorch.
 #pragma once
 
 #include <cstdint>
@@ -96,8 +96,8 @@ struct Projection {
 // past its target projects to exactly what it spent.
 Projection project_target(int64_t target_sequences, int64_t done_sequences, double done_wall_s, const Figures& done,
                           double seq_per_s);
-// A hypothetical target (the card's 450M sequences) trained from the start at those rates: target / seq_per_s of
-// wall time at the run's average power and cost rate. Nothing already spent is added, and no start-up time.
+// A hypothetical target (a full pretraining's 450M sequences) trained from the start at those rates: target / seq_per_s
+// of wall time at the run's average power and cost rate. Nothing already spent is added, and no start-up time.
 Projection project_hypothetical(int64_t target_sequences, double done_wall_s, const Figures& done, double seq_per_s);
 
 // A metrics row (one metrics.jsonl line) in Prometheus text format: every number as gauge joule_<key>, labelled

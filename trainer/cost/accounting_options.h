@@ -1,6 +1,6 @@
 // The [accounting] section of the run config: what a run is billed as (instance profile, price, PUE, grid carbon
-// intensity; configs/hardware/*.toml, configs/grid-intensity.toml), its energy meters, the projection to the card's
-// run and the CodeCarbon/Prometheus outputs. Owned by the cost library. No LibTorch.
+// intensity; configs/hardware/*.toml, configs/grid-intensity.toml), its energy meters, the projection to a full
+// pretraining's run and the CodeCarbon/Prometheus outputs. Owned by the cost library. No LibTorch.
 #pragma once
 
 #include <cmath>
@@ -21,7 +21,7 @@ struct AccountingOptions {
   double grid_intensity = 0;      // g CO2/kWh; 0: the region's
   std::string meters = "auto";    // auto, or a list of rapl, nvml, neuron, model
   double meter_sample_seconds = 1.0;
-  int64_t project_sequences = 450000000;  // the card's run, projected from measured rates
+  int64_t project_sequences = 450000000;  // a full pretraining, projected from measured rates
   double project_after_fraction = 0.05;   // projections start after this fraction of the run's target
   std::string project_name = "joule";     // emissions.csv project_name
   std::string prometheus_file;            // "": none; else rewritten each interval (textfile collector)

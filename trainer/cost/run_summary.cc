@@ -174,42 +174,43 @@ json RunSummary::to_json() const {
   json notes = json::array();
   for (const std::string& n : notices) notes.push_back(n);
   const auto [timed_sequences, timed_s] = ledger.timed();
-  json s = {
-      {"schema_version", kSummarySchemaVersion},
-      {"run_dir", run_dir},
-      {"run_id", ledger.run_id},
-      {"project_name", ledger.project_name},
-      {"status", status},
-      {"ranks", ranks},
-      {"nodes", nodes},
-      {"steps", steps},
-      {"sequences", sequences},
-      {"wall_s", wall_s},
-      {"billed_wall_s", ledger.wall_s()},
-      {"segments", segments},
-      {"nonfinite_skipped_steps", nonfinite_skipped_steps},
-      {"seq_per_s", seq_per_s},
-      {"seq_per_hour", seq_per_s * 3600},
-      {"timed_sequences", timed_sequences},
-      {"timed_s", timed_s},
-      {"mfu", mfu ? json(*mfu) : json()},
-      {"target_sequences", target_sequences},
-      {"workload", workload_json(workload)},
-      {"projected_wall_s_for_target", target.wall_s},
-      {"projected_wall_s_for_450M", card.wall_s},
-      {"instance", ledger.segments.empty() ? json::object() : ledger.segments.back().to_json(false)["cost"]},
-      {"host", host_json(host)},
-      {"energy", energy},
-      {"energy_kwh", spent.facility_kwh},
-      {"energy_source", energy["source"]},
-      {"cost_usd", spent.usd},
-      {"instance_hours", spent.instance_hours},
-      {"co2_kg", spent.co2_kg},
-      {"projection",
-       {{"target", projection_json(target)}, {"card_450M", projection_json(card)}, {"history", ledger.history_json()}}},
-      {"segment_list", ledger.segments_json(false)},
-      {"notices", notes},
-      {"preempted", preempted}};
+  json s = {{"schema_version", kSummarySchemaVersion},
+            {"run_dir", run_dir},
+            {"run_id", ledger.run_id},
+            {"project_name", ledger.project_name},
+            {"status", status},
+            {"ranks", ranks},
+            {"nodes", nodes},
+            {"steps", steps},
+            {"sequences", sequences},
+            {"wall_s", wall_s},
+            {"billed_wall_s", ledger.wall_s()},
+            {"segments", segments},
+            {"nonfinite_skipped_steps", nonfinite_skipped_steps},
+            {"seq_per_s", seq_per_s},
+            {"seq_per_hour", seq_per_s * 3600},
+            {"timed_sequences", timed_sequences},
+            {"timed_s", timed_s},
+            {"mfu", mfu ? json(*mfu) : json()},
+            {"target_sequences", target_sequences},
+            {"workload", workload_json(workload)},
+            {"projected_wall_s_for_target", target.wall_s},
+            {"projected_wall_s_for_450M", full_pretraining.wall_s},
+            {"instance", ledger.segments.empty() ? json::object() : ledger.segments.back().to_json(false)["cost"]},
+            {"host", host_json(host)},
+            {"energy", energy},
+            {"energy_kwh", spent.facility_kwh},
+            {"energy_source", energy["source"]},
+            {"cost_usd", spent.usd},
+            {"instance_hours", spent.instance_hours},
+            {"co2_kg", spent.co2_kg},
+            {"projection",
+             {{"target", projection_json(target)},
+              {"full_pretraining_450M", projection_json(full_pretraining)},
+              {"history", ledger.history_json()}}},
+            {"segment_list", ledger.segments_json(false)},
+            {"notices", notes},
+            {"preempted", preempted}};
   if (eval) s["eval"] = eval->to_json();
   if (simulated) s["simulated"] = simulated->to_json();
   s["memory"] = memory.to_json();
@@ -218,7 +219,8 @@ json RunSummary::to_json() const {
 }
 
 RunSummary RunSummary::from_json(const json& j, const std::string& where) {
-  // Version 1 (no key) and 2 (timed_sequences and timed_s, per segment too) read alike; a later one is refused.
+  // Versions 1 (no key) to 4 read alike (what a version added is optional; a renamed key is read by either name); a
+  // later one is refused.
   if (const int64_t version = json_field_or<int64_t>(j, "schema_version", 1, where); version > kSummarySchemaVersion)
     throw JsonFileError(where + ": schema_version " + std::to_string(version) + ", newer than this joule reads (" +
                             std::to_string(kSummarySchemaVersion) + ")",
@@ -242,8 +244,10 @@ RunSummary RunSummary::from_json(const json& j, const std::string& where) {
   const json proj = json_field<json>(j, "projection", where);
   s.target =
       projection_from_json(json_field<json>(proj, "target", where + " projection"), where + " projection.target");
-  s.card =
-      projection_from_json(json_field<json>(proj, "card_450M", where + " projection"), where + " projection.card_450M");
+  // Schema 4 renamed the key; summaries written before it say card_450M.
+  const char* full_key = proj.contains("full_pretraining_450M") ? "full_pretraining_450M" : "card_450M";
+  s.full_pretraining =
+      projection_from_json(json_field<json>(proj, full_key, where + " projection"), where + " projection." + full_key);
   s.ledger = Ledger::from_parts(json_field<json>(j, "segment_list", where),
                                 json_field_or<json>(proj, "history", json::array(), where), where);
   s.ledger.run_id = json_field<std::string>(j, "run_id", where);
@@ -281,14 +285,15 @@ RunSummary read_run_summary(const std::string& run_dir) {
 namespace {
 using Row = std::function<void(const std::string& key, const std::string& value)>;
 
-// The run's own target and the card's 450M sequences, projected; and how the first projection compared.
+// The run's own target and a full pretraining's 450M sequences, projected; and how the first projection compared.
 void projection_rows(const RunSummary& s, const Row& row) {
   // Both are of this run's model on this run's cluster: say so, so that a bert-tiny demo's figure is never read as
   // BERT-Large's (joule plan answers that).
   const std::string where = " of " + (s.workload.model.empty() ? std::string("this model") : s.workload.model) +
                             " on this cluster (" + std::to_string(s.nodes) + " x " + s.instance().instance + ")";
-  for (const auto& [label, p] : {std::pair<const char*, const Projection&>{"projected, the run's target", s.target},
-                                 std::pair<const char*, const Projection&>{"projected, 450M sequences", s.card}})
+  for (const auto& [label, p] :
+       {std::pair<const char*, const Projection&>{"projected, the run's target", s.target},
+        std::pair<const char*, const Projection&>{"projected, 450M sequences", s.full_pretraining}})
     row(label, std::to_string(p.sequences) + " seq: " + duration_text(p.wall_s) + ", " + sig(p.kwh) + " kWh, USD " +
                    sig(p.usd) + ", " + sig(p.co2_kg) + " kg CO2" + where);
   const std::vector<ProjectionPoint>& hist = s.ledger.history;

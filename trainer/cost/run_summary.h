@@ -17,8 +17,9 @@
 namespace joule::trainer {
 
 // summary.json's "schema_version": 2 added it, timed_sequences and timed_s (the run's and each segment's); 3 added
-// "memory". Keys are only ever added; a reader refuses a version newer than its own.
-inline constexpr int64_t kSummarySchemaVersion = 3;
+// "memory"; 4 renamed projection.card_450M to projection.full_pretraining_450M (the old name is still read). A key is
+// added or renamed with a new version, never removed; a reader refuses a version newer than its own.
+inline constexpr int64_t kSummarySchemaVersion = 4;
 
 // What emissions.csv says about one node.
 struct HostInfo {
@@ -77,7 +78,9 @@ struct RunSummary {
   HostInfo host;
   // Every segment and the projection history; spent figures, energy and billed wall time derive from it.
   Ledger ledger;
-  Projection target, card;  // the run's own target; the card's 450M sequences (hypothetical)
+  // The run's own target; the 450M sequences of a full BERT pretraining (NVIDIA's phase-1 recipe), hypothetical: both
+  // of this run's model on this run's cluster at its measured rates.
+  Projection target, full_pretraining;
   std::vector<std::string> notices;
   std::optional<EvalFigures> eval;
   std::optional<SimulatedFigures> simulated;

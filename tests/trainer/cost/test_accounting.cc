@@ -469,9 +469,9 @@ TEST(Accounting, HypotheticalProjectionIsFromRatesAloneAndNeverCountsSpentWorkTw
   spent.facility_kwh = 900;
   spent.usd = 4500;
   spent.co2_kg = 450;
-  const int64_t card = 450000000;
-  const Projection p = project_hypothetical(card, 90000, spent, 5000);
-  EXPECT_EQ(p.sequences, card);
+  const int64_t full = 450000000;
+  const Projection p = project_hypothetical(full, 90000, spent, 5000);
+  EXPECT_EQ(p.sequences, full);
   EXPECT_DOUBLE_EQ(p.wall_s, 90000);  // its own figures, not twice them
   EXPECT_DOUBLE_EQ(p.kwh, 900);
   EXPECT_DOUBLE_EQ(p.usd, 4500);
@@ -481,12 +481,12 @@ TEST(Accounting, HypotheticalProjectionIsFromRatesAloneAndNeverCountsSpentWorkTw
   short_run.facility_kwh = 10;
   short_run.usd = 20;
   short_run.co2_kg = 5;
-  const Projection q = project_hypothetical(card, 3600, short_run, 1000);
+  const Projection q = project_hypothetical(full, 3600, short_run, 1000);
   EXPECT_DOUBLE_EQ(q.wall_s, 450000);
   EXPECT_DOUBLE_EQ(q.kwh, 10.0 / 3600 * 450000);
   EXPECT_DOUBLE_EQ(q.usd, 20.0 / 3600 * 450000);
   EXPECT_DOUBLE_EQ(q.co2_kg, 5.0 / 3600 * 450000);
-  EXPECT_DOUBLE_EQ(project_hypothetical(card, 3600, short_run, 0).wall_s, 0);  // no throughput yet: nothing to say
+  EXPECT_DOUBLE_EQ(project_hypothetical(full, 3600, short_run, 0).wall_s, 0);  // no throughput yet: nothing to say
 }
 
 Segment segment(int64_t from, int64_t to, double wall, double joules, const std::string& status) {
@@ -592,7 +592,7 @@ RunSummary full_summary() {
   s.ledger.segments[1].energy.at(Component::ram, Source::rapl) = 7.2e4;
   s.ledger.add_projection({10, 320, 40, 180, 0.2, 0.02, 0.1});
   s.target = {1280, 150, 0.2, 0.015, 0.1};
-  s.card = {450000000, 7.1e6, 1e4, 700, 5e3};
+  s.full_pretraining = {450000000, 7.1e6, 1e4, 700, 5e3};
   s.notices = {"energy partly modelled"};
   s.eval = EvalFigures{2.5, 0.7, 3.2, 0.56, 0.61, 512};
   SimulatedFigures sim;
