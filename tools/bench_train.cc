@@ -69,167 +69,223 @@ double rss_now() {
   return resident * static_cast<double>(sysconf(_SC_PAGESIZE));
 }
 
-std::string bench_train(const TrainBenchOptions& o) {
+namespace {
+
+// The objects that train, built as `joule train` builds them (trainer/run_setup.h), and the batch every step reuses.
+struct BenchSetup {
+  trainer::TrainingProcess process;
+  models::PrecisionChoice precision;
+  trainer::TrainingObjects objects;
+  models::PretrainingBatch batch;
+  double matmul_elements = 0;  // the Linear weights' elements
+  double rss_at_startup = 0;   // resident bytes once the process is up, before the model
+  bool cuda() const { return process.device.device.is_cuda(); }
+};
+
+BenchSetup set_up(const TrainBenchOptions& o) {
   if (o.wire != "fp32" && o.wire != "bf16") throw UsageError("--wire is '" + o.wire + "'; valid: fp32, bf16");
-  // The process and the objects that train, built as `joule train` builds them (trainer/run_setup.h).
+  if (o.shard != "none" && o.shard != "zero1") throw UsageError("--shard is '" + o.shard + "'; valid: none, zero1");
+  BenchSetup b;
   trainer::TrainOptions process_options;
   process_options.device = o.device;
   process_options.threads = o.threads;
   process_options.fp32_gemm = o.fp32_gemm;
-  trainer::TrainingProcess process = trainer::start_training_process(process_options);
-  collectives::Communicator* comm = process.comm.get();
-  const auto& info = comm->info();
-  const launch::DeviceChoice& device = process.device;
-  const bool cuda = device.device.is_cuda();
-  const int threads = process.threads;
-  const models::PrecisionChoice precision = models::choose_precision(o.precision, cuda, launch::CpuIsa::current());
-  if (info.rank == 0)
-    std::fprintf(stderr, "joule bench train: device %s; %s\n%s", device.description.c_str(), precision.reason.c_str(),
-                 cuda ? "" : ("gemm: " + process.gemm.line() + "\n").c_str());
-  nlohmann::json rss = {{"startup", rss_now()}};
-
+  b.process = trainer::start_training_process(process_options);
+  b.rss_at_startup = rss_now();
+  const launch::DeviceChoice& device = b.process.device;
+  b.precision = models::choose_precision(o.precision, b.cuda(), launch::CpuIsa::current());
+  if (b.process.comm->info().rank == 0)
+    std::fprintf(stderr, "joule bench train: device %s; %s\n%s", device.description.c_str(), b.precision.reason.c_str(),
+                 b.cuda() ? "" : ("gemm: " + b.process.gemm.line() + "\n").c_str());
   trainer::TrainingSpec spec;  // LAMB as NVIDIA's recipe (the [optimizer] defaults), fresh weights
   spec.model = o.config;
-  spec.precision = precision.precision;
-  spec.fp32_gemm = process.gemm.choice.fp32;
+  spec.precision = b.precision.precision;
+  spec.fp32_gemm = b.process.gemm.choice.fp32;
   spec.device = device;
   spec.seed = o.seed;
   spec.log = &std::cerr;  // stdout carries the JSON line alone
   if (o.wire == "bf16") spec.reducer.compression = collectives::Compression::kBFloat16;
-  if (o.shard != "none" && o.shard != "zero1") throw UsageError("--shard is '" + o.shard + "'; valid: none, zero1");
   spec.optimizer.shard = o.shard;
   spec.reducer.shard = o.shard == "zero1";
-  trainer::TrainingObjects objects = trainer::build_training(spec, *comm);
-  objects.reducer->broadcast_parameters(0);
-  models::BertForPreTraining& model = objects.model;
-  collectives::GradientReducer& reducer = *objects.reducer;
-  trainer::Optimizer* optimizer = objects.optimizer.get();
-  const models::PretrainingBatch batch =
-      models::synthetic_batch(o.config, o.micro_batch, o.seq_len, o.max_predictions,
-                              o.seed + static_cast<uint64_t>(info.rank))
-          .to(device.device);  // once: the loader's host-to-device copy is not what this measures
+  b.objects = trainer::build_training(spec, *b.process.comm);
+  b.objects.reducer->broadcast_parameters(0);
+  b.batch = models::synthetic_batch(o.config, o.micro_batch, o.seq_len, o.max_predictions,
+                                    o.seed + static_cast<uint64_t>(b.process.comm->info().rank))
+                .to(device.device);  // once: the loader's host-to-device copy is not what this measures
+  const std::vector<std::string> linear = b.objects.model->matmul_weight_names();
+  for (const auto& [name, p] : b.objects.model->hf_named_parameters())
+    if (std::find(linear.begin(), linear.end(), name) != linear.end())
+      b.matmul_elements += static_cast<double>(p.numel());
+  return b;
+}
 
-  double matmul = 0;  // the Linear weights' elements
-  const std::vector<std::string> linear = model->matmul_weight_names();
-  for (const auto& [name, p] : model->hf_named_parameters())
-    if (std::find(linear.begin(), linear.end(), name) != linear.end()) matmul += static_cast<double>(p.numel());
-  rss["state"] = rss_now();
-  // The step that trains (trainer/train_step.h), one micro-batch per step, with memory probes between its stages.
-  trainer::TrainStep train_step(model, reducer, *optimizer, 1);
-  trainer::StepOptions probes;
-  probes.after_forward = [&] { rss["forward"] = rss_now(); };
-  probes.after_backward = [&] { rss["backward"] = rss_now(); };
-  std::vector<double> step_seconds, exposed;
+// The timed steps: each one's seconds and exposed communication, the last one's loss, the bytes a step moves, and the
+// resident memory after each stage of a step (rank 0's, for where the peak comes from).
+struct StepTimes {
+  std::vector<double> seconds, exposed;
   double loss = 0, comm_bytes = 0;
+  nlohmann::json rss;
+};
+
+StepTimes run_steps(const TrainBenchOptions& o, BenchSetup& b) {
+  StepTimes t;
+  t.rss = {{"startup", b.rss_at_startup}, {"state", rss_now()}};
+  const launch::DeviceChoice& device = b.process.device;
+  collectives::GradientReducer& reducer = *b.objects.reducer;
+  // The step that trains (trainer/train_step.h), one micro-batch per step, with memory probes between its stages.
+  trainer::TrainStep train_step(b.objects.model, reducer, *b.objects.optimizer, 1);
+  trainer::StepOptions probes;
+  probes.after_forward = [&] { t.rss["forward"] = rss_now(); };
+  probes.after_backward = [&] { t.rss["backward"] = rss_now(); };
   std::unique_ptr<torch::autograd::profiler::RecordProfile> profiler;
   for (int it = 0; it < o.warmup + o.steps; ++it) {
-    if (it == o.warmup && !o.profile.empty() && info.rank == 0)
+    if (it == o.warmup && !o.profile.empty() && b.process.comm->info().rank == 0)
       profiler = std::make_unique<torch::autograd::profiler::RecordProfile>(o.profile);
     const auto t0 = Clock::now();
-    if (it == o.warmup && cuda) launch::compat::reset_cuda_peak(device.cuda_index());
-    const trainer::StepResult r = train_step.run([&] { return batch; }, 1e-4, probes);
+    if (it == o.warmup && b.cuda()) launch::compat::reset_cuda_peak(device.cuda_index());
+    const trainer::StepResult r = train_step.run([&] { return b.batch; }, 1e-4, probes);
     launch::compat::synchronize(device.device);  // the step's queued GPU work is part of the step
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-    rss["step"] = rss_now();
+    t.rss["step"] = rss_now();
     if (it == o.warmup + o.steps - 1) {  // the last step's loss, read once: the steps themselves never wait for it
       const trainer::BatchSums sums = r.sums.read();
-      loss = (sums.mlm_loss + sums.nsp_loss) / sums.batches;
+      t.loss = (sums.mlm_loss + sums.nsp_loss) / sums.batches;
     }
-    comm_bytes = static_cast<double>(reducer.stats().bytes + reducer.stats().gather_bytes);
+    t.comm_bytes = static_cast<double>(reducer.stats().bytes + reducer.stats().gather_bytes);
     if (it >= o.warmup) {
-      step_seconds.push_back(dt);
-      exposed.push_back(r.exposed_comm_seconds);
+      t.seconds.push_back(dt);
+      t.exposed.push_back(r.exposed_comm_seconds);
     }
   }
   profiler.reset();  // writes the trace
+  return t;
+}
+
+// What each rank measured, gathered: the largest peak RSS, the mean matmul rate, the largest optimizer state.
+struct AcrossRanks {
+  double peak_rss_bytes = 0, matmul_gflops_mean = 0, optimizer_state_bytes_max = 0;
+};
+
+AcrossRanks gather_over_ranks(collectives::Communicator& comm, double peak_rss_bytes, double matmul_gflops,
+                              double optimizer_state_bytes) {
+  const auto& info = comm.info();
+  constexpr size_t kPerRank = 3;
+  std::vector<double> per_rank(static_cast<size_t>(info.world_size) * kPerRank, 0.0);
+  per_rank[static_cast<size_t>(info.rank) * kPerRank] = peak_rss_bytes;
+  per_rank[static_cast<size_t>(info.rank) * kPerRank + 1] = matmul_gflops;
+  per_rank[static_cast<size_t>(info.rank) * kPerRank + 2] = optimizer_state_bytes;
+  collectives::sum_over_ranks(comm, per_rank);
+  AcrossRanks a;
+  for (size_t r = 0; r < static_cast<size_t>(info.world_size); ++r) {
+    a.peak_rss_bytes = std::max(a.peak_rss_bytes, per_rank[r * kPerRank]);
+    a.matmul_gflops_mean += per_rank[r * kPerRank + 1] / info.world_size;
+    a.optimizer_state_bytes_max = std::max(a.optimizer_state_bytes_max, per_rank[r * kPerRank + 2]);
+  }
+  return a;
+}
+
+// The memory a rank should hold, counted from the model: parameters, their state and gradients, bf16 weight copies,
+// and the activations backward keeps.
+struct ExpectedMemory {
+  double params = 0, state_bytes = 0, weight_copies = 0, activations = 0;
+  double total() const { return state_bytes + weight_copies + activations; }
+};
+
+ExpectedMemory expected_memory(const TrainBenchOptions& o, models::Precision precision, double matmul_elements,
+                               int world_size) {
+  ExpectedMemory m;
+  m.params = static_cast<double>(models::parameter_counts(o.config).total());
+  const double ranks = world_size;
+  const bool bf16 = precision == models::Precision::kBf16, zero1 = o.shard == "zero1";
+  // The Linear weights: held in bf16 from fp32 master shards with zero1 and bf16 (collectives/reducer.h).
+  const double bf16_held = zero1 && bf16 ? matmul_elements : 0;
+  // Weights (fp32, or bf16 + a 1/N fp32 master) and fp32 gradients (bucket buffers) on every rank; LAMB's two
+  // moments on every rank or 1/N of them (zero1).
+  m.state_bytes = 4 * (m.params - bf16_held) + (2 + 4 / ranks) * bf16_held + 4 * m.params +
+                  (zero1 ? 8 * m.params / ranks : 8 * m.params);
+  // bf16: each matmul's bf16 copy of its fp32 weight, kept from forward for backward's input gradient (2 bytes per
+  // parameter; none for the weights already held in bf16).
+  m.weight_copies = bf16 ? 2 * (m.params - bf16_held) : 0;
+  m.activations = activation_bytes(o.config, o.micro_batch, o.seq_len, o.max_predictions, precision);
+  return m;
+}
+
+// What the figures depend on besides joule: who compares them with others needs it beside every repeat.
+nlohmann::json host_record(const BenchSetup& b) {
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  const launch::BlasInfo blas = launch::detect_blas();
+  return {{"cpu_isa", launch::CpuIsa::current().describe()},
+          {"blas", blas.description},
+          {"openblas_coretype", coretype ? coretype : ""},
+          {"fp32_gemm_kernels", blas.core.empty() ? std::string() : launch::fp32_gemm_kernels(blas)},
+          {"gemm", b.cuda() ? nlohmann::json() : trainer::gemm_record(b.process.gemm)},
+          {"libtorch", launch::torch_version()},
+          {"precision_path", b.precision.reason}};
+}
+
+}  // namespace
+
+std::string bench_train(const TrainBenchOptions& o) {
+  BenchSetup b = set_up(o);
+  collectives::Communicator& comm = *b.process.comm;
+  const StepTimes t = run_steps(o, b);
   // The slowest rank sets the pace: per-step times are the same on every rank (the all-reduce syncs them).
-  const double step_s = median(step_seconds);
+  const double step_s = median(t.seconds);
   const auto gemms = models::training_gemms(o.config, o.micro_batch, o.seq_len, o.micro_batch * o.max_predictions);
   const double gflop = models::total_flops(gemms) / 1e9;
   // Peak RSS of the training steps, before the roofline measurement allocates its own matrices.
   const launch::CpuCacheStats cache = launch::cpu_cache_stats();
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
-  comm->barrier();
+  comm.barrier();
+  const int cuda_index = b.process.device.cuda_index();
   const double device_peak_bytes =
-      cuda ? static_cast<double>(launch::compat::cuda_peak_allocated_bytes(device.cuda_index())) : 0;
-  const double sgemm = measure_matmul_gflops(gemms, precision.precision, device.device, 0.15,
-                                             process.gemm.choice.fp32);  // every rank at once, as in training
-
-  constexpr size_t kPerRank = 3;
-  std::vector<double> per_rank(static_cast<size_t>(info.world_size) * kPerRank, 0.0);
-  per_rank[static_cast<size_t>(info.rank) * kPerRank] = static_cast<double>(ru.ru_maxrss) * 1024.0;
-  per_rank[static_cast<size_t>(info.rank) * kPerRank + 1] = sgemm;
-  per_rank[static_cast<size_t>(info.rank) * kPerRank + 2] = optimizer->state_bytes();
-  collectives::sum_over_ranks(*comm, per_rank);
-  if (info.rank != 0) return "";
-  double peak_rss = 0, sgemm_mean = 0, moments_max = 0;
-  for (size_t r = 0; r < static_cast<size_t>(info.world_size); ++r) {
-    peak_rss = std::max(peak_rss, per_rank[r * kPerRank]);
-    sgemm_mean += per_rank[r * kPerRank + 1] / info.world_size;
-    moments_max = std::max(moments_max, per_rank[r * kPerRank + 2]);
-  }
-  const double params = static_cast<double>(models::parameter_counts(o.config).total());
-  const double ranks = info.world_size;
-  const bool bf16 = precision.precision == models::Precision::kBf16, zero1 = o.shard == "zero1";
-  // The Linear weights: held in bf16 from fp32 master shards with zero1 and bf16 (collectives/reducer.h).
-  const double bf16_held = zero1 && bf16 ? matmul : 0;
-  // Weights (fp32, or bf16 + a 1/N fp32 master) and fp32 gradients (bucket buffers) on every rank; LAMB's two
-  // moments on every rank or 1/N of them (zero1).
-  const double state_bytes =
-      4 * (params - bf16_held) + (2 + 4 / ranks) * bf16_held + 4 * params + (zero1 ? 8 * params / ranks : 8 * params);
-  // bf16: each matmul's bf16 copy of its fp32 weight, kept from forward for backward's input gradient (2 bytes per
-  // parameter; none for the weights already held in bf16).
-  const double weight_copies = bf16 ? 2 * (params - bf16_held) : 0;
-  const double act = activation_bytes(o.config, o.micro_batch, o.seq_len, o.max_predictions, precision.precision);
+      b.cuda() ? static_cast<double>(launch::compat::cuda_peak_allocated_bytes(cuda_index)) : 0;
+  const double matmul_gflops = measure_matmul_gflops(gemms, b.precision.precision, b.process.device.device, 0.15,
+                                                     b.process.gemm.choice.fp32);  // every rank at once, as in training
+  const AcrossRanks ranks = gather_over_ranks(comm, static_cast<double>(ru.ru_maxrss) * 1024.0, matmul_gflops,
+                                              b.objects.optimizer->state_bytes());
+  if (comm.info().rank != 0) return "";
+  const ExpectedMemory expected = expected_memory(o, b.precision.precision, b.matmul_elements, comm.info().world_size);
   nlohmann::json j = {{"impl", "joule"},
                       {"model", o.model_name},
-                      {"precision", models::precision_name(precision.precision)},
+                      {"precision", models::precision_name(b.precision.precision)},
                       {"wire", o.wire},
                       {"shard", o.shard},
-                      {"optimizer_state_bytes_per_rank", moments_max},
-                      {"ranks", info.world_size},
-                      {"threads", threads},
+                      {"optimizer_state_bytes_per_rank", ranks.optimizer_state_bytes_max},
+                      {"ranks", comm.info().world_size},
+                      {"threads", b.process.threads},
                       {"micro_batch", o.micro_batch},
                       {"seq_len", o.seq_len},
                       {"step_s", step_s},
-                      {"step_s_all", step_seconds},
-                      {"seq_per_s", o.micro_batch * info.world_size / step_s},
-                      {"exposed_comm_s", median(exposed)},
-                      {"comm_bytes_per_rank_step", comm_bytes},
+                      {"step_s_all", t.seconds},
+                      {"seq_per_s", o.micro_batch * comm.info().world_size / step_s},
+                      {"exposed_comm_s", median(t.exposed)},
+                      {"comm_bytes_per_rank_step", t.comm_bytes},
                       {"gflop_per_rank_step", gflop},
                       {"gflops_per_rank", gflop / step_s},
-                      {"sgemm_gflops_per_rank", sgemm_mean},
-                      {"roofline_fraction", gflop / step_s / sgemm_mean},
-                      {"peak_rss_bytes", peak_rss},
-                      {"rss_rank0_after", rss},
+                      {"sgemm_gflops_per_rank", ranks.matmul_gflops_mean},
+                      {"roofline_fraction", gflop / step_s / ranks.matmul_gflops_mean},
+                      {"peak_rss_bytes", ranks.peak_rss_bytes},
+                      {"rss_rank0_after", t.rss},
                       {"cpu_cache",
                        {{"hits", cache.hits},
                         {"misses", cache.misses},
                         {"mapped_bytes", cache.mapped_bytes},
                         {"cached_bytes", cache.cached_bytes},
                         {"released_bytes", cache.released_bytes}}},
-                      {"params", params},
-                      {"state_bytes", state_bytes},
-                      {"weight_copy_bytes", weight_copies},
-                      {"activation_bytes", act},
-                      {"rss_over_expected", peak_rss / (state_bytes + weight_copies + act)},
-                      {"device", device.description},
-                      {"loss", loss}};
-  // What the figures depend on besides joule: who others compare them with need it beside every repeat.
-  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
-  const launch::BlasInfo blas = launch::detect_blas();
-  j["host"] = {{"cpu_isa", launch::CpuIsa::current().describe()},
-               {"blas", blas.description},
-               {"openblas_coretype", coretype ? coretype : ""},
-               {"fp32_gemm_kernels", blas.core.empty() ? std::string() : launch::fp32_gemm_kernels(blas)},
-               {"gemm", cuda ? nlohmann::json() : trainer::gemm_record(process.gemm)},
-               {"libtorch", launch::torch_version()},
-               {"precision_path", precision.reason}};
-  if (cuda) {
+                      {"params", expected.params},
+                      {"state_bytes", expected.state_bytes},
+                      {"weight_copy_bytes", expected.weight_copies},
+                      {"activation_bytes", expected.activations},
+                      {"rss_over_expected", ranks.peak_rss_bytes / expected.total()},
+                      {"device", b.process.device.description},
+                      {"loss", t.loss},
+                      {"host", host_record(b)}};
+  if (b.cuda()) {
     // On a GPU the state and activations live in device memory: the caching allocator's peak, not the RSS.
     j["peak_device_memory_bytes"] = device_peak_bytes;
-    j["device_memory_over_expected"] = device_peak_bytes / (state_bytes + weight_copies + act);
+    j["device_memory_over_expected"] = device_peak_bytes / expected.total();
   }
   // MFU: the step's GEMM FLOPs (models/flops.h) per second over the device's dense peak at this precision.
   if (o.peak_tflops > 0) j["mfu"] = gflop / step_s / (o.peak_tflops * 1e3);

@@ -45,9 +45,10 @@ std::string inference_summary(const std::string& run_dir, bool json) {
          run.result.to_text();
 }
 
-std::string write_inference_report(const std::string& run_dir, const std::string& out, const std::string& config_dir) {
-  const InferenceRun run = read_run(run_dir);
-  const InferBenchResult& r = run.result;
+namespace {
+
+// Each batch size measured: a table, the throughput-latency curve, latency per batch size, cost and energy per million.
+std::string measured_section(const InferBenchResult& r) {
   Series curve{"inferences/s against p99 latency (batch sizes in the table)", "#386cb0", {}};
   Series dots{"a batch size", "#386cb0", {}, true};
   Series p50{"p50", "#1b9e77", {}}, p99{"p99", "#d95f02", {}};
@@ -72,44 +73,69 @@ std::string write_inference_report(const std::string& run_dir, const std::string
            << (r.peak_gflops > 0 ? num(100 * r.peak_fraction(p), "%.0f") + " %" : "unknown") << "</td></tr>\n";
   }
   points << "</table>\n";
+  return "<h2>Throughput and latency</h2>\n<div class=\"charts\">\n" +
+         line_chart("Throughput against p99 latency", "p99 latency of a batch call (ms)", "inferences/s",
+                    {curve, dots}) +
+         line_chart("Latency per batch size", "batch size", "ms per batch call", {p50, p99}) + "</div>\n" +
+         points.str() + "<h2>Per million inferences</h2>\n<div class=\"charts\">\n" +
+         bar_chart("Cost per million inferences", "USD", usd_bars) +
+         bar_chart("Energy per million inferences (IT)", "kWh", kwh_bars) + "</div>\n";
+}
 
-  // This run's model and length on every inference profile, this measurement as this host's row.
+// One row of the fleet table from `joule plan --inference --json`'s row; adds its bars when it was sized.
+void fleet_row(const nlohmann::json& row, std::ostringstream& fleet, std::vector<Bar>& usd, std::vector<Bar>& kwh) {
+  const std::string instance = row.at("instance").get<std::string>();
+  if (!row.at("sized").get<bool>()) {
+    fleet << "<tr><td>" << esc(instance) << "</td><td colspan=\"9\">" << esc(row.at("note").get<std::string>())
+          << "</td></tr>\n";
+    return;
+  }
+  fleet << "<tr><td>" << esc(instance) << "</td><td>" << esc(row.at("precision").get<std::string>()) << "</td><td>"
+        << row.at("batch").get<int64_t>() << "</td><td>" << fig(row.at("inferences_per_s").get<double>()) << "</td><td>"
+        << row.at("instances").get<int>() << "</td><td>" << fig(row.at("usd_per_hour").get<double>()) << "</td><td>"
+        << fig(row.at("usd_per_million").get<double>()) << "</td><td>" << fig(row.at("kwh_per_million").get<double>())
+        << "</td><td>" << fig(row.at("co2_kg_per_million").get<double>()) << "</td><td>"
+        << esc(row.at("ran").get<std::string>() + "; " + row.at("basis").get<std::string>()) << "</td></tr>\n";
+  usd.push_back({instance, {{"USD", row.at("usd_per_million").get<double>()}}});
+  kwh.push_back({instance, {{"kWh", row.at("kwh_per_million").get<double>()}}});
+}
+
+// This run's model and length on every inference profile, this measurement as this host's row (`joule plan
+// --inference --measured RUN`); a note instead when it cannot be planned.
+std::string fleet_section(const InferBenchResult& r, const std::string& run_dir, const std::string& config_dir) {
   InferencePlanOptions plan;
   plan.model = r.model;
   plan.seq_len = r.seq_len;
   plan.p99_ms = r.p99_bound_ms;
   plan.measured = {run_dir};
   plan.region = r.region.empty() ? "world" : r.region;
+  std::ostringstream h;
+  h << "<h2>This model on each inference profile</h2>\n<p class=\"note\">1,000,000 inferences per hour of "
+    << esc(r.model) << " at " << r.seq_len << " tokens"
+    << (r.p99_bound_ms > 0 ? ", p99 within " + num(r.p99_bound_ms, "%g") + " ms" : "")
+    << ", 20 % headroom: <code>joule plan --inference --measured " << esc(run_dir)
+    << "</code> (published figures, FLOP-scaled where they ran another model or length; VALIDATION.md, "
+       "\"Inference\"). The row \"this host\" is this run.</p>\n";
   std::ostringstream fleet;
-  std::vector<Bar> fleet_usd, fleet_kwh;
-  std::string plan_error;
+  std::vector<Bar> usd, kwh;
   try {
     const nlohmann::json j = nlohmann::json::parse(inference_plan_json(plan, config_dir));
     fleet << "<table><tr><th>instance</th><th>precision</th><th>batch</th><th>inferences/s</th><th>instances</th>"
              "<th>USD/h</th><th>USD per million</th><th>kWh per million (facility)</th><th>kg CO2 per million</th>"
              "<th>basis</th></tr>\n";
-    for (const auto& row : j.at("rows")) {
-      const std::string instance = row.at("instance").get<std::string>();
-      if (!row.at("sized").get<bool>()) {
-        fleet << "<tr><td>" << esc(instance) << "</td><td colspan=\"9\">" << esc(row.at("note").get<std::string>())
-              << "</td></tr>\n";
-        continue;
-      }
-      fleet << "<tr><td>" << esc(instance) << "</td><td>" << esc(row.at("precision").get<std::string>()) << "</td><td>"
-            << row.at("batch").get<int64_t>() << "</td><td>" << fig(row.at("inferences_per_s").get<double>())
-            << "</td><td>" << row.at("instances").get<int>() << "</td><td>" << fig(row.at("usd_per_hour").get<double>())
-            << "</td><td>" << fig(row.at("usd_per_million").get<double>()) << "</td><td>"
-            << fig(row.at("kwh_per_million").get<double>()) << "</td><td>"
-            << fig(row.at("co2_kg_per_million").get<double>()) << "</td><td>"
-            << esc(row.at("ran").get<std::string>() + "; " + row.at("basis").get<std::string>()) << "</td></tr>\n";
-      fleet_usd.push_back({instance, {{"USD", row.at("usd_per_million").get<double>()}}});
-      fleet_kwh.push_back({instance, {{"kWh", row.at("kwh_per_million").get<double>()}}});
-    }
+    for (const auto& row : j.at("rows")) fleet_row(row, fleet, usd, kwh);
     fleet << "</table>\n";
   } catch (const std::exception& e) {
-    plan_error = e.what();
+    return h.str() + "<p class=\"note\">not planned: " + esc(e.what()) + "</p>\n";
   }
+  return h.str() + fleet.str() + "<div class=\"charts\">\n" +
+         bar_chart("Cost per million inferences on each fleet", "USD", usd) +
+         bar_chart("Energy per million inferences on each fleet (facility)", "kWh", kwh) + "</div>\n";
+}
 
+// The page's head and the run's key figures as a two-column table.
+std::string inference_overview(const InferenceRun& run, const std::string& run_dir) {
+  const InferBenchResult& r = run.result;
   std::ostringstream h;
   h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>joule inference run " << esc(run_dir)
     << "</title>\n"
@@ -137,27 +163,18 @@ std::string write_inference_report(const std::string& run_dir, const std::string
   kv("price", r.instance + ", USD " + fig(r.usd_per_hour) + " per hour");
   kv("CO2", "PUE " + fig(r.pue) + " x " + fig(r.grid_g_per_kwh) + " g/kWh (" + r.region + ")");
   kv("matmul rate on these GEMMs", fig(r.sgemm_gflops) + " GFLOP/s");
-  h << "</table>\n<h2>Throughput and latency</h2>\n<div class=\"charts\">\n"
-    << line_chart("Throughput against p99 latency", "p99 latency of a batch call (ms)", "inferences/s", {curve, dots})
-    << line_chart("Latency per batch size", "batch size", "ms per batch call", {p50, p99}) << "</div>\n"
-    << points.str() << "<h2>Per million inferences</h2>\n<div class=\"charts\">\n"
-    << bar_chart("Cost per million inferences", "USD", usd_bars)
-    << bar_chart("Energy per million inferences (IT)", "kWh", kwh_bars) << "</div>\n"
-    << "<h2>This model on each inference profile</h2>\n<p class=\"note\">1,000,000 inferences per hour of "
-    << esc(r.model) << " at " << r.seq_len << " tokens"
-    << (r.p99_bound_ms > 0 ? ", p99 within " + num(r.p99_bound_ms, "%g") + " ms" : "")
-    << ", 20 % headroom: <code>joule plan --inference --measured " << esc(run_dir)
-    << "</code> (published figures, FLOP-scaled where they ran another model or length; VALIDATION.md, "
-       "\"Inference\"). The row \"this host\" is this run.</p>\n";
-  if (plan_error.empty())
-    h << fleet.str() << "<div class=\"charts\">\n"
-      << bar_chart("Cost per million inferences on each fleet", "USD", fleet_usd)
-      << bar_chart("Energy per million inferences on each fleet (facility)", "kWh", fleet_kwh) << "</div>\n";
-  else
-    h << "<p class=\"note\">not planned: " << esc(plan_error) << "</p>\n";
-  h << "</body></html>\n";
+  h << "</table>\n";
+  return h.str();
+}
+
+}  // namespace
+
+std::string write_inference_report(const std::string& run_dir, const std::string& out, const std::string& config_dir) {
+  const InferenceRun run = read_run(run_dir);
+  const std::string page = inference_overview(run, run_dir) + measured_section(run.result) +
+                           fleet_section(run.result, run_dir, config_dir) + "</body></html>\n";
   const std::string path = out.empty() ? (fs::path(run_dir) / "report.html").string() : out;
-  write_file_atomically(path, h.str());
+  write_file_atomically(path, page);
   return path;
 }
 
