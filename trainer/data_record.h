@@ -1,4 +1,5 @@
-// What a run records of the data it trains and evaluates on, and how a resume compares it (issue 33, principle 4).
+// What a run records of the data it trains and evaluates on, and how a resume compares it: data that
+// changed under a run is refused unless the user accepts it as a new data segment.
 //
 // The record (trainer_state.json "data" in every checkpoint) is a list of data segments; each holds the identity of
 // the training and eval data sets (data/dataset.h: every shard's name, size, sequences and checksum), the order the

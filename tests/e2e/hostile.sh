@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Hostile inputs across every command (issue 33's classes; tests/e2e/README.md lists them). Each case in the table must
+# Hostile inputs across every command (the classes tests/e2e/README.md lists). Each case in the table must
 # exit non-zero without a signal (no crash: exit < 128) within 60 s, print one joule error that names the file, flag,
 # key or value, and a "what to do" line, and leave every file in the work directory as it was (nothing written,
 # nothing replaced, no OUT.partial or temporary left). Then the cases whose right answer is not an error: a fault
@@ -53,7 +53,7 @@ cp -r plain plain_more && cp shards/eval/part_00000.hdf5 plain_more/part_00002.h
 cp vocab.txt other_vocab.txt && echo "zzzextra" >> other_vocab.txt
 # shellcheck disable=SC2086
 "$joule" data create $create_args --out again --seed 5 > /dev/null 2>&1 || fail "data create of again/"
-# Inputs whose errors came from a library (principle 11): a model shorter than the shards' sequences, a summary.json
+# Inputs whose errors once came from a library's own text: a model shorter than the shards' sequences, a summary.json
 # that is a directory, an empty model config, a TOML syntax error; a finished run without checkpoints.
 python3 -c "import json; c = json.load(open('$(dirname "$0")/../../configs/models/bert-tiny.json')); c['max_position_embeddings'] = 32; json.dump(c, open('cfg32.json', 'w'))"
 "$joule" model init --config cfg32.json --out mp32 > /dev/null || fail "model init of mp32"
