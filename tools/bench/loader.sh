@@ -5,7 +5,8 @@
 # create_pretraining_data.py, one shard its h5py writes (chunks h5py chooses: 10,485 rows x 2 columns of input_ids for
 # 671k sequences). Each case runs RUNS times (default 5) as one rank alone and as one rank's part of a multi-rank step;
 # BEFORE=JOULE2 also runs a second joule binary (e.g. a build before a loader change) on the one-rank cases, the two
-# alternated run by run by farm-bench. One JSON line per run, the machine's description first.
+# alternated run by run by this script's own loop (each run's figure is joule's own timing, in its JSON line). One JSON
+# line per run, the machine's description first.
 #   bash tools/bench/loader.sh JOULE OUT.jsonl [NVIDIA_SCRIPT] [RUNS]
 # NVIDIA_SCRIPT runs from its own directory (it needs h5py, numpy, tqdm and six); it is run, never copied here.
 # BENCHMARKS.md's loader table is made from OUT by tools/bench/tables.py.
@@ -72,8 +73,10 @@ for s in "${sets[@]}"; do
   : > "$work/before.jsonl"
   if [[ -n $before ]]; then
     old_alone="bench data --data $dir --micro-batch 32 --batches $([[ $name == nvidia ]] && echo 20 || echo 500) --json"
-    farm-bench -n "$runs" --warmup 0 --timeout 3600 --vs "sh -c 'exec $before $old_alone >> $work/before.jsonl'" \
-      -- sh -c "exec $joule $alone >> $work/new.jsonl" >&2
+    for _ in $(seq "$runs"); do  # alternated run by run, so drift in the machine touches both alike
+      "$before" $old_alone >> "$work/before.jsonl"
+      "$joule" $alone >> "$work/new.jsonl"
+    done
     collect "$work/before.jsonl" before "$name" '{"micro_batch": 32, "global_batch": 32, "world_size": 1, "rank": 0}'
   else
     for _ in $(seq "$runs"); do "$joule" $alone >> "$work/new.jsonl"; done

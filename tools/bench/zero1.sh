@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # optimizer.shard = zero1 against none: `joule bench train --shard zero1` and `--shard none` alternated run by run
-# (farm-bench pairs them), per model and rank count; every run's JSON line (step time, peak RSS of the largest rank,
+# (this script's loop pairs them; each run's figures are joule's own, in its JSON line), per model and rank count; every run's JSON line (step time, peak RSS of the largest rank,
 # optimizer state per rank, bytes communicated) into one raw file, the machine's description first. Rows whose
 # `none` run cannot fit this machine's memory are run with zero1 alone (CASES below says which).
 #   bash tools/bench/zero1.sh JOULE OUT.jsonl [PAIRS]
@@ -25,11 +25,10 @@ train --config $model --micro-batch $micro --threads 1 --steps 3 --warmup 1 --pr
   }
   : > "$work/zero1.jsonl"
   : > "$work/none.jsonl"
-  if [[ $modes == both ]]; then
-    farm-bench -n "$pairs" --warmup 0 --timeout 3600 --vs "sh -c '$(bench none)'" -- sh -c "$(bench zero1)"
-  else
-    farm-bench -n "$pairs" --warmup 0 --timeout 3600 -- sh -c "$(bench zero1)"
-  fi
+  for _ in $(seq "$pairs"); do  # alternated run by run, so drift in the machine touches both modes alike
+    sh -c "$(bench zero1)"
+    if [[ $modes == both ]]; then sh -c "$(bench none)"; fi
+  done
   python3 - "$work" "$out" <<'PY'
 import json, sys
 work, out = sys.argv[1:]
