@@ -10,9 +10,9 @@ namespace nn = torch::nn;
 BertForPreTrainingImpl::BertForPreTrainingImpl(const BertConfig& config, uint64_t seed) : config_(config) {
   config_.validate();
   if (config.model_type != "bert")
-    throw ConfigError("model_type is \"" + config.model_type + "\": joule pretrains BERT (\"bert\") models; a " +
-                          config.model_type + " model is for joule infer",
-                      "give joule train a BERT config (a preset: bert-tiny, bert-base, bert-large)");
+    throw ModelConfigError("model_type is \"" + config.model_type + "\": joule pretrains BERT (\"bert\") models; a " +
+                               config.model_type + " model is for joule infer",
+                           "give joule train a BERT config (a preset: bert-tiny, bert-base, bert-large)");
   const int64_t h = config.hidden_size;
   bert_ = register_module("bert", BertModel(config, /*pooler=*/true));
   auto cls = hf_scope(*this, "cls");

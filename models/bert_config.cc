@@ -53,7 +53,9 @@ std::string list_keys() {
   return s;
 }
 
-[[noreturn]] void fail(const std::string& where, const std::string& what) { throw ConfigError(where + ": " + what); }
+[[noreturn]] void fail(const std::string& where, const std::string& what) {
+  throw ModelConfigError(where + ": " + what);
+}
 
 int64_t get_int(const json& j, const char* key, const std::string& where) {
   const json& v = j.at(key);
@@ -120,8 +122,9 @@ BertConfig BertConfig::from_json_text(const std::string& text, const std::string
   try {
     j = json::parse(text);
   } catch (const json::parse_error& e) {
-    throw ConfigError(where + ": " + joule::json_syntax_problem(text, e),
-                      "a model's config.json is a JSON object (HuggingFace's BertConfig): fix or replace the file");
+    throw ModelConfigError(
+        where + ": " + joule::json_syntax_problem(text, e),
+        "a model's config.json is a JSON object (HuggingFace's BertConfig): fix or replace the file");
   }
   if (!j.is_object()) fail(where, "expected a JSON object at the top level");
 
@@ -200,9 +203,10 @@ BertConfig BertConfig::from_json_file(const std::string& path) {
   try {
     text = joule::read_text_file(path);
   } catch (const joule::IoError& e) {
-    throw ConfigError(std::string(e.what()) + " (a model config: a preset name, a config.json or a model directory)",
-                      "give --model a preset (bert-tiny, bert-base, bert-large), a config.json, or a model directory "
-                      "holding config.json (a run's final/, or `joule export` of a checkpoint)");
+    throw ModelConfigError(
+        std::string(e.what()) + " (a model config: a preset name, a config.json or a model directory)",
+        "give --model a preset (bert-tiny, bert-base, bert-large), a config.json, or a model directory "
+        "holding config.json (a run's final/, or `joule export` of a checkpoint)");
   }
   return from_json_text(text, path);
 }
@@ -302,8 +306,8 @@ BertConfig load_config(const std::string& arg, const std::string& presets_dir) {
   if (fs::is_directory(presets_dir))
     for (const auto& e : fs::directory_iterator(presets_dir))
       if (e.path().extension() == ".json") names += (names.empty() ? "" : ", ") + e.path().stem().string();
-  throw ConfigError(arg + ": no such model config file or directory, and not a preset (presets in " + presets_dir +
-                    ": " + (names.empty() ? "none found" : names) + ")");
+  throw ModelConfigError(arg + ": no such model config file or directory, and not a preset (presets in " + presets_dir +
+                         ": " + (names.empty() ? "none found" : names) + ")");
 }
 
 }  // namespace joule::models

@@ -13,11 +13,12 @@
 namespace joule::models {
 
 // Thrown for a config.json that cannot describe a valid BERT; the message names the file and key.
-class ConfigError : public joule::Error {
+class ModelConfigError : public joule::Error {
  public:
-  explicit ConfigError(const std::string& message, std::string hint =
-                                                       "fix that key in the model's config.json, or choose a preset "
-                                                       "(bert-tiny, bert-base, bert-large, layoutlm-base)")
+  explicit ModelConfigError(const std::string& message,
+                            std::string hint =
+                                "fix that key in the model's config.json, or choose a preset "
+                                "(bert-tiny, bert-base, bert-large, layoutlm-base)")
       : joule::Error(message, std::move(hint)) {}
 };
 
@@ -43,7 +44,7 @@ struct BertConfig {
 
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
 
-  // Throws ConfigError naming `where` (a file name or "config") when a value is out of range.
+  // Throws ModelConfigError naming `where` (a file name or "config") when a value is out of range.
   void validate(const std::string& where = "config") const;
 
   // Parses HuggingFace's config.json text. Every BertConfig size above is required (and

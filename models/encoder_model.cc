@@ -49,9 +49,9 @@ const Architecture& architecture_named(const std::string& hf_class) {
 EncoderModel::EncoderModel(const BertConfig& config, const Architecture& architecture, int64_t labels, uint64_t seed)
     : config_(config), architecture_(architecture), labels_(labels) {
   if (config.model_type != architecture.model_type)
-    throw ConfigError("a " + architecture.name + " needs a \"" + architecture.model_type +
-                          "\" config; this config.json's model_type is \"" + config.model_type + "\"",
-                      "give the architecture of the model the directory holds (config.json \"architectures\")");
+    throw ModelConfigError("a " + architecture.name + " needs a \"" + architecture.model_type +
+                               "\" config; this config.json's model_type is \"" + config.model_type + "\"",
+                           "give the architecture of the model the directory holds (config.json \"architectures\")");
   if (architecture.head != Head::kNone && (labels < 1 || labels > 65536))
     throw joule::UsageError("a " + architecture.name + " needs 1 to 65536 labels, not " + std::to_string(labels));
   torch::nn::Module holder;  // the HuggingFace names, for one initialization in their order

@@ -117,7 +117,7 @@ int bench_comm(const CommBenchOptions& o) {
           say(line);
   }
   const bool predict = o.predict_bytes_per_s > 0;
-  const trainer::Link link{o.predict_alpha_s, o.predict_bytes_per_s};
+  const sim::Link link{o.predict_alpha_s, o.predict_bytes_per_s};
 
   // ---- the table --------------------------------------------------------------------------------
   if (!o.json) {
@@ -150,7 +150,7 @@ int bench_comm(const CommBenchOptions& o) {
     const double t = median(times), algbw = bytes / t / 1e9, busbw = algbw * bus_factor(n);
     const double best = *std::min_element(times.begin(), times.end());
     last_busbw = busbw;
-    const double predicted = predict ? trainer::ring_all_reduce_seconds(n, static_cast<double>(bytes), link) : 0;
+    const double predicted = predict ? sim::ring_all_reduce_seconds(n, static_cast<double>(bytes), link) : 0;
     if (o.json) {
       nlohmann::json row = {
           {"bytes", bytes}, {"time_us", t * 1e6}, {"algbw", algbw}, {"busbw", busbw}, {"ok", !any_bad}};
@@ -158,7 +158,7 @@ int bench_comm(const CommBenchOptions& o) {
       row["best_busbw"] = bytes / best / 1e9 * bus_factor(n);
       if (predict) {
         row["predicted_us"] = predicted * 1e6;
-        row["predicted_busbw"] = trainer::all_reduce_bus_bandwidth(static_cast<double>(bytes), predicted, n) / 1e9;
+        row["predicted_busbw"] = sim::all_reduce_bus_bandwidth(static_cast<double>(bytes), predicted, n) / 1e9;
         row["error"] = predicted / t - 1;  // predicted time against measured
       }
       say(row.dump() + "\n");

@@ -103,17 +103,17 @@ InferBenchResult bench_infer(const InferBenchOptions& o) {
   r.peak_gflops =
       r.peak_cores * launch::core_clock_ghz() * launch::cpu_flops_per_cycle(launch::CpuIsa::detect(), r.precision);
 
-  trainer::MeterContext meters;
+  cost::MeterContext meters;
   meters.apply_environment();
-  meters.profile = trainer::load_instance_profile(o.instance, config_dir() + "/hardware");
+  meters.profile = cost::load_instance_profile(o.instance, config_dir() + "/hardware");
   r.instance = meters.profile.name;
   r.usd_per_hour = meters.profile.usd_per_hour;
   r.pue = meters.profile.pue;
   r.region = o.region;
-  r.grid_g_per_kwh = trainer::load_grid_region(o.region, config_dir() + "/grid-intensity.toml").g_per_kwh;
+  r.grid_g_per_kwh = cost::load_grid_region(o.region, config_dir() + "/grid-intensity.toml").g_per_kwh;
   r.p99_bound_ms = o.p99_ms;
-  r.date = trainer::utc_now_iso();
-  trainer::EnergyMonitor energy("auto", meters, 0.05);
+  r.date = cost::utc_now_iso();
+  cost::EnergyMonitor energy("auto", meters, 0.05);
   r.energy_sources = energy.sources();
 
   const bool per_token = model->architecture().head == models::Head::kToken;

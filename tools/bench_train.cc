@@ -75,7 +75,7 @@ namespace {
 struct BenchSetup {
   trainer::TrainingProcess process;
   models::PrecisionChoice precision;
-  trainer::TrainingObjects objects;
+  trainer::TrainingStack objects;
   models::PretrainingBatch batch;
   double matmul_elements = 0;  // the Linear weights' elements
   double rss_at_startup = 0;   // resident bytes once the process is up, before the model

@@ -17,9 +17,9 @@
 
 namespace joule::tools {
 namespace fs = std::filesystem;
-using trainer::ClusterModel;
-using trainer::StepPrediction;
-using trainer::Workload;
+using sim::ClusterModel;
+using sim::StepPrediction;
+using sim::Workload;
 namespace {
 
 std::string hardware_dir(const std::string& config_dir) { return (fs::path(config_dir) / "hardware").string(); }
@@ -49,8 +49,8 @@ std::vector<InstanceRow> instances_of(const PlanOptions& o, const std::string& c
       out.push_back({spec.substr(0, colon), checked_precision(spec.substr(colon + 1), "--instance " + spec)});
   }
   if (!out.empty()) return out;
-  for (const auto& name : trainer::list_instance_profiles(hardware_dir(config_dir)))
-    if (trainer::load_instance_profile(name, hardware_dir(config_dir)).device_kind != "cpu")
+  for (const auto& name : cost::list_instance_profiles(hardware_dir(config_dir)))
+    if (cost::load_instance_profile(name, hardware_dir(config_dir)).device_kind != "cpu")
       out.push_back({name, o.precision});
   return out;
 }
@@ -59,7 +59,7 @@ Workload workload_of(const PlanOptions& o, const std::string& config_dir) {
   Workload w;
   w.model = models::load_config(o.model, presets_dir(config_dir));
   w.seq_len = o.seq_len;
-  w.max_predictions = o.max_predictions > 0 ? o.max_predictions : trainer::default_max_predictions(o.seq_len);
+  w.max_predictions = o.max_predictions > 0 ? o.max_predictions : sim::default_max_predictions(o.seq_len);
   w.global_batch = o.global_batch;
   w.micro_batch = o.micro_batch;
   w.sequences = o.sequences;
@@ -77,7 +77,7 @@ Workload workload_of(const PlanOptions& o, const std::string& config_dir) {
 
 double grid_of(const PlanOptions& o, const std::string& config_dir) {
   if (o.grid_intensity > 0) return o.grid_intensity;
-  return trainer::load_grid_region(o.region, (fs::path(config_dir) / "grid-intensity.toml").string()).g_per_kwh;
+  return cost::load_grid_region(o.region, (fs::path(config_dir) / "grid-intensity.toml").string()).g_per_kwh;
 }
 
 struct Planned {
@@ -96,7 +96,7 @@ struct Plan {
 Plan run_plan(const PlanOptions& o, const std::string& config_dir) {
   Plan plan{workload_of(o, config_dir), grid_of(o, config_dir), {}};
   for (const InstanceRow& row : instances_of(o, config_dir)) {
-    ClusterModel m(trainer::load_instance_profile(row.name, hardware_dir(config_dir)), presets_dir(config_dir));
+    ClusterModel m(cost::load_instance_profile(row.name, hardware_dir(config_dir)), presets_dir(config_dir));
     Workload w = plan.workload;
     w.dtype = row.precision;
     w.zero1 = o.shard == "zero1";

@@ -18,10 +18,10 @@
 
 namespace joule::tools {
 namespace fs = std::filesystem;
-using trainer::FleetSizing;
-using trainer::InferenceRate;
-using trainer::InferenceWorkload;
-using trainer::InstanceProfile;
+using cost::InstanceProfile;
+using sim::FleetSizing;
+using sim::InferenceRate;
+using sim::InferenceWorkload;
 namespace {
 
 const char* const kMeasuredHint =
@@ -127,7 +127,7 @@ InferencePlan run_inference_plan(const InferencePlanOptions& o, const std::strin
   w.grid_g_per_kwh =
       o.grid_intensity > 0
           ? o.grid_intensity
-          : trainer::load_grid_region(o.region, (fs::path(config_dir) / "grid-intensity.toml").string()).g_per_kwh;
+          : cost::load_grid_region(o.region, (fs::path(config_dir) / "grid-intensity.toml").string()).g_per_kwh;
   // --measured FILE (this host) or PROFILE=FILE (a measurement taken on an instance of that profile).
   std::map<std::string, std::vector<std::string>> measured;
   for (const std::string& m : o.measured) {
@@ -149,7 +149,7 @@ InferencePlan run_inference_plan(const InferencePlanOptions& o, const std::strin
       m.rate.source = "joule bench infer: " + files;
       try {
         rates.push_back(
-            trainer::measured_rate(models::load_config(m.model, presets), m.model, m.seq_len, m.rate, w, where));
+            sim::measured_rate(models::load_config(m.model, presets), m.model, m.seq_len, m.rate, w, where));
       } catch (const joule::Error& e) {
         throw joule::Error(files + ": " + e.what(), e.hint());
       }
@@ -159,21 +159,21 @@ InferencePlan run_inference_plan(const InferencePlanOptions& o, const std::strin
   std::vector<std::string> names;
   for (const std::string& n : o.instances)  // each named once
     if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
-  if (names.empty()) names = trainer::list_instance_profiles(trainer::inference_profile_dir(config_dir));
+  if (names.empty()) names = cost::list_instance_profiles(sim::inference_profile_dir(config_dir));
   for (const auto& [profile, files] : measured)
     if (!profile.empty() && std::find(names.begin(), names.end(), profile) == names.end()) names.push_back(profile);
   for (const std::string& name : names) {
-    const InstanceProfile p = trainer::load_instance_profile(name, trainer::inference_profile_dir(config_dir));
+    const InstanceProfile p = cost::load_instance_profile(name, sim::inference_profile_dir(config_dir));
     std::vector<InferenceRate> rates = measured_rates(name);
-    for (InferenceRate& r : trainer::published_rates(p, w, presets)) rates.push_back(std::move(r));
-    plan.rows.push_back(trainer::size_fleet(p, rates, w));
+    for (InferenceRate& r : sim::published_rates(p, w, presets)) rates.push_back(std::move(r));
+    plan.rows.push_back(sim::size_fleet(p, rates, w));
   }
   if (measured.count("")) {
     // This host: priced and powered by the cpu-host profile (this machine's vCPUs and memory).
-    InstanceProfile host = trainer::load_instance_profile("cpu-host", (fs::path(config_dir) / "hardware").string());
+    InstanceProfile host = cost::load_instance_profile("cpu-host", (fs::path(config_dir) / "hardware").string());
     host.name = "this host";
     host.description = "this host (cpu-host profile, " + std::to_string(host.vcpus) + " vCPUs)";
-    plan.rows.push_back(trainer::size_fleet(host, measured_rates(""), w));
+    plan.rows.push_back(sim::size_fleet(host, measured_rates(""), w));
   }
   return plan;
 }

@@ -141,15 +141,15 @@ bool is_inference_run(const std::string& run_dir) {
 
 std::string run_summary(const std::string& run_dir, bool json) {
   if (is_inference_run(run_dir)) return inference_summary(run_dir, json);
-  const trainer::RunSummary s = trainer::read_run_summary(run_dir);
+  const cost::RunSummary s = cost::read_run_summary(run_dir);
   if (json) return s.to_json().dump(2) + "\n";  // summary.json's keys, as this joule writes them
   std::string note;
   try {  // an archived or read-only run is still shown; only the CSV is not rewritten
-    write_file_atomically((fs::path(run_dir) / "emissions.csv").string(), trainer::emissions_csv(s));
+    write_file_atomically((fs::path(run_dir) / "emissions.csv").string(), cost::emissions_csv(s));
   } catch (const IoError& e) {
     note = "note: emissions.csv not rewritten: " + std::string(e.what()) + "\n";
   }
-  return trainer::summary_table(s) + note;
+  return cost::summary_table(s) + note;
 }
 
 namespace {
@@ -162,17 +162,17 @@ struct TrainingSeries {
   TimeUnit rate_time;
 };
 
-TrainingSeries training_series(const trainer::RunSummary& s, const trainer::MetricsHistory& history) {
+TrainingSeries training_series(const cost::RunSummary& s, const cost::MetricsHistory& history) {
   TrainingSeries t;
   const int64_t global_batch = std::max<int64_t>(1, s.workload.global_batch);
-  for (const trainer::TrainPoint& r : history.train) {
+  for (const cost::TrainPoint& r : history.train) {
     t.loss.points.push_back({r.sequences, r.loss});
     t.acc.points.push_back({r.sequences, r.mlm_acc});
     t.rate.points.push_back({r.wall_s, r.seq_per_s});
   }
   t.rate_time = time_unit(t.rate.points.empty() ? 0 : t.rate.points.back().first);
   for (auto& point : t.rate.points) point.first /= t.rate_time.seconds;
-  for (const trainer::EvalPoint& r : history.eval) {
+  for (const cost::EvalPoint& r : history.eval) {
     t.eval_loss.points.push_back({static_cast<double>(r.step * global_batch), r.eval.loss});
     t.eval_acc.points.push_back({static_cast<double>(r.step * global_batch), r.eval.mlm_accuracy});
   }
@@ -180,28 +180,28 @@ TrainingSeries training_series(const trainer::RunSummary& s, const trainer::Metr
 }
 
 // Energy by component, stacked by source, in Wh.
-std::vector<Bar> energy_bars(const trainer::EnergyTotals& energy) {
+std::vector<Bar> energy_bars(const cost::EnergyTotals& energy) {
   std::vector<Bar> bars;
-  for (int c = 0; c < trainer::kComponents; ++c) {
-    const auto comp = static_cast<trainer::Component>(c);
+  for (int c = 0; c < cost::kComponents; ++c) {
+    const auto comp = static_cast<cost::Component>(c);
     if (energy.component(comp) <= 0) continue;
-    Bar b{trainer::component_name(comp), {}};
-    for (int k = 0; k < trainer::kSources; ++k)
-      if (const double j = energy.at(comp, static_cast<trainer::Source>(k)); j > 0)
-        b.parts.push_back({trainer::source_name(static_cast<trainer::Source>(k)), j / 3600.0});
+    Bar b{cost::component_name(comp), {}};
+    for (int k = 0; k < cost::kSources; ++k)
+      if (const double j = energy.at(comp, static_cast<cost::Source>(k)); j > 0)
+        b.parts.push_back({cost::source_name(static_cast<cost::Source>(k)), j / 3600.0});
     bars.push_back(b);
   }
   return bars;
 }
 
 // The projection's history as a chart: predicted wall time for the run's target against the actual one.
-std::string projection_chart(const trainer::RunSummary& s) {
+std::string projection_chart(const cost::RunSummary& s) {
   Series predicted{"projected wall time for the target", "#7570b3", {}}, actual{"actual wall time", "#666", {}};
   const double billed_wall_s = s.ledger.wall_s();
   double longest = billed_wall_s;
-  for (const trainer::ProjectionPoint& p : s.ledger.history) longest = std::max(longest, p.target_wall_s);
+  for (const cost::ProjectionPoint& p : s.ledger.history) longest = std::max(longest, p.target_wall_s);
   const TimeUnit unit = time_unit(longest);
-  for (const trainer::ProjectionPoint& p : s.ledger.history)
+  for (const cost::ProjectionPoint& p : s.ledger.history)
     predicted.points.push_back({static_cast<double>(p.step), p.target_wall_s / unit.seconds});
   if (!predicted.points.empty() && s.status == "finished")
     actual.points = {{predicted.points.front().first, billed_wall_s / unit.seconds},
@@ -212,11 +212,11 @@ std::string projection_chart(const trainer::RunSummary& s) {
 
 // This run's workload (model, sequence length, a full pretraining's sequences) predicted on each accelerator profile
 // by the cluster model, and the run's own measured rates projected to it as the last row.
-std::vector<ProfileEstimate> workload_estimates(const trainer::RunSummary& s, const std::string& run_dir,
+std::vector<ProfileEstimate> workload_estimates(const cost::RunSummary& s, const std::string& run_dir,
                                                 const std::string& config_dir, int nodes,
                                                 std::vector<std::string>& skipped) {
-  const trainer::WorkloadInfo& w = s.workload;
-  trainer::Workload workload;
+  const cost::WorkloadInfo& w = s.workload;
+  sim::Workload workload;
   workload.model = models::BertConfig::from_json_file((fs::path(run_dir) / "model_config.json").string());
   workload.seq_len = w.seq_len;
   workload.max_predictions = w.max_predictions;
@@ -224,12 +224,12 @@ std::vector<ProfileEstimate> workload_estimates(const trainer::RunSummary& s, co
   workload.sequences = static_cast<double>(s.full_pretraining.sequences);
   std::vector<ProfileEstimate> rows;
   const std::string hardware = (fs::path(config_dir) / "hardware").string();
-  for (const std::string& name : trainer::list_instance_profiles(hardware)) {
+  for (const std::string& name : cost::list_instance_profiles(hardware)) {
     try {
-      const trainer::InstanceProfile p = trainer::load_instance_profile(name, hardware);
+      const cost::InstanceProfile p = cost::load_instance_profile(name, hardware);
       if (p.device_kind == "cpu") continue;  // the measured row stands for the CPU host
-      const trainer::ClusterModel m(p, (fs::path(config_dir) / "models").string());
-      const trainer::StepPrediction r = m.predict(workload, nodes, s.instance().region.g_per_kwh);
+      const sim::ClusterModel m(p, (fs::path(config_dir) / "models").string());
+      const sim::StepPrediction r = m.predict(workload, nodes, s.instance().region.g_per_kwh);
       rows.push_back(
           {p.name, workload.dtype, nodes, r.seq_per_s, r.hours, r.kwh, r.usd, r.co2_kg,
            "cluster model: " + m.efficiency_basis() + ", exposed comm " + num(r.exposed_comm_s, "%.3g") + " s/step"});
@@ -237,7 +237,7 @@ std::vector<ProfileEstimate> workload_estimates(const trainer::RunSummary& s, co
       skipped.push_back(name + ": " + e.what());
     }
   }
-  const trainer::Projection& full = s.full_pretraining;
+  const cost::Projection& full = s.full_pretraining;
   rows.push_back({s.instance().instance + " (this run, measured)", w.dtype, static_cast<int>(s.nodes), s.seq_per_s,
                   full.wall_s / 3600.0, full.kwh, full.usd, full.co2_kg, "measured rates of this run"});
   return rows;
@@ -266,10 +266,10 @@ std::string workload_section(const std::vector<ProfileEstimate>& rows) {
 }
 
 // The page's head and the run's key figures as a two-column table.
-std::string run_overview(const trainer::RunSummary& s, const std::string& run_dir) {
-  const trainer::Figures spent = s.ledger.totals();
-  const trainer::CostSettings& inst = s.instance();
-  const trainer::Projection& full = s.full_pretraining;
+std::string run_overview(const cost::RunSummary& s, const std::string& run_dir) {
+  const cost::Spent spent = s.ledger.totals();
+  const cost::CostSettings& inst = s.instance();
+  const cost::Projection& full = s.full_pretraining;
   std::ostringstream h;
   h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>joule run " << esc(s.ledger.run_id)
     << "</title>\n"
@@ -284,16 +284,16 @@ std::string run_overview(const trainer::RunSummary& s, const std::string& run_di
   };
   kv("sequences", std::to_string(s.sequences) + " in " + std::to_string(s.steps) + " steps");
   kv("ranks / nodes", std::to_string(s.ranks) + " / " + std::to_string(s.nodes));
-  kv("wall time", trainer::duration_text(s.wall_s) + " (billed " + trainer::duration_text(s.ledger.wall_s()) + ", " +
+  kv("wall time", cost::duration_text(s.wall_s) + " (billed " + cost::duration_text(s.ledger.wall_s()) + ", " +
                       std::to_string(s.segments) + " segment(s))");
   kv("throughput", num(s.seq_per_s, "%.2f") + " seq/s");
   kv("energy (facility)",
-     fig(spent.facility_kwh) + " kWh, source: " + trainer::energy_json(s.ledger.energy())["source"].get<std::string>());
+     fig(spent.facility_kwh) + " kWh, source: " + cost::energy_json(s.ledger.energy())["source"].get<std::string>());
   kv("cost", "USD " + fig(spent.usd) + " (" + inst.instance + ", USD " + fig(inst.usd_per_hour) + "/h, " +
                  inst.price_source + ")");
   kv("CO2", fig(spent.co2_kg) + " kg at " + fig(inst.region.g_per_kwh) + " g/kWh (" + inst.grid_source + ")");
   kv("projected for 450M sequences",
-     trainer::duration_text(full.wall_s) + ", " + fig(full.kwh) + " kWh, USD " + fig(full.usd) + " for " +
+     cost::duration_text(full.wall_s) + ", " + fig(full.kwh) + " kWh, USD " + fig(full.usd) + " for " +
          s.workload.model +
          " on this cluster (measured rates; the table below predicts this workload on each instance profile)");
   h << "</table>\n";
@@ -304,8 +304,8 @@ std::string run_overview(const trainer::RunSummary& s, const std::string& run_di
 
 std::string write_report(const std::string& run_dir, const std::string& out, const std::string& config_dir, int nodes) {
   if (is_inference_run(run_dir)) return write_inference_report(run_dir, out, config_dir);
-  const trainer::RunSummary s = trainer::read_run_summary(run_dir);
-  const trainer::MetricsHistory history = trainer::read_metrics_history(run_dir);
+  const cost::RunSummary s = cost::read_run_summary(run_dir);
+  const cost::MetricsHistory history = cost::read_metrics_history(run_dir);
   const TrainingSeries t = training_series(s, history);
   std::vector<std::string> skipped;
   const std::vector<ProfileEstimate> estimates = workload_estimates(s, run_dir, config_dir, nodes, skipped);

@@ -20,7 +20,7 @@ struct BatchSums {
 };
 
 // An evaluation's figures: the struct the run summary carries (trainer/cost/run_summary.h).
-using EvalResult = EvalFigures;
+using EvalResult = cost::EvalFigures;
 
 // The figures from sums over every rank's slice: the mean loss over every masked prediction (MLM) and every sequence
 // (NSP), accuracies per prediction and per sequence; the same at any batch size.

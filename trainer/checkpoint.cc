@@ -338,7 +338,7 @@ TrainerState read_trainer_state(const std::string& dir, int64_t* optimizer_steps
 }
 
 // "" when `dir`'s manifest has the checksum `manifest_fnv1a64` and every file it lists has its size; else what differs.
-std::string matches_manifest(const std::string& dir, const std::string& manifest_fnv1a64) {
+std::string manifest_problem(const std::string& dir, const std::string& manifest_fnv1a64) {
   const std::string path = (fs::path(dir) / "manifest.json").string();
   if (!fs::exists(path)) return "no manifest.json";
   if (joule::hex64(joule::fnv1a64_file(path)) != manifest_fnv1a64) return "its manifest.json differs from rank 0's";
@@ -486,7 +486,7 @@ TrainerState load_checkpoint(const std::string& dir, models::BertForPreTraining&
   } else {
     // Rank 0 read and verified every byte; here, that this rank sees the same checkpoint: the same manifest and
     // files of the manifest's sizes (a shared file system that has not caught up fails here, clearly).
-    const std::string problem = matches_manifest(dir, verified_manifest);
+    const std::string problem = manifest_problem(dir, verified_manifest);
     if (!problem.empty())
       throw CheckpointError(
           dir + ": rank " + std::to_string(rank) + " does not see the checkpoint rank 0 verified: " + problem,

@@ -8,14 +8,14 @@ namespace {
 // Independent accumulators: a single double sum would be bound by the add latency, not by memory.
 constexpr int kLanes = 8;
 
-inline float moments(float g, float& m, float& v, const Hyper& h) {
+inline float moments(float g, float& m, float& v, const Hyperparameters& h) {
   g *= h.grad_scale;
   m = h.beta1 * m + h.one_minus_beta1 * g;
   v = h.beta2 * v + h.one_minus_beta2 * (g * g);
   return g;
 }
 
-inline float direction(float m, float v, float p, const Hyper& h) {
+inline float direction(float m, float v, float p, const Hyperparameters& h) {
   return (m / h.c1) / (std::sqrt(v / h.c2) + h.eps) + h.weight_decay * p;
 }
 
@@ -37,7 +37,7 @@ double sum_squares(const float* __restrict__ x, int64_t n) {
 }
 
 Norms moments_and_norms(const float* __restrict__ g, float* __restrict__ m, float* __restrict__ v,
-                        const float* __restrict__ p, int64_t n, const Hyper& h) {
+                        const float* __restrict__ p, int64_t n, const Hyperparameters& h) {
   double us[kLanes] = {}, ps[kLanes] = {};
   auto one = [&](int64_t i, int k) {
     moments(g[i], m[i], v[i], h);
@@ -52,13 +52,13 @@ Norms moments_and_norms(const float* __restrict__ g, float* __restrict__ m, floa
   return {sum_lanes(us), sum_lanes(ps)};
 }
 
-void apply(float* __restrict__ p, const float* __restrict__ m, const float* __restrict__ v, int64_t n, const Hyper& h,
-           float step) {
+void apply(float* __restrict__ p, const float* __restrict__ m, const float* __restrict__ v, int64_t n,
+           const Hyperparameters& h, float step) {
   for (int64_t i = 0; i < n; ++i) p[i] -= step * direction(m[i], v[i], p[i], h);
 }
 
 void moments_and_apply(const float* __restrict__ g, float* __restrict__ m, float* __restrict__ v, float* __restrict__ p,
-                       int64_t n, const Hyper& h, float step) {
+                       int64_t n, const Hyperparameters& h, float step) {
   for (int64_t i = 0; i < n; ++i) {
     moments(g[i], m[i], v[i], h);
     p[i] -= step * direction(m[i], v[i], p[i], h);

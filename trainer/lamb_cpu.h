@@ -10,7 +10,7 @@
 
 namespace joule::trainer::lamb_cpu {
 
-struct Hyper {
+struct Hyperparameters {
   float beta1, beta2;
   float one_minus_beta1, one_minus_beta2;  // from the betas in double: 1 - 0.999f loses 5 digits
   float c1, c2;                            // bias corrections 1 - beta^t
@@ -32,10 +32,10 @@ struct Norms {
 };
 // m = beta1 m + (1 - beta1) g', v = beta2 v + (1 - beta2) g'² with g' = grad_scale g; returns the sums of squares
 // of the update direction u = (m / c1) / (sqrt(v / c2) + eps) + weight_decay p and of p.
-Norms moments_and_norms(const float* g, float* m, float* v, const float* p, int64_t n, const Hyper& h);
+Norms moments_and_norms(const float* g, float* m, float* v, const float* p, int64_t n, const Hyperparameters& h);
 // p -= step u, with u recomputed from the moments moments_and_norms wrote (the same expression, the same values).
-void apply(float* p, const float* m, const float* v, int64_t n, const Hyper& h, float step);
+void apply(float* p, const float* m, const float* v, int64_t n, const Hyperparameters& h, float step);
 // Both in one pass, for parameters whose step does not depend on norms (no trust ratio).
-void moments_and_apply(const float* g, float* m, float* v, float* p, int64_t n, const Hyper& h, float step);
+void moments_and_apply(const float* g, float* m, float* v, float* p, int64_t n, const Hyperparameters& h, float step);
 
 }  // namespace joule::trainer::lamb_cpu

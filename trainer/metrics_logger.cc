@@ -53,18 +53,18 @@ void MetricsLogger::record_step(const StepRecord& r) {
     const double rate = seq_per_s(s_.global_batch / r.seconds);
     std::printf("\r\033[Kstep %lld/%lld | %.2f seq/s | ETA %s", static_cast<long long>(r.step),
                 static_cast<long long>(s_.total_steps), rate,
-                duration_text((s_.total_steps - r.step) * s_.global_batch / rate).c_str());
+                cost::duration_text((s_.total_steps - r.step) * s_.global_batch / rate).c_str());
     std::fflush(stdout);
   }
 }
 
 void MetricsLogger::write_interval(const StepBoundary& reduced, RunAccounting& accounting, const SimulatedClock* sim) {
-  const Segment& segment = accounting.ledger().segments.back();
+  const cost::Segment& segment = accounting.ledger().segments.back();
   const double previous_joules = segment.energy.total(), previous_wall = segment.wall_s;
   accounting.update_segment(reduced.energy, last_.step, last_.sequences, "running");
   record_timing(accounting);
-  const Ledger& ledger = accounting.ledger();
-  const Figures spent = ledger.totals();
+  const cost::Ledger& ledger = accounting.ledger();
+  const cost::Spent spent = ledger.totals();
   const double power_w = (segment.energy.total() - previous_joules) / std::max(1e-9, segment.wall_s - previous_wall);
   const BatchSums& sums = reduced.interval;
   const double mlm_loss = sums.mlm_loss / sums.batches, nsp_loss = sums.nsp_loss / sums.batches;
@@ -97,11 +97,12 @@ void MetricsLogger::write_interval(const StepBoundary& reduced, RunAccounting& a
                         {"energy_kwh", spent.facility_kwh},
                         {"cost_usd", spent.usd},
                         {"co2_kg", spent.co2_kg},
-                        {"energy_source", energy_json(ledger.energy())["source"]}};
+                        {"energy_source", cost::energy_json(ledger.energy())["source"]}};
     if (sim) j["sim"] = sim->figures(last_.step).to_json();
     // After a warm-up fraction of the target, project the whole run from the measured rates.
     if (s_.timed_s_before + timed_seconds_ > 0 && last_.sequences >= s_.project_after_fraction * s_.target_sequences) {
-      const Projection p = project_target(s_.target_sequences, last_.sequences, ledger.wall_s(), spent, rate);
+      const cost::Projection p =
+          cost::project_target(s_.target_sequences, last_.sequences, ledger.wall_s(), spent, rate);
       accounting.ledger().add_projection(
           {last_.step, last_.sequences, ledger.wall_s(), p.wall_s, p.kwh, p.usd, p.co2_kg});
       j["projection"] = {
@@ -122,13 +123,13 @@ void MetricsLogger::write_interval(const StepBoundary& reduced, RunAccounting& a
     if (!j["mfu"].is_null()) tb.push_back({"perf/mfu", j["mfu"].get<double>()});
     tb_.scalars(last_.step, tb);
     // Written whole, then renamed: a scraper never sees half a file.
-    if (!s_.prometheus_file.empty()) write_file_atomically(s_.prometheus_file, prometheus_text(j, ledger.run_id));
+    if (!s_.prometheus_file.empty()) write_file_atomically(s_.prometheus_file, cost::prometheus_text(j, ledger.run_id));
     char line[320];
     std::snprintf(line, sizeof line,
                   "step %lld/%lld | %lld seq | loss %.4f | mlm_acc %.3f | lr %.2e | %.2f seq/s | ETA %s\n",
                   static_cast<long long>(last_.step), static_cast<long long>(s_.total_steps),
                   static_cast<long long>(last_.sequences), mlm_loss + nsp_loss, mlm_acc, last_.lr, rate,
-                  duration_text(eta).c_str());
+                  cost::duration_text(eta).c_str());
     std::cout << (s_.interactive ? "\r\033[K" : "") << line << std::flush;
   }
   interval_step_s_ = interval_comm_s_ = interval_exposed_s_ = interval_wait_s_ = interval_comm_bytes_ = 0;

@@ -95,7 +95,7 @@ Optimizer::Optimizer(std::vector<std::pair<std::string, torch::Tensor>> params, 
                      OptimizerShard shard)
     : options_(std::move(options)), shard_sum_(std::move(shard.sum_over_ranks)) {
   if (options_.beta1 < 0 || options_.beta1 >= 1 || options_.beta2 < 0 || options_.beta2 >= 1 || options_.eps <= 0)
-    throw ConfigError("optimizer: betas must be in [0, 1) and eps positive");
+    throw RunConfigError("optimizer: betas must be in [0, 1) and eps positive");
   if ((!shard.ranges.empty() && shard.ranges.size() != params.size()) ||
       (!shard.masters.empty() && shard.masters.size() != params.size()))
     throw joule::InternalError("optimizer: " + std::to_string(shard.ranges.size()) + " shard ranges and " +
@@ -103,7 +103,7 @@ Optimizer::Optimizer(std::vector<std::pair<std::string, torch::Tensor>> params, 
                                " parameters");
   for (size_t k = 0; k < params.size(); ++k) {
     auto& [name, p] = params[k];
-    Slot s;
+    ParameterState s;
     s.name = name;
     s.param = p;
     const collectives::ShardRange r = shard.ranges.empty() ? collectives::ShardRange{0, p.numel()} : shard.ranges[k];
@@ -129,7 +129,7 @@ Optimizer::Optimizer(std::vector<std::pair<std::string, torch::Tensor>> params, 
 
 std::vector<StatePiece> Optimizer::state() const {
   std::vector<StatePiece> out;
-  for (const Slot& s : slots_) {
+  for (const ParameterState& s : slots_) {
     out.push_back({"exp_avg." + s.name, s.begin, s.param.numel(), s.exp_avg});
     out.push_back({"exp_avg_sq." + s.name, s.begin, s.param.numel(), s.exp_avg_sq});
   }
@@ -138,14 +138,14 @@ std::vector<StatePiece> Optimizer::state() const {
 
 double Optimizer::state_bytes() const {
   double bytes = 0;
-  for (const Slot& s : slots_)
+  for (const ParameterState& s : slots_)
     bytes += static_cast<double>((s.exp_avg.numel() + s.exp_avg_sq.numel()) * s.exp_avg.element_size());
   return bytes;
 }
 
 void Optimizer::load_state(const StateReader& read, int64_t steps) {
   torch::NoGradGuard no_grad;
-  for (Slot& s : slots_)
+  for (ParameterState& s : slots_)
     for (auto [prefix, moment] : {std::make_pair("exp_avg.", &s.exp_avg), std::make_pair("exp_avg_sq.", &s.exp_avg_sq)})
       read({prefix + s.name, s.begin, s.param.numel(), moment->view({-1})});
   steps_ = steps;
@@ -165,7 +165,7 @@ void Optimizer::load_state(const std::vector<std::pair<std::string, torch::Tenso
 }
 
 void Optimizer::reset() {
-  for (Slot& s : slots_) {
+  for (ParameterState& s : slots_) {
     s.exp_avg.zero_();
     s.exp_avg_sq.zero_();
   }
@@ -177,7 +177,7 @@ double Optimizer::step(double lr) {
   torch::NoGradGuard no_grad;
   // The global norm before clipping: per-parameter sums of squares (over this rank's parts, then over the ranks),
   // added in double in parameter order, one read of each gradient.
-  const auto active = [](const Slot& s) { return s.param.grad().defined() && s.count > 0; };
+  const auto active = [](const ParameterState& s) { return s.param.grad().defined() && s.count > 0; };
   std::vector<torch::Tensor> grads(slots_.size());
   for (size_t i = 0; i < slots_.size(); ++i)
     if (active(slots_[i])) grads[i] = part_of(slots_[i].param.grad(), slots_[i].begin, slots_[i].count);
@@ -205,13 +205,13 @@ double Optimizer::step(double lr) {
 double Optimizer::parameter_norm() const {
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> params;
-  for (const Slot& s : slots_) params.push_back(s.param);
+  for (const ParameterState& s : slots_) params.push_back(s.param);
   double sum = 0;
   for (double v : squared_norms(params)) sum += v;
   return std::sqrt(sum);
 }
 
-torch::Tensor Optimizer::weights(const Slot& s) {
+torch::Tensor Optimizer::weights(const ParameterState& s) {
   return s.master.defined() ? s.master : part_of(s.param, s.begin, s.count);
 }
 
@@ -261,8 +261,8 @@ class Lamb : public Optimizer {
   }
 
  private:
-  bool trust(const Slot& s) const { return s.decay && options_.weight_decay != 0; }
-  static bool fused(const Slot& s) {
+  bool trust(const ParameterState& s) const { return s.decay && options_.weight_decay != 0; }
+  static bool fused(const ParameterState& s) {
     return cpu_float32(weights(s)) && cpu_float32(s.param.grad()) && cpu_float32(s.exp_avg) &&
            cpu_float32(s.exp_avg_sq);
   }
@@ -274,8 +274,8 @@ class Lamb : public Optimizer {
 
   // One CPU float32 slot's pass 1: the moments, and ||u||², ||w||² where the step has a trust ratio (the step is
   // then pass 2's); without one the step is applied here.
-  std::pair<double, double> fused_moments(Slot& s, double lr, double c1, double c2, double grad_scale) {
-    const lamb_cpu::Hyper h = hyper(s, c1, c2, grad_scale);
+  std::pair<double, double> fused_moments(ParameterState& s, double lr, double c1, double c2, double grad_scale) {
+    const lamb_cpu::Hyperparameters h = hyper(s, c1, c2, grad_scale);
     const float* g = s.param.grad().data_ptr<float>() + s.begin;
     float *m = s.exp_avg.data_ptr<float>(), *v = s.exp_avg_sq.data_ptr<float>(), *p = weights(s).data_ptr<float>();
     if (!trust(s)) {
@@ -290,8 +290,8 @@ class Lamb : public Optimizer {
     });
     return {n.update_sq, n.param_sq};
   }
-  void fused_apply(Slot& s, double lr, double c1, double c2, double ratio) {
-    const lamb_cpu::Hyper h = hyper(s, c1, c2, 1.0);
+  void fused_apply(ParameterState& s, double lr, double c1, double c2, double ratio) {
+    const lamb_cpu::Hyperparameters h = hyper(s, c1, c2, 1.0);
     const float *m = s.exp_avg.data_ptr<float>(), *v = s.exp_avg_sq.data_ptr<float>();
     float* p = weights(s).data_ptr<float>();
     const float step = static_cast<float>(lr * ratio);
@@ -304,7 +304,7 @@ class Lamb : public Optimizer {
   void tensor_op_moments(double c1, double c2, double grad_scale, std::vector<double>& norms) {
     std::vector<torch::Tensor> g, m, v, decay_u, decay_w;
     for (size_t i : tensor_op_slots_) {
-      const Slot& s = slots_[i];
+      const ParameterState& s = slots_[i];
       g.push_back(part_of(s.param.grad(), s.begin, s.count));
       m.push_back(s.exp_avg);
       v.push_back(s.exp_avg_sq);
@@ -340,7 +340,7 @@ class Lamb : public Optimizer {
     }
   }
 
-  lamb_cpu::Hyper hyper(const Slot& s, double c1, double c2, double grad_scale) const {
+  lamb_cpu::Hyperparameters hyper(const ParameterState& s, double c1, double c2, double grad_scale) const {
     return {static_cast<float>(options_.beta1),
             static_cast<float>(options_.beta2),
             static_cast<float>(1.0 - options_.beta1),
@@ -368,7 +368,7 @@ class AdamW : public Optimizer {
                       std::vector<double>&) override {
     const double b1 = options_.beta1, b2 = options_.beta2;
     for (size_t i : active) {
-      Slot& s = slots_[i];
+      ParameterState& s = slots_[i];
       torch::Tensor g = part_of(s.param.grad(), s.begin, s.count);
       if (grad_scale != 1.0) g = g * grad_scale;
       s.exp_avg.mul_(b1).add_(g, 1.0 - b1);
@@ -378,7 +378,7 @@ class AdamW : public Optimizer {
   void apply_updates(const std::vector<size_t>& active, double lr, double c1, double c2,
                      const std::vector<double>&) override {
     for (size_t i : active) {
-      const Slot& s = slots_[i];
+      const ParameterState& s = slots_[i];
       torch::Tensor p = weights(s);
       if (s.decay && options_.weight_decay != 0) p.mul_(1.0 - lr * options_.weight_decay);
       p.addcdiv_(s.exp_avg, (s.exp_avg_sq / c2).sqrt_().add_(options_.eps), -lr / c1);
@@ -393,7 +393,7 @@ std::unique_ptr<Optimizer> create_optimizer(const OptimizerOptions& options,
                                             OptimizerShard shard) {
   if (options.name == "lamb") return std::make_unique<Lamb>(std::move(params), options, std::move(shard));
   if (options.name == "adamw") return std::make_unique<AdamW>(std::move(params), options, std::move(shard));
-  throw ConfigError("optimizer.name is \"" + options.name + "\"; valid values: lamb, adamw");
+  throw RunConfigError("optimizer.name is \"" + options.name + "\"; valid values: lamb, adamw");
 }
 
 double learning_rate(double base_lr, int64_t step, int64_t total_steps, double warmup_fraction, double power) {

@@ -68,7 +68,7 @@ class Optimizer {
 
  protected:
   Optimizer(std::vector<std::pair<std::string, torch::Tensor>> params, OptimizerOptions options, OptimizerShard shard);
-  struct Slot {
+  struct ParameterState {
     std::string name;
     torch::Tensor param;                // the whole parameter (its .grad() fp32)
     torch::Tensor master;               // a bf16 weight's fp32 master of the `count` elements; undefined: in `param`
@@ -88,8 +88,8 @@ class Optimizer {
   // Whether pass 2 needs the norms of pass 1 (summed over the ranks when sharded).
   virtual bool needs_norms() const = 0;
   // The fp32 weights the slot updates: its master, or its elements of the parameter (the parameter when whole).
-  static torch::Tensor weights(const Slot& slot);
-  std::vector<Slot> slots_;
+  static torch::Tensor weights(const ParameterState& slot);
+  std::vector<ParameterState> slots_;
   OptimizerOptions options_;
   int64_t steps_ = 0;
   std::function<void(std::vector<double>&)> shard_sum_;  // empty: unsharded

@@ -8,9 +8,9 @@
 namespace joule::trainer {
 namespace {
 
-MeterContext meter_context(const InstanceProfile& profile, const collectives::ProcessGroupInfo& info, int cuda_device,
-                           const std::string& cuda_pci_bus_id) {
-  MeterContext c;
+cost::MeterContext meter_context(const cost::InstanceProfile& profile, const collectives::ProcessGroupInfo& info,
+                                 int cuda_device, const std::string& cuda_pci_bus_id) {
+  cost::MeterContext c;
   c.apply_environment();
   c.host = info.local_rank == 0;  // one reader of the host meters per node
   c.device = cuda_device;         // each rank meters its own GPU; -1 (--device cpu): the CPU is the host's
@@ -21,27 +21,27 @@ MeterContext meter_context(const InstanceProfile& profile, const collectives::Pr
 
 }  // namespace
 
-RunAccounting::RunAccounting(const AccountingOptions& options, const std::string& device, const std::string& config_dir,
-                             const collectives::ProcessGroupInfo& info, int cuda_device,
+RunAccounting::RunAccounting(const cost::AccountingOptions& options, const std::string& device,
+                             const std::string& config_dir, const collectives::ProcessGroupInfo& info, int cuda_device,
                              const std::string& cuda_pci_bus_id)
-    : cost_(resolve_cost_settings(options, device, config_dir, &profile_)),
+    : cost_(cost::resolve_cost_settings(options, device, config_dir, &profile_)),
       monitor_(options.meters, meter_context(profile_, info, cuda_device, cuda_pci_bus_id),
                options.meter_sample_seconds),
       ranks_(info.world_size),
       nodes_(info.node_count),
       segment_start_(std::chrono::steady_clock::now()),
-      segment_started_utc_(utc_now_iso()) {}
+      segment_started_utc_(cost::utc_now_iso()) {}
 
 void RunAccounting::begin_segment(const std::string& ledger_json, int64_t step, int64_t sequences,
                                   const std::string& project_name) {
   if (!ledger_json.empty()) {
-    ledger_ = Ledger::from_json(nlohmann::json::parse(ledger_json), "the checkpoint's ledger");
-    for (Segment& g : ledger_.segments)
+    ledger_ = cost::Ledger::from_json(nlohmann::json::parse(ledger_json), "the checkpoint's ledger");
+    for (cost::Segment& g : ledger_.segments)
       if (g.status == "running") g.status = "interrupted (counted to its last checkpoint)";
   }
-  if (ledger_.run_id.empty()) ledger_.run_id = new_run_id();
+  if (ledger_.run_id.empty()) ledger_.run_id = cost::new_run_id();
   ledger_.project_name = project_name;
-  Segment g;
+  cost::Segment g;
   g.start_step = g.end_step = step;
   g.ranks = ranks_;
   g.nodes = nodes_;
@@ -52,14 +52,14 @@ void RunAccounting::begin_segment(const std::string& ledger_json, int64_t step, 
   segment_start_sequences_ = sequences;
 }
 
-void RunAccounting::update_segment(const EnergyTotals& energy, int64_t step, int64_t sequences,
+void RunAccounting::update_segment(const cost::EnergyTotals& energy, int64_t step, int64_t sequences,
                                    const std::string& status) {
-  Segment& g = ledger_.segments.back();
+  cost::Segment& g = ledger_.segments.back();
   g.energy = energy;
   g.wall_s = launch::seconds_since(segment_start_);
   g.end_step = step;
   g.sequences = sequences - segment_start_sequences_;
-  g.ended_utc = utc_now_iso();
+  g.ended_utc = cost::utc_now_iso();
   g.status = status;
 }
 
@@ -69,7 +69,7 @@ void RunAccounting::set_mfu_basis(double flops_per_sequence, const std::string& 
   try {
     profile_.instance_peak_tflops(dtype);
     mfu_dtype_ = dtype;
-  } catch (const ProfileError&) {
+  } catch (const cost::ProfileError&) {
   }
 }
 
@@ -84,7 +84,7 @@ double RunAccounting::peak_flops(int ranks, int nodes) const {
 }
 
 void RunAccounting::set_segment_timing(int64_t timed_sequences, double timed_s) {
-  Segment& g = ledger_.segments.back();
+  cost::Segment& g = ledger_.segments.back();
   g.timed_sequences = timed_sequences;
   g.timed_s = timed_s;
 }
@@ -92,7 +92,7 @@ void RunAccounting::set_segment_timing(int64_t timed_sequences, double timed_s) 
 std::optional<double> RunAccounting::mfu(double fallback_seq_per_s) const {
   if (!(peak_flops(ranks_, nodes_) > 0)) return std::nullopt;
   double flops = 0, capacity = 0;  // FLOPs done in timed steps; FLOPs the segments' devices could have done meanwhile
-  for (const Segment& g : ledger_.segments) {
+  for (const cost::Segment& g : ledger_.segments) {
     flops += static_cast<double>(g.timed_sequences) * flops_per_sequence_;
     capacity += g.timed_s * peak_flops(g.ranks, g.nodes);
   }

@@ -240,20 +240,20 @@ bool holds_default(RunConfig& c, const std::string& key) {
 
 }  // namespace
 
-RunConfig with_used_values(RunConfig cfg, const std::vector<UsedValue>& used) {
-  for (const UsedValue& u : used)
+RunConfig with_automatic_values(RunConfig cfg, const std::vector<AutomaticValue>& used) {
+  for (const AutomaticValue& u : used)
     if (!u.value.empty() && holds_default(cfg, u.key)) cfg.set(u.key + "=" + u.value);
   return cfg;
 }
 
-std::string used_config_toml(const RunConfig& cfg, const std::vector<UsedValue>& used) {
+std::string used_config_toml(const RunConfig& cfg, const std::vector<AutomaticValue>& used) {
   RunConfig given = cfg;
   std::vector<std::pair<std::string, std::string>> comments;
-  for (const UsedValue& u : used)
+  for (const AutomaticValue& u : used)
     if (holds_default(given, u.key)) comments.emplace_back(u.key, "auto: " + u.source);
   return "# The config this run used, every key. Keys marked \"# auto\" were left automatic: each holds the value the\n"
          "# run worked out, and where it came from. `joule train --config` with this file repeats the run.\n\n" +
-         with_used_values(cfg, used).to_toml(comments);
+         with_automatic_values(cfg, used).to_toml(comments);
 }
 
 std::vector<ConfigChange> config_changes(const RunConfig& before, const RunConfig& after) {

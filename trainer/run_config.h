@@ -22,23 +22,20 @@
 
 namespace joule::trainer {
 
-// The run config's errors (usage errors, exit code 2): the key, the value and what is valid are in the message.
-using RunConfigError = joule::ConfigError;
-
 // The run's config: the sections of the components it runs, composed. Each section (its keys, defaults, ranges and
 // cross-key checks) belongs to the component that takes it; this is the one place that knows them all: the TOML key
 // table, `--set`, the key listing in errors and the resolved config.toml are all made from the sections' field
 // tables, in the order below.
 struct RunConfig {
-  TrainOptions train;            // [train]       trainer/train_options.h
-  OptimizerOptions optimizer;    // [optimizer]   trainer/optimizer_options.h
-  CheckpointOptions checkpoint;  // [checkpoint]  trainer/checkpoint_options.h
-  EvalOptions eval;              // [eval]        trainer/eval_options.h
-  data::DataOptions data;        // [data]        data/data_options.h
-  models::ModelOptions model;    // [model]       models/model_options.h
-  RunOptions run;                // [run]         trainer/train_options.h
-  SimOptions sim;                // [sim]         trainer/sim/sim_options.h
-  AccountingOptions accounting;  // [accounting]  trainer/cost/accounting_options.h
+  TrainOptions train;                  // [train]       trainer/train_options.h
+  OptimizerOptions optimizer;          // [optimizer]   trainer/optimizer_options.h
+  CheckpointOptions checkpoint;        // [checkpoint]  trainer/checkpoint_options.h
+  EvalOptions eval;                    // [eval]        trainer/eval_options.h
+  data::DataOptions data;              // [data]        data/data_options.h
+  models::ModelOptions model;          // [model]       models/model_options.h
+  RunOptions run;                      // [run]         trainer/train_options.h
+  sim::SimOptions sim;                 // [sim]         trainer/sim/sim_options.h
+  cost::AccountingOptions accounting;  // [accounting]  trainer/cost/accounting_options.h
 
   static RunConfig from_toml_file(const std::string& path);
   static RunConfig from_toml_text(const std::string& text, const std::string& where);
@@ -56,14 +53,14 @@ struct RunConfig {
 // A value the run worked out for a key its config left automatic (train.threads = 0, train.precision = "auto",
 // accounting.pue = 0, ...: the key's default), and where it came from. `value` is as --set takes it; "" when the run
 // only says where the key's value came from (train.steps = 0: from train.target_sequences).
-struct UsedValue {
+struct AutomaticValue {
   std::string key, value, source;
 };
 // `cfg` with each key that holds its automatic default set to the value the run used; keys the config set keep theirs.
-RunConfig with_used_values(RunConfig cfg, const std::vector<UsedValue>& used);
+RunConfig with_automatic_values(RunConfig cfg, const std::vector<AutomaticValue>& used);
 // The config.toml a run writes: every key with the value the run used, each automatic one followed by
 // "# auto: <source>". Given back to `joule train --config`, it repeats the run on the same machine kind and world.
-std::string used_config_toml(const RunConfig& cfg, const std::vector<UsedValue>& used);
+std::string used_config_toml(const RunConfig& cfg, const std::vector<AutomaticValue>& used);
 
 // One key whose value differs between a checkpoint's config and a resumed run's: the two values as config.toml writes
 // them, whether the change leaves the run the one its earlier steps belong to (`safe`), and what it changes in words.

@@ -70,8 +70,8 @@ RunLock RunLock::acquire(const std::string& run_dir, std::string* previous) {
     *previous = "the previous job on this run directory (" + before +
                 ") ended without releasing its lock (killed?); it no longer "
                 "holds it, so this job takes it over";
-  lock.lock_->replace_text("host " + host_name() + " pid " + std::to_string(::getpid()) + " started " + utc_now_iso() +
-                           "\n");
+  lock.lock_->replace_text("host " + host_name() + " pid " + std::to_string(::getpid()) + " started " +
+                           cost::utc_now_iso() + "\n");
   return lock;
 }
 

@@ -40,16 +40,16 @@ void resolve_data_create_output(RunConfig& cfg, bool eval_from_data_root) {
   cfg.data.train = train;
 }
 
-// What the run worked out for the keys its config may leave automatic (with_used_values applies each only where the
-// config did).
-std::vector<UsedValue> used_values(const ResolvedRun& run, const std::string& vocab_path,
-                                   const TrainingProcess& process, const CostSettings& cost) {
+// What the run worked out for the keys its config may leave automatic (with_automatic_values applies each only where
+// the config did).
+std::vector<AutomaticValue> automatic_values(const ResolvedRun& run, const std::string& vocab_path,
+                                             const TrainingProcess& process, const cost::CostSettings& cost) {
   const TrainOptions& t = run.cfg.train;
   const std::string precision = models::precision_name(run.precision.precision);
   auto number = [](double v) { return joule::option_number_text(v); };
   const std::string& reason = run.precision.reason;  // "precision auto -> bf16 mixed precision: this CPU (...) has ..."
   const std::string why = reason.find(": ") == std::string::npos ? reason : reason.substr(reason.find(": ") + 2);
-  std::vector<UsedValue> used = {
+  std::vector<AutomaticValue> used = {
       {"train.steps", "",
        "0: " + std::to_string(run.total_steps) + " steps of " + std::to_string(run.global_batch) +
            " sequences from train.target_sequences"},
@@ -136,7 +136,7 @@ TrainingProcess start_training_process(const TrainOptions& options) {
 }
 
 ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_dir, const TrainingProcess& process,
-                        const CostSettings& cost, bool eval_from_data_root) {
+                        const cost::CostSettings& cost, bool eval_from_data_root) {
   collectives::Communicator& comm = *process.comm;
   ResolvedRun run;
   run.cfg = validated;
@@ -211,7 +211,7 @@ ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_d
   run.config_hash =
       joule::fnv1a64_hex(run.resolved_toml + "# compute precision: " + models::precision_name(run.precision.precision) +
                          "\n# fp32 gemm: " + launch::fp32_gemm_name(process.gemm.choice.fp32) + "\n");
-  run.used = used_values(run, vocab_path, process, cost);
+  run.used = automatic_values(run, vocab_path, process, cost);
   return run;
 }
 
@@ -277,8 +277,8 @@ TrainingSpec training_spec(const ResolvedRun& run) {
   return spec;
 }
 
-TrainingObjects build_training(const TrainingSpec& spec, collectives::Communicator& comm) {
-  TrainingObjects o;
+TrainingStack build_training(const TrainingSpec& spec, collectives::Communicator& comm) {
+  TrainingStack o;
   torch::manual_seed(spec.seed * 1000003ull + static_cast<uint64_t>(comm.info().rank));  // dropout streams
   o.model = models::BertForPreTraining(spec.model, spec.seed);
   o.model->set_precision(spec.precision, spec.fp32_gemm);
@@ -420,10 +420,10 @@ std::string config_change_lines(const TrainerState& loaded, const ResolvedRun& r
   // resolving as they do now.
   const RunConfig before =
       loaded.used_config_toml.empty()
-          ? with_used_values(
+          ? with_automatic_values(
                 RunConfig::from_toml_text(loaded.config_toml, checkpoint + "/trainer_state.json \"config\""), run.used)
           : RunConfig::from_toml_text(loaded.used_config_toml, checkpoint + "/trainer_state.json \"used_config\"");
-  for (const ConfigChange& c : config_changes(before, with_used_values(run.cfg, run.used)))
+  for (const ConfigChange& c : config_changes(before, with_automatic_values(run.cfg, run.used)))
     out += std::string(c.safe ? "note" : "warning") + ": resuming with " + c.key + " = " + c.after +
            " (the checkpoint's: " + c.before + "): " + c.note + "\n";
   const std::string now = models::precision_name(run.precision.precision);
@@ -442,13 +442,13 @@ std::string config_change_lines(const TrainerState& loaded, const ResolvedRun& r
 
 }  // namespace
 
-TrainerState start_state(const ResolvedRun& run, const StartPoint& start, TrainingObjects& objects,
+TrainerState start_state(const ResolvedRun& run, const StartPoint& start, TrainingStack& objects,
                          collectives::Communicator& comm, bool accept_data_change) {
   const int rank = comm.info().rank;
-  auto say = [&](const std::string& s) {
+  auto print_on_root = [&](const std::string& s) {
     if (rank == 0) std::cout << s << std::flush;
   };
-  for (const auto& w : start.warnings) say("warning: " + w + "\n");
+  for (const auto& w : start.warnings) print_on_root("warning: " + w + "\n");
   TrainerState state;
   state.world_size = run.world;
   state.config_hash = run.config_hash;
@@ -464,13 +464,13 @@ TrainerState start_state(const ResolvedRun& run, const StartPoint& start, Traini
   }
   const TrainerState loaded =
       load_checkpoint(*start.checkpoint, objects.model, *objects.optimizer, rank, run.world, start.manifest_checksum);
-  if (loaded.config_hash != run.config_hash) say(config_change_lines(loaded, run, *start.checkpoint));
+  if (loaded.config_hash != run.config_hash) print_on_root(config_change_lines(loaded, run, *start.checkpoint));
   if (loaded.world_size != run.world)
-    say("note: resuming on " + std::to_string(run.world) + " ranks a run saved on " +
-        std::to_string(loaded.world_size) + "\n");
+    print_on_root("note: resuming on " + std::to_string(run.world) + " ranks a run saved on " +
+                  std::to_string(loaded.world_size) + "\n");
   const ResumedData resumed =
       resume_data_record(loaded.data_json, *start.checkpoint, loaded.step, data, accept_data_change);
-  for (const std::string& n : resumed.notes) say("note: " + n + "\n");
+  for (const std::string& n : resumed.notes) print_on_root("note: " + n + "\n");
   state = loaded;
   state.data_json = resumed.record;
   state.world_size = run.world;
@@ -480,7 +480,7 @@ TrainerState start_state(const ResolvedRun& run, const StartPoint& start, Traini
   state.compute_precision = models::precision_name(run.precision.precision);
   state.fp32_gemm = launch::fp32_gemm_name(run.gemm.choice.fp32);
   state.segments = loaded.segments + 1;
-  say("resumed from " + *start.checkpoint + " at step " + std::to_string(state.step) + "\n");
+  print_on_root("resumed from " + *start.checkpoint + " at step " + std::to_string(state.step) + "\n");
   return state;
 }
 

@@ -54,7 +54,7 @@ struct ResolvedRun {
   std::string resolved_toml, config_hash;
   // The values worked out for the keys the config left automatic (threads, precision, global batch, vocabulary,
   // price, PUE, grid intensity): RUN/config.toml holds them, and a resume compares configs with them filled in.
-  std::vector<UsedValue> used;
+  std::vector<AutomaticValue> used;
   const data::Dataset& dataset() const { return *train_set; }
 };
 
@@ -74,7 +74,7 @@ BatchPlan plan_batches(const TrainOptions& train, int world, int64_t available, 
 // config's data.train).
 // `cost`: what the run is billed as (its automatic price, PUE and grid intensity go into `used`).
 ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_dir, const TrainingProcess& process,
-                        const CostSettings& cost, bool eval_from_data_root = false);
+                        const cost::CostSettings& cost, bool eval_from_data_root = false);
 
 // The GEMM paths as summary.json and the bench record them: the fp32 path taken and why, each rate on one core with
 // its share of the peak at the measured clock, and the start-up line.
@@ -100,12 +100,12 @@ TrainingSpec training_spec(const ResolvedRun& run);
 // The model on the spec's device in training mode, the gradient reducer (its buckets there too) and the optimizer
 // (its moments beside the parameters). The weights are this rank's own: a fresh run broadcasts rank 0's
 // (start_state), a resumed one loads them.
-struct TrainingObjects {
+struct TrainingStack {
   models::BertForPreTraining model{nullptr};
   std::unique_ptr<collectives::GradientReducer> reducer;
   std::unique_ptr<Optimizer> optimizer;
 };
-TrainingObjects build_training(const TrainingSpec& spec, collectives::Communicator& comm);
+TrainingStack build_training(const TrainingSpec& spec, collectives::Communicator& comm);
 
 // Where the run starts. `resume`: "" (fresh: a run directory that already holds checkpoints is an error),
 // "auto" (the newest complete checkpoint that verifies; none at all: fresh), or a checkpoint directory.
@@ -127,7 +127,7 @@ StartPoint choose_start(const std::string& run_dir, const std::string& resume, c
 // loop starts from. Collective.
 // A resume also compares the data with what the checkpoint recorded (trainer/data_record.h): other data stops the
 // run unless `accept_data_change`.
-TrainerState start_state(const ResolvedRun& run, const StartPoint& start, TrainingObjects& objects,
+TrainerState start_state(const ResolvedRun& run, const StartPoint& start, TrainingStack& objects,
                          collectives::Communicator& comm, bool accept_data_change);
 
 }  // namespace joule::trainer

@@ -7,10 +7,10 @@
 namespace joule::trainer {
 namespace fs = std::filesystem;
 
-SimulatedClock::SimulatedClock(const SimOptions& options, Workload per_device, int64_t accumulation,
+SimulatedClock::SimulatedClock(const sim::SimOptions& options, sim::Workload per_device, int64_t accumulation,
                                const std::string& config_dir, double grid_g_per_kwh)
     : workload_(std::move(per_device)), nodes_(options.nodes) {
-  model_.emplace(load_instance_profile(options.instance, (fs::path(config_dir) / "hardware").string()),
+  model_.emplace(cost::load_instance_profile(options.instance, (fs::path(config_dir) / "hardware").string()),
                  (fs::path(config_dir) / "models").string());
   workload_.global_batch =
       workload_.micro_batch * accumulation * options.nodes * std::max(1, model_->profile().devices);
@@ -26,9 +26,9 @@ std::string SimulatedClock::start_line() const {
   return s.str();
 }
 
-SimulatedFigures SimulatedClock::figures(int64_t step) const {
-  const StepPrediction& p = step_;
-  SimulatedFigures m;
+cost::SimulatedFigures SimulatedClock::figures(int64_t step) const {
+  const sim::StepPrediction& p = step_;
+  cost::SimulatedFigures m;
   m.instance = p.instance;
   m.efficiency_basis = model_->efficiency_basis();
   m.nodes = p.nodes;

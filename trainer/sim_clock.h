@@ -22,16 +22,16 @@ class SimulatedClock {
   // micro-batch, the run's target sequences); its global batch follows from `accumulation` and the simulated cluster's
   // devices; its gradient buckets are the reducer's plan for that workload (trainer/sim/perf_model.h
   // planned_buckets). `config_dir`: configs/.
-  SimulatedClock(const SimOptions& options, Workload per_device, int64_t accumulation, const std::string& config_dir,
-                 double grid_g_per_kwh);
+  SimulatedClock(const sim::SimOptions& options, sim::Workload per_device, int64_t accumulation,
+                 const std::string& config_dir, double grid_g_per_kwh);
 
-  std::string start_line() const;                // what rank 0 prints at start
-  SimulatedFigures figures(int64_t step) const;  // metrics.jsonl's "sim" and the summary's "simulated"
+  std::string start_line() const;                      // what rank 0 prints at start
+  cost::SimulatedFigures figures(int64_t step) const;  // metrics.jsonl's "sim" and the summary's "simulated"
 
  private:
-  std::optional<ClusterModel> model_;
-  Workload workload_;
-  StepPrediction step_;
+  std::optional<sim::ClusterModel> model_;
+  sim::Workload workload_;
+  sim::StepPrediction step_;
   int64_t nodes_ = 0;
 };
 

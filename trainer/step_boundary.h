@@ -17,7 +17,7 @@ struct StepBoundary {
   double skipped = 0;         // ranks whose update was skipped for NaN/Inf gradients
   BatchSums interval;         // the logging interval's training sums (zeros unless the interval ends here)
   BatchSums eval;             // this step's eval sums (zeros unless eval ran)
-  EnergyTotals energy;        // the process's meters since start (zeros unless the interval ends here)
+  cost::EnergyTotals energy;  // the process's meters since start (zeros unless the interval ends here)
 
   // Sums every field over the ranks, in place, in one all-reduce that fails after `timeout_seconds`.
   void reduce(collectives::Communicator& comm, double timeout_seconds) {
@@ -27,7 +27,8 @@ struct StepBoundary {
   }
 };
 // Every process's meters since start, summed over the ranks (collective): at checkpoints and at the end of a run.
-inline EnergyTotals reduce_energy(EnergyTotals local, collectives::Communicator& comm, double timeout_seconds) {
+inline cost::EnergyTotals reduce_energy(cost::EnergyTotals local, collectives::Communicator& comm,
+                                        double timeout_seconds) {
   comm.all_reduce({local.joules.data(), local.joules.size(), collectives::DType::kFloat64},
                   {collectives::ReduceOp::kSum, timeout_seconds, "energy totals"})
       ->wait();
@@ -36,6 +37,6 @@ inline EnergyTotals reduce_energy(EnergyTotals local, collectives::Communicator&
 
 // Reduced as an array of doubles: no padding, nothing but doubles.
 static_assert(std::is_standard_layout_v<StepBoundary> && std::is_trivially_copyable_v<StepBoundary>);
-static_assert(sizeof(StepBoundary) == sizeof(double) * (3 + 2 * 9 + kComponents * kSources));
+static_assert(sizeof(StepBoundary) == sizeof(double) * (3 + 2 * 9 + cost::kComponents * cost::kSources));
 
 }  // namespace joule::trainer

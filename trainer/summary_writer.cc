@@ -13,10 +13,10 @@ namespace fs = std::filesystem;
 namespace {
 
 // What emissions.csv says about a node: OS, CPU model, vCPUs, memory, devices.
-HostInfo host_info(const InstanceProfile& p) {
+cost::HostInfo host_info(const cost::InstanceProfile& p) {
   utsname u{};
   uname(&u);
-  HostInfo h;
+  cost::HostInfo h;
   std::ifstream in("/proc/cpuinfo");
   for (std::string line; std::getline(in, line);)
     if (line.rfind("model name", 0) == 0) {
@@ -33,7 +33,7 @@ HostInfo host_info(const InstanceProfile& p) {
 
 std::vector<std::string> notices(RunAccounting& accounting) {
   std::vector<std::string> out = accounting.meters().notices();
-  if (energy_json(accounting.ledger().energy())["source"].get<std::string>().find("model") != std::string::npos)
+  if (cost::energy_json(accounting.ledger().energy())["source"].get<std::string>().find("model") != std::string::npos)
     out.push_back(
         "energy partly or wholly modelled: instance profile watts x measured CPU utilization, steal time (other "
         "tenants' work on a shared VM) not counted as busy (" +
@@ -45,9 +45,9 @@ std::vector<std::string> notices(RunAccounting& accounting) {
 
 void write_summary(const std::string& run_dir, const RunOutcome& o, const collectives::ProcessGroupInfo& info,
                    RunAccounting& accounting, const SimulatedClock* sim) {
-  RunSummary s;
+  cost::RunSummary s;
   s.ledger = accounting.ledger();
-  const Figures spent = s.ledger.totals();
+  const cost::Spent spent = s.ledger.totals();
   s.run_dir = run_dir;
   s.status = o.preempted ? "preempted" : o.reached_target ? "finished (reached the target accuracy)" : "finished";
   s.ranks = info.world_size;
@@ -65,16 +65,16 @@ void write_summary(const std::string& run_dir, const RunOutcome& o, const collec
   s.host = host_info(accounting.profile());
   s.host.gemm = o.gemm;
   s.memory = o.memory;
-  s.target = project_target(o.target_sequences, o.sequences, s.ledger.wall_s(), spent, o.seq_per_s);
-  s.full_pretraining = project_hypothetical(o.project_sequences, s.ledger.wall_s(), spent, o.seq_per_s);
+  s.target = cost::project_target(o.target_sequences, o.sequences, s.ledger.wall_s(), spent, o.seq_per_s);
+  s.full_pretraining = cost::project_hypothetical(o.project_sequences, s.ledger.wall_s(), spent, o.seq_per_s);
   s.notices = notices(accounting);
   s.notices.insert(s.notices.end(), o.data_notes.begin(), o.data_notes.end());
   s.eval = o.eval;
   if (sim) s.simulated = sim->figures(o.steps);
   if (!o.preempted) s.final_dir = (fs::path(run_dir) / "final").string();
   write_file_atomically((fs::path(run_dir) / "summary.json").string(), s.to_json().dump(2) + "\n");
-  write_file_atomically((fs::path(run_dir) / "emissions.csv").string(), emissions_csv(s));
-  std::cout << summary_table(s) << std::flush;
+  write_file_atomically((fs::path(run_dir) / "emissions.csv").string(), cost::emissions_csv(s));
+  std::cout << cost::summary_table(s) << std::flush;
 }
 
 }  // namespace joule::trainer

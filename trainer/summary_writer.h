@@ -31,7 +31,7 @@ struct RunOutcome {
   double flops_per_sequence = 0;
   std::string dtype = "fp32";
   nlohmann::json gemm;  // the GEMM paths (gemm_record), a CPU run's
-  MemoryFigures memory;
+  cost::MemoryFigures memory;
 };
 
 // Rank 0 only. `sim`: the simulated cluster's block, when the run has one.

@@ -26,12 +26,12 @@ std::vector<OptionField> TrainOptions::fields() {
 void TrainOptions::validate() const {
   check_section_ranges(*this);
   if (global_batch > 0 && global_batch % micro_batch != 0)
-    throw ConfigError("run config: train.global_batch " + std::to_string(global_batch) +
-                      " is not divisible by train.micro_batch " + std::to_string(micro_batch));
+    throw RunConfigError("run config: train.global_batch " + std::to_string(global_batch) +
+                         " is not divisible by train.micro_batch " + std::to_string(micro_batch));
   check_option_choice(kTable, "progress", progress, {"auto", "bar", "lines"});
   if (!models::is_precision_setting(precision))
-    throw ConfigError("run config: train.precision is \"" + precision +
-                      "\"; valid values: " + models::precision_settings());
+    throw RunConfigError("run config: train.precision is \"" + precision +
+                         "\"; valid values: " + models::precision_settings());
   check_option_choice(kTable, "device", device, {"cpu", "cuda", "trainium-sim"});
   check_option_choice(kTable, "fp32_gemm", fp32_gemm, {"auto", "blas", "onednn"});
 }

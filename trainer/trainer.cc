@@ -39,7 +39,7 @@ using launch::seconds_since;
 
 namespace {
 
-void say(bool root, const std::string& text) {
+void print_on_root(bool root, const std::string& text) {
   if (root) std::cout << text << std::flush;
 }
 
@@ -131,7 +131,7 @@ void write_run_directory(const ResolvedRun& run, const collectives::ProcessGroup
 void print_accounting(RunAccounting& accounting, const collectives::ProcessGroupInfo& info, const SimulatedClock* sim) {
   if (info.rank != 0) return;
   if (sim) std::cout << sim->start_line();
-  const CostSettings& cost = accounting.cost();
+  const cost::CostSettings& cost = accounting.cost();
   std::cout << "accounting: " << cost.instance << " x " << info.node_count << " node(s), USD " << cost.usd_per_hour
             << "/h (" << cost.price_source << "), PUE " << cost.pue << ", " << cost.region.g_per_kwh << " g CO2/kWh ("
             << cost.grid_source << ")\nenergy meters: " << accounting.meters().sources() << "\n";
@@ -139,7 +139,7 @@ void print_accounting(RunAccounting& accounting, const collectives::ProcessGroup
   std::cout << std::flush;
 }
 
-MetricsSettings metrics_settings(const ResolvedRun& run, const TrainerState& state, const Ledger& ledger) {
+MetricsSettings metrics_settings(const ResolvedRun& run, const TrainerState& state, const cost::Ledger& ledger) {
   const RunConfig& cfg = run.cfg;
   MetricsSettings m;
   m.log_every_steps = cfg.train.log_every_steps;
@@ -169,7 +169,7 @@ MetricsSettings metrics_settings(const ResolvedRun& run, const TrainerState& sta
 struct LoopParts {
   double init_start_ms;  // when `train` began (MLPerf's init_start)
   const ResolvedRun& run;
-  TrainingObjects& objects;
+  TrainingStack& objects;
   collectives::Communicator& comm;
   const FaultPoints& faults;
   RunAccounting& accounting;
@@ -295,9 +295,10 @@ class TrainingLoop {
     }
     ++state.nonfinite_skipped;
     ++state.nonfinite_streak;
-    say(root_, "warning: step " + std::to_string(state.step) + ": gradient norm " + std::to_string(result.grad_norm) +
-                   " (NaN/Inf in loss or gradients); update skipped (" + std::to_string(state.nonfinite_streak) +
-                   " in a row, " + std::to_string(state.nonfinite_skipped) + " in the run)\n");
+    print_on_root(root_, "warning: step " + std::to_string(state.step) + ": gradient norm " +
+                             std::to_string(result.grad_norm) + " (NaN/Inf in loss or gradients); update skipped (" +
+                             std::to_string(state.nonfinite_streak) + " in a row, " +
+                             std::to_string(state.nonfinite_skipped) + " in the run)\n");
     if (state.nonfinite_streak < cfg_.train.max_nonfinite_steps) return;
     const auto latest = find_latest_checkpoint(checkpoint_root(), nullptr);
     throw NonFiniteError(
@@ -359,7 +360,8 @@ class TrainingLoop {
     metrics_.write_eval(step, *last_eval_);
     mllog_.eval(p_.state.sequences, last_eval_->mlm_accuracy);
     if (cfg_.eval.target_mlm_accuracy > 0 && last_eval_->mlm_accuracy >= cfg_.eval.target_mlm_accuracy) {
-      say(root_, "reached the target masked-LM accuracy " + std::to_string(cfg_.eval.target_mlm_accuracy) + "\n");
+      print_on_root(root_,
+                    "reached the target masked-LM accuracy " + std::to_string(cfg_.eval.target_mlm_accuracy) + "\n");
       reached_target_ = true;
     }
   }
@@ -371,7 +373,7 @@ class TrainingLoop {
     p_.objects.reducer->hold_fp32_weights();  // ZeRO-1's bf16 weights whole in fp32 (the next step casts them back)
     refuse_nonfinite_weights(*p_.objects.optimizer, "checkpoint of step " + std::to_string(state.step));
     state.wall_seconds = metrics_.wall_s();
-    const EnergyTotals energy =
+    const cost::EnergyTotals energy =
         reduce_energy(p_.accounting.local_energy(), p_.comm, cfg_.train.collective_timeout_seconds);
     p_.accounting.update_segment(energy, state.step, state.sequences, preempted ? "preempted" : "running");
     metrics_.record_timing(p_.accounting);
@@ -383,10 +385,10 @@ class TrainingLoop {
     const std::string dir = save_checkpoint(checkpoint_root(), p_.objects.model, *p_.objects.optimizer, state, p_.comm,
                                             cfg_.checkpoint.keep, faults);
     policy_.saved();
-    say(root_, "checkpoint " + dir + " (" + duration_text(seconds_since(t)) + ")\n");
+    print_on_root(root_, "checkpoint " + dir + " (" + cost::duration_text(seconds_since(t)) + ")\n");
     if (preempted)
-      say(root_, "preempted (signal): checkpoint saved; exiting with code " + std::to_string(kExitPreempted) +
-                     " for requeue + --resume auto\n");
+      print_on_root(root_, "preempted (signal): checkpoint saved; exiting with code " + std::to_string(kExitPreempted) +
+                               " for requeue + --resume auto\n");
   }
 
   LoopParts p_;
@@ -404,7 +406,7 @@ class TrainingLoop {
 
 // --device trainium-sim: the simulated cluster's clock (its buckets: the reducer's plan for a bf16 run of this model).
 SimulatedClock simulated_clock(const ResolvedRun& run, const std::string& config_dir, double grid) {
-  Workload per_device;
+  sim::Workload per_device;
   per_device.model = run.model_config;
   per_device.seq_len = run.cfg.train.seq_len;
   per_device.max_predictions = run.dataset().max_predictions();
@@ -415,7 +417,8 @@ SimulatedClock simulated_clock(const ResolvedRun& run, const std::string& config
 }
 
 // Every rank's peak memory and optimizer state, gathered for the summary (collective).
-MemoryFigures memory_figures(const ResolvedRun& run, const TrainingObjects& objects, collectives::Communicator& comm) {
+cost::MemoryFigures memory_figures(const ResolvedRun& run, const TrainingStack& objects,
+                                   collectives::Communicator& comm) {
   const auto& info = comm.info();
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
@@ -430,7 +433,7 @@ MemoryFigures memory_figures(const ResolvedRun& run, const TrainingObjects& obje
   per_rank[mine + 1] = objects.optimizer->state_bytes();
   per_rank[mine + 2] = device_peak;
   collectives::sum_over_ranks(comm, per_rank, run.cfg.train.collective_timeout_seconds, "memory figures");
-  MemoryFigures m;
+  cost::MemoryFigures m;
   m.optimizer_shard = run.cfg.optimizer.shard;
   m.peak_rss_bytes_min = per_rank[0];
   for (size_t r = 0; r < static_cast<size_t>(info.world_size); ++r) {
@@ -443,9 +446,8 @@ MemoryFigures memory_figures(const ResolvedRun& run, const TrainingObjects& obje
 }
 
 // The end of the run: RUN/final (finished runs), the ledger's last update and the training-cost summary.
-void finish_run(const ResolvedRun& run, TrainingLoop& loop, int exit_code, TrainingObjects& objects,
-                TrainerState& state, RunAccounting& accounting, const SimulatedClock* sim,
-                collectives::Communicator& comm) {
+void finish_run(const ResolvedRun& run, TrainingLoop& loop, int exit_code, TrainingStack& objects, TrainerState& state,
+                RunAccounting& accounting, const SimulatedClock* sim, collectives::Communicator& comm) {
   const RunConfig& cfg = run.cfg;
   const bool root = comm.info().rank == 0;
   state.wall_seconds = loop.metrics().wall_s();
@@ -453,11 +455,12 @@ void finish_run(const ResolvedRun& run, TrainingLoop& loop, int exit_code, Train
   if (exit_code == 0) refuse_nonfinite_weights(*objects.optimizer, "final weights");
   if (exit_code == 0 && root) models::save_model_dir(objects.model, (fs::path(cfg.run.dir) / "final").string());
   if (exit_code == 0) loop.log_finished();
-  const EnergyTotals energy = reduce_energy(accounting.local_energy(), comm, cfg.train.collective_timeout_seconds);
+  const cost::EnergyTotals energy =
+      reduce_energy(accounting.local_energy(), comm, cfg.train.collective_timeout_seconds);
   const bool preempted = exit_code == kExitPreempted;
   accounting.update_segment(energy, state.step, state.sequences, preempted ? "preempted" : "finished");
   loop.metrics().record_timing(accounting);
-  const MemoryFigures memory = memory_figures(run, objects, comm);
+  const cost::MemoryFigures memory = memory_figures(run, objects, comm);
   if (!root) return;
   RunOutcome o;
   o.memory = memory;
@@ -491,7 +494,7 @@ int64_t finished_at(const std::string& run_dir, collectives::Communicator& comm)
     std::error_code ec;
     const fs::path summary = fs::path(run_dir) / "summary.json";
     if (fs::is_directory(fs::path(run_dir) / "final", ec) && fs::is_regular_file(summary, ec)) try {
-        const RunSummary finished = read_run_summary(run_dir);
+        const cost::RunSummary finished = cost::read_run_summary(run_dir);
         if (finished.status.rfind("finished", 0) == 0) step = std::to_string(finished.steps);
       } catch (const std::exception&) {
         // unreadable: not known to be finished, so the resume goes on (and rewrites it)
@@ -524,7 +527,7 @@ int train(const TrainRequest& request) {
       resolve_run(cfg, request.presets_dir, process, accounting.cost(), request.eval_from_data_root);
   check_ranks_agree_on_the_run(run, comm);
   const RunLock lock = lock_run_directory(run, comm);  // held to the end: one job per run directory
-  TrainingObjects objects = build_training(training_spec(run), comm);
+  TrainingStack objects = build_training(training_spec(run), comm);
   const StartPoint start = choose_start(run.cfg.run.dir, request.resume, comm, faults);
   TrainerState state = start_state(run, start, objects, comm, request.accept_data_change);
   // A finished run resumed: nothing to do at its own length (no segment added, nothing written); a longer one (--steps

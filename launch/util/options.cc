@@ -77,7 +77,7 @@ void check_option_ranges(const std::string& table, const std::vector<OptionField
     if (!f.range) continue;
     const double v = option_number(f.target);
     if (f.range->contains(v)) continue;
-    throw ConfigError(
+    throw RunConfigError(
         "run config: " + table + "." + f.name + " = " + option_number_text(v) +
         (std::isfinite(v) ? " is outside " + f.range->text() : " is not a finite number; valid: " + f.range->text()) +
         (f.note[0] ? std::string(" (") + f.note + ")" : ""));
@@ -91,7 +91,7 @@ void check_option_choice(const std::string& table, const char* name, const std::
     if (v == value) return;
     list += (list.empty() ? "" : ", ") + v;
   }
-  throw ConfigError("run config: " + table + "." + name + " is \"" + value + "\"; valid values: " + list);
+  throw RunConfigError("run config: " + table + "." + name + " is \"" + value + "\"; valid values: " + list);
 }
 
 }  // namespace joule

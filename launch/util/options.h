@@ -17,12 +17,12 @@
 namespace joule {
 
 // A run config asks for something invalid: the key, its value and what is valid are in the message.
-class ConfigError : public Error {
+class RunConfigError : public Error {
  public:
-  explicit ConfigError(const std::string& message,
-                       std::string hint =
-                           "fix that key in the config file or the --set/flag that gives it (joule train "
-                           "--help lists the flags)")
+  explicit RunConfigError(const std::string& message,
+                          std::string hint =
+                              "fix that key in the config file or the --set/flag that gives it (joule train "
+                              "--help lists the flags)")
       : Error(message, std::move(hint), ErrorKind::usage) {}
 };
 
@@ -65,7 +65,8 @@ double option_number(const OptionTarget& target);
 // Shortest text that reads back to the same double.
 std::string option_number_text(double v);
 
-// Every ranged field of `table` within its range, else ConfigError "run config: table.key = v is outside [..] (note)".
+// Every ranged field of `table` within its range, else RunConfigError "run config: table.key = v is outside [..]
+// (note)".
 void check_option_ranges(const std::string& table, const std::vector<OptionField>& fields);
 // check_option_ranges for a section struct (its kTable and fields()).
 template <typename Section>
@@ -73,7 +74,8 @@ void check_section_ranges(const Section& section) {
   Section copy = section;  // fields() hands out pointers to its members
   check_option_ranges(Section::kTable, copy.fields());
 }
-// A string option among `valid` ("auto, bar, lines"), else ConfigError naming table.key, the value and the valid ones.
+// A string option among `valid` ("auto, bar, lines"), else RunConfigError naming table.key, the value and the valid
+// ones.
 void check_option_choice(const std::string& table, const char* name, const std::string& value,
                          const std::vector<std::string>& valid);
 

@@ -8,8 +8,8 @@
 
 #include "trainer/run_config.h"
 
+using joule::RunConfigError;
 using joule::trainer::RunConfig;
-using joule::trainer::RunConfigError;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

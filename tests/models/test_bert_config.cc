@@ -7,7 +7,7 @@
 #include "test_util.h"
 
 using joule::models::BertConfig;
-using joule::models::ConfigError;
+using joule::models::ModelConfigError;
 
 namespace {
 
@@ -26,7 +26,7 @@ int64_t instantiated_count(const BertConfig& c) {
 std::string error_of(const std::string& json) {
   try {
     BertConfig::from_json_text(json, "my/config.json");
-  } catch (const ConfigError& e) {
+  } catch (const ModelConfigError& e) {
     return e.what();
   }
   return "";
@@ -152,7 +152,7 @@ TEST(BertConfig, UnknownPresetListsTheAvailableOnes) {
   try {
     preset("bert-huge");
     FAIL() << "expected an error";
-  } catch (const ConfigError& e) {
+  } catch (const ModelConfigError& e) {
     std::string m = e.what();
     EXPECT_NE(m.find("bert-huge"), std::string::npos) << m;
     EXPECT_NE(m.find("bert-large"), std::string::npos) << m;
@@ -161,10 +161,10 @@ TEST(BertConfig, UnknownPresetListsTheAvailableOnes) {
 
 TEST(BertConfig, MissingFileIsAClearError) {
   joule::test::TempDir dir;
-  EXPECT_THROW(BertConfig::from_json_file(dir.file("nope.json")), ConfigError);
+  EXPECT_THROW(BertConfig::from_json_file(dir.file("nope.json")), ModelConfigError);
   try {
     BertConfig::from_json_file(dir.file("nope.json"));
-  } catch (const ConfigError& e) {
+  } catch (const ModelConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("nope.json: no such file"), std::string::npos) << e.what();
   }
 }

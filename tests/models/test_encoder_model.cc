@@ -153,12 +153,12 @@ TEST(EncoderModel, LayoutLMAddsTheBoxesEmbeddingsAndNeedsThem) {
   try {
     EncoderModel wrong(c, joule::models::architecture_named("BertModel"), 2);
     FAIL();
-  } catch (const joule::models::ConfigError& e) {
+  } catch (const joule::models::ModelConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("a BertModel needs a \"bert\" config"), std::string::npos) << e.what();
   }
   EXPECT_THROW(joule::models::architecture_named("RobertaModel"), joule::UsageError);
   // Pretraining is BERT's only.
-  EXPECT_THROW({ joule::models::BertForPreTraining pretraining(c); }, joule::models::ConfigError);
+  EXPECT_THROW({ joule::models::BertForPreTraining pretraining(c); }, joule::models::ModelConfigError);
 }
 
 TEST(EncoderModel, ConfigReadsLayoutAndLabels) {
@@ -174,7 +174,7 @@ TEST(EncoderModel, ConfigReadsLayoutAndLabels) {
     try {
       BertConfig::from_json_text(text, "c.json");
       ADD_FAILURE() << "accepted: " << what;
-    } catch (const joule::models::ConfigError& e) {
+    } catch (const joule::models::ModelConfigError& e) {
       EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
     }
   };

@@ -46,13 +46,13 @@ TEST(Errors, EveryLibraryErrorIsAJouleErrorWithAHintAndItsExitCode) {
       {"ShardError", [] { throw joule::data::ShardError("x"); }, 1},
       {"VocabError", [] { throw joule::data::VocabError("x"); }, 1},
       {"LaunchError", [] { throw joule::launch::LaunchError("x"); }, 1},
-      {"ConfigError", [] { throw joule::models::ConfigError("x"); }, 1},
+      {"ModelConfigError", [] { throw joule::models::ModelConfigError("x"); }, 1},
       {"FormatError", [] { throw joule::models::safetensors::FormatError("x"); }, 1},
       {"CheckpointError", [] { throw joule::trainer::CheckpointError("x"); }, 1},
-      {"RunConfigError", [] { throw joule::trainer::RunConfigError("x"); }, 2},
+      {"RunConfigError", [] { throw joule::RunConfigError("x"); }, 2},
       {"FaultError", [] { throw joule::trainer::FaultError("x"); }, 2},
-      {"ProfileError", [] { throw joule::trainer::ProfileError("x"); }, 1},
-      {"MeterUnavailable", [] { throw joule::trainer::MeterUnavailable("x"); }, 1},
+      {"ProfileError", [] { throw joule::cost::ProfileError("x"); }, 1},
+      {"MeterUnavailable", [] { throw joule::cost::MeterUnavailable("x"); }, 1},
       {"NonFiniteError", [] { throw joule::trainer::NonFiniteError("x"); }, 1},
   };
   for (const Case& c : cases) {

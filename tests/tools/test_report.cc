@@ -110,16 +110,16 @@ TEST(Report, SummaryKeysAndTheCsvHeaderStayStable) {
   std::map<std::string, std::string> golden;
   for (std::string line; std::getline(in, line);)
     if (!line.empty() && line[0] != '#') golden[line.substr(0, line.find(' '))] = line.substr(line.find(' ') + 1);
-  const nlohmann::json j = joule::trainer::RunSummary{}.to_json();
+  const nlohmann::json j = joule::cost::RunSummary{}.to_json();
   EXPECT_EQ(j["schema_version"].get<int64_t>(), std::stoll(golden["schema_version"]));
   std::istringstream keys(golden["keys"]);
   for (std::string key; keys >> key;) EXPECT_TRUE(j.contains(key)) << "summary.json lost the key " << key;
-  EXPECT_EQ(std::string(joule::trainer::kEmissionsCsvHeader), golden["csv"]);
+  EXPECT_EQ(std::string(joule::cost::kEmissionsCsvHeader), golden["csv"]);
 }
 
 // Schema 4 renamed projection.card_450M to projection.full_pretraining_450M: a summary written before it still reads.
 TEST(Report, SummaryOfSchema3ReadsTheOldProjectionKey) {
-  joule::trainer::RunSummary written;
+  joule::cost::RunSummary written;
   written.status = "finished";
   written.full_pretraining = {450000000, 7.1e6, 1e4, 700, 5e3};
   nlohmann::json j = written.to_json();
@@ -127,12 +127,12 @@ TEST(Report, SummaryOfSchema3ReadsTheOldProjectionKey) {
   j["schema_version"] = 3;
   j["projection"]["card_450M"] = j["projection"]["full_pretraining_450M"];
   j["projection"].erase("full_pretraining_450M");
-  const auto read = joule::trainer::RunSummary::from_json(j, "old/summary.json");
+  const auto read = joule::cost::RunSummary::from_json(j, "old/summary.json");
   EXPECT_EQ(read.full_pretraining.sequences, 450000000);
   EXPECT_DOUBLE_EQ(read.full_pretraining.wall_s, 7.1e6);
   j["projection"].erase("card_450M");
   try {
-    joule::trainer::RunSummary::from_json(j, "old/summary.json");
+    joule::cost::RunSummary::from_json(j, "old/summary.json");
     ADD_FAILURE() << "a summary without either key was read";
   } catch (const joule::Error& e) {
     EXPECT_NE(std::string(e.what()).find("old/summary.json"), std::string::npos) << e.what();

@@ -31,7 +31,7 @@ TEST(Buckets, PlanMatchesTheReducersAndTheModelsParameters) {
     if (models::is_matmul_weight(name)) by_name.push_back(name);
   EXPECT_EQ(by_name, model->matmul_weight_names());
   EXPECT_EQ(by_name.size(), 6u * static_cast<size_t>(c.num_hidden_layers) + 3);  // + pooler, MLM transform, NSP
-  const auto planned = trainer::planned_bucket_bytes(c);
+  const auto planned = sim::planned_bucket_bytes(c);
   double total = 0;
   for (double b : planned) total += b;
   EXPECT_DOUBLE_EQ(total, 4.0 * models::parameter_counts(c).total());

@@ -19,14 +19,14 @@
 namespace {
 
 namespace fs = std::filesystem;
+using joule::cost::AccountingOptions;
+using joule::cost::Component;
+using joule::cost::EnergyTotals;
+using joule::cost::Source;
 using joule::test::TempDir;
-using joule::trainer::AccountingOptions;
-using joule::trainer::Component;
-using joule::trainer::EnergyTotals;
 using joule::trainer::MetricsLogger;
 using joule::trainer::MetricsSettings;
 using joule::trainer::RunAccounting;
-using joule::trainer::Source;
 using joule::trainer::StepBoundary;
 using joule::trainer::StepRecord;
 
@@ -195,7 +195,7 @@ TEST(MetricsLogger, WritesEachIntervalsLineFromTheReducedSums) {
   reduced.interval.mlm_predictions = 100;
   reduced.energy = cpu_joules(7200);
   logger.write_interval(reduced, accounting, nullptr);
-  logger.write_eval(4, joule::trainer::EvalFigures{2.0, 0.5, 2.5, 0.6, 0.9, 64});
+  logger.write_eval(4, joule::cost::EvalFigures{2.0, 0.5, 2.5, 0.6, 0.9, 64});
 
   const std::vector<nlohmann::json> lines = read_lines(run.path() + "/metrics.jsonl");
   ASSERT_EQ(lines.size(), 3u);

@@ -168,7 +168,7 @@ TEST(Lamb, StateRoundTripAndReset) {
   EXPECT_THROW(b->load_state(std::vector<std::pair<std::string, torch::Tensor>>{}, 1), joule::trainer::CheckpointError);
   OptimizerOptions bad;
   bad.name = "sgd";
-  EXPECT_THROW(create_optimizer(bad, {{"w.weight", w}}), joule::trainer::RunConfigError);
+  EXPECT_THROW(create_optimizer(bad, {{"w.weight", w}}), joule::RunConfigError);
 }
 
 TEST(Schedule, WarmupThenPolyDecay) {

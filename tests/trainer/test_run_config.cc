@@ -5,8 +5,8 @@
 #include "test_util.h"
 #include "trainer/run_config.h"
 
+using joule::RunConfigError;
 using joule::trainer::RunConfig;
-using joule::trainer::RunConfigError;
 
 namespace {
 std::string error_of(const std::string& toml) {
@@ -54,7 +54,7 @@ TEST(RunConfig, ErrorsNameTheKeyAndListValidOnes) {
   e = error_of("[train]\nsteps = 1e30\n");  // a whole number beyond int64: an error, not undefined behaviour
   EXPECT_NE(e.find("'train.steps' must be an integer, found 1e+30"), std::string::npos) << e;
   joule::trainer::RunConfig big;
-  EXPECT_THROW(big.set("train.steps=2e72"), joule::trainer::RunConfigError);
+  EXPECT_THROW(big.set("train.steps=2e72"), joule::RunConfigError);
   e = error_of("[accounting]\nprice_per_hour = \"cheap\"\n");
   EXPECT_NE(e.find("'accounting.price_per_hour' must be a number"), std::string::npos) << e;
 }
@@ -83,7 +83,7 @@ TEST(RunConfig, EveryNumericKeyIsRangeCheckedAtTheDoorNamingKeyValueAndRange) {
     try {
       c.validate();
       ADD_FAILURE() << set << " was accepted";
-    } catch (const joule::trainer::RunConfigError& e) {
+    } catch (const joule::RunConfigError& e) {
       EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << set << ": " << e.what();
     }
   }
@@ -106,7 +106,7 @@ TEST(RunConfig, InvalidUtf8IsRefusedBeforeTheTomlParserSeesIt) {
   try {
     c.set("data.train=\xe2\x82");
     ADD_FAILURE() << "a truncated UTF-8 sequence was accepted";
-  } catch (const joule::trainer::RunConfigError& err) {
+  } catch (const joule::RunConfigError& err) {
     EXPECT_NE(std::string(err.what()).find("--set data.train: line 1, byte 1 (0xe2): not valid UTF-8"),
               std::string::npos)
         << err.what();
@@ -199,7 +199,7 @@ TEST(RunConfig, UsedConfigHoldsTheResolvedValuesWithTheirSourceAndReadsBack) {
   cfg.train.micro_batch = 32;
   cfg.data.train = "demo/shards/train";
   cfg.accounting.pue = 1.2;  // set by the user: kept, no comment
-  const std::vector<joule::trainer::UsedValue> used = {
+  const std::vector<joule::trainer::AutomaticValue> used = {
       {"train.steps", "", "0: from train.target_sequences"},
       {"train.global_batch", "64", "micro_batch 32 x accumulation 1 x 2 rank(s)"},
       {"train.threads", "1", "this node's 2 core(s) / 2 rank(s) on it"},
@@ -219,7 +219,7 @@ TEST(RunConfig, UsedConfigHoldsTheResolvedValuesWithTheirSourceAndReadsBack) {
         "\ngrid_intensity = 475.0  # auto: g CO2/kWh, grid-intensity.toml region world\n"})
     EXPECT_NE(text.find(line), std::string::npos) << line << " not in\n" << text;
   const RunConfig back = RunConfig::from_toml_text(text, "config.toml");
-  EXPECT_EQ(back.to_toml(), joule::trainer::with_used_values(cfg, used).to_toml());
+  EXPECT_EQ(back.to_toml(), joule::trainer::with_automatic_values(cfg, used).to_toml());
   EXPECT_EQ(back.train.global_batch, 64);
   EXPECT_DOUBLE_EQ(back.accounting.price_per_hour, 0.085);
   EXPECT_DOUBLE_EQ(back.accounting.pue, 1.2);
@@ -227,11 +227,11 @@ TEST(RunConfig, UsedConfigHoldsTheResolvedValuesWithTheirSourceAndReadsBack) {
   EXPECT_EQ(joule::trainer::used_config_toml(back, used).find("  # auto: "), std::string::npos);
   // A resume compares both sides with the automatic keys filled in: the checkpoint's "auto" and the file's values
   // are the same run; a value that differs from what auto gave is still a change.
-  using joule::trainer::config_changes, joule::trainer::with_used_values;
-  EXPECT_TRUE(config_changes(with_used_values(cfg, used), with_used_values(back, used)).empty());
+  using joule::trainer::config_changes, joule::trainer::with_automatic_values;
+  EXPECT_TRUE(config_changes(with_automatic_values(cfg, used), with_automatic_values(back, used)).empty());
   RunConfig other = back;
   other.train.global_batch = 128;
-  const auto changes = config_changes(with_used_values(cfg, used), with_used_values(other, used));
+  const auto changes = config_changes(with_automatic_values(cfg, used), with_automatic_values(other, used));
   ASSERT_EQ(changes.size(), 1u);
   EXPECT_EQ(changes[0].key, "train.global_batch");
   EXPECT_EQ(changes[0].before, "64");

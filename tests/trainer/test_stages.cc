@@ -149,7 +149,7 @@ TEST(RunSetup, RefusesABatchThatDoesNotDivideOrExceedsTheDataNamingTheKeys) {
   auto message = [&](int world, int64_t available) {
     try {
       joule::trainer::plan_batches(t, world, available, "/data/train");
-    } catch (const joule::trainer::RunConfigError& e) {
+    } catch (const joule::RunConfigError& e) {
       return std::string(e.what());
     }
     return std::string("no error");

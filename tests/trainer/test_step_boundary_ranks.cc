@@ -8,9 +8,9 @@
 #include "collectives/communicator.h"
 #include "trainer/step_boundary.h"
 
-using joule::trainer::Component;
-using joule::trainer::EnergyTotals;
-using joule::trainer::Source;
+using joule::cost::Component;
+using joule::cost::EnergyTotals;
+using joule::cost::Source;
 using joule::trainer::StepBoundary;
 
 namespace {

@@ -81,11 +81,11 @@ int plan(int argc, char** argv) {
   auto r = parse(o, argc, argv);
   const std::string configs = tools::config_dir();
   if (r.count("validate")) {
-    std::cout << trainer::validation_table(trainer::validation_cases(configs));
+    std::cout << sim::validation_table(sim::validation_cases(configs));
     return 0;
   }
   if (r.count("study")) {
-    std::cout << trainer::study_text(trainer::study_comparison(configs));
+    std::cout << sim::study_text(sim::study_comparison(configs));
     return 0;
   }
   tools::PlanOptions p;
@@ -135,7 +135,7 @@ int plan_inference(int argc, char** argv) {
   if (r.count("seq") && r.count("seq-len") && int_flag(r, seq) != int_flag(r, kSeqLenFlag))
     throw UsageError("--seq and --seq-len disagree: give one");
   if (r.count("validate")) {
-    std::cout << trainer::validation_table(trainer::inference_validation_cases(configs));
+    std::cout << sim::validation_table(sim::inference_validation_cases(configs));
     return 0;
   }
   tools::InferencePlanOptions p;

@@ -11,7 +11,7 @@
 #include "launch/util/format.h"
 #include "launch/util/json_field.h"
 
-namespace joule::trainer {
+namespace joule::cost {
 namespace fs = std::filesystem;
 using joule::json_field;
 using joule::json_field_or;
@@ -67,7 +67,7 @@ EnergyTotals energy_from_json(const json& j, const std::string& where) {
   return e;
 }
 
-json figures_json(const Figures& f) {
+json figures_json(const Spent& f) {
   return {{"it_kwh", f.it_kwh},
           {"facility_kwh", f.facility_kwh},
           {"usd", f.usd},
@@ -137,8 +137,8 @@ CostSettings resolve_cost_settings(const AccountingOptions& o, const std::string
   return c;
 }
 
-Figures account(const EnergyTotals& energy, double wall_s, int nodes, const CostSettings& cost) {
-  Figures f;
+Spent account(const EnergyTotals& energy, double wall_s, int nodes, const CostSettings& cost) {
+  Spent f;
   f.it_kwh = energy.total() / kJoulesPerKwh;
   f.facility_kwh = f.it_kwh * cost.pue;
   f.instance_hours = nodes * wall_s / 3600.0;
@@ -147,10 +147,10 @@ Figures account(const EnergyTotals& energy, double wall_s, int nodes, const Cost
   return f;
 }
 
-Figures Ledger::totals() const {
-  Figures t;
+Spent Ledger::totals() const {
+  Spent t;
   for (const Segment& s : segments) {
-    const Figures f = s.figures();
+    const Spent f = s.figures();
     t.it_kwh += f.it_kwh;
     t.facility_kwh += f.facility_kwh;
     t.usd += f.usd;
@@ -323,7 +323,7 @@ std::string utc_now_iso() {
 namespace {
 
 // `base` plus `seconds` more at the average rates of `f` over `done_wall_s`.
-Projection extend(Projection base, const Figures& f, double done_wall_s, double seconds) {
+Projection extend(Projection base, const Spent& f, double done_wall_s, double seconds) {
   const double per_s = 1.0 / done_wall_s;
   base.wall_s += seconds;
   base.kwh += f.facility_kwh * per_s * seconds;
@@ -334,13 +334,13 @@ Projection extend(Projection base, const Figures& f, double done_wall_s, double 
 
 }  // namespace
 
-Projection project_target(int64_t target, int64_t done, double done_wall_s, const Figures& f, double seq_per_s) {
+Projection project_target(int64_t target, int64_t done, double done_wall_s, const Spent& f, double seq_per_s) {
   Projection spent{target, done_wall_s, f.facility_kwh, f.usd, f.co2_kg};
   if (!(seq_per_s > 0) || !(done_wall_s > 0)) return Projection{target};
   return extend(spent, f, done_wall_s, static_cast<double>(std::max<int64_t>(0, target - done)) / seq_per_s);
 }
 
-Projection project_hypothetical(int64_t target, double done_wall_s, const Figures& f, double seq_per_s) {
+Projection project_hypothetical(int64_t target, double done_wall_s, const Spent& f, double seq_per_s) {
   if (!(seq_per_s > 0) || !(done_wall_s > 0)) return Projection{target};
   return extend(Projection{target}, f, done_wall_s, static_cast<double>(target) / seq_per_s);
 }
@@ -356,4 +356,4 @@ std::string prometheus_text(const json& row, const std::string& run_id) {
   return out.str();
 }
 
-}  // namespace joule::trainer
+}  // namespace joule::cost

@@ -15,7 +15,7 @@
 #include "trainer/cost/energy.h"
 #include "trainer/cost/hardware.h"
 
-namespace joule::trainer {
+namespace joule::cost {
 
 // What the run is billed as. Overrides win over the profile; every figure says where it came from.
 struct CostSettings {
@@ -33,10 +33,10 @@ struct CostSettings {
 CostSettings resolve_cost_settings(const AccountingOptions& overrides, const std::string& device,
                                    const std::string& config_dir, InstanceProfile* profile_out = nullptr);
 
-struct Figures {
+struct Spent {
   double it_kwh = 0, facility_kwh = 0, usd = 0, co2_kg = 0, instance_hours = 0;
 };
-Figures account(const EnergyTotals& energy, double wall_s, int nodes, const CostSettings& cost);
+Spent account(const EnergyTotals& energy, double wall_s, int nodes, const CostSettings& cost);
 
 struct Segment {
   int64_t start_step = 0, end_step = 0, sequences = 0;
@@ -49,7 +49,7 @@ struct Segment {
   std::string started_utc, ended_utc, status = "running", meters;
   CostSettings cost;
   EnergyTotals energy;
-  Figures figures() const { return account(energy, wall_s, nodes, cost); }
+  Spent figures() const { return account(energy, wall_s, nodes, cost); }
   // `raw_joules`: the exact joules as well (a checkpoint's ledger); summary.json has kWh by component and source.
   nlohmann::json to_json(bool raw_joules) const;
   static Segment from_json(const nlohmann::json& j, const std::string& where);
@@ -68,7 +68,7 @@ struct Ledger {
   std::string run_id, project_name = "joule";
   std::vector<Segment> segments;
   std::vector<ProjectionPoint> history;  // bounded; thinned when full
-  Figures totals() const;
+  Spent totals() const;
   EnergyTotals energy() const;
   double wall_s() const;
   // Every segment's timed steps together: (sequences, seconds). The run's throughput is their ratio.
@@ -94,11 +94,11 @@ struct Projection {
 };
 // The run's own target: what was spent so far, plus the sequences still to train at those rates. A run at or
 // past its target projects to exactly what it spent.
-Projection project_target(int64_t target_sequences, int64_t done_sequences, double done_wall_s, const Figures& done,
+Projection project_target(int64_t target_sequences, int64_t done_sequences, double done_wall_s, const Spent& done,
                           double seq_per_s);
 // A hypothetical target (a full pretraining's 450M sequences) trained from the start at those rates: target / seq_per_s
 // of wall time at the run's average power and cost rate. Nothing already spent is added, and no start-up time.
-Projection project_hypothetical(int64_t target_sequences, double done_wall_s, const Figures& done, double seq_per_s);
+Projection project_hypothetical(int64_t target_sequences, double done_wall_s, const Spent& done, double seq_per_s);
 
 // A metrics row (one metrics.jsonl line) in Prometheus text format: every number as gauge joule_<key>, labelled
 // with the run id (node-exporter textfile collector style).
@@ -106,4 +106,4 @@ std::string prometheus_text(const nlohmann::json& row, const std::string& run_id
 // summary.json's "energy" object for a total: kWh by component and source, plus the sources in words.
 nlohmann::json energy_json(const EnergyTotals& energy);
 
-}  // namespace joule::trainer
+}  // namespace joule::cost

@@ -10,7 +10,7 @@
 
 #include "launch/util/options.h"
 
-namespace joule::trainer {
+namespace joule::cost {
 
 struct AccountingOptions {
   static constexpr const char* kTable = "accounting";
@@ -42,8 +42,8 @@ struct AccountingOptions {
   void validate() const {
     check_section_ranges(*this);
     if (!std::isfinite(pue) || (pue != 0 && pue < 1))
-      throw ConfigError("run config: accounting.pue must be >= 1 (or 0: the instance profile's)");
+      throw RunConfigError("run config: accounting.pue must be >= 1 (or 0: the instance profile's)");
   }
 };
 
-}  // namespace joule::trainer
+}  // namespace joule::cost

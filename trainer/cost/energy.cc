@@ -11,7 +11,7 @@
 #include <map>
 #include <sstream>
 
-namespace joule::trainer {
+namespace joule::cost {
 namespace fs = std::filesystem;
 namespace {
 
@@ -315,7 +315,7 @@ std::unique_ptr<EnergyMeter> create_energy_meter(const std::string& name, const 
   if (name == "nvml") return std::make_unique<NvmlMeter>(ctx);
   if (name == "neuron") return std::make_unique<NeuronMeter>(ctx);
   if (name == "model") return std::make_unique<ModelMeter>(ctx, model_components);
-  throw ConfigError("energy meter '" + name + "' is unknown; valid meters: rapl, nvml, neuron, model");
+  throw RunConfigError("energy meter '" + name + "' is unknown; valid meters: rapl, nvml, neuron, model");
 }
 
 EnergyMonitor::EnergyMonitor(const std::string& meters, const MeterContext& ctx, double sample_seconds)
@@ -327,8 +327,8 @@ EnergyMonitor::EnergyMonitor(const std::string& meters, const MeterContext& ctx,
     std::stringstream ss(meters);
     for (std::string m; std::getline(ss, m, ',');) {
       if (m != "rapl" && m != "nvml" && m != "neuron" && m != "model")
-        throw ConfigError("accounting.meters: '" + m +
-                          "' is unknown; valid: auto or a list of rapl, nvml, neuron, model");
+        throw RunConfigError("accounting.meters: '" + m +
+                             "' is unknown; valid: auto or a list of rapl, nvml, neuron, model");
       if (m != "model") wanted.push_back(m);
     }
   }
@@ -415,4 +415,4 @@ std::string EnergyMonitor::sources() const {
   return s.empty() ? "none (this process reads no meters)" : s;
 }
 
-}  // namespace joule::trainer
+}  // namespace joule::cost

@@ -21,7 +21,7 @@
 #include "launch/util/error.h"
 #include "trainer/cost/hardware.h"
 
-namespace joule::trainer {
+namespace joule::cost {
 
 enum class Component { cpu = 0, ram = 1, gpu = 2, neuron = 3 };
 enum class Source { rapl = 0, nvml = 1, neuron = 2, model = 3 };
@@ -114,4 +114,4 @@ class EnergyMonitor {
   std::thread thread_;
 };
 
-}  // namespace joule::trainer
+}  // namespace joule::cost

@@ -15,7 +15,7 @@
 #include "launch/util/options.h"
 #include "launch/util/utf8.h"
 
-namespace joule::trainer {
+namespace joule::cost {
 namespace fs = std::filesystem;
 namespace {
 
@@ -378,4 +378,4 @@ GridRegion load_grid_region(const std::string& region, const std::string& file) 
   return r;
 }
 
-}  // namespace joule::trainer
+}  // namespace joule::cost

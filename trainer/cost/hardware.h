@@ -13,7 +13,7 @@
 
 #include "launch/util/error.h"
 
-namespace joule::trainer {
+namespace joule::cost {
 
 class ProfileError : public joule::Error {
  public:
@@ -105,4 +105,4 @@ struct GridRegion {
 // Throws listing the known regions.
 GridRegion load_grid_region(const std::string& region, const std::string& file);
 
-}  // namespace joule::trainer
+}  // namespace joule::cost

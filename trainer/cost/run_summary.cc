@@ -13,7 +13,7 @@
 #include "launch/util/format.h"
 #include "launch/util/json_field.h"
 
-namespace joule::trainer {
+namespace joule::cost {
 namespace fs = std::filesystem;
 using joule::json_field;
 using joule::json_field_or;
@@ -169,7 +169,7 @@ MemoryFigures MemoryFigures::from_json(const json& j, const std::string& where) 
 }
 
 json RunSummary::to_json() const {
-  const Figures spent = ledger.totals();
+  const Spent spent = ledger.totals();
   const json energy = energy_json(ledger.energy());
   json notes = json::array();
   for (const std::string& n : notices) notes.push_back(n);
@@ -343,7 +343,7 @@ void segment_rows(const RunSummary& s, const Row& row) {
   if (s.segments <= 1 && s.ledger.segments.size() <= 1) return;
   int i = 1;
   for (const Segment& g : s.ledger.segments) {
-    const Figures f = g.figures();
+    const Spent f = g.figures();
     const std::string rate = g.timed_s > 0 ? sig(static_cast<double>(g.timed_sequences) / g.timed_s) + " seq/s, "
                                            : std::string("no step timed, ");
     row("segment " + std::to_string(i++), "steps " + std::to_string(g.start_step) + "-" + std::to_string(g.end_step) +
@@ -363,7 +363,7 @@ std::string summary_table(const RunSummary& s) {
     out << buf << v << "\n";
   };
   const CostSettings& inst = s.instance();
-  const Figures spent = s.ledger.totals();
+  const Spent spent = s.ledger.totals();
   const EnergyTotals energy = s.ledger.energy();
   out << "\ntraining-cost summary (" << (fs::path(s.run_dir.empty() ? "." : s.run_dir) / "summary.json").string()
       << ")\n";
@@ -433,7 +433,7 @@ std::string emissions_csv(const RunSummary& s) {
   const HostInfo& host = s.host;
   for (const Segment& g : s.ledger.segments) {
     const CostSettings& cost = g.cost;
-    const Figures f = g.figures();
+    const Spent f = g.figures();
     auto kwh = [&](Component c) { return g.energy.component(c) / 3.6e6; };
     const double wall = std::max(1e-9, g.wall_s);
     const double cpu = kwh(Component::cpu), ram = kwh(Component::ram),
@@ -500,4 +500,4 @@ MetricsHistory read_metrics_history(const std::string& run_dir) {
   return h;
 }
 
-}  // namespace joule::trainer
+}  // namespace joule::cost

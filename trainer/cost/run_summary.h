@@ -14,7 +14,7 @@
 
 #include "trainer/cost/accounting.h"
 
-namespace joule::trainer {
+namespace joule::cost {
 
 // summary.json's "schema_version": 2 added it, timed_sequences and timed_s (the run's and each segment's); 3 added
 // "memory"; 4 renamed projection.card_450M to projection.full_pretraining_450M (the old name is still read). A key is
@@ -121,4 +121,4 @@ struct MetricsHistory {
 // without its newline (its writer was killed; a resume cuts it), which is left out and counted.
 MetricsHistory read_metrics_history(const std::string& run_dir);
 
-}  // namespace joule::trainer
+}  // namespace joule::cost

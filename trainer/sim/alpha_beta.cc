@@ -1,6 +1,6 @@
 #include "trainer/sim/alpha_beta.h"
 
-namespace joule::trainer {
+namespace joule::sim {
 
 double ring_all_reduce_seconds(int p, double bytes, const Link& l) {
   if (p <= 1) return 0;
@@ -38,4 +38,4 @@ double all_reduce_bus_bandwidth(double bytes, double seconds, int ranks) {
   return bytes / seconds * 2.0 * (ranks - 1) / ranks;
 }
 
-}  // namespace joule::trainer
+}  // namespace joule::sim

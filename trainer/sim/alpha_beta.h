@@ -5,7 +5,7 @@
 // the buckets the reducer really launches with it. No LibTorch.
 #pragma once
 
-namespace joule::trainer {
+namespace joule::sim {
 
 struct Link {
   double latency_s = 0;    // α per hop
@@ -43,4 +43,4 @@ double hierarchical_reduce_scatter_seconds(const Topology& topology, double byte
 // nccl-tests' bus bandwidth of an all-reduce over n ranks: algbw x 2(n-1)/n.
 double all_reduce_bus_bandwidth(double bytes, double seconds, int ranks);
 
-}  // namespace joule::trainer
+}  // namespace joule::sim

@@ -10,7 +10,7 @@
 #include "launch/util/format.h"
 #include "models/flops.h"
 
-namespace joule::trainer {
+namespace joule::sim {
 namespace {
 
 std::string describe_run(const std::string& model, int64_t seq_len, int64_t batch, const std::string& precision) {
@@ -53,7 +53,7 @@ double inference_flops(const models::BertConfig& model, int64_t seq_len) {
   return models::total_flops(models::inference_gemms(model, 1, seq_len, 0, false));
 }
 
-InferenceRate rate_for(const InferenceFigure& f, const InferenceWorkload& w, const std::string& presets_dir) {
+InferenceRate rate_for(const cost::InferenceFigure& f, const InferenceWorkload& w, const std::string& presets_dir) {
   InferenceRate r;
   r.ran = describe_run(f.published_as, f.seq_len, f.batch, f.precision);
   r.source = f.source;
@@ -67,14 +67,14 @@ InferenceRate rate_for(const InferenceFigure& f, const InferenceWorkload& w, con
   return r;
 }
 
-std::vector<InferenceRate> published_rates(const InstanceProfile& profile, const InferenceWorkload& w,
+std::vector<InferenceRate> published_rates(const cost::InstanceProfile& profile, const InferenceWorkload& w,
                                            const std::string& presets_dir) {
   std::vector<InferenceRate> rates;
-  for (const InferenceFigure& f : profile.inference) {
+  for (const cost::InferenceFigure& f : profile.inference) {
     try {
       rates.push_back(rate_for(f, w, presets_dir));
     } catch (const joule::Error& e) {
-      throw ProfileError(profile.file + ": " + e.what());
+      throw cost::ProfileError(profile.file + ": " + e.what());
     }
   }
   return rates;
@@ -87,7 +87,8 @@ InferenceRate measured_rate(const models::BertConfig& measured, const std::strin
   return r;
 }
 
-FleetSizing size_fleet(const InstanceProfile& p, const std::vector<InferenceRate>& rates, const InferenceWorkload& w) {
+FleetSizing size_fleet(const cost::InstanceProfile& p, const std::vector<InferenceRate>& rates,
+                       const InferenceWorkload& w) {
   FleetSizing s;
   s.instance = p.name;
   s.description = p.description;
@@ -137,4 +138,4 @@ FleetSizing size_fleet(const InstanceProfile& p, const std::vector<InferenceRate
   return s;
 }
 
-}  // namespace joule::trainer
+}  // namespace joule::sim

@@ -12,7 +12,7 @@
 #include "models/bert_config.h"
 #include "trainer/cost/hardware.h"
 
-namespace joule::trainer {
+namespace joule::sim {
 
 struct InferenceWorkload {
   std::string model_name;  // a preset or a config.json, as the user named it
@@ -51,10 +51,10 @@ struct InferenceRate {
 // A published figure's rate for the workload: as published when it ran the workload's model and sequence length,
 // else throughput divided and latency multiplied by the ratio of FLOPs per inference (`presets_dir`: the figure's
 // model is a preset there).
-InferenceRate rate_for(const InferenceFigure& figure, const InferenceWorkload& w, const std::string& presets_dir);
+InferenceRate rate_for(const cost::InferenceFigure& figure, const InferenceWorkload& w, const std::string& presets_dir);
 // Every published figure of `profile` as a rate for the workload (rate_for each); a figure that cannot be (a model
 // that is not a preset, a length beyond the model) is a ProfileError naming the profile's file.
-std::vector<InferenceRate> published_rates(const InstanceProfile& profile, const InferenceWorkload& w,
+std::vector<InferenceRate> published_rates(const cost::InstanceProfile& profile, const InferenceWorkload& w,
                                            const std::string& presets_dir);
 // A measured rate (joule bench infer) of `measured` at `seq_len` with batch, throughput and latencies, scaled alike;
 // `where` says where it was measured ("on this host").
@@ -81,7 +81,7 @@ struct FleetSizing {
 // length, then its encoder: sequence-length scaling is the least certain, attention grows with its square and
 // compilers tile by it), then throughput; and sizes the fleet: ceil(rate x (1 + headroom) / throughput) instances,
 // power at their utilisation.
-FleetSizing size_fleet(const InstanceProfile& profile, const std::vector<InferenceRate>& rates,
+FleetSizing size_fleet(const cost::InstanceProfile& profile, const std::vector<InferenceRate>& rates,
                        const InferenceWorkload& w);
 
-}  // namespace joule::trainer
+}  // namespace joule::sim

@@ -8,7 +8,7 @@
 #include "trainer/sim/inference_sizing.h"
 #include "trainer/sim/validation.h"
 
-namespace joule::trainer {
+namespace joule::sim {
 namespace fs = std::filesystem;
 namespace {
 
@@ -21,11 +21,11 @@ constexpr const char* kStudy = "AWS ML blog (the seed article): LayoutLM, 1,000,
 constexpr const char* kInf1 = "inf1.2xlarge";
 constexpr const char* kGpu = "g4dn.2xlarge";
 
-InstanceProfile profile(const std::string& instance, const std::string& config_dir) {
-  return load_instance_profile(instance, inference_profile_dir(config_dir));
+cost::InstanceProfile profile(const std::string& instance, const std::string& config_dir) {
+  return cost::load_instance_profile(instance, inference_profile_dir(config_dir));
 }
 
-FleetSizing size(const InstanceProfile& p, const InferenceWorkload& w, const std::string& config_dir) {
+FleetSizing size(const cost::InstanceProfile& p, const InferenceWorkload& w, const std::string& config_dir) {
   return size_fleet(p, published_rates(p, w, (fs::path(config_dir) / "models").string()), w);
 }
 
@@ -46,7 +46,7 @@ std::vector<ValidationCase> inference_validation_cases(const std::string& config
   std::vector<ValidationCase> cases;
   // The study: LayoutLM-base (BERT-base's FLOPs plus the box embeddings' lookups) at its longest input, 512 tokens.
   const InferenceWorkload study = workload("layoutlm-base", 512, config_dir);
-  const InstanceProfile pi = profile(kInf1, config_dir), pg = profile(kGpu, config_dir);
+  const cost::InstanceProfile pi = profile(kInf1, config_dir), pg = profile(kGpu, config_dir);
   const FleetSizing inf1 = size(pi, study, config_dir), gpu = size(pg, study, config_dir);
   const std::string fleets = std::string(" (") + kInf1 + " vs " + kGpu + ", layoutlm-base, 512 tokens)";
   cases.push_back({"Inf1 instances for the rate (inf1.2xlarge, layoutlm-base, 512 tokens)", "instances",
@@ -83,7 +83,7 @@ std::vector<ValidationCase> inference_validation_cases(const std::string& config
   // ExaDeploy's Inferentia write-up: bert-base-cased-finetuned-mrpc on one inf1.xlarge, and CPU : Inferentia : GPU
   // serving priced at 1 : 2 : 4 from the On-Demand prices of c5.xlarge, inf1.xlarge and g4dn.xlarge.
   const std::string exa = "ExaDeploy (Exafunction) Inferentia write-up; page not retrieved: unverified";
-  const InstanceProfile inf1_xlarge = profile("inf1.xlarge", config_dir);
+  const cost::InstanceProfile inf1_xlarge = profile("inf1.xlarge", config_dir);
   const FleetSizing mrpc = size(inf1_xlarge, workload("bert-base", 128, config_dir), config_dir);
   cases.push_back({"bert-base-cased-finetuned-mrpc on one inf1.xlarge, 128 tokens", "inf/s",
                    "independent: AWS Neuron's published run of the same model and instance (Neuron 2.20.0, batch 4)",
@@ -96,4 +96,4 @@ std::vector<ValidationCase> inference_validation_cases(const std::string& config
   return cases;
 }
 
-}  // namespace joule::trainer
+}  // namespace joule::sim

@@ -9,7 +9,7 @@
 #include "models/flops.h"
 #include "trainer/sim/alpha_beta.h"
 
-namespace joule::trainer {
+namespace joule::sim {
 namespace fs = std::filesystem;
 namespace {
 
@@ -21,8 +21,8 @@ double dtype_bytes(const std::string& dtype) { return dtype == "fp32" || dtype =
 
 int64_t default_max_predictions(int64_t seq_len) { return (seq_len * 5 + 16) / 32; }
 
-trainer::Topology cluster_topology(const InstanceProfile& p, int nodes, int devices_per_node) {
-  trainer::Topology t;
+Topology cluster_topology(const cost::InstanceProfile& p, int nodes, int devices_per_node) {
+  Topology t;
   t.nodes = nodes;
   t.devices_per_node = devices_per_node;
   t.intra = {p.intra_node_latency_us * 1e-6, p.intra_node_gb_per_s * 1e9 * p.intra_node_efficiency};
@@ -60,14 +60,16 @@ std::vector<double> planned_bucket_bytes(const models::BertConfig& model) {
   return out;
 }
 
-ClusterModel::ClusterModel(InstanceProfile profile, const std::string& presets_dir) : profile_(std::move(profile)) {
-  const InstanceProfile& p = profile_;
+ClusterModel::ClusterModel(cost::InstanceProfile profile, const std::string& presets_dir)
+    : profile_(std::move(profile)) {
+  const cost::InstanceProfile& p = profile_;
   if (!p.calibration_borrow.empty()) {
     // Another profile's efficiencies, computed from its published figure with this same model and FLOP convention.
-    const InstanceProfile lender = load_instance_profile(p.calibration_borrow, fs::path(p.file).parent_path().string());
+    const cost::InstanceProfile lender =
+        cost::load_instance_profile(p.calibration_borrow, fs::path(p.file).parent_path().string());
     if (!lender.calibration_borrow.empty())
-      throw ProfileError(p.file + ": calibration.borrow names " + lender.name +
-                         ", which borrows too; name a profile with its own figure");
+      throw cost::ProfileError(p.file + ": calibration.borrow names " + lender.name +
+                               ", which borrows too; name a profile with its own figure");
     const ClusterModel from(lender, presets_dir);
     efficiency_ = from.efficiency_, long_efficiency_ = from.long_efficiency_;
     seq_len_ = from.seq_len_, long_seq_len_ = from.long_seq_len_;
@@ -95,7 +97,7 @@ ClusterModel::ClusterModel(InstanceProfile profile, const std::string& presets_d
     efficiency_ = p.calibration_mfu;
     basis_ = "assumed MFU " + std::to_string(p.calibration_mfu).substr(0, 4);
   } else {
-    throw ProfileError(
+    throw cost::ProfileError(
         p.file + ": no [calibration] seq_per_s, borrow or mfu: the performance model cannot set a compute efficiency",
         "give the profile a [calibration] (a measured seq_per_s, or an mfu), or choose a calibrated instance with "
         "--instance; this host's own speed is measured, not predicted: `joule bench train` or `joule train`");
@@ -104,7 +106,7 @@ ClusterModel::ClusterModel(InstanceProfile profile, const std::string& presets_d
 
 double ClusterModel::calibrate(const models::BertConfig& model, int64_t seq_len, int64_t global_batch,
                                double seq_per_s) const {
-  const InstanceProfile& p = profile_;
+  const cost::InstanceProfile& p = profile_;
   Workload cal;
   cal.model = model;
   cal.seq_len = seq_len;
@@ -136,8 +138,8 @@ StepPrediction ClusterModel::predict(const Workload& w, int nodes, double grid_g
 
 StepPrediction ClusterModel::predict_with(double efficiency, const Workload& w, int nodes, double grid_g_per_kwh,
                                           int devices_per_node) const {
-  const InstanceProfile& p = profile_;
-  if (nodes < 1) throw ProfileError("performance model: nodes must be >= 1");
+  const cost::InstanceProfile& p = profile_;
+  if (nodes < 1) throw cost::ProfileError("performance model: nodes must be >= 1");
   const int per_node = devices_per_node > 0 ? devices_per_node : std::max(1, p.devices);
   StepPrediction r;
   r.instance = p.name;
@@ -163,7 +165,7 @@ StepPrediction ClusterModel::predict_with(double efficiency, const Workload& w, 
   const double last_backward_s = r.backward_s * micro / per_device;
 
   // Gradient buckets on the wire in the compute dtype, timed by the hierarchical all-reduce.
-  const trainer::Topology topo = cluster_topology(p, nodes, per_node);
+  const Topology topo = cluster_topology(p, nodes, per_node);
   const auto params = models::parameter_numels(w.model);
   // A bucket is ready when backward has passed its parameters: the share of the backward FLOPs done by then,
   // approximated by the share of non-embedding parameters from the last one back to the bucket's first (the last its
@@ -199,12 +201,11 @@ StepPrediction ClusterModel::predict_with(double efficiency, const Workload& w, 
   for (size_t b = 0; b < bucket_bytes.size(); ++b) {
     const double wire = bucket_bytes[b] / 4 * d;
     r.bucket_bytes.push_back(wire);
-    const double t = w.zero1 ? trainer::hierarchical_reduce_scatter_seconds(topo, wire)
-                             : trainer::hierarchical_all_reduce(topo, wire).total_s();
+    const double t =
+        w.zero1 ? hierarchical_reduce_scatter_seconds(topo, wire) : hierarchical_all_reduce(topo, wire).total_s();
     clock = std::max(clock, ready_fraction[b] * last_backward_s) + t;
     r.comm_s += t;
-    if (w.zero1)
-      gather_s += trainer::hierarchical_reduce_scatter_seconds(topo, bucket_bytes[b] * gathered_per_fp32_byte);
+    if (w.zero1) gather_s += hierarchical_reduce_scatter_seconds(topo, bucket_bytes[b] * gathered_per_fp32_byte);
   }
   r.exposed_comm_s = std::max(0.0, clock - last_backward_s) + gather_s;
   r.comm_s += gather_s;
@@ -229,4 +230,4 @@ StepPrediction ClusterModel::predict_with(double efficiency, const Workload& w, 
   return r;
 }
 
-}  // namespace joule::trainer
+}  // namespace joule::sim

@@ -21,7 +21,7 @@
 #include "trainer/cost/hardware.h"
 #include "trainer/sim/alpha_beta.h"
 
-namespace joule::trainer {
+namespace joule::sim {
 
 struct Workload {
   models::BertConfig model;
@@ -60,7 +60,7 @@ class ClusterModel {
  public:
   // Calibrates the compute efficiency on the profile's [calibration] figure (published single-node seq/s, solved
   // through this same model) or takes its assumed MFU. `presets_dir`: configs/models.
-  ClusterModel(InstanceProfile profile, const std::string& presets_dir);
+  ClusterModel(cost::InstanceProfile profile, const std::string& presets_dir);
 
   // One step on `nodes` instances, with the reducer's gradient buckets (planned_buckets).
   StepPrediction predict(const Workload& workload, int nodes, double grid_g_per_kwh = 475.0,
@@ -71,20 +71,20 @@ class ClusterModel {
   // calibrated lengths (clamped beyond them).
   double efficiency(int64_t seq_len) const;
   const std::string& efficiency_basis() const { return basis_; }
-  const InstanceProfile& profile() const { return profile_; }
+  const cost::InstanceProfile& profile() const { return profile_; }
 
  private:
   StepPrediction predict_with(double efficiency, const Workload& w, int nodes, double grid_g_per_kwh,
                               int devices_per_node) const;
   double calibrate(const models::BertConfig& model, int64_t seq_len, int64_t global_batch, double seq_per_s) const;
-  InstanceProfile profile_;
+  cost::InstanceProfile profile_;
   double efficiency_ = 0, long_efficiency_ = 0;
   int64_t seq_len_ = 0, long_seq_len_ = 0;  // the calibrated lengths (0: none)
   std::string basis_;
 };
 
 // The links of `nodes` instances of a profile (bandwidths x the profile's efficiencies).
-trainer::Topology cluster_topology(const InstanceProfile& profile, int nodes, int devices_per_node);
+Topology cluster_topology(const cost::InstanceProfile& profile, int nodes, int devices_per_node);
 
 // The reducer's buckets for a workload (collectives::plan_buckets with its 25 MB / 1 MB caps; with zero1 in bf16 the
 // Linear weights in buckets of their own), as indices into models::parameter_numels, in launch order.
@@ -92,4 +92,4 @@ std::vector<std::vector<size_t>> planned_buckets(const Workload& workload);
 // The model's bucket sizes (fp32 bytes) with those caps, in launch order (one kind of parameter).
 std::vector<double> planned_bucket_bytes(const models::BertConfig& model);
 
-}  // namespace joule::trainer
+}  // namespace joule::sim

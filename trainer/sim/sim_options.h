@@ -7,7 +7,7 @@
 
 #include "launch/util/options.h"
 
-namespace joule::trainer {
+namespace joule::sim {
 
 struct SimOptions {
   static constexpr const char* kTable = "sim";
@@ -18,4 +18,4 @@ struct SimOptions {
   void validate() const { check_section_ranges(*this); }
 };
 
-}  // namespace joule::trainer
+}  // namespace joule::sim

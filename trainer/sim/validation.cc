@@ -12,7 +12,7 @@
 #include "trainer/sim/alpha_beta.h"
 #include "trainer/sim/perf_model.h"
 
-namespace joule::trainer {
+namespace joule::sim {
 namespace fs = std::filesystem;
 
 namespace {
@@ -44,8 +44,8 @@ std::string figure(double v) { return std::fabs(v) >= 1e4 ? format_number("%.0f"
 std::vector<ValidationCase> validation_cases(const std::string& config_dir) {
   const std::string hw = (fs::path(config_dir) / "hardware").string(),
                     presets = (fs::path(config_dir) / "models").string();
-  const ClusterModel p4d(load_instance_profile("p4d.24xlarge", hw), presets);
-  const ClusterModel trn1(load_instance_profile("trn1.32xlarge", hw), presets);
+  const ClusterModel p4d(cost::load_instance_profile("p4d.24xlarge", hw), presets);
+  const ClusterModel trn1(cost::load_instance_profile("trn1.32xlarge", hw), presets);
   const models::BertConfig large = models::load_config("bert-large", presets);
   std::vector<ValidationCase> cases;
   auto workload = [&](int64_t seq_len, int64_t global_batch, const std::string& dtype, int64_t micro_batch) {
@@ -100,7 +100,7 @@ std::vector<ValidationCase> validation_cases(const std::string& config_dir) {
                    "AWS Neuron trn1 training performance (Neuron 2.26.0)", 55617.28,
                    trn1.predict(workload(128, 1048576, "bf16", 16), 16).seq_per_s});
   // NCCL all-reduce bus bandwidth, 1 GiB, on p4d nodes.
-  const InstanceProfile& pp = p4d.profile();
+  const cost::InstanceProfile& pp = p4d.profile();
   const double gib = 1024.0 * 1024 * 1024;
   const std::pair<int, double> nccl[] = {{1, 230.8}, {2, 57.2}, {3, 31.8}, {4, 29.6}};
   for (const auto& [nodes, published] : nccl) {
@@ -135,8 +135,8 @@ std::vector<ValidationCase> validation_cases(const std::string& config_dir) {
 StudyComparison study_comparison(const std::string& config_dir) {
   const std::string hw = (fs::path(config_dir) / "hardware").string(),
                     presets = (fs::path(config_dir) / "models").string();
-  const InstanceProfile trn1_profile = load_instance_profile("trn1.32xlarge", hw),
-                        p4d_profile = load_instance_profile("p4d.24xlarge", hw);
+  const cost::InstanceProfile trn1_profile = cost::load_instance_profile("trn1.32xlarge", hw),
+                              p4d_profile = cost::load_instance_profile("p4d.24xlarge", hw);
   const ClusterModel p4d(p4d_profile, presets), trn1(trn1_profile, presets);
   StudyComparison s;
   Workload w;
@@ -210,4 +210,4 @@ std::string validation_table(const std::vector<ValidationCase>& cases) {
   return out.str();
 }
 
-}  // namespace joule::trainer
+}  // namespace joule::sim

@@ -8,7 +8,7 @@
 
 #include "trainer/sim/perf_model.h"
 
-namespace joule::trainer {
+namespace joule::sim {
 
 struct ValidationCase {
   std::string name, unit, basis, source;
@@ -47,4 +47,4 @@ StudyComparison study_comparison(const std::string& config_dir);
 // and dollars each side, then p4d in bf16.
 std::string study_text(const StudyComparison& study);
 
-}  // namespace joule::trainer
+}  // namespace joule::sim

@@ -17,7 +17,7 @@
 #include "trainer/cost/run_summary.h"
 #include "trainer/run_config.h"
 
-namespace joule::trainer {
+namespace joule::cost {
 namespace {
 namespace fs = std::filesystem;
 using test::TempDir;
@@ -295,7 +295,7 @@ TEST(Monitor, OnlyTheHostReaderCountsHostEnergy) {
   c.host = false;  // local rank 1..N-1 of a CPU run: nothing to read, nothing to count twice
   EnergyMonitor monitor("auto", c, 60);
   EXPECT_EQ(monitor.totals().total(), 0);
-  EXPECT_THROW(EnergyMonitor("rapl,bogus", context("/x"), 1), joule::trainer::RunConfigError);
+  EXPECT_THROW(EnergyMonitor("rapl,bogus", context("/x"), 1), joule::RunConfigError);
 }
 
 // ---- instance profiles ----------------------------------------------------------------------------------
@@ -400,7 +400,7 @@ TEST(Accounting, CostEnergyAndCarbonArithmetic) {
   EnergyTotals e;
   e.at(Component::cpu, Source::rapl) = 2.4e6;
   e.at(Component::gpu, Source::nvml) = 1.2e6;  // 1 kWh in all
-  const Figures f = account(e, 1800, 4, c);
+  const Spent f = account(e, 1800, 4, c);
   EXPECT_DOUBLE_EQ(f.it_kwh, 1.0);
   EXPECT_DOUBLE_EQ(f.facility_kwh, 1.5);
   EXPECT_DOUBLE_EQ(f.instance_hours, 2.0);
@@ -439,7 +439,7 @@ TEST(Accounting, OverridesWinAndSayWhereEachFigureCameFrom) {
 }
 
 TEST(Accounting, ProjectionOfTheRunsTargetIsSpentPlusRemaining) {
-  Figures done;
+  Spent done;
   done.facility_kwh = 2;
   done.usd = 10;
   done.co2_kg = 1;
@@ -465,7 +465,7 @@ TEST(Accounting, ProjectionOfTheRunsTargetIsSpentPlusRemaining) {
 
 TEST(Accounting, HypotheticalProjectionIsFromRatesAloneAndNeverCountsSpentWorkTwice) {
   // A run that trained 450M sequences itself at a steady 5,000 seq/s: 90,000 s, 900 kWh, USD 4,500, 450 kg.
-  Figures spent;
+  Spent spent;
   spent.facility_kwh = 900;
   spent.usd = 4500;
   spent.co2_kg = 450;
@@ -477,7 +477,7 @@ TEST(Accounting, HypotheticalProjectionIsFromRatesAloneAndNeverCountsSpentWorkTw
   EXPECT_DOUBLE_EQ(p.usd, 4500);
   EXPECT_DOUBLE_EQ(p.co2_kg, 450);
   // A short run (1 h, 10 kWh, USD 20, 5 kg, 1,000 seq/s): 450M sequences take 450,000 s at its average rates.
-  Figures short_run;
+  Spent short_run;
   short_run.facility_kwh = 10;
   short_run.usd = 20;
   short_run.co2_kg = 5;
@@ -539,7 +539,7 @@ TEST(Ledger, SummaryAcrossAResumeCoversEverySegment) {
   ASSERT_EQ(back.segments.size(), 2u);
   EXPECT_EQ(back.run_id, l.run_id);
   EXPECT_EQ(back.history.size(), 1u);
-  const Figures t = back.totals();
+  const Spent t = back.totals();
   EXPECT_DOUBLE_EQ(t.it_kwh, 0.15);
   EXPECT_DOUBLE_EQ(t.facility_kwh, 0.225);
   EXPECT_DOUBLE_EQ(t.usd, 0.36 * 150 / 3600);
@@ -662,4 +662,4 @@ TEST(Ledger, ProjectionHistoryStaysBounded) {
 }
 
 }  // namespace
-}  // namespace joule::trainer
+}  // namespace joule::cost

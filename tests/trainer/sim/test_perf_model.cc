@@ -15,41 +15,41 @@ namespace joule {
 namespace {
 
 const std::string kConfigs = JOULE_CONFIG_DIR;
-using trainer::Link;
+using sim::Link;
 
 TEST(AlphaBeta, RingClosedForms) {
   const Link l{2e-6, 100e9};
   const double n = 1 << 30;
   for (int p : {2, 4, 8, 16}) {
-    EXPECT_DOUBLE_EQ(trainer::ring_all_reduce_seconds(p, n, l), 2.0 * (p - 1) * 2e-6 + 2.0 * (p - 1) / p * n / 100e9);
-    EXPECT_DOUBLE_EQ(trainer::ring_reduce_scatter_seconds(p, n, l), (p - 1) * 2e-6 + 1.0 * (p - 1) / p * n / 100e9);
+    EXPECT_DOUBLE_EQ(sim::ring_all_reduce_seconds(p, n, l), 2.0 * (p - 1) * 2e-6 + 2.0 * (p - 1) / p * n / 100e9);
+    EXPECT_DOUBLE_EQ(sim::ring_reduce_scatter_seconds(p, n, l), (p - 1) * 2e-6 + 1.0 * (p - 1) / p * n / 100e9);
   }
-  EXPECT_EQ(trainer::ring_all_reduce_seconds(1, n, l), 0);
+  EXPECT_EQ(sim::ring_all_reduce_seconds(1, n, l), 0);
   // busbw: an all-reduce moving at exactly the link rate shows the link rate as bus bandwidth (latency-free).
   const Link fast{0, 50e9};
-  EXPECT_NEAR(trainer::all_reduce_bus_bandwidth(n, trainer::ring_all_reduce_seconds(8, n, fast), 8), 50e9, 1);
+  EXPECT_NEAR(sim::all_reduce_bus_bandwidth(n, sim::ring_all_reduce_seconds(8, n, fast), 8), 50e9, 1);
 }
 
 TEST(AlphaBeta, HierarchicalComposition) {
-  trainer::Topology t;
+  sim::Topology t;
   t.devices_per_node = 8;
   t.intra = {2e-6, 230e9};
   t.inter = {15e-6, 50e9};
   const double n = 256e6;
   t.nodes = 1;  // one node: exactly the ring all-reduce inside it
-  EXPECT_DOUBLE_EQ(trainer::hierarchical_all_reduce(t, n).total_s(), trainer::ring_all_reduce_seconds(8, n, t.intra));
+  EXPECT_DOUBLE_EQ(sim::hierarchical_all_reduce(t, n).total_s(), sim::ring_all_reduce_seconds(8, n, t.intra));
   t.nodes = 4;
-  const auto r = trainer::hierarchical_all_reduce(t, n);
-  EXPECT_DOUBLE_EQ(r.intra_reduce_scatter_s, trainer::ring_reduce_scatter_seconds(8, n, t.intra));
+  const auto r = sim::hierarchical_all_reduce(t, n);
+  EXPECT_DOUBLE_EQ(r.intra_reduce_scatter_s, sim::ring_reduce_scatter_seconds(8, n, t.intra));
   EXPECT_DOUBLE_EQ(r.intra_all_gather_s, r.intra_reduce_scatter_s);
   // 8 rings of n/8 bytes over 4 nodes share the node's 50 GB/s: 2(N-1)α + 2(N-1)/N · n / B.
   EXPECT_DOUBLE_EQ(r.inter_all_reduce_s, 2.0 * 3 * 15e-6 + 2.0 * 3 / 4 * (n / 8) / (50e9 / 8));
   t.devices_per_node = 1;  // one device per node: the inter-node ring alone
-  EXPECT_DOUBLE_EQ(trainer::hierarchical_all_reduce(t, n).total_s(), trainer::ring_all_reduce_seconds(4, n, t.inter));
+  EXPECT_DOUBLE_EQ(sim::hierarchical_all_reduce(t, n).total_s(), sim::ring_all_reduce_seconds(4, n, t.inter));
 }
 
-trainer::Workload bert_large_phase1() {
-  trainer::Workload w;
+sim::Workload bert_large_phase1() {
+  sim::Workload w;
   w.model = models::load_config("bert-large", kConfigs + "/models");
   w.seq_len = 128;
   w.max_predictions = 20;
@@ -60,10 +60,10 @@ trainer::Workload bert_large_phase1() {
 
 TEST(PerfModel, StepIsNeverShorterThanComputeOrExposedCommunication) {
   for (const char* name : {"trn1.32xlarge", "p4d.24xlarge", "p5.48xlarge", "trn1n.32xlarge"}) {
-    const trainer::ClusterModel m(trainer::load_instance_profile(name, kConfigs + "/hardware"), kConfigs + "/models");
+    const sim::ClusterModel m(cost::load_instance_profile(name, kConfigs + "/hardware"), kConfigs + "/models");
     for (int nodes : {1, 2, 16, 64}) {
       for (int64_t gb : {256, 8192, 65536}) {
-        trainer::Workload w = bert_large_phase1();
+        sim::Workload w = bert_large_phase1();
         w.global_batch = gb;
         if (gb < nodes * std::max(1, m.profile().devices)) continue;  // refused: see the next test
         const auto r = m.predict(w, nodes);
@@ -81,18 +81,17 @@ TEST(PerfModel, StepIsNeverShorterThanComputeOrExposedCommunication) {
 // ZeRO-1: each bucket reduce-scattered (half an all-reduce's traffic), 1/N of the optimizer step, the weights (bf16:
 // the Linear weights in bf16) all-gathered after the update and exposed, and 1/N of LAMB's moments per device.
 TEST(PerfModel, Zero1ReduceScattersUpdatesAShardAndGathersTheWeights) {
-  trainer::Topology t;
+  sim::Topology t;
   t.devices_per_node = 8;
   t.intra = {2e-6, 230e9};
   t.inter = {15e-6, 50e9};
   t.nodes = 4;
   const double n = 256e6;
-  EXPECT_DOUBLE_EQ(trainer::hierarchical_reduce_scatter_seconds(t, n),
-                   trainer::ring_reduce_scatter_seconds(8, n, t.intra) +
-                       trainer::ring_reduce_scatter_seconds(4, n / 8, Link{15e-6, 50e9 / 8}));
-  const trainer::ClusterModel m(trainer::load_instance_profile("p4d.24xlarge", kConfigs + "/hardware"),
-                                kConfigs + "/models");
-  trainer::Workload w = bert_large_phase1();
+  EXPECT_DOUBLE_EQ(sim::hierarchical_reduce_scatter_seconds(t, n),
+                   sim::ring_reduce_scatter_seconds(8, n, t.intra) +
+                       sim::ring_reduce_scatter_seconds(4, n / 8, Link{15e-6, 50e9 / 8}));
+  const sim::ClusterModel m(cost::load_instance_profile("p4d.24xlarge", kConfigs + "/hardware"), kConfigs + "/models");
+  sim::Workload w = bert_large_phase1();
   const auto none = m.predict(w, 16);
   w.zero1 = true;
   const auto zero1 = m.predict(w, 16);
@@ -116,9 +115,8 @@ TEST(PerfModel, Zero1ReduceScattersUpdatesAShardAndGathersTheWeights) {
 }
 
 TEST(PerfModel, AGlobalBatchSmallerThanTheDevicesIsRefused) {
-  const trainer::ClusterModel m(trainer::load_instance_profile("trn1.32xlarge", kConfigs + "/hardware"),
-                                kConfigs + "/models");
-  trainer::Workload w = bert_large_phase1();
+  const sim::ClusterModel m(cost::load_instance_profile("trn1.32xlarge", kConfigs + "/hardware"), kConfigs + "/models");
+  sim::Workload w = bert_large_phase1();
   w.global_batch = 256;  // 64 x trn1.32xlarge is 1024 NeuronCore-v2 devices
   try {
     m.predict(w, 64);
@@ -133,9 +131,9 @@ TEST(PerfModel, AGlobalBatchSmallerThanTheDevicesIsRefused) {
 }
 
 TEST(PerfModel, CalibrationReproducesItsPublishedFigure) {
-  const auto p = trainer::load_instance_profile("trn1.32xlarge", kConfigs + "/hardware");
-  const trainer::ClusterModel m(p, kConfigs + "/models");
-  trainer::Workload w = bert_large_phase1();
+  const auto p = cost::load_instance_profile("trn1.32xlarge", kConfigs + "/hardware");
+  const sim::ClusterModel m(p, kConfigs + "/models");
+  sim::Workload w = bert_large_phase1();
   w.micro_batch = 32;
   EXPECT_NEAR(m.predict(w, 1).seq_per_s, p.calibration_seq_per_s, 1e-3 * p.calibration_seq_per_s);
   EXPECT_GT(m.efficiency(), 0.2);
@@ -147,8 +145,8 @@ TEST(PerfModel, CalibrationReproducesItsPublishedFigure) {
 }
 
 TEST(PerfModel, LongSequencesHaveTheirOwnCalibratedEfficiency) {
-  const trainer::ClusterModel p4d(trainer::load_instance_profile("p4d.24xlarge", kConfigs + "/hardware"),
-                                  kConfigs + "/models");
+  const sim::ClusterModel p4d(cost::load_instance_profile("p4d.24xlarge", kConfigs + "/hardware"),
+                              kConfigs + "/models");
   const double short_e = p4d.efficiency(128), long_e = p4d.efficiency(512);
   EXPECT_DOUBLE_EQ(short_e, p4d.efficiency());
   EXPECT_GT(long_e, short_e * 1.3) << "phase 2 runs its larger GEMMs closer to peak";
@@ -159,10 +157,9 @@ TEST(PerfModel, LongSequencesHaveTheirOwnCalibratedEfficiency) {
 }
 
 TEST(PerfModel, P5BorrowsP4dsEfficienciesComputedTheSameWay) {
-  const trainer::ClusterModel p4d(trainer::load_instance_profile("p4d.24xlarge", kConfigs + "/hardware"),
-                                  kConfigs + "/models");
-  const trainer::ClusterModel p5(trainer::load_instance_profile("p5.48xlarge", kConfigs + "/hardware"),
-                                 kConfigs + "/models");
+  const sim::ClusterModel p4d(cost::load_instance_profile("p4d.24xlarge", kConfigs + "/hardware"),
+                              kConfigs + "/models");
+  const sim::ClusterModel p5(cost::load_instance_profile("p5.48xlarge", kConfigs + "/hardware"), kConfigs + "/models");
   EXPECT_DOUBLE_EQ(p5.efficiency(128), p4d.efficiency(128));
   EXPECT_DOUBLE_EQ(p5.efficiency(512), p4d.efficiency(512));
   EXPECT_EQ(p5.efficiency_basis().rfind("borrowed from p4d.24xlarge: calibrated on 4591.0 seq/s", 0), 0u)
@@ -182,9 +179,9 @@ TEST(PerfModel, P5BorrowsP4dsEfficienciesComputedTheSameWay) {
   copy << p5_again.rdbuf();
   test::write_file(dir.file("p5.48xlarge.toml"), copy.str());
   try {
-    const trainer::ClusterModel chained_model(trainer::load_instance_profile("p6", dir.path()), kConfigs + "/models");
+    const sim::ClusterModel chained_model(cost::load_instance_profile("p6", dir.path()), kConfigs + "/models");
     ADD_FAILURE() << "a borrowed borrow was accepted";
-  } catch (const trainer::ProfileError& e) {
+  } catch (const cost::ProfileError& e) {
     EXPECT_NE(std::string(e.what()).find("calibration.borrow names p5.48xlarge, which borrows too"), std::string::npos)
         << e.what();
   }
@@ -193,8 +190,8 @@ TEST(PerfModel, P5BorrowsP4dsEfficienciesComputedTheSameWay) {
 // The seed study's comparison as the demo prints it: trn1 in bf16 against p4d in TF32 (the rate the study's ratio
 // implies) reproduces its three ratios within 15 %; in bf16 p4d is the faster one, trn1 still the cheaper.
 TEST(Validation, TheStudysComparisonIsReproducedWithP4dInTf32) {
-  const trainer::StudyComparison s = trainer::study_comparison(kConfigs);
-  using S = trainer::StudyComparison;
+  const sim::StudyComparison s = sim::study_comparison(kConfigs);
+  using S = sim::StudyComparison;
   EXPECT_NEAR(s.trn1.seq_per_hour / s.p4d_tf32.seq_per_hour / S::kSeqPerHourRatio, 1, 0.15);
   EXPECT_NEAR(s.trn1.kwh / s.p4d_tf32.kwh / S::kEnergyRatio, 1, 0.15);
   EXPECT_NEAR(s.trn1.usd / s.p4d_tf32.usd / S::kCostRatio, 1, 0.15);
@@ -203,14 +200,14 @@ TEST(Validation, TheStudysComparisonIsReproducedWithP4dInTf32) {
   // The study's hours: 450M sequences at AWS Neuron's 16-node trn1 rate, and 1.7x that for p4d.
   EXPECT_NEAR(s.implied_trn1_hours(), 450e6 / 55617.28 / 3600, 1e-9);
   EXPECT_NEAR(s.implied_p4d_hours(), 1.7 * s.implied_trn1_hours(), 1e-9);
-  const std::string text = trainer::study_text(s);
+  const std::string text = sim::study_text(s);
   for (const char* part : {"trn1 / p4d sequences/hour     1.70", "p4d.24xlarge TF32", "p4d.24xlarge bf16",
                            "In bf16 (NVIDIA's AMP recipe) p4d is"})
     EXPECT_NE(text.find(part), std::string::npos) << part << " not in\n" << text;
 }
 
 TEST(Validation, TheDocumentShowsWhatTheModelComputes) {
-  const auto cases = trainer::validation_cases(kConfigs);
+  const auto cases = sim::validation_cases(kConfigs);
   ASSERT_GE(cases.size(), 14u);
   for (const auto& c : cases)
     if (c.basis.rfind("calibration", 0) == 0) {
@@ -219,9 +216,9 @@ TEST(Validation, TheDocumentShowsWhatTheModelComputes) {
   std::ifstream in(std::string(JOULE_SOURCE_DIR) + "/VALIDATION.md");
   std::stringstream ss;
   ss << in.rdbuf();
-  EXPECT_NE(ss.str().find(trainer::validation_table(cases)), std::string::npos)
+  EXPECT_NE(ss.str().find(sim::validation_table(cases)), std::string::npos)
       << "VALIDATION.md is stale; its table is now:\n"
-      << trainer::validation_table(cases);
+      << sim::validation_table(cases);
 }
 
 }  // namespace
