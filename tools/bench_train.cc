@@ -84,7 +84,6 @@ struct BenchSetup {
 
 BenchSetup set_up(const TrainBenchOptions& o) {
   if (o.wire != "fp32" && o.wire != "bf16") throw UsageError("--wire is '" + o.wire + "'; valid: fp32, bf16");
-  if (o.shard != "none" && o.shard != "zero1") throw UsageError("--shard is '" + o.shard + "'; valid: none, zero1");
   BenchSetup b;
   trainer::TrainOptions process_options;
   process_options.device = o.device;
@@ -106,7 +105,7 @@ BenchSetup set_up(const TrainBenchOptions& o) {
   spec.log = &std::cerr;  // stdout carries the JSON line alone
   if (o.wire == "bf16") spec.reducer.compression = collectives::Compression::kBFloat16;
   spec.optimizer.shard = o.shard;
-  spec.reducer.shard = o.shard == "zero1";
+  spec.reducer.shard = o.shard == trainer::OptimizerSharding::zero1;
   b.objects = trainer::build_training(spec, *b.process.comm);
   b.objects.reducer->broadcast_parameters(0);
   b.batch = models::synthetic_batch(o.config, o.micro_batch, o.seq_len, o.max_predictions,
@@ -196,7 +195,7 @@ ExpectedMemory expected_memory(const TrainBenchOptions& o, models::Precision pre
   ExpectedMemory m;
   m.params = static_cast<double>(models::parameter_counts(o.config).total());
   const double ranks = world_size;
-  const bool bf16 = precision == models::Precision::kBf16, zero1 = o.shard == "zero1";
+  const bool bf16 = precision == models::Precision::kBf16, zero1 = o.shard == trainer::OptimizerSharding::zero1;
   // The Linear weights: held in bf16 from fp32 master shards with zero1 and bf16 (collectives/reducer.h).
   const double bf16_held = zero1 && bf16 ? matmul_elements : 0;
   // Weights (fp32, or bf16 + a 1/N fp32 master) and fp32 gradients (bucket buffers) on every rank; LAMB's two
@@ -251,7 +250,7 @@ std::string bench_train(const TrainBenchOptions& o) {
                       {"model", o.model_name},
                       {"precision", models::precision_name(b.precision.precision)},
                       {"wire", o.wire},
-                      {"shard", o.shard},
+                      {"shard", trainer::sharding_name(o.shard)},
                       {"optimizer_state_bytes_per_rank", ranks.optimizer_state_bytes_max},
                       {"ranks", comm.info().world_size},
                       {"threads", b.process.threads},

@@ -10,6 +10,7 @@
 
 #include "models/bert_config.h"
 #include "models/precision.h"
+#include "trainer/optimizer_options.h"
 
 namespace joule::tools {
 
@@ -28,8 +29,8 @@ struct TrainBenchOptions {
   std::string profile;             // "": none; else rank 0's timed steps as a Chrome trace (LibTorch's profiler)
   std::string device = "cpu";      // cpu | cuda (launch/device.h)
   std::string fp32_gemm = "auto";  // auto | blas | onednn (train.fp32_gemm)
-  std::string shard = "none";      // none | zero1 (optimizer.shard)
-  double peak_tflops = 0;          // the device's dense peak at the precision, for "mfu"; 0: not reported
+  trainer::OptimizerSharding shard = trainer::OptimizerSharding::none;  // optimizer.shard
+  double peak_tflops = 0;  // the device's dense peak at the precision, for "mfu"; 0: not reported
 };
 
 // Activation bytes autograd keeps for one micro-batch of BertForPreTraining in fp32 (what backward needs),

@@ -99,7 +99,7 @@ Plan run_plan(const PlanOptions& o, const std::string& config_dir) {
     ClusterModel m(cost::load_instance_profile(row.name, hardware_dir(config_dir)), presets_dir(config_dir));
     Workload w = plan.workload;
     w.dtype = row.precision;
-    w.zero1 = o.shard == "zero1";
+    w.zero1 = o.shard == trainer::OptimizerSharding::zero1;
     Planned p{row.precision, m, m.predict(w, o.nodes, plan.grid_g_per_kwh), {}};
     for (int n : o.scaling) p.scaling.push_back(m.predict(w, n, plan.grid_g_per_kwh));
     plan.instances.push_back(std::move(p));
@@ -141,7 +141,8 @@ std::string plan_text(const PlanOptions& o, const std::string& config_dir) {
     out << line;
   }
   out << "\nmemory per device at " << o.nodes << " nodes (model state: fp32 weights and gradients, LAMB's moments"
-      << (o.shard == "zero1" ? " split over the devices (zero1)" : " whole on every device (--shard zero1 splits them)")
+      << (o.shard == trainer::OptimizerSharding::zero1 ? " split over the devices (zero1)"
+                                                       : " whole on every device (--shard zero1 splits them)")
       << ", 16-bit weight copies; activations not included):\n";
   for (const auto& p : planned) {
     const StepPrediction& r = p.at_nodes;
@@ -166,9 +167,10 @@ std::string plan_text(const PlanOptions& o, const std::string& config_dir) {
   }
   out << "\nCompute-bound time from each profile's calibration; communication from the profile's links (α-β, "
          "hierarchical\n"
-      << (o.shard == "zero1" ? "reduce-scatter of DDP's buckets, overlapped with the last backward, then the fp32 "
-                               "weights' all-gather, exposed);\n"
-                             : "all-reduce of DDP's buckets, overlapped with the last backward); ")
+      << (o.shard == trainer::OptimizerSharding::zero1
+              ? "reduce-scatter of DDP's buckets, overlapped with the last backward, then the fp32 "
+                "weights' all-gather, exposed);\n"
+              : "all-reduce of DDP's buckets, overlapped with the last backward); ")
       << "energy at device power by compute share.\n";
   return out.str();
 }

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "trainer/optimizer_options.h"
+
 namespace joule::tools {
 
 struct PlanOptions {
@@ -17,7 +19,7 @@ struct PlanOptions {
   int64_t micro_batch = 32;
   double sequences = 450e6;
   std::string precision = "bf16";
-  std::string shard = "none";  // none | zero1 (optimizer.shard)
+  trainer::OptimizerSharding shard = trainer::OptimizerSharding::none;  // optimizer.shard
   int nodes = 16;
   std::vector<std::string>
       instances;  // NAME or NAME:PRECISION (that row's precision); empty: every accelerator profile

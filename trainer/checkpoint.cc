@@ -218,7 +218,9 @@ std::string save_checkpoint(const std::string& root, const models::BertForPreTra
         {"step", state.step},
         {"world_size", state.world_size},
         {"config_hash", state.config_hash},
-        {"optimizer", {{"shard", optimizer.sharded() ? "zero1" : "none"}, {"files", optimizer_files}}}};
+        {"optimizer",
+         {{"shard", sharding_name(optimizer.sharded() ? OptimizerSharding::zero1 : OptimizerSharding::none)},
+          {"files", optimizer_files}}}};
     for (const auto& e : fs::directory_iterator(tmp)) {
       fsync_path(e.path().string());
       manifest["files"][e.path().filename().string()] = {

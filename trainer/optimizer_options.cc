@@ -12,13 +12,15 @@ std::vector<OptionField> OptimizerOptions::fields() {
           {"eps", &eps, above(0)},
           {"weight_decay", &weight_decay, at_least(0)},
           {"max_grad_norm", &max_grad_norm, at_least(0), "0: no clipping"},
-          {"shard", &shard, {}, "none | zero1 (optimizer state split over the ranks: 1/N of the moments per rank)"}};
+          {"shard",
+           option_choice(&shard, kShardingWords),
+           {},
+           "none | zero1 (optimizer state split over the ranks: 1/N of the moments per rank)"}};
 }
 
 void OptimizerOptions::validate() const {
   check_section_ranges(*this);
   check_option_choice(kTable, "name", name, {"lamb", "adamw"});
-  check_option_choice(kTable, "shard", shard, {"none", "zero1"});
 }
 
 }  // namespace joule::trainer

@@ -9,6 +9,13 @@
 
 namespace joule::trainer {
 
+// Where the optimizer state lives: whole on every rank, or ZeRO stage 1 (each rank holds and updates 1/N of it, the
+// gradients reduce-scattered and the parameters all-gathered after the update).
+enum class OptimizerSharding { none, zero1 };
+// The words of optimizer.shard and --shard, in OptimizerSharding's order.
+inline const std::vector<std::string> kShardingWords = {"none", "zero1"};
+inline const std::string& sharding_name(OptimizerSharding s) { return kShardingWords.at(static_cast<size_t>(s)); }
+
 struct OptimizerOptions {
   static constexpr const char* kTable = "optimizer";
   std::string name = "lamb";  // "lamb" | "adamw"
@@ -19,9 +26,7 @@ struct OptimizerOptions {
   double eps = 1e-6;
   double weight_decay = 0.01;  // not applied to biases and LayerNorm parameters
   double max_grad_norm = 1.0;  // global-norm clipping before the update; 0 turns it off
-  // "none": every rank holds the whole optimizer state; "zero1": ZeRO stage 1, each rank holds and updates 1/N of it
-  // (gradients reduce-scattered, parameters all-gathered after the update).
-  std::string shard = "none";
+  OptimizerSharding shard = OptimizerSharding::none;
 
   std::vector<OptionField> fields();
   void validate() const;

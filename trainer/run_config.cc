@@ -94,7 +94,25 @@ std::string value_text(const Field& f) {
     if (text.find_first_of(".eEn") == std::string::npos) text += ".0";  // keep it a TOML float
     return text;
   }
+  if (auto* c = std::get_if<OptionChoice>(&f.target)) return toml_string(c->word());
   return toml_string(*std::get<std::string*>(f.target));
+}
+
+// Sets a choice key to `word`, or says which words it takes.
+void choose(const OptionChoice& choice, const std::string& key, const std::string& word) {
+  if (!choice.assign(word))
+    throw RunConfigError("run config: " + key + " is \"" + word + "\"; valid values: " + choice.word_list());
+}
+
+// A --set value as the string it stands for: written as in the TOML file (--set run.dir="/scratch/x"), the string
+// inside the quotes with escapes read as TOML; else the text itself.
+std::string set_string(const std::string& text, const std::string& who) {
+  if (text.size() >= 2 && (text.front() == '"' || text.front() == '\'') && text.back() == text.front()) {
+    std::istringstream in("value = " + text);
+    const toml::value root = toml::parse(in, who);
+    return toml::find<std::string>(root, "value");
+  }
+  return text;
 }
 
 [[noreturn]] void unknown(const std::string& where, const std::string& key) {
@@ -151,6 +169,9 @@ RunConfig RunConfig::from_toml_text(const std::string& text, const std::string& 
       } else if (auto* s = std::get_if<std::string*>(&f->target)) {
         if (!value.is_string()) bad_type();
         **s = value.as_string().str;
+      } else if (auto* c = std::get_if<OptionChoice>(&f->target)) {
+        if (!value.is_string()) bad_type();
+        choose(*c, key, value.as_string().str);
       }
     }
   }
@@ -178,6 +199,16 @@ void RunConfig::set(const std::string& assignment, const std::string& flag) {
   Field* f = find(all, key);
   if (!f) unknown("--set", key);
   if (const std::string bad = utf8_problem(text); !bad.empty()) throw RunConfigError(who + ": " + bad);
+  if (auto* c = std::get_if<OptionChoice>(&f->target)) {
+    std::string word;
+    try {
+      word = set_string(text, who);
+    } catch (const std::exception&) {
+      throw RunConfigError(who + ": '" + text + "' is not " + option_type_name(f->target));
+    }
+    choose(*c, key, word);
+    return;
+  }
   try {
     if (auto* i = std::get_if<int64_t*>(&f->target)) {
       const std::optional<int64_t> v = parse_integer_text(text);  // 450e6 too; never wraps
@@ -187,13 +218,8 @@ void RunConfig::set(const std::string& assignment, const std::string& flag) {
       const std::optional<double> v = parse_number_text(text);
       if (!v) throw RunConfigError(text);
       **d = *v;
-    } else if (text.size() >= 2 && (text.front() == '"' || text.front() == '\'') && text.back() == text.front()) {
-      // Written as in the TOML file (--set run.dir="/scratch/x"): the string inside the quotes, escapes read as TOML.
-      std::istringstream in("value = " + text);
-      const toml::value root = toml::parse(in, who);
-      *std::get<std::string*>(f->target) = toml::find<std::string>(root, "value");
     } else {
-      *std::get<std::string*>(f->target) = text;
+      *std::get<std::string*>(f->target) = set_string(text, who);
     }
   } catch (const std::exception&) {
     throw RunConfigError(who + ": '" + text + "' is not " + option_type_name(f->target));

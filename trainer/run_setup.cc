@@ -273,7 +273,7 @@ TrainingSpec training_spec(const ResolvedRun& run) {
   spec.initial_weights = initial_weights(cfg.model.config);
   spec.optimizer = cfg.optimizer;
   spec.reducer.timeout_seconds = cfg.train.collective_timeout_seconds;
-  spec.reducer.shard = cfg.optimizer.shard == "zero1";
+  spec.reducer.shard = cfg.optimizer.shard == OptimizerSharding::zero1;
   return spec;
 }
 

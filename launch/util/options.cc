@@ -60,6 +60,21 @@ std::string OptionRange::text() const {
   return std::string(lo_open ? "(" : "[") + end(lo) + ", " + end(hi) + (hi_open || std::isinf(hi) ? ")" : "]");
 }
 
+bool OptionChoice::assign(const std::string& word) const {
+  for (size_t i = 0; i < words.size(); ++i)
+    if (words[i] == word) {
+      set(i);
+      return true;
+    }
+  return false;
+}
+
+std::string OptionChoice::word_list() const {
+  std::string list;
+  for (const std::string& w : words) list += (list.empty() ? "" : ", ") + w;
+  return list;
+}
+
 const char* option_type_name(const OptionTarget& t) {
   return std::holds_alternative<int64_t*>(t)  ? "an integer"
          : std::holds_alternative<double*>(t) ? "a number"

@@ -5,7 +5,9 @@
 // key's name, type and range are written once. No LibTorch, no TOML.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -38,7 +40,32 @@ inline constexpr double kUnbounded = std::numeric_limits<double>::infinity();
 inline OptionRange at_least(double lo) { return {lo, kUnbounded, false, false}; }
 inline OptionRange above(double lo) { return {lo, kUnbounded, true, false}; }
 
-using OptionTarget = std::variant<int64_t*, double*, std::string*>;
+// A closed set of words held in an enum: TOML, --set and config.toml see the word, the code sees the enum, parsed once
+// at the door. `words` are in the enum's order (value i is words[i]).
+struct OptionChoice {
+  std::vector<std::string> words;
+  std::function<size_t()> get;
+  std::function<void(size_t)> set;
+  const std::string& word() const { return words.at(get()); }
+  // Sets the field to `word`; false (the field unchanged) when it is none of the words.
+  bool assign(const std::string& word) const;
+  std::string word_list() const;  // "none, zero1"
+};
+template <typename Enum>
+OptionChoice option_choice(Enum* field, std::vector<std::string> words) {
+  return {std::move(words), [field] { return static_cast<size_t>(*field); },
+          [field](size_t i) { *field = static_cast<Enum>(i); }};
+}
+
+// The enum value `text` names among `words` (in the enum's order); empty when none.
+template <typename Enum>
+std::optional<Enum> parse_choice(const std::string& text, const std::vector<std::string>& words) {
+  for (size_t i = 0; i < words.size(); ++i)
+    if (words[i] == text) return static_cast<Enum>(i);
+  return std::nullopt;
+}
+
+using OptionTarget = std::variant<int64_t*, double*, std::string*, OptionChoice>;
 
 struct OptionField {
   const char* name;  // the key inside its table ("micro_batch")

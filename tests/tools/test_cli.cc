@@ -53,6 +53,12 @@ TEST(Cli, EveryCommandOfTheTableIsListedAndHasHelp) {
   auto mixed = run_command(kJoule + " plan --inference --nodes 4");
   EXPECT_EQ(mixed.exit_code, 2) << mixed.output;
   EXPECT_NE(mixed.output.find("--nodes plans training"), std::string::npos) << mixed.output;
+  // An enum flag is parsed at the door, naming its valid words.
+  for (const char* command : {" plan", " bench train"}) {
+    auto shard = run_command(kJoule + command + " --shard zero2");
+    EXPECT_EQ(shard.exit_code, 2) << shard.output;
+    EXPECT_NE(shard.output.find("--shard is 'zero2'; valid: none, zero1"), std::string::npos) << shard.output;
+  }
   auto other = run_command(kJoule + " plan --rate 10/s");
   EXPECT_EQ(other.exit_code, 2) << other.output;
   EXPECT_NE(other.output.find("--rate sizes an inference fleet: add --inference"), std::string::npos) << other.output;

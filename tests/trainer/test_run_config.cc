@@ -236,3 +236,27 @@ TEST(RunConfig, UsedConfigHoldsTheResolvedValuesWithTheirSourceAndReadsBack) {
   EXPECT_EQ(changes[0].key, "train.global_batch");
   EXPECT_EQ(changes[0].before, "64");
 }
+
+// optimizer.shard is a closed set held as an enum: parsed once at the door (TOML and --set), written back as its word,
+// and a word outside the set is refused there, naming the key and the valid words.
+TEST(RunConfig, AChoiceKeyIsParsedIntoItsEnumAndWrittenBackAsItsWord) {
+  using joule::trainer::OptimizerSharding;
+  RunConfig c = RunConfig::from_toml_text("[optimizer]\nshard = \"zero1\"\n", "run.toml");
+  EXPECT_EQ(c.optimizer.shard, OptimizerSharding::zero1);
+  EXPECT_NE(c.to_toml().find("shard = \"zero1\""), std::string::npos) << c.to_toml();
+  EXPECT_EQ(RunConfig::from_toml_text(c.to_toml(), "back.toml").optimizer.shard, OptimizerSharding::zero1);
+  c.set("optimizer.shard=none");
+  EXPECT_EQ(c.optimizer.shard, OptimizerSharding::none);
+  c.set("optimizer.shard=\"zero1\"");
+  EXPECT_EQ(c.optimizer.shard, OptimizerSharding::zero1);
+  EXPECT_EQ(error_of("[optimizer]\nshard = \"zero2\"\n"),
+            "run config: optimizer.shard is \"zero2\"; valid values: none, zero1");
+  EXPECT_NE(error_of("[optimizer]\nshard = 1\n").find("key 'optimizer.shard' must be a string"), std::string::npos);
+  try {
+    c.set("optimizer.shard=ZERO1");
+    ADD_FAILURE() << "ZERO1 was taken";
+  } catch (const RunConfigError& e) {
+    EXPECT_STREQ(e.what(), "run config: optimizer.shard is \"ZERO1\"; valid values: none, zero1");
+  }
+  EXPECT_EQ(c.optimizer.shard, OptimizerSharding::zero1) << "a refused word leaves the key as it was";
+}

@@ -149,7 +149,7 @@ int bench_train(int argc, char** argv) {
   b.precision = r["precision"].as<std::string>();
   b.wire = r["wire"].as<std::string>();
   b.fp32_gemm = r["fp32-gemm"].as<std::string>();
-  b.shard = r["shard"].as<std::string>();
+  b.shard = choice_flag<trainer::OptimizerSharding>(r, "shard", trainer::kShardingWords);
   const std::string line = tools::bench_train(b);
   if (!line.empty()) std::cout << line << std::endl;
   return 0;

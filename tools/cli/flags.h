@@ -68,6 +68,17 @@ bool has_flag(int argc, char** argv, const std::string& name);
 // Refuses each of `flags` that argv holds: "--FLAG WHY". A mode's flags are refused in the other, never ignored.
 void refuse_flags(int argc, char** argv, std::initializer_list<const char*> flags, const std::string& why);
 
+// A flag whose value is one of `words` (an enum's, in its order): the enum value, else UsageError "--NAME is 'x';
+// valid: a, b".
+template <typename Enum>
+Enum choice_flag(const cxxopts::ParseResult& r, const char* name, const std::vector<std::string>& words) {
+  const std::string text = r[name].as<std::string>();
+  if (const std::optional<Enum> e = parse_choice<Enum>(text, words)) return *e;
+  std::string list;
+  for (const std::string& w : words) list += (list.empty() ? "" : ", ") + w;
+  throw UsageError("--" + std::string(name) + " is '" + text + "'; valid: " + list);
+}
+
 // "a,b,c" as its items, in order; "" is no item.
 std::vector<std::string> split_commas(const std::string& text);
 

@@ -96,8 +96,7 @@ int plan(int argc, char** argv) {
   p.micro_batch = int_flag(r, micro_batch);
   p.sequences = number_flag(r, sequences);
   p.precision = r["precision"].as<std::string>();
-  p.shard = r["shard"].as<std::string>();
-  if (p.shard != "none" && p.shard != "zero1") throw UsageError("--shard is '" + p.shard + "'; valid: none, zero1");
+  p.shard = choice_flag<trainer::OptimizerSharding>(r, "shard", trainer::kShardingWords);
   p.nodes = static_cast<int>(int_flag(r, nodes));
   p.instances = instance_list(instance_args);
   p.region = r["region"].as<std::string>();
