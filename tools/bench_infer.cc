@@ -17,6 +17,7 @@
 #include "launch/util/error.h"
 #include "launch/util/file_io.h"
 #include "launch/util/format.h"
+#include "launch/util/json_field.h"
 #include "models/encoder_model.h"
 #include "models/flops.h"
 #include "models/infer/infer.h"
@@ -162,42 +163,60 @@ InferBenchResult bench_infer(const InferBenchOptions& o) {
   return r;
 }
 
+namespace {
+
+using joule::JsonField;
+constexpr joule::JsonPresence kOptional = joule::JsonPresence::optional;
+
+// inference.json's keys, once: the writer and the reader both go through these tables. Figures derived from others
+// (CO2 and the peak fraction per point) are written beside them and not read.
+const std::vector<JsonField<InferPoint>> kPointFields = {
+    {"batch", &InferPoint::batch},
+    {"calls", &InferPoint::calls, kOptional},
+    {"inferences_per_s", &InferPoint::inferences_per_s},
+    {"p50_ms", &InferPoint::p50_ms},
+    {"p99_ms", &InferPoint::p99_ms},
+    {"usd_per_million", &InferPoint::usd_per_million, kOptional},
+    {"gflops", &InferPoint::gflops, kOptional},
+    {"roofline_fraction", &InferPoint::roofline_fraction, kOptional}};
+
+const std::vector<JsonField<InferBenchResult>> kResultFields = {
+    {"date", &InferBenchResult::date, kOptional},
+    {"model", &InferBenchResult::model},
+    {"architecture", &InferBenchResult::architecture, kOptional},
+    {"precision", &InferBenchResult::precision},
+    {"precision_path", &InferBenchResult::precision_reason, kOptional},
+    {"threads", &InferBenchResult::threads, kOptional},
+    {"seq_len", &InferBenchResult::seq_len},
+    {"p99_bound_ms", &InferBenchResult::p99_bound_ms, kOptional},
+    {"sgemm_gflops", &InferBenchResult::sgemm_gflops, kOptional},
+    {"peak_cores", &InferBenchResult::peak_cores, kOptional},
+    {"energy_sources", &InferBenchResult::energy_sources, kOptional},
+    {"instance", &InferBenchResult::instance, kOptional},
+    {"usd_per_hour", &InferBenchResult::usd_per_hour, kOptional},
+    {"pue", &InferBenchResult::pue, kOptional},
+    {"region", &InferBenchResult::region, kOptional},
+    {"grid_g_per_kwh", &InferBenchResult::grid_g_per_kwh, kOptional}};
+
+}  // namespace
+
 std::string InferBenchResult::to_json() const {
   nlohmann::json points_json = nlohmann::json::array();
-  for (const InferPoint& p : points)
-    points_json.push_back({{"batch", p.batch},
-                           {"calls", p.calls},
-                           {"inferences_per_s", p.inferences_per_s},
-                           {"p50_ms", p.p50_ms},
-                           {"p99_ms", p.p99_ms},
-                           {"kwh_per_million", p.joules_per_million / 3.6e6},
-                           {"usd_per_million", p.usd_per_million},
-                           {"co2_kg_per_million", co2_kg_per_million(p)},
-                           {"gflops", p.gflops},
-                           {"roofline_fraction", p.roofline_fraction},
-                           {"peak_fraction", unknown_if_zero(peak_fraction(p))}});
-  nlohmann::json j = {{"impl", "joule"},
-                      {"schema_version", 1},
-                      {"date", date},
-                      {"model", model},
-                      {"architecture", architecture},
-                      {"precision", precision},
-                      {"precision_path", precision_reason},
-                      {"threads", threads},
-                      {"seq_len", seq_len},
-                      {"p99_bound_ms", p99_bound_ms},
-                      {"sgemm_gflops", sgemm_gflops},
-                      {"peak_gflops", unknown_if_zero(peak_gflops)},
-                      {"peak_cores", peak_cores},
-                      {"energy_sources", energy_sources},
-                      {"instance", instance},
-                      {"usd_per_hour", usd_per_hour},
-                      {"pue", pue},
-                      {"region", region},
-                      {"grid_g_per_kwh", grid_g_per_kwh},
-                      {"points", points_json},
-                      {"chosen_batch", chosen >= 0 ? nlohmann::json(points[static_cast<size_t>(chosen)].batch)
-                                                   : nlohmann::json(nullptr)}};
+  for (const InferPoint& p : points) {
+    nlohmann::json q = nlohmann::json::object();
+    joule::write_json_fields(p, kPointFields, q);
+    q["kwh_per_million"] = p.joules_per_million / 3.6e6;
+    q["co2_kg_per_million"] = co2_kg_per_million(p);
+    q["peak_fraction"] = unknown_if_zero(peak_fraction(p));
+    points_json.push_back(q);
+  }
+  nlohmann::json j = nlohmann::json::object();
+  joule::write_json_fields(*this, kResultFields, j);
+  j["impl"] = "joule";
+  j["schema_version"] = 1;
+  j["peak_gflops"] = unknown_if_zero(peak_gflops);
+  j["points"] = points_json;
+  j["chosen_batch"] = chosen >= 0 ? nlohmann::json(points[static_cast<size_t>(chosen)].batch) : nlohmann::json(nullptr);
   return j.dump();
 }
 
@@ -205,41 +224,22 @@ InferBenchResult InferBenchResult::from_json(const std::string& text, const std:
   InferBenchResult r;
   try {
     const nlohmann::json j = nlohmann::json::parse(text);
-    r.model = j.at("model").get<std::string>();
-    r.architecture = j.value("architecture", "");
-    r.precision = j.at("precision").get<std::string>();
-    r.precision_reason = j.value("precision_path", "");
-    r.threads = j.value("threads", 0);
-    r.seq_len = j.at("seq_len").get<int64_t>();
-    r.p99_bound_ms = j.value("p99_bound_ms", 0.0);
-    r.sgemm_gflops = j.value("sgemm_gflops", 0.0);
+    joule::read_json_fields(j, kResultFields, r, where);
     if (j.contains("peak_gflops") && j["peak_gflops"].is_number()) r.peak_gflops = j["peak_gflops"].get<double>();
-    r.peak_cores = j.value("peak_cores", 0);
-    r.energy_sources = j.value("energy_sources", "");
-    r.instance = j.value("instance", "");
-    r.usd_per_hour = j.value("usd_per_hour", 0.0);
-    r.pue = j.value("pue", 1.0);
-    r.region = j.value("region", "");
-    r.grid_g_per_kwh = j.value("grid_g_per_kwh", 0.0);
-    r.date = j.value("date", "");
-    for (const auto& p : j.at("points")) {
+    const nlohmann::json chosen_batch = joule::json_field<nlohmann::json>(j, "chosen_batch", where);
+    for (const auto& p : joule::json_field<nlohmann::json>(j, "points", where)) {
       InferPoint q;
-      q.batch = p.at("batch").get<int64_t>();
-      q.calls = p.value("calls", int64_t{0});
-      q.inferences_per_s = p.at("inferences_per_s").get<double>();
-      q.p50_ms = p.at("p50_ms").get<double>();
-      q.p99_ms = p.at("p99_ms").get<double>();
-      q.joules_per_million = p.value("kwh_per_million", 0.0) * 3.6e6;
-      q.usd_per_million = p.value("usd_per_million", 0.0);
-      q.gflops = p.value("gflops", 0.0);
-      q.roofline_fraction = p.value("roofline_fraction", 0.0);
+      joule::read_json_fields(p, kPointFields, q, where + " points");
+      q.joules_per_million = joule::json_field_or<double>(p, "kwh_per_million", 0.0, where + " points") * 3.6e6;
       if (q.batch < 1 || !(q.inferences_per_s > 0)) throw std::invalid_argument("a point has no batch or no rate");
-      if (!j.at("chosen_batch").is_null() && j.at("chosen_batch").get<int64_t>() == q.batch)
+      if (!chosen_batch.is_null() && chosen_batch.get<int64_t>() == q.batch)
         r.chosen = static_cast<int>(r.points.size());
       r.points.push_back(q);
     }
   } catch (const std::exception& e) {
-    throw joule::Error(where + ": not a `joule bench infer` result: " + e.what(),
+    std::string what = e.what();  // the field readers' messages start with `where`: said once
+    if (what.rfind(where + ": ", 0) == 0) what.erase(0, where.size() + 2);
+    throw joule::Error(where + ": not a `joule bench infer` result: " + what,
                        "write one with `joule bench infer --out DIR` (DIR/inference.json)");
   }
   if (r.points.empty())

@@ -3,7 +3,11 @@
 // nlohmann's bare exception or a silent default. Header only, no LibTorch.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <type_traits>
+#include <variant>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -55,6 +59,46 @@ T json_field_or(const nlohmann::json& j, const std::string& key, T fallback, con
   const auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
   return json_field<T, E>(j, key, where);
+}
+
+// One key of a JSON document and the member of T that holds it. A document's field table, written once, both writes it
+// (write_json_fields) and reads it back (read_json_fields): each key is spelled in one place.
+enum class JsonPresence {
+  required,      // always written; a file without it is refused, naming the file and the key
+  optional,      // always written; older files may lack it (the member keeps its default)
+  omit_default,  // written only when it differs from T{}'s; absent reads as that default
+};
+template <typename T>
+struct JsonField {
+  const char* key;
+  std::variant<int64_t T::*, int T::*, double T::*, std::string T::*, bool T::*, nlohmann::json T::*> member;
+  JsonPresence presence = JsonPresence::required;
+};
+
+template <typename T>
+void write_json_fields(const T& object, const std::vector<JsonField<T>>& fields, nlohmann::json& j) {
+  static const T defaults{};
+  for (const JsonField<T>& f : fields)
+    std::visit(
+        [&](auto member) {
+          if (f.presence == JsonPresence::omit_default && object.*member == defaults.*member) return;
+          j[f.key] = object.*member;
+        },
+        f.member);
+}
+
+// Reads every field of `fields` from `j` into `object`; `where` names the file (and the object inside it) in errors.
+template <typename T>
+void read_json_fields(const nlohmann::json& j, const std::vector<JsonField<T>>& fields, T& object,
+                      const std::string& where) {
+  for (const JsonField<T>& f : fields)
+    std::visit(
+        [&](auto member) {
+          using Value = std::decay_t<decltype(object.*member)>;
+          object.*member = f.presence == JsonPresence::required ? json_field<Value>(j, f.key, where)
+                                                                : json_field_or<Value>(j, f.key, object.*member, where);
+        },
+        f.member);
 }
 
 }  // namespace joule

@@ -16,6 +16,7 @@
 
 #include "launch/util/file_io.h"
 #include "launch/util/hash.h"
+#include "launch/util/json_field.h"
 #include "launch/util/options.h"
 #include "test_util.h"
 
@@ -219,3 +220,58 @@ TEST(Mix64, IsSplitMix64) {
 }
 
 }  // namespace
+
+// A document's field table writes it and reads it back: required keys refused when absent (naming the file and the
+// key), optional ones keeping their default, omit_default ones left out at their default.
+namespace {
+struct Doc {
+  std::string name;
+  int64_t count = 0;
+  int threads = 0;
+  double rate = 1.5;
+  bool done = false;
+  std::string note;
+};
+const std::vector<joule::JsonField<Doc>> kDocFields = {{"name", &Doc::name},
+                                                       {"count", &Doc::count},
+                                                       {"threads", &Doc::threads, joule::JsonPresence::optional},
+                                                       {"rate", &Doc::rate, joule::JsonPresence::optional},
+                                                       {"done", &Doc::done},
+                                                       {"note", &Doc::note, joule::JsonPresence::omit_default}};
+}  // namespace
+
+TEST(JsonFields, OneTableWritesAndReadsADocument) {
+  Doc d{"run", 7, 3, 2.25, true, ""};
+  nlohmann::json j = nlohmann::json::object();
+  joule::write_json_fields(d, kDocFields, j);
+  EXPECT_EQ(j.dump(), R"({"count":7,"done":true,"name":"run","rate":2.25,"threads":3})");
+  d.note = "kept";
+  j = nlohmann::json::object();
+  joule::write_json_fields(d, kDocFields, j);
+  Doc back;
+  joule::read_json_fields(j, kDocFields, back, "doc.json");
+  EXPECT_EQ(back.name, "run");
+  EXPECT_EQ(back.count, 7);
+  EXPECT_EQ(back.threads, 3);
+  EXPECT_EQ(back.rate, 2.25);
+  EXPECT_TRUE(back.done);
+  EXPECT_EQ(back.note, "kept");
+
+  Doc defaults;  // an older file without the optional keys
+  joule::read_json_fields(nlohmann::json{{"name", "x"}, {"count", 1}, {"done", false}}, kDocFields, defaults,
+                          "old.json");
+  EXPECT_EQ(defaults.rate, 1.5);
+  EXPECT_EQ(defaults.threads, 0);
+  for (const auto& [doc, expected] : std::vector<std::pair<nlohmann::json, std::string>>{
+           {{{"name", "x"}, {"done", false}}, "doc.json: missing key 'count'"},
+           {{{"name", "x"}, {"count", "seven"}, {"done", false}}, "doc.json: key 'count' holds \"seven\""},
+           {{{"name", "x"}, {"count", 1}, {"done", false}, {"rate", "fast"}}, "doc.json: key 'rate' holds \"fast\""}}) {
+    Doc d2;
+    try {
+      joule::read_json_fields(doc, kDocFields, d2, "doc.json");
+      ADD_FAILURE() << doc.dump() << " was read";
+    } catch (const joule::JsonFileError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(expected, 0), 0u) << e.what();
+    }
+  }
+}

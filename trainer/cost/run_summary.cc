@@ -29,119 +29,114 @@ std::string sig(double v) {
   return format_number("%.3g", v);
 }
 
-json projection_json(const Projection& p) {
-  return {{"sequences", p.sequences}, {"wall_s", p.wall_s}, {"kwh", p.kwh}, {"usd", p.usd}, {"co2_kg", p.co2_kg}};
-}
+using joule::JsonField;
+using joule::JsonPresence;
+constexpr JsonPresence kOptional = JsonPresence::optional, kOmitDefault = JsonPresence::omit_default;
 
-Projection projection_from_json(const json& j, const std::string& where) {
-  return {json_field<int64_t>(j, "sequences", where), json_field<double>(j, "wall_s", where),
-          json_field<double>(j, "kwh", where), json_field<double>(j, "usd", where),
-          json_field<double>(j, "co2_kg", where)};
-}
+// Each document's keys, once: the writer and the reader below both go through these tables.
+const std::vector<JsonField<Projection>> kProjectionFields = {{"sequences", &Projection::sequences},
+                                                              {"wall_s", &Projection::wall_s},
+                                                              {"kwh", &Projection::kwh},
+                                                              {"usd", &Projection::usd},
+                                                              {"co2_kg", &Projection::co2_kg}};
 
-json host_json(const HostInfo& h) {
-  json j = {{"os", h.os},           {"cpu_model", h.cpu_model},      {"vcpus", h.vcpus}, {"memory_gib", h.memory_gib},
-            {"devices", h.devices}, {"device_model", h.device_model}};
-  if (!h.gemm.is_null()) j["gemm"] = h.gemm;
+const std::vector<JsonField<HostInfo>> kHostFields = {
+    {"os", &HostInfo::os, kOptional},           {"cpu_model", &HostInfo::cpu_model, kOptional},
+    {"vcpus", &HostInfo::vcpus, kOptional},     {"memory_gib", &HostInfo::memory_gib, kOptional},
+    {"devices", &HostInfo::devices, kOptional}, {"device_model", &HostInfo::device_model, kOptional},
+    {"gemm", &HostInfo::gemm, kOmitDefault}};
+
+const std::vector<JsonField<WorkloadInfo>> kWorkloadFields = {
+    {"model", &WorkloadInfo::model},
+    {"seq_len", &WorkloadInfo::seq_len},
+    {"max_predictions", &WorkloadInfo::max_predictions},
+    {"global_batch", &WorkloadInfo::global_batch},
+    {"flops_per_sequence", &WorkloadInfo::flops_per_sequence, kOptional},
+    {"dtype", &WorkloadInfo::dtype, kOptional}};
+
+const std::vector<JsonField<EvalFigures>> kEvalFields = {{"mlm_loss", &EvalFigures::mlm_loss},
+                                                         {"nsp_loss", &EvalFigures::nsp_loss},
+                                                         {"loss", &EvalFigures::loss},
+                                                         {"mlm_accuracy", &EvalFigures::mlm_accuracy},
+                                                         {"nsp_accuracy", &EvalFigures::nsp_accuracy},
+                                                         {"sequences", &EvalFigures::sequences}};
+
+const std::vector<JsonField<SimulatedFigures>> kSimulatedFields = {
+    {"instance", &SimulatedFigures::instance},
+    {"efficiency_basis", &SimulatedFigures::efficiency_basis, kOptional},
+    {"nodes", &SimulatedFigures::nodes},
+    {"devices", &SimulatedFigures::devices},
+    {"global_batch", &SimulatedFigures::global_batch},
+    {"buckets", &SimulatedFigures::buckets, kOptional},
+    {"sequences", &SimulatedFigures::sequences, kOptional},
+    {"step_s", &SimulatedFigures::step_s},
+    {"compute_s", &SimulatedFigures::compute_s},
+    {"comm_s", &SimulatedFigures::comm_s},
+    {"exposed_comm_s", &SimulatedFigures::exposed_comm_s},
+    {"other_s", &SimulatedFigures::other_s},
+    {"seq_per_s", &SimulatedFigures::seq_per_s},
+    {"clock_s", &SimulatedFigures::clock_s, kOptional},
+    {"target_sequences", &SimulatedFigures::target_sequences},
+    {"wall_s_for_target", &SimulatedFigures::wall_s_for_target},
+    {"kwh_for_target", &SimulatedFigures::kwh_for_target},
+    {"usd_for_target", &SimulatedFigures::usd_for_target},
+    {"co2_kg_for_target", &SimulatedFigures::co2_kg_for_target}};
+
+const std::vector<JsonField<MemoryFigures>> kMemoryFields = {
+    {"optimizer_shard", &MemoryFigures::optimizer_shard},
+    {"peak_rss_bytes_max_rank", &MemoryFigures::peak_rss_bytes_max},
+    {"peak_rss_bytes_min_rank", &MemoryFigures::peak_rss_bytes_min},
+    {"optimizer_state_bytes_per_rank", &MemoryFigures::optimizer_state_bytes_per_rank},
+    {"peak_device_bytes_max_rank", &MemoryFigures::peak_device_bytes_max, kOmitDefault}};
+
+// The summary's own figures; what derives from the ledger (energy, cost, segments) and the nested documents are
+// written and read beside them.
+const std::vector<JsonField<RunSummary>> kSummaryFields = {
+    {"run_dir", &RunSummary::run_dir, kOptional},
+    {"status", &RunSummary::status},
+    {"ranks", &RunSummary::ranks},
+    {"nodes", &RunSummary::nodes},
+    {"steps", &RunSummary::steps},
+    {"sequences", &RunSummary::sequences},
+    {"segments", &RunSummary::segments},
+    {"nonfinite_skipped_steps", &RunSummary::nonfinite_skipped_steps, kOptional},
+    {"target_sequences", &RunSummary::target_sequences},
+    {"wall_s", &RunSummary::wall_s},
+    {"seq_per_s", &RunSummary::seq_per_s},
+    {"preempted", &RunSummary::preempted, kOptional},
+    {"final_dir", &RunSummary::final_dir, kOmitDefault}};
+
+template <typename T>
+json to_json_with(const T& object, const std::vector<JsonField<T>>& fields) {
+  json j = json::object();
+  joule::write_json_fields(object, fields, j);
   return j;
 }
 
-HostInfo host_from_json(const json& j, const std::string& where) {
-  HostInfo h;
-  h.os = json_field_or<std::string>(j, "os", "", where);
-  h.cpu_model = json_field_or<std::string>(j, "cpu_model", "", where);
-  h.device_model = json_field_or<std::string>(j, "device_model", "", where);
-  h.vcpus = json_field_or<int64_t>(j, "vcpus", 0, where);
-  h.devices = json_field_or<int64_t>(j, "devices", 0, where);
-  h.memory_gib = json_field_or<double>(j, "memory_gib", 0.0, where);
-  if (j.contains("gemm")) h.gemm = j.at("gemm");
-  return h;
-}
-
-json workload_json(const WorkloadInfo& w) {
-  return {{"model", w.model},
-          {"seq_len", w.seq_len},
-          {"max_predictions", w.max_predictions},
-          {"global_batch", w.global_batch},
-          {"flops_per_sequence", w.flops_per_sequence},
-          {"dtype", w.dtype}};
-}
-
-WorkloadInfo workload_from_json(const json& j, const std::string& where) {
-  WorkloadInfo w;
-  w.model = json_field<std::string>(j, "model", where);
-  w.seq_len = json_field<int64_t>(j, "seq_len", where);
-  w.max_predictions = json_field<int64_t>(j, "max_predictions", where);
-  w.global_batch = json_field<int64_t>(j, "global_batch", where);
-  w.flops_per_sequence = json_field_or<double>(j, "flops_per_sequence", 0.0, where);
-  w.dtype = json_field_or<std::string>(j, "dtype", "fp32", where);
-  return w;
+template <typename T>
+T from_json_with(const json& j, const std::vector<JsonField<T>>& fields, const std::string& where) {
+  T object;
+  joule::read_json_fields(j, fields, object, where);
+  return object;
 }
 
 }  // namespace
 
-json EvalFigures::to_json() const {
-  return {{"mlm_loss", mlm_loss},         {"nsp_loss", nsp_loss},         {"loss", loss},
-          {"mlm_accuracy", mlm_accuracy}, {"nsp_accuracy", nsp_accuracy}, {"sequences", sequences}};
-}
+json EvalFigures::to_json() const { return to_json_with(*this, kEvalFields); }
 
 EvalFigures EvalFigures::from_json(const json& j, const std::string& where) {
-  EvalFigures e;
-  e.mlm_loss = json_field<double>(j, "mlm_loss", where);
-  e.nsp_loss = json_field<double>(j, "nsp_loss", where);
-  e.loss = json_field<double>(j, "loss", where);
-  e.mlm_accuracy = json_field<double>(j, "mlm_accuracy", where);
-  e.nsp_accuracy = json_field<double>(j, "nsp_accuracy", where);
-  e.sequences = json_field<int64_t>(j, "sequences", where);
-  return e;
+  return from_json_with(j, kEvalFields, where);
 }
 
 json SimulatedFigures::to_json() const {
-  return {{"label", "simulated target cluster, not measured"},
-          {"instance", instance},
-          {"nodes", nodes},
-          {"devices", devices},
-          {"global_batch", global_batch},
-          {"step_s", step_s},
-          {"compute_s", compute_s},
-          {"comm_s", comm_s},
-          {"exposed_comm_s", exposed_comm_s},
-          {"other_s", other_s},
-          {"seq_per_s", seq_per_s},
-          {"seq_per_hour", seq_per_s * 3600},
-          {"clock_s", clock_s},
-          {"sequences", sequences},
-          {"target_sequences", target_sequences},
-          {"wall_s_for_target", wall_s_for_target},
-          {"kwh_for_target", kwh_for_target},
-          {"usd_for_target", usd_for_target},
-          {"co2_kg_for_target", co2_kg_for_target},
-          {"buckets", buckets},
-          {"efficiency_basis", efficiency_basis}};
+  json j = to_json_with(*this, kSimulatedFields);
+  j["label"] = "simulated target cluster, not measured";
+  j["seq_per_hour"] = seq_per_s * 3600;
+  return j;
 }
 
 SimulatedFigures SimulatedFigures::from_json(const json& j, const std::string& where) {
-  SimulatedFigures m;
-  m.instance = json_field<std::string>(j, "instance", where);
-  m.efficiency_basis = json_field_or<std::string>(j, "efficiency_basis", "", where);
-  m.nodes = json_field<int64_t>(j, "nodes", where);
-  m.devices = json_field<int64_t>(j, "devices", where);
-  m.global_batch = json_field<int64_t>(j, "global_batch", where);
-  m.buckets = json_field_or<int64_t>(j, "buckets", 0, where);
-  m.sequences = json_field_or<int64_t>(j, "sequences", 0, where);
-  m.step_s = json_field<double>(j, "step_s", where);
-  m.compute_s = json_field<double>(j, "compute_s", where);
-  m.comm_s = json_field<double>(j, "comm_s", where);
-  m.exposed_comm_s = json_field<double>(j, "exposed_comm_s", where);
-  m.other_s = json_field<double>(j, "other_s", where);
-  m.seq_per_s = json_field<double>(j, "seq_per_s", where);
-  m.clock_s = json_field_or<double>(j, "clock_s", 0.0, where);
-  m.target_sequences = json_field<double>(j, "target_sequences", where);
-  m.wall_s_for_target = json_field<double>(j, "wall_s_for_target", where);
-  m.kwh_for_target = json_field<double>(j, "kwh_for_target", where);
-  m.usd_for_target = json_field<double>(j, "usd_for_target", where);
-  m.co2_kg_for_target = json_field<double>(j, "co2_kg_for_target", where);
-  return m;
+  return from_json_with(j, kSimulatedFields, where);
 }
 
 const CostSettings& RunSummary::instance() const {
@@ -149,23 +144,10 @@ const CostSettings& RunSummary::instance() const {
   return ledger.segments.empty() ? none : ledger.segments.back().cost;
 }
 
-json MemoryFigures::to_json() const {
-  json j = {{"optimizer_shard", optimizer_shard},
-            {"peak_rss_bytes_max_rank", peak_rss_bytes_max},
-            {"peak_rss_bytes_min_rank", peak_rss_bytes_min},
-            {"optimizer_state_bytes_per_rank", optimizer_state_bytes_per_rank}};
-  if (peak_device_bytes_max > 0) j["peak_device_bytes_max_rank"] = peak_device_bytes_max;
-  return j;
-}
+json MemoryFigures::to_json() const { return to_json_with(*this, kMemoryFields); }
 
 MemoryFigures MemoryFigures::from_json(const json& j, const std::string& where) {
-  MemoryFigures m;
-  m.optimizer_shard = json_field<std::string>(j, "optimizer_shard", where);
-  m.peak_rss_bytes_max = json_field<double>(j, "peak_rss_bytes_max_rank", where);
-  m.peak_rss_bytes_min = json_field<double>(j, "peak_rss_bytes_min_rank", where);
-  m.optimizer_state_bytes_per_rank = json_field<double>(j, "optimizer_state_bytes_per_rank", where);
-  m.peak_device_bytes_max = json_field_or<double>(j, "peak_device_bytes_max_rank", 0, where);
-  return m;
+  return from_json_with(j, kMemoryFields, where);
 }
 
 json RunSummary::to_json() const {
@@ -174,30 +156,20 @@ json RunSummary::to_json() const {
   json notes = json::array();
   for (const std::string& n : notices) notes.push_back(n);
   const auto [timed_sequences, timed_s] = ledger.timed();
-  json s = {{"schema_version", kSummarySchemaVersion},
-            {"run_dir", run_dir},
+  json s = to_json_with(*this, kSummaryFields);
+  s.update({{"schema_version", kSummarySchemaVersion},
             {"run_id", ledger.run_id},
             {"project_name", ledger.project_name},
-            {"status", status},
-            {"ranks", ranks},
-            {"nodes", nodes},
-            {"steps", steps},
-            {"sequences", sequences},
-            {"wall_s", wall_s},
             {"billed_wall_s", ledger.wall_s()},
-            {"segments", segments},
-            {"nonfinite_skipped_steps", nonfinite_skipped_steps},
-            {"seq_per_s", seq_per_s},
             {"seq_per_hour", seq_per_s * 3600},
             {"timed_sequences", timed_sequences},
             {"timed_s", timed_s},
             {"mfu", mfu ? json(*mfu) : json()},
-            {"target_sequences", target_sequences},
-            {"workload", workload_json(workload)},
+            {"workload", to_json_with(workload, kWorkloadFields)},
             {"projected_wall_s_for_target", target.wall_s},
             {"projected_wall_s_for_450M", full_pretraining.wall_s},
             {"instance", ledger.segments.empty() ? json::object() : ledger.segments.back().to_json(false)["cost"]},
-            {"host", host_json(host)},
+            {"host", to_json_with(host, kHostFields)},
             {"energy", energy},
             {"energy_kwh", spent.facility_kwh},
             {"energy_source", energy["source"]},
@@ -205,16 +177,14 @@ json RunSummary::to_json() const {
             {"instance_hours", spent.instance_hours},
             {"co2_kg", spent.co2_kg},
             {"projection",
-             {{"target", projection_json(target)},
-              {"full_pretraining_450M", projection_json(full_pretraining)},
+             {{"target", to_json_with(target, kProjectionFields)},
+              {"full_pretraining_450M", to_json_with(full_pretraining, kProjectionFields)},
               {"history", ledger.history_json()}}},
             {"segment_list", ledger.segments_json(false)},
             {"notices", notes},
-            {"preempted", preempted}};
+            {"memory", memory.to_json()}});
   if (eval) s["eval"] = eval->to_json();
   if (simulated) s["simulated"] = simulated->to_json();
-  s["memory"] = memory.to_json();
-  if (!final_dir.empty()) s["final_dir"] = final_dir;
   return s;
 }
 
@@ -225,29 +195,17 @@ RunSummary RunSummary::from_json(const json& j, const std::string& where) {
     throw JsonFileError(where + ": schema_version " + std::to_string(version) + ", newer than this joule reads (" +
                             std::to_string(kSummarySchemaVersion) + ")",
                         "read it with the joule version that wrote it, or a newer one");
-  RunSummary s;
-  s.run_dir = json_field_or<std::string>(j, "run_dir", "", where);
-  s.status = json_field<std::string>(j, "status", where);
-  s.ranks = json_field<int64_t>(j, "ranks", where);
-  s.nodes = json_field<int64_t>(j, "nodes", where);
-  s.steps = json_field<int64_t>(j, "steps", where);
-  s.sequences = json_field<int64_t>(j, "sequences", where);
-  s.segments = json_field<int64_t>(j, "segments", where);
-  s.nonfinite_skipped_steps = json_field_or<int64_t>(j, "nonfinite_skipped_steps", 0, where);
-  s.target_sequences = json_field<int64_t>(j, "target_sequences", where);
-  s.wall_s = json_field<double>(j, "wall_s", where);
-  s.seq_per_s = json_field<double>(j, "seq_per_s", where);
+  RunSummary s = from_json_with(j, kSummaryFields, where);
   if (j.contains("mfu") && !j["mfu"].is_null()) s.mfu = json_field<double>(j, "mfu", where);
-  s.preempted = json_field_or<bool>(j, "preempted", false, where);
-  s.workload = workload_from_json(json_field<json>(j, "workload", where), where + " workload");
-  s.host = host_from_json(json_field_or<json>(j, "host", json::object(), where), where + " host");
+  s.workload = from_json_with(json_field<json>(j, "workload", where), kWorkloadFields, where + " workload");
+  s.host = from_json_with(json_field_or<json>(j, "host", json::object(), where), kHostFields, where + " host");
   const json proj = json_field<json>(j, "projection", where);
-  s.target =
-      projection_from_json(json_field<json>(proj, "target", where + " projection"), where + " projection.target");
+  s.target = from_json_with(json_field<json>(proj, "target", where + " projection"), kProjectionFields,
+                            where + " projection.target");
   // Schema 4 renamed the key; summaries written before it say card_450M.
   const char* full_key = proj.contains("full_pretraining_450M") ? "full_pretraining_450M" : "card_450M";
-  s.full_pretraining =
-      projection_from_json(json_field<json>(proj, full_key, where + " projection"), where + " projection." + full_key);
+  s.full_pretraining = from_json_with(json_field<json>(proj, full_key, where + " projection"), kProjectionFields,
+                                      where + " projection." + full_key);
   s.ledger = Ledger::from_parts(json_field<json>(j, "segment_list", where),
                                 json_field_or<json>(proj, "history", json::array(), where), where);
   s.ledger.run_id = json_field<std::string>(j, "run_id", where);
@@ -256,7 +214,6 @@ RunSummary RunSummary::from_json(const json& j, const std::string& where) {
   if (j.contains("eval")) s.eval = EvalFigures::from_json(j["eval"], where + " eval");
   if (j.contains("simulated")) s.simulated = SimulatedFigures::from_json(j["simulated"], where + " simulated");
   if (j.contains("memory")) s.memory = MemoryFigures::from_json(j["memory"], where + " memory");
-  s.final_dir = json_field_or<std::string>(j, "final_dir", "", where);
   return s;
 }
 
