@@ -391,9 +391,8 @@ class AdamW : public Optimizer {
 std::unique_ptr<Optimizer> create_optimizer(const OptimizerOptions& options,
                                             std::vector<std::pair<std::string, torch::Tensor>> params,
                                             OptimizerShard shard) {
-  if (options.name == "lamb") return std::make_unique<Lamb>(std::move(params), options, std::move(shard));
-  if (options.name == "adamw") return std::make_unique<AdamW>(std::move(params), options, std::move(shard));
-  throw RunConfigError("optimizer.name is \"" + options.name + "\"; valid values: lamb, adamw");
+  if (options.name == OptimizerName::lamb) return std::make_unique<Lamb>(std::move(params), options, std::move(shard));
+  return std::make_unique<AdamW>(std::move(params), options, std::move(shard));
 }
 
 double learning_rate(double base_lr, int64_t step, int64_t total_steps, double warmup_fraction, double power) {

@@ -4,7 +4,7 @@ namespace joule::trainer {
 
 std::vector<OptionField> OptimizerOptions::fields() {
   const OptionRange unit_open_above{0, 1, false, true};
-  return {{"name", &name},
+  return {{"name", option_choice(&name, kOptimizerWords)},
           {"lr", &lr, above(0)},
           {"warmup_fraction", &warmup_fraction, unit_open_above},
           {"beta1", &beta1, unit_open_above},
@@ -18,9 +18,6 @@ std::vector<OptionField> OptimizerOptions::fields() {
            "none | zero1 (optimizer state split over the ranks: 1/N of the moments per rank)"}};
 }
 
-void OptimizerOptions::validate() const {
-  check_section_ranges(*this);
-  check_option_choice(kTable, "name", name, {"lamb", "adamw"});
-}
+void OptimizerOptions::validate() const { check_section_ranges(*this); }
 
 }  // namespace joule::trainer

@@ -9,6 +9,10 @@
 
 namespace joule::trainer {
 
+// The update rule: LAMB (NVIDIA's BERT recipe) or AdamW.
+enum class OptimizerName { lamb, adamw };
+inline const std::vector<std::string> kOptimizerWords = {"lamb", "adamw"};  // OptimizerName's order
+
 // Where the optimizer state lives: whole on every rank, or ZeRO stage 1 (each rank holds and updates 1/N of it, the
 // gradients reduce-scattered and the parameters all-gathered after the update).
 enum class OptimizerSharding { none, zero1 };
@@ -18,7 +22,7 @@ inline const std::string& sharding_name(OptimizerSharding s) { return kShardingW
 
 struct OptimizerOptions {
   static constexpr const char* kTable = "optimizer";
-  std::string name = "lamb";  // "lamb" | "adamw"
+  OptimizerName name = OptimizerName::lamb;
   double lr = 6e-3;
   double warmup_fraction = 0.2843;
   double beta1 = 0.9;

@@ -20,7 +20,7 @@ std::vector<OptionField> TrainOptions::fields() {
           {"precision", &precision},
           {"fp32_gemm", &fp32_gemm},
           {"device", &device},
-          {"progress", &progress}};
+          {"progress", option_choice(&progress, kProgressWords)}};
 }
 
 void TrainOptions::validate() const {
@@ -28,7 +28,6 @@ void TrainOptions::validate() const {
   if (global_batch > 0 && global_batch % micro_batch != 0)
     throw RunConfigError("run config: train.global_batch " + std::to_string(global_batch) +
                          " is not divisible by train.micro_batch " + std::to_string(micro_batch));
-  check_option_choice(kTable, "progress", progress, {"auto", "bar", "lines"});
   if (!models::is_precision_setting(precision))
     throw RunConfigError("run config: train.precision is \"" + precision +
                          "\"; valid values: " + models::precision_settings());

@@ -11,6 +11,11 @@
 
 namespace joule::trainer {
 
+// How `joule train` shows progress: "auto": a live status line when a single process writes to a terminal, else a
+// plain line per interval (under mpirun every rank gets a pseudo-terminal, so it cannot tell); "bar"; "lines".
+enum class ProgressMode { automatic, bar, lines };
+inline const std::vector<std::string> kProgressWords = {"auto", "bar", "lines"};  // ProgressMode's order
+
 struct TrainOptions {
   static constexpr const char* kTable = "train";
   int64_t steps = 0;             // optimizer steps; 0: derived from target_sequences
@@ -32,9 +37,7 @@ struct TrainOptions {
   // BLAS's kernels are below the processor and oneDNN's agree and run faster (measured at start-up).
   std::string fp32_gemm = "auto";
   std::string device = "cpu";  // cpu | cuda (one GPU per rank) | trainium-sim (CPU numerics + [sim]'s cluster's clock)
-  // "auto": a live status line when a single process writes to a terminal, else a plain line per
-  // interval (under mpirun every rank gets a pseudo-terminal, so it cannot tell); "bar"; "lines".
-  std::string progress = "auto";
+  ProgressMode progress = ProgressMode::automatic;
 
   std::vector<OptionField> fields();
   void validate() const;  // ranges and the checks that need neither the world size nor the data

@@ -154,8 +154,8 @@ MetricsSettings metrics_settings(const ResolvedRun& run, const TrainerState& sta
   // A live status line only for a single process on a terminal: under mpirun/srun every rank gets a
   // pseudo-terminal whatever the real destination.
   const bool launched = launch::detect_placement().launcher != "none";
-  m.interactive = cfg.train.progress == "bar" ||
-                  (cfg.train.progress == "auto" && run.world == 1 && !launched && isatty(STDOUT_FILENO));
+  m.interactive = cfg.train.progress == ProgressMode::bar || (cfg.train.progress == ProgressMode::automatic &&
+                                                              run.world == 1 && !launched && isatty(STDOUT_FILENO));
   m.start_step = state.step;
   m.wall_before = state.wall_seconds;
   for (size_t i = 0; i + 1 < ledger.segments.size(); ++i) {  // the earlier segments (the last one is this)
@@ -349,7 +349,7 @@ class TrainingLoop {
     f.seq_len = cfg_.train.seq_len;
     f.train_samples = p_.run.dataset().size();
     f.eval_samples = p_.run.eval_set ? p_.run.eval_set->size() : 0;
-    f.optimizer = o.name;
+    f.optimizer = kOptimizerWords.at(static_cast<size_t>(o.name));
     f.lr = o.lr, f.beta1 = o.beta1, f.beta2 = o.beta2, f.eps = o.eps, f.weight_decay = o.weight_decay;
     f.init_start_ms = p_.init_start_ms;
     return f;

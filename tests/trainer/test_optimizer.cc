@@ -90,7 +90,7 @@ TEST(Optimizer, NonFiniteGradientsLeaveEverythingAsItWas) {
       SCOPED_TRACE(std::string(name) + " " + std::to_string(bad));
       torch::Tensor w = torch::tensor({1.0f, 2.0f}).set_requires_grad(true);
       OptimizerOptions o;
-      o.name = name;
+      o.name = *joule::parse_choice<joule::trainer::OptimizerName>(name, joule::trainer::kOptimizerWords);
       auto opt = create_optimizer(o, {{"w.weight", w}});
       w.mutable_grad() = torch::tensor({0.1f, 0.2f});
       opt->step(0.1);
@@ -123,7 +123,7 @@ TEST(Lamb, TrajectoryMatchesPythonReference) {
           torch::tensor(ref["initial"][i].get<std::vector<float>>()).view(shape).set_requires_grad(true));
     }
     OptimizerOptions o;
-    o.name = kind;
+    o.name = *joule::parse_choice<joule::trainer::OptimizerName>(kind, joule::trainer::kOptimizerWords);
     auto opt = create_optimizer(o, params);
     const int64_t steps = ref["steps"];
     for (int64_t t = 0; t < steps; ++t) {
@@ -166,9 +166,6 @@ TEST(Lamb, StateRoundTripAndReset) {
   EXPECT_EQ(b->steps(), 0);
   EXPECT_EQ(b->state()[0].values.abs().sum().item<double>(), 0.0);
   EXPECT_THROW(b->load_state(std::vector<std::pair<std::string, torch::Tensor>>{}, 1), joule::trainer::CheckpointError);
-  OptimizerOptions bad;
-  bad.name = "sgd";
-  EXPECT_THROW(create_optimizer(bad, {{"w.weight", w}}), joule::RunConfigError);
 }
 
 TEST(Schedule, WarmupThenPolyDecay) {

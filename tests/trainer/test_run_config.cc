@@ -23,7 +23,7 @@ TEST(RunConfig, ShippedConfigsParse) {
   for (const char* name : {"demo-tiny", "bert-large-phase1", "bert-large-phase2"}) {
     SCOPED_TRACE(name);
     RunConfig c = RunConfig::from_toml_file(std::string(JOULE_TEST_FIXTURES) + "/../../configs/" + name + ".toml");
-    EXPECT_EQ(c.optimizer.name, "lamb");
+    EXPECT_EQ(c.optimizer.name, joule::trainer::OptimizerName::lamb);
   }
   RunConfig p1 = RunConfig::from_toml_file(std::string(JOULE_TEST_FIXTURES) + "/../../configs/bert-large-phase1.toml");
   EXPECT_EQ(p1.train.global_batch, 65536);
