@@ -76,16 +76,13 @@ BlasCoreJudgement judge_blas_core(const std::string& core, const CpuIsa& isa, co
 
 const char* fp32_gemm_name(Fp32Gemm g) { return g == Fp32Gemm::kOnednn ? "onednn" : "blas"; }
 
-GemmChoice choose_fp32_gemm(const std::string& setting, const BlasCoreJudgement& blas, const GemmRates& rates) {
-  if (setting != "auto" && setting != "blas" && setting != "onednn")
-    throw Error("train.fp32_gemm is \"" + setting + "\"; valid values: auto, blas, onednn",
-                "set train.fp32_gemm (--fp32-gemm) to auto, blas or onednn", ErrorKind::usage);
+GemmChoice choose_fp32_gemm(Fp32GemmSetting setting, const BlasCoreJudgement& blas, const GemmRates& rates) {
   const bool available = rates.onednn_fp32 > 0;
   const bool agrees = rates.onednn_fp32_difference >= 0 && rates.onednn_fp32_difference <= kGemmAgreement;
   const std::string agreement =
       "its products agree with the BLAS's to " + format_number("%.1e", rates.onednn_fp32_difference);
-  if (setting == "blas") return {Fp32Gemm::kBlas, "as set"};
-  if (setting == "onednn") {
+  if (setting == Fp32GemmSetting::blas) return {Fp32Gemm::kBlas, "as set"};
+  if (setting == Fp32GemmSetting::onednn) {
     if (!available)
       throw Error("train.fp32_gemm is \"onednn\", but this joule was built without oneDNN",
                   "set train.fp32_gemm to auto or blas, or build with libdnnl-dev (-DJOULE_ONEDNN=ON)",

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "launch/cpu_isa.h"
 
@@ -44,15 +45,19 @@ inline constexpr double kGemmAgreement = 1e-4;
 // auto takes oneDNN only where it is at least this much faster than the BLAS.
 inline constexpr double kOnednnSpeedup = 1.2;
 
+// train.fp32_gemm and --fp32-gemm: the library fp32 GEMMs run on, as set or chosen at start-up.
+enum class Fp32GemmSetting { automatic, blas, onednn };
+inline const std::vector<std::string> kFp32GemmWords = {"auto", "blas", "onednn"};  // Fp32GemmSetting's order
+
 struct GemmChoice {
   Fp32Gemm fp32 = Fp32Gemm::kBlas;
   std::string reason;  // one clause: why this path ("OpenBLAS Haswell kernels ... below ...; oneDNN 2.0x faster ...")
 };
-// `setting` is train.fp32_gemm: auto | blas | onednn. auto takes oneDNN where the BLAS's kernels are below the
+// `setting` is train.fp32_gemm. auto takes oneDNN where the BLAS's kernels are below the
 // processor (`blas.below`), oneDNN's product agrees with the BLAS's and it runs at least kOnednnSpeedup faster; else
 // the BLAS. onednn as set still needs the agreement (a joule::Error naming the key otherwise, or when oneDNN is not
 // available). Decided from its arguments alone, so a test covers every processor.
-GemmChoice choose_fp32_gemm(const std::string& setting, const BlasCoreJudgement& blas, const GemmRates& rates);
+GemmChoice choose_fp32_gemm(Fp32GemmSetting setting, const BlasCoreJudgement& blas, const GemmRates& rates);
 
 // The start-up line: "fp32 oneDNN avx512_core_bf16 205 GFLOP/s/core (84 % of peak), not OpenBLAS Haswell kernels at
 // 101 (41 %): <reason>; bf16 oneDNN avx512_core_bf16 451 GFLOP/s/core (91 %); peaks at the measured 3.87 GHz".

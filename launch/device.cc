@@ -6,10 +6,10 @@
 
 namespace joule::launch {
 
-std::string communicator_backend(const std::string& setting) { return setting == "cuda" ? "nccl" : "mpi"; }
+std::string communicator_backend(DeviceKind kind) { return kind == DeviceKind::cuda ? "nccl" : "mpi"; }
 
-void require_device(const std::string& setting) {
-  if (setting != "cuda") return;
+void require_device(DeviceKind kind) {
+  if (kind != DeviceKind::cuda) return;
   if (!compat::built_with_cuda()) compat::no_cuda("--device cuda");
   if (compat::cuda_device_count() == 0)
     throw DeviceError(
@@ -18,13 +18,13 @@ void require_device(const std::string& setting) {
         "run on a GPU node (srun --gpus-per-node, or mpirun on the GPU hosts), or train with --device cpu");
 }
 
-DeviceChoice choose_device(const std::string& setting, int local_rank) {
+DeviceChoice choose_device(DeviceKind kind, int local_rank) {
   DeviceChoice c;
-  if (setting != "cuda") {
-    c.description = setting == "trainium-sim" ? "cpu (trainium-sim: the numerics run on this CPU)" : "cpu";
+  if (kind != DeviceKind::cuda) {
+    c.description = kind == DeviceKind::trainium_sim ? "cpu (trainium-sim: the numerics run on this CPU)" : "cpu";
     return c;
   }
-  require_device(setting);
+  require_device(kind);
   const int visible = compat::cuda_device_count();
   const int index = local_rank % visible;
   compat::set_cuda_device(index);

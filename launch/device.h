@@ -7,6 +7,8 @@
 
 #include <torch/torch.h>
 
+#include "launch/device_kind.h"
+
 namespace joule::launch {
 
 struct DeviceChoice {
@@ -16,14 +18,14 @@ struct DeviceChoice {
   int cuda_index() const { return device.is_cuda() ? device.index() : -1; }
 };
 
-// The communicator backend of a device setting: "nccl" for cuda, "mpi" otherwise.
-std::string communicator_backend(const std::string& setting);
+// The communicator backend of a device: "nccl" for cuda, "mpi" otherwise.
+std::string communicator_backend(DeviceKind kind);
 
-// Checks, before anything else starts, that this build and machine can run `setting`: cuda needs a LibTorch with
+// Checks, before anything else starts, that this build and machine can run `kind`: cuda needs a LibTorch with
 // CUDA and at least one visible GPU. Throws DeviceError naming what is missing and what to do.
-void require_device(const std::string& setting);
+void require_device(DeviceKind kind);
 
 // The device of the rank with `local_rank` on its node; a CUDA device is made the current one.
-DeviceChoice choose_device(const std::string& setting, int local_rank);
+DeviceChoice choose_device(DeviceKind kind, int local_rank);
 
 }  // namespace joule::launch

@@ -152,7 +152,7 @@ std::string GemmPath::line() const {
   return gemm_line(choice, rates, blas, blas_description, CpuIsa::current(), clock_ghz);
 }
 
-GemmPath choose_gemm_path(const std::string& setting) {
+GemmPath choose_gemm_path(Fp32GemmSetting setting) {
   GemmPath p;
   const BlasInfo info = detect_blas();
   p.blas = judge_detected_blas(info);

@@ -45,7 +45,7 @@ struct GemmPath {
 };
 // Measures on one thread (about 0.1 s; the process's thread counts restored after, also on an error) and chooses;
 // throws as choose_fp32_gemm does.
-GemmPath choose_gemm_path(const std::string& setting);
+GemmPath choose_gemm_path(Fp32GemmSetting setting);
 // Whether this joule can run fp32 GEMMs on oneDNN (built with it).
 bool onednn_available();
 

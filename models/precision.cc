@@ -6,14 +6,11 @@ namespace joule::models {
 
 const char* precision_name(Precision p) { return p == Precision::kBf16 ? "bf16" : "fp32"; }
 
-PrecisionChoice choose_precision(const std::string& setting, bool cuda, const launch::CpuIsa& isa) {
-  if (!is_precision_setting(setting))
-    throw Error("precision '" + setting + "' is not one of " + precision_settings(),
-                "set train.precision (or --precision) to auto, fp32 or bf16", ErrorKind::usage);
+PrecisionChoice choose_precision(PrecisionSetting setting, bool cuda, const launch::CpuIsa& isa) {
   const std::string where = cuda ? "CUDA" : "this CPU (" + isa.describe() + ")";
   const bool native = cuda || isa.native_bf16();
-  if (setting == "fp32") return {Precision::kFp32, "precision fp32 (as set)"};
-  if (setting == "bf16")
+  if (setting == PrecisionSetting::fp32) return {Precision::kFp32, "precision fp32 (as set)"};
+  if (setting == PrecisionSetting::bf16)
     return {Precision::kBf16,
             native ? "precision bf16 (as set)"
                    : "precision bf16 (as set), but " + where +

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "launch/cpu_isa.h"
 
@@ -19,13 +20,13 @@ struct PrecisionChoice {
   std::string reason;  // one line: what was asked, what was picked, and why
 };
 
-// `setting` is "auto", "fp32" or "bf16". auto picks bf16 on CUDA and on a CPU with AVX512-BF16 or AMX-BF16 (bf16
-// matmuls in hardware), fp32 on any other CPU (oneDNN would emulate bf16, slower than fp32). An explicit bf16 on
-// such a CPU is honoured and the reason says it is emulated. Unknown settings are a usage error naming the value.
-PrecisionChoice choose_precision(const std::string& setting, bool cuda, const launch::CpuIsa& isa);
+// train.precision and --precision: auto (chosen from the device), or fp32 or bf16 as set.
+enum class PrecisionSetting { automatic, fp32, bf16 };
+inline const std::vector<std::string> kPrecisionWords = {"auto", "fp32", "bf16"};  // PrecisionSetting's order
 
-// The valid settings, for option help and errors, and the check RunConfig and choose_precision share.
-inline const char* precision_settings() { return "auto, fp32, bf16"; }
-inline bool is_precision_setting(const std::string& s) { return s == "auto" || s == "fp32" || s == "bf16"; }
+// auto picks bf16 on CUDA and on a CPU with AVX512-BF16 or AMX-BF16 (bf16
+// matmuls in hardware), fp32 on any other CPU (oneDNN would emulate bf16, slower than fp32). An explicit bf16 on
+// such a CPU is honoured and the reason says it is emulated.
+PrecisionChoice choose_precision(PrecisionSetting setting, bool cuda, const launch::CpuIsa& isa);
 
 }  // namespace joule::models

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "models/precision.h"
+
 namespace joule::tools {
 
 struct InferBenchOptions {
@@ -15,7 +17,7 @@ struct InferBenchOptions {
   int64_t labels = 0;               // 0: the directory's id2label (else 2)
   std::vector<int64_t> batches = {1, 2, 4, 8, 16};
   int64_t seq_len = 128;
-  std::string precision = "auto";
+  models::PrecisionSetting precision = models::PrecisionSetting::automatic;
   int threads = 0;       // 0: every core
   double seconds = 2.0;  // timed per batch size, after the warm-up calls
   int warmup = 2;

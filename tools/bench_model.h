@@ -28,8 +28,8 @@ struct ModelBenchOptions {
   int warmup = 2;
   int iterations = 6;
   uint64_t seed = 1;
-  std::string precision = "auto";  // auto | fp32 | bf16 (models/precision.h)
-  std::string fp32_gemm = "auto";  // auto | blas | onednn (launch/blas_core.h)
+  models::PrecisionSetting precision = models::PrecisionSetting::automatic;
+  launch::Fp32GemmSetting fp32_gemm = launch::Fp32GemmSetting::automatic;
 };
 
 struct ModelBenchResult {

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "launch/blas_core.h"
+#include "launch/device_kind.h"
 #include "models/bert_config.h"
 #include "models/precision.h"
 #include "trainer/optimizer_options.h"
@@ -24,11 +26,11 @@ struct TrainBenchOptions {
   int warmup = 2;
   int steps = 5;
   uint64_t seed = 1;
-  std::string precision = "auto";  // auto | fp32 | bf16 (models/precision.h)
-  std::string wire = "fp32";       // the all-reduce's buffer dtype: fp32 | bf16 (gradients stay fp32 either side of it)
-  std::string profile;             // "": none; else rank 0's timed steps as a Chrome trace (LibTorch's profiler)
-  std::string device = "cpu";      // cpu | cuda (launch/device.h)
-  std::string fp32_gemm = "auto";  // auto | blas | onednn (train.fp32_gemm)
+  models::PrecisionSetting precision = models::PrecisionSetting::automatic;
+  std::string wire = "fp32";  // the all-reduce's buffer dtype: fp32 | bf16 (gradients stay fp32 either side of it)
+  std::string profile;        // "": none; else rank 0's timed steps as a Chrome trace (LibTorch's profiler)
+  launch::DeviceKind device = launch::DeviceKind::cpu;  // cpu or cuda
+  launch::Fp32GemmSetting fp32_gemm = launch::Fp32GemmSetting::automatic;
   trainer::OptimizerSharding shard = trainer::OptimizerSharding::none;  // optimizer.shard
   double peak_tflops = 0;  // the device's dense peak at the precision, for "mfu"; 0: not reported
 };

@@ -124,7 +124,7 @@ std::string model_init(const std::string& config_arg, uint64_t seed, const std::
 }
 
 std::string model_forward(const std::string& dir, const std::string& architecture, int64_t labels,
-                          const std::string& inputs, const std::string& out, const std::string& precision) {
+                          const std::string& inputs, const std::string& out, models::PrecisionSetting precision) {
   namespace st = models::safetensors;
   models::LoadedEncoderModel loaded = models::load_encoder_model(dir, architecture, labels);
   const models::PrecisionChoice choice = models::infer::use_precision(loaded.model, precision).choice;
@@ -169,7 +169,8 @@ std::string version_report(std::string* blas_warning, bool with_gemm_path) {
       << "  MPI      " << launch::mpi_library_version() << "\n"
       << "  HDF5     " << data::hdf5_version().substr(5) << "\n"
       << "  BLAS     " << blas.description << " (" << blas.library << ")\n"
-      << (with_gemm_path ? "  GEMM     " + launch::choose_gemm_path("auto").line() + "\n" : std::string())
+      << (with_gemm_path ? "  GEMM     " + launch::choose_gemm_path(launch::Fp32GemmSetting::automatic).line() + "\n"
+                         : std::string())
       << "  cores    " << launch::physical_cores() << " available to this process\n"
       << "  memory   "
       << (launch::caching_cpu_allocator_active()

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "models/bert_config.h"
+#include "models/precision.h"
 
 namespace joule::tools {
 
@@ -26,9 +27,9 @@ std::string model_init(const std::string& config_arg, uint64_t seed, const std::
 // A model directory's outputs for the inputs in a safetensors file (input_ids and attention_mask [B, L]; optional
 // token_type_ids, and bbox [B, L, 4] for LayoutLM; I64 or I32), written to `out` as F32 safetensors: "logits" for a
 // classification model, "hidden" and "pooled" (where it has a pooler) always. `architecture` empty: config.json's.
-// `labels` 0: config.json's. `precision`: auto, fp32 or bf16. Returns the lines to print (notes first).
+// `labels` 0: config.json's. Returns the lines to print (notes first).
 std::string model_forward(const std::string& dir, const std::string& architecture, int64_t labels,
-                          const std::string& inputs, const std::string& out, const std::string& precision);
+                          const std::string& inputs, const std::string& out, models::PrecisionSetting precision);
 
 // joule's version and the LibTorch, MPI, HDF5 and BLAS in use. `blas_warning` receives a loud
 // warning when LibTorch runs on the reference BLAS (empty otherwise).

@@ -66,7 +66,7 @@ std::vector<AutomaticValue> automatic_values(const ResolvedRun& run, const std::
       {"accounting.pue", number(cost.pue), cost.pue_source},
       {"accounting.grid_intensity", number(cost.region.g_per_kwh), "g CO2/kWh, " + cost.grid_source},
   };
-  if (t.device != "cuda")  // a GPU's matmuls are not the CPU's BLAS or oneDNN
+  if (t.device != launch::DeviceKind::cuda)  // a GPU's matmuls are not the CPU's BLAS or oneDNN
     used.push_back({"train.fp32_gemm", launch::fp32_gemm_name(process.gemm.choice.fp32), process.gemm.choice.reason});
   return used;
 }
@@ -129,7 +129,7 @@ TrainingProcess start_training_process(const TrainOptions& options) {
                          : "this node's " + std::to_string(cores.node) + " core(s) / " +
                                std::to_string(info.local_size) + " rank(s) on it";
   launch::set_threads(p.threads);
-  if (options.device != "cuda") p.gemm = agreed_gemm_path(options, *p.comm);
+  if (options.device != launch::DeviceKind::cuda) p.gemm = agreed_gemm_path(options, *p.comm);
   if (!oversubscribed.empty() && info.local_rank == 0)
     std::cerr << (launch::rank_prefix() + "warning: " + oversubscribed + "\n") << std::flush;
   return p;
@@ -204,8 +204,8 @@ ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_d
                          "make the shards with a --seq-len the model takes, or use a model with more positions");
   resolve_batches(run);
   run.resolved_toml = cfg.to_toml();
-  run.precision =
-      models::choose_precision(cfg.train.precision, /*cuda=*/cfg.train.device == "cuda", launch::CpuIsa::current());
+  run.precision = models::choose_precision(cfg.train.precision, cfg.train.device == launch::DeviceKind::cuda,
+                                           launch::CpuIsa::current());
   // auto may resolve differently on another machine: the arithmetic actually used is part of what ranks agree on
   // and what a resume compares.
   run.config_hash =
@@ -429,13 +429,15 @@ std::string config_change_lines(const TrainerState& loaded, const ResolvedRun& r
   const std::string now = models::precision_name(run.precision.precision);
   if (!loaded.compute_precision.empty() && loaded.compute_precision != now)
     out += "warning: resuming in " + now + " a run trained in " + loaded.compute_precision + " (train.precision " +
-           run.cfg.train.precision + " resolves otherwise here): the arithmetic changes from here on\n";
+           models::kPrecisionWords.at(static_cast<size_t>(run.cfg.train.precision)) +
+           " resolves otherwise here): the arithmetic changes from here on\n";
   // fp32 Linear layers on another library: the same products in another summation order (bf16 runs have none).
   const std::string gemm_now = launch::fp32_gemm_name(run.gemm.choice.fp32);
   const std::string gemm_then = loaded.fp32_gemm.empty() ? "blas" : loaded.fp32_gemm;
   if (now == "fp32" && loaded.compute_precision == "fp32" && gemm_then != gemm_now)
     out += "warning: resuming with fp32 GEMMs on " + gemm_now + " a run trained with them on " + gemm_then +
-           " (train.fp32_gemm " + run.cfg.train.fp32_gemm + "; " + run.gemm.choice.reason +
+           " (train.fp32_gemm " + launch::kFp32GemmWords.at(static_cast<size_t>(run.cfg.train.fp32_gemm)) + "; " +
+           run.gemm.choice.reason +
            "): the same products in another summation order from here on, so not bit for bit the run it continues\n";
   return out;
 }

@@ -1,7 +1,5 @@
 #include "trainer/train_options.h"
 
-#include "models/precision.h"
-
 namespace joule::trainer {
 
 std::vector<OptionField> TrainOptions::fields() {
@@ -17,9 +15,9 @@ std::vector<OptionField> TrainOptions::fields() {
           {"throughput_warmup_steps", &throughput_warmup_steps, at_least(0)},
           {"max_nonfinite_steps", &max_nonfinite_steps, at_least(1)},
           {"collective_timeout_seconds", &collective_timeout_seconds, OptionRange{0, 1e7, true, false}},
-          {"precision", &precision},
-          {"fp32_gemm", &fp32_gemm},
-          {"device", &device},
+          {"precision", option_choice(&precision, models::kPrecisionWords)},
+          {"fp32_gemm", option_choice(&fp32_gemm, launch::kFp32GemmWords)},
+          {"device", option_choice(&device, launch::kDeviceWords)},
           {"progress", option_choice(&progress, kProgressWords)}};
 }
 
@@ -28,11 +26,6 @@ void TrainOptions::validate() const {
   if (global_batch > 0 && global_batch % micro_batch != 0)
     throw RunConfigError("run config: train.global_batch " + std::to_string(global_batch) +
                          " is not divisible by train.micro_batch " + std::to_string(micro_batch));
-  if (!models::is_precision_setting(precision))
-    throw RunConfigError("run config: train.precision is \"" + precision +
-                         "\"; valid values: " + models::precision_settings());
-  check_option_choice(kTable, "device", device, {"cpu", "cuda", "trainium-sim"});
-  check_option_choice(kTable, "fp32_gemm", fp32_gemm, {"auto", "blas", "onednn"});
 }
 
 std::vector<OptionField> RunOptions::fields() { return {{"dir", &dir}}; }

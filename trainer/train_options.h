@@ -7,7 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "launch/blas_core.h"
+#include "launch/device_kind.h"
 #include "launch/util/options.h"
+#include "models/precision.h"
 
 namespace joule::trainer {
 
@@ -31,12 +34,13 @@ struct TrainOptions {
   int64_t max_nonfinite_steps = 10;     // consecutive steps with NaN/Inf gradients (each skipped) before the run stops
   double collective_timeout_seconds =
       600;  // a collective not done by then fails and aborts the job (a dead or stalled rank)
-  std::string precision =
-      "auto";  // auto | fp32 | bf16: bf16 mixed precision where matmuls run it natively (models/precision.h)
-  // auto | blas | onednn: the library fp32 GEMMs run on, on a CPU (launch/blas_core.h); auto takes oneDNN where the
-  // BLAS's kernels are below the processor and oneDNN's agree and run faster (measured at start-up).
-  std::string fp32_gemm = "auto";
-  std::string device = "cpu";  // cpu | cuda (one GPU per rank) | trainium-sim (CPU numerics + [sim]'s cluster's clock)
+  // auto: bf16 mixed precision where matmuls run it natively (models/precision.h)
+  models::PrecisionSetting precision = models::PrecisionSetting::automatic;
+  // The library fp32 GEMMs run on, on a CPU (launch/blas_core.h); auto takes oneDNN where the BLAS's kernels are below
+  // the processor and oneDNN's agree and run faster (measured at start-up).
+  launch::Fp32GemmSetting fp32_gemm = launch::Fp32GemmSetting::automatic;
+  // cpu, cuda (one GPU per rank) or trainium-sim (CPU numerics + [sim]'s cluster's clock)
+  launch::DeviceKind device = launch::DeviceKind::cpu;
   ProgressMode progress = ProgressMode::automatic;
 
   std::vector<OptionField> fields();

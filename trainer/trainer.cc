@@ -123,7 +123,7 @@ void write_run_directory(const ResolvedRun& run, const collectives::ProcessGroup
                              : std::string("none"))
             << "\n"
             << run.precision.reason << "\n"
-            << (cfg.train.device == "cuda" ? std::string() : "gemm: " + run.gemm.line() + "\n")
+            << (cfg.train.device == launch::DeviceKind::cuda ? std::string() : "gemm: " + run.gemm.line() + "\n")
             << "run: " << cfg.run.dir << " (its config.toml has every key; automatic ones with their source)\n"
             << std::flush;
 }
@@ -482,7 +482,7 @@ void finish_run(const ResolvedRun& run, TrainingLoop& loop, int exit_code, Train
   o.target_sequences = run.target_sequences;
   o.flops_per_sequence = models::training_flops_per_sequence(run.model_config, cfg.train.seq_len, o.max_predictions);
   o.dtype = models::precision_name(run.precision.precision);
-  if (run.cfg.train.device != "cuda") o.gemm = gemm_record(run.gemm);
+  if (run.cfg.train.device != launch::DeviceKind::cuda) o.gemm = gemm_record(run.gemm);
   write_summary(cfg.run.dir, o, comm.info(), accounting, sim);
 }
 
@@ -520,8 +520,8 @@ int train(const TrainRequest& request) {
   const std::string config_dir =
       request.config_dir.empty() ? fs::path(request.presets_dir).parent_path().string() : request.config_dir;
   // The meters run from here: start-up is billed.
-  RunAccounting accounting(cfg.accounting, cfg.train.device, config_dir, info, process.device.cuda_index(),
-                           process.device.pci_bus_id);
+  RunAccounting accounting(cfg.accounting, launch::device_name(cfg.train.device), config_dir, info,
+                           process.device.cuda_index(), process.device.pci_bus_id);
 
   const ResolvedRun run =
       resolve_run(cfg, request.presets_dir, process, accounting.cost(), request.eval_from_data_root);
@@ -560,7 +560,7 @@ int train(const TrainRequest& request) {
       models::training_flops_per_sequence(run.model_config, run.cfg.train.seq_len, run.dataset().max_predictions()),
       models::precision_name(run.precision.precision));
   std::optional<SimulatedClock> sim;
-  if (run.cfg.train.device == "trainium-sim")
+  if (run.cfg.train.device == launch::DeviceKind::trainium_sim)
     sim.emplace(simulated_clock(run, config_dir, accounting.cost().region.g_per_kwh));
   print_accounting(accounting, info, sim ? &*sim : nullptr);
 

@@ -253,9 +253,9 @@ bool lower_case_of(const std::string& dir, bool fallback) {
 
 }  // namespace
 
-InferencePrecision use_precision(EncoderModel& model, const std::string& policy) {
+InferencePrecision use_precision(EncoderModel& model, PrecisionSetting policy) {
   InferencePrecision used{choose_precision(policy, false, launch::CpuIsa::current()),
-                          launch::choose_gemm_path("auto").choice.fp32};
+                          launch::choose_gemm_path(launch::Fp32GemmSetting::automatic).choice.fp32};
   model.set_precision(used.choice.precision, used.fp32_gemm);
   if (const PackedWeights* packed = model.packed_weights())  // which GEMM path runs, said with the precision
     used.choice.reason += "; " + std::to_string(packed->size()) + " weights packed for oneDNN's GEMMs (" +

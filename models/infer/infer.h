@@ -37,7 +37,7 @@ struct InferOptions {
   std::string model_dir;
   std::string architecture;  // empty: config.json's
   std::string input, output;
-  std::string precision = "auto";  // auto | fp32 | bf16 (models/precision.h)
+  PrecisionSetting precision = PrecisionSetting::automatic;
   int64_t batch = 8;
   int64_t max_length = 0;          // 0: the model's max_position_embeddings (at most 512)
   int threads = 0;                 // 0: every core
@@ -65,6 +65,6 @@ struct InferencePrecision {
   PrecisionChoice choice;
   launch::Fp32Gemm fp32_gemm;
 };
-InferencePrecision use_precision(EncoderModel& model, const std::string& policy);
+InferencePrecision use_precision(EncoderModel& model, PrecisionSetting policy);
 
 }  // namespace joule::models::infer

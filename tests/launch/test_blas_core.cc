@@ -45,7 +45,8 @@ TEST(BlasCore, KernelSetsAreJudgedAgainstTheProcessorsVectors) {
 // The fp32 GEMM path from the judgement and the calibration alone: oneDNN only where the BLAS's kernels are below the
 // processor and oneDNN agrees and is faster; as set, blas always and onednn only where it agrees.
 TEST(BlasCore, Fp32GemmPathFollowsTheJudgementAgreementAndSpeed) {
-  using joule::launch::choose_fp32_gemm, joule::launch::Fp32Gemm, joule::launch::GemmRates;
+  using joule::launch::choose_fp32_gemm, joule::launch::Fp32Gemm, joule::launch::Fp32GemmSetting,
+      joule::launch::GemmRates;
   const CpuIsa avx512 = CpuIsa::parse("avx2,fma,avx512f,avx512_bf16");
   const auto haswell_on_zen5 = judge_blas_core("Haswell", avx512, "Haswell");
   const auto prescott_on_emr = judge_blas_core("Prescott", CpuIsa::parse("avx2,fma,avx512f,amx_bf16"), "");
@@ -56,7 +57,7 @@ TEST(BlasCore, Fp32GemmPathFollowsTheJudgementAgreementAndSpeed) {
   fast.onednn_fp32_difference = 2e-7;
   fast.onednn_isa = "avx512_core_bf16";
 
-  auto c = choose_fp32_gemm("auto", haswell_on_zen5, fast);
+  auto c = choose_fp32_gemm(Fp32GemmSetting::automatic, haswell_on_zen5, fast);
   EXPECT_EQ(c.fp32, Fp32Gemm::kOnednn);
   EXPECT_NE(
       c.reason.find("OpenBLAS's Haswell kernels (AVX2+FMA) are below this AVX-512 CPU (OPENBLAS_CORETYPE=Haswell, "
@@ -64,30 +65,31 @@ TEST(BlasCore, Fp32GemmPathFollowsTheJudgementAgreementAndSpeed) {
       std::string::npos)
       << c.reason;
   EXPECT_NE(c.reason.find("agree with the BLAS's to 2.0e-07"), std::string::npos) << c.reason;
-  EXPECT_EQ(choose_fp32_gemm("auto", prescott_on_emr, fast).fp32, Fp32Gemm::kOnednn);
+  EXPECT_EQ(choose_fp32_gemm(Fp32GemmSetting::automatic, prescott_on_emr, fast).fp32, Fp32Gemm::kOnednn);
   // Kernels that match the processor stay, however the timings come out.
-  c = choose_fp32_gemm("auto", skylakex, fast);
+  c = choose_fp32_gemm(Fp32GemmSetting::automatic, skylakex, fast);
   EXPECT_EQ(c.fp32, Fp32Gemm::kBlas);
   EXPECT_EQ(c.reason, "OpenBLAS's SkylakeX kernels match the processor");
-  EXPECT_EQ(choose_fp32_gemm("auto", judge_blas_core("", avx512, ""), fast).fp32, Fp32Gemm::kBlas);  // MKL, say
+  EXPECT_EQ(choose_fp32_gemm(Fp32GemmSetting::automatic, judge_blas_core("", avx512, ""), fast).fp32,
+            Fp32Gemm::kBlas);  // MKL, say
 
   GemmRates wrong = fast;  // a kernel computing wrong products is never taken
   wrong.onednn_fp32_difference = 0.3;
-  c = choose_fp32_gemm("auto", haswell_on_zen5, wrong);
+  c = choose_fp32_gemm(Fp32GemmSetting::automatic, haswell_on_zen5, wrong);
   EXPECT_EQ(c.fp32, Fp32Gemm::kBlas);
   EXPECT_NE(c.reason.find("differ from its by 0.3"), std::string::npos) << c.reason;
   GemmRates slow = fast;  // not worth a second library
   slow.onednn_fp32 = 110;
-  c = choose_fp32_gemm("auto", haswell_on_zen5, slow);
+  c = choose_fp32_gemm(Fp32GemmSetting::automatic, haswell_on_zen5, slow);
   EXPECT_EQ(c.fp32, Fp32Gemm::kBlas);
   EXPECT_NE(c.reason.find("but oneDNN is only 1.10x as fast"), std::string::npos) << c.reason;
   GemmRates none;  // built without oneDNN
   none.blas_fp32 = 100;
-  EXPECT_EQ(choose_fp32_gemm("auto", haswell_on_zen5, none).fp32, Fp32Gemm::kBlas);
+  EXPECT_EQ(choose_fp32_gemm(Fp32GemmSetting::automatic, haswell_on_zen5, none).fp32, Fp32Gemm::kBlas);
 
-  EXPECT_EQ(choose_fp32_gemm("blas", haswell_on_zen5, fast).fp32, Fp32Gemm::kBlas);
-  EXPECT_EQ(choose_fp32_gemm("onednn", skylakex, fast).fp32, Fp32Gemm::kOnednn);
-  auto error_of = [&](const std::string& setting, const GemmRates& r) -> std::string {
+  EXPECT_EQ(choose_fp32_gemm(Fp32GemmSetting::blas, haswell_on_zen5, fast).fp32, Fp32Gemm::kBlas);
+  EXPECT_EQ(choose_fp32_gemm(Fp32GemmSetting::onednn, skylakex, fast).fp32, Fp32Gemm::kOnednn);
+  auto error_of = [&](Fp32GemmSetting setting, const GemmRates& r) -> std::string {
     try {
       choose_fp32_gemm(setting, skylakex, r);
     } catch (const std::exception& e) {
@@ -95,13 +97,12 @@ TEST(BlasCore, Fp32GemmPathFollowsTheJudgementAgreementAndSpeed) {
     }
     return "";
   };
-  EXPECT_NE(error_of("onednn", wrong).find("oneDNN's fp32 products differ"), std::string::npos);
-  EXPECT_NE(error_of("onednn", none).find("built without oneDNN"), std::string::npos);
-  EXPECT_NE(error_of("fast", fast).find("train.fp32_gemm is \"fast\""), std::string::npos);
+  EXPECT_NE(error_of(Fp32GemmSetting::onednn, wrong).find("oneDNN's fp32 products differ"), std::string::npos);
+  EXPECT_NE(error_of(Fp32GemmSetting::onednn, none).find("built without oneDNN"), std::string::npos);
 
   // The start-up line: the path taken with its rate and share of peak, the one not taken, why, and the clock.
-  const std::string line =
-      joule::launch::gemm_line(choose_fp32_gemm("auto", haswell_on_zen5, fast), fast, haswell_on_zen5, "", avx512, 4.0);
+  const std::string line = joule::launch::gemm_line(choose_fp32_gemm(Fp32GemmSetting::automatic, haswell_on_zen5, fast),
+                                                    fast, haswell_on_zen5, "", avx512, 4.0);
   EXPECT_EQ(line.rfind("fp32 oneDNN avx512_core_bf16 205 GFLOP/s/core (80 % of peak), not OpenBLAS Haswell kernels at "
                        "100 (39 %): OpenBLAS's Haswell kernels (AVX2+FMA) are below this AVX-512 CPU",
                        0),

@@ -11,20 +11,20 @@ namespace joule::launch {
 namespace {
 
 TEST(Device, CpuAndTrainiumSimComputeOnTheCpu) {
-  for (const char* setting : {"cpu", "trainium-sim"}) {
-    const DeviceChoice c = choose_device(setting, /*local_rank=*/3);
-    EXPECT_TRUE(c.device.is_cpu()) << setting;
+  for (const DeviceKind kind : {DeviceKind::cpu, DeviceKind::trainium_sim}) {
+    const DeviceChoice c = choose_device(kind, /*local_rank=*/3);
+    EXPECT_TRUE(c.device.is_cpu()) << device_name(kind);
     EXPECT_EQ(c.cuda_index(), -1);
-    EXPECT_EQ(communicator_backend(setting), "mpi");
-    EXPECT_NO_THROW(require_device(setting));
+    EXPECT_EQ(communicator_backend(kind), "mpi");
+    EXPECT_NO_THROW(require_device(kind));
   }
-  EXPECT_EQ(communicator_backend("cuda"), "nccl");
+  EXPECT_EQ(communicator_backend(DeviceKind::cuda), "nccl");
 }
 
 TEST(Device, CudaIsRefusedClearlyWithoutAGpu) {
   if (compat::cuda_device_count() > 0) GTEST_SKIP() << "this machine has a GPU";
   try {
-    require_device("cuda");
+    require_device(DeviceKind::cuda);
     FAIL() << "--device cuda was accepted without a GPU";
   } catch (const DeviceError& e) {
     const std::string what = e.what();
@@ -34,7 +34,7 @@ TEST(Device, CudaIsRefusedClearlyWithoutAGpu) {
       EXPECT_NE(what.find("built against a LibTorch without CUDA"), std::string::npos) << what;
     EXPECT_NE(e.hint().find("--device cpu"), std::string::npos) << e.hint();
   }
-  EXPECT_THROW(choose_device("cuda", 0), DeviceError);
+  EXPECT_THROW(choose_device(DeviceKind::cuda, 0), DeviceError);
 }
 
 TEST(Device, CpuStreamIsNullAndSynchronizeIsANoOp) {

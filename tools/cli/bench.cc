@@ -45,7 +45,7 @@ int bench_infer(int argc, char** argv) {
   tools::InferBenchOptions io;
   io.model = r["model"].as<std::string>();
   io.architecture = r["architecture"].as<std::string>();
-  io.precision = r["precision"].as<std::string>();
+  io.precision = choice_flag<models::PrecisionSetting>(r, "precision", models::kPrecisionWords);
   io.instance = r["instance"].as<std::string>();
   io.region = r["region"].as<std::string>();
   io.seq_len = int_flag(r, seq_len);
@@ -97,8 +97,8 @@ int bench_model(int argc, char** argv) {
   b.threads = static_cast<int>(int_flag(r, threads));
   b.iterations = static_cast<int>(int_flag(r, iterations));
   b.warmup = static_cast<int>(int_flag(r, warmup));
-  b.precision = r["precision"].as<std::string>();
-  b.fp32_gemm = r["fp32-gemm"].as<std::string>();
+  b.precision = choice_flag<models::PrecisionSetting>(r, "precision", models::kPrecisionWords);
+  b.fp32_gemm = choice_flag<launch::Fp32GemmSetting>(r, "fp32-gemm", launch::kFp32GemmWords);
   std::string warning;
   tools::version_report(&warning, /*with_gemm_path=*/false);  // bench_model measures it
   if (!warning.empty()) std::cerr << warning;
@@ -134,9 +134,9 @@ int bench_train(int argc, char** argv) {
   add_number_flags(o, {seq_len, micro_batch, max_pred, threads, warmup, steps, peak});
   auto r = parse(o, argc, argv);
   tools::TrainBenchOptions b;
-  b.device = r["device"].as<std::string>();
+  // cpu and cuda only (trainium-sim is a run's simulated cluster): DeviceKind's first two words.
+  b.device = choice_flag<launch::DeviceKind>(r, "device", {"cpu", "cuda"});
   b.peak_tflops = number_flag(r, peak);
-  if (b.device != "cpu" && b.device != "cuda") throw UsageError("--device is '" + b.device + "'; valid: cpu, cuda");
   b.profile = r["profile"].as<std::string>();
   b.model_name = r["config"].as<std::string>();
   b.config = tools::resolve_model_config(b.model_name);
@@ -146,9 +146,9 @@ int bench_train(int argc, char** argv) {
   b.threads = static_cast<int>(int_flag(r, threads));
   b.warmup = static_cast<int>(int_flag(r, warmup));
   b.steps = static_cast<int>(int_flag(r, steps));
-  b.precision = r["precision"].as<std::string>();
+  b.precision = choice_flag<models::PrecisionSetting>(r, "precision", models::kPrecisionWords);
   b.wire = r["wire"].as<std::string>();
-  b.fp32_gemm = r["fp32-gemm"].as<std::string>();
+  b.fp32_gemm = choice_flag<launch::Fp32GemmSetting>(r, "fp32-gemm", launch::kFp32GemmWords);
   b.shard = choice_flag<trainer::OptimizerSharding>(r, "shard", trainer::kShardingWords);
   const std::string line = tools::bench_train(b);
   if (!line.empty()) std::cout << line << std::endl;

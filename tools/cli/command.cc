@@ -4,6 +4,7 @@
 
 #include "launch/cpu_isa.h"
 #include "launch/runtime.h"
+#include "launch/util/options.h"
 #include "models/precision.h"
 
 namespace joule::cli {
@@ -80,14 +81,16 @@ std::string group_commands(const std::string& word) {
 }
 
 bool serving_gemms_on_openblas(int argc, char** argv) {
-  std::string precision = "auto";
+  std::string word = "auto";
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--precision" && i + 1 < argc) precision = argv[i + 1];
-    if (arg.rfind("--precision=", 0) == 0) precision = arg.substr(12);
+    if (arg == "--precision" && i + 1 < argc) word = argv[i + 1];
+    if (arg.rfind("--precision=", 0) == 0) word = arg.substr(12);
   }
+  const auto precision = joule::parse_choice<models::PrecisionSetting>(word, models::kPrecisionWords);
+  if (!precision) return false;
   try {
-    if (models::choose_precision(precision, /*cuda=*/false, launch::CpuIsa::current()).precision !=
+    if (models::choose_precision(*precision, /*cuda=*/false, launch::CpuIsa::current()).precision !=
         models::Precision::kFp32)
       return false;
     const launch::BlasInfo blas = launch::detect_blas();

@@ -57,7 +57,7 @@ int infer(int argc, char** argv) {
   io.input = required(r, "input");
   io.output = required(r, "output");
   if (r.count("architecture")) io.architecture = r["architecture"].as<std::string>();
-  io.precision = r["precision"].as<std::string>();
+  io.precision = choice_flag<models::PrecisionSetting>(r, "precision", models::kPrecisionWords);
   io.batch = int_flag(r, batch);
   io.max_length = int_flag(r, max_length);
   io.threads = static_cast<int>(int_flag(r, threads));

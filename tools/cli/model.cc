@@ -54,9 +54,10 @@ int model_forward(int argc, char** argv) {
       "labels", "labels of a classification head (default: config.json's id2label, else 2)", "0", {0, 65536}};
   add_number_flags(o, {labels});
   auto r = parse(o, argc, argv);
-  std::cout << tools::model_forward(
-                   required(r, "dir"), r.count("architecture") ? r["architecture"].as<std::string>() : "",
-                   int_flag(r, labels), required(r, "inputs"), required(r, "out"), r["precision"].as<std::string>())
+  std::cout << tools::model_forward(required(r, "dir"),
+                                    r.count("architecture") ? r["architecture"].as<std::string>() : "",
+                                    int_flag(r, labels), required(r, "inputs"), required(r, "out"),
+                                    choice_flag<models::PrecisionSetting>(r, "precision", models::kPrecisionWords))
             << std::flush;
   return 0;
 }

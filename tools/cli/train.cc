@@ -98,8 +98,10 @@ int eval(int argc, char** argv) {
       max_batches{"max-batches", "batches to evaluate", "0", OptionRange{0, 1e12}, "0: all"};
   add_number_flags(o, {batch, max_batches});
   auto r = parse(o, argc, argv);
-  const auto precision = models::choose_precision(r["precision"].as<std::string>(), false, launch::CpuIsa::current());
-  const launch::GemmPath gemm = launch::choose_gemm_path(r["fp32-gemm"].as<std::string>());
+  const auto precision = models::choose_precision(
+      choice_flag<models::PrecisionSetting>(r, "precision", models::kPrecisionWords), false, launch::CpuIsa::current());
+  const launch::GemmPath gemm =
+      launch::choose_gemm_path(choice_flag<launch::Fp32GemmSetting>(r, "fp32-gemm", launch::kFp32GemmWords));
   const std::string result = trainer::evaluate_model_dir(required(r, "model"), required(r, "data"), int_flag(r, batch),
                                                          int_flag(r, max_batches), precision.precision,
                                                          r["dump"].as<std::string>(), gemm.choice.fp32)
