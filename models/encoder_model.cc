@@ -187,12 +187,13 @@ LoadedEncoderModel load_encoder_model(const std::string& dir, const std::string&
         throw safetensors::FormatError(path + ": has '" + match.file_name(other) + "' but not '" + match.file_name(k) +
                                        "'");
     }
-    loaded.notes.push_back(dir + " has no " + kept + ": initialized (normal(0, " +
-                           std::to_string(config.initializer_range) + "), zero bias, seed 0); fine-tune before use");
+    loaded.loading_notes.push_back(dir + " has no " + kept + ": initialized (normal(0, " +
+                                   std::to_string(config.initializer_range) +
+                                   "), zero bias, seed 0); fine-tune before use");
   }
   if (!load.skipped.empty())
-    loaded.notes.push_back(std::to_string(load.skipped.size()) + " tensor(s) of " + dir + " unused by a " + a.name +
-                           " (the first: " + load.skipped.front() + ")");
+    loaded.loading_notes.push_back(std::to_string(load.skipped.size()) + " tensor(s) of " + dir + " unused by a " +
+                                   a.name + " (the first: " + load.skipped.front() + ")");
   return loaded;
 }
 

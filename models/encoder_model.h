@@ -82,8 +82,8 @@ class EncoderModel {
 
 struct LoadedEncoderModel {
   EncoderModel model;
-  std::vector<std::string> notes;  // what the directory lacked or held beyond the model, said to the user
-  std::string initialized;         // the parameters the directory lacked, initialized ("" when none)
+  std::vector<std::string> loading_notes;  // what the directory lacked or held beyond the model, said to the user
+  std::string initialized;                 // the parameters the directory lacked, initialized ("" when none)
 };
 
 // DIR/config.json and DIR/model.safetensors as `architecture` (empty: config.json's first "architectures" entry;

@@ -157,7 +157,7 @@ std::string model_forward(const std::string& dir, const std::string& architectur
   }
   st::write(out, tensors);
   std::string lines;
-  for (const std::string& note : loaded.notes) lines += "note: " + note + "\n";
+  for (const std::string& note : loaded.loading_notes) lines += "note: " + note + "\n";
   return lines + loaded.model.architecture().name + " (" + choice.reason + "): wrote " + out + "\n";
 }
 

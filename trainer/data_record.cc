@@ -54,8 +54,8 @@ ResumedData resume_data_record(const std::string& recorded, const std::string& c
                                const RunData& data, bool accept_change) {
   ResumedData out;
   if (recorded.empty()) {
-    out.notes.push_back(checkpoint + " records no data set (written by an older joule): recording " +
-                        data.train.spec() + " from step " + std::to_string(step) + " on");
+    out.resume_notes.push_back(checkpoint + " records no data set (written by an older joule): recording " +
+                               data.train.spec() + " from step " + std::to_string(step) + " on");
     out.record = new_data_record(data, step);
     return out;
   }
@@ -75,8 +75,8 @@ ResumedData resume_data_record(const std::string& recorded, const std::string& c
     if (const std::string eval = compare_set("eval", last["eval"], *data.eval, where); !eval.empty())
       changes += (changes.empty() ? "" : "; ") + eval;
   if (had_eval != (data.eval != nullptr))
-    out.notes.push_back(std::string("the run ") + (had_eval ? "evaluated" : "did not evaluate") +
-                        " before this resume and " + (data.eval ? "evaluates now" : "does not now"));
+    out.resume_notes.push_back(std::string("the run ") + (had_eval ? "evaluated" : "did not evaluate") +
+                               " before this resume and " + (data.eval ? "evaluates now" : "does not now"));
   if (changes.empty()) {
     out.record = recorded;
     return out;
@@ -84,8 +84,8 @@ ResumedData resume_data_record(const std::string& recorded, const std::string& c
   if (!accept_change)
     throw DataChangedError("resuming from " + checkpoint + ": the data is not what the run trained on: " + changes);
   record["segments"].push_back(segment_json(data, step));
-  out.notes.push_back("data segment " + std::to_string(record["segments"].size()) + " starts at step " +
-                      std::to_string(step) + " (--accept-data-change): " + changes);
+  out.resume_notes.push_back("data segment " + std::to_string(record["segments"].size()) + " starts at step " +
+                             std::to_string(step) + " (--accept-data-change): " + changes);
   out.record = record.dump();
   return out;
 }

@@ -39,8 +39,8 @@ struct RunData {
 std::string new_data_record(const RunData& data, int64_t from_step = 0);
 
 struct ResumedData {
-  std::string record;              // what the resumed run's checkpoints record
-  std::vector<std::string> notes;  // what rank 0 says (a new data segment, a checkpoint without a record)
+  std::string record;                     // what the resumed run's checkpoints record
+  std::vector<std::string> resume_notes;  // what rank 0 says (a new data segment, a checkpoint without a record)
 };
 
 // A resume from `checkpoint` at `step`: `recorded` is the checkpoint's record ("" when an older joule wrote it).

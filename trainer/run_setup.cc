@@ -472,7 +472,7 @@ TrainerState start_state(const ResolvedRun& run, const StartPoint& start, Traini
                   std::to_string(loaded.world_size) + "\n");
   const ResumedData resumed =
       resume_data_record(loaded.data_json, *start.checkpoint, loaded.step, data, accept_data_change);
-  for (const std::string& n : resumed.notes) print_on_root("note: " + n + "\n");
+  for (const std::string& n : resumed.resume_notes) print_on_root("note: " + n + "\n");
   state = loaded;
   state.data_json = resumed.record;
   state.world_size = run.world;

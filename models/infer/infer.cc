@@ -276,7 +276,7 @@ InferSummary run_inference(const InferOptions& o) {
                          "a classifier directory for joule infer holds config.json, model.safetensors and the "
                          "vocab.txt of its tokenizer");
   LoadedEncoderModel loaded = load_encoder_model(o.model_dir, o.architecture);
-  for (const std::string& n : loaded.notes) s.notes += "note: " + n + "\n";
+  for (const std::string& n : loaded.loading_notes) s.loading_notes += "note: " + n + "\n";
   EncoderModel& model = loaded.model;
   const Architecture& a = model.architecture();
   if (a.head == Head::kNone)

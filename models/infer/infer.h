@@ -52,7 +52,7 @@ struct InferSummary {
   int64_t tokens = 0, padded_tokens = 0;  // real tokens and the padding the batches carried
   double seconds = 0;                     // the model's forward passes
   std::string precision_reason;
-  std::string notes;  // what loading the model said, one line each
+  std::string loading_notes;  // what loading the model said, one line each
 };
 
 InferSummary run_inference(const InferOptions& options);

@@ -64,11 +64,12 @@ TEST(EncoderModel, APretrainingDirectoryIsTheEncoderOfAClassifier) {
     EXPECT_NE(std::string(e.what()).find("name the architecture"), std::string::npos) << e.what();
   }
   auto loaded = joule::models::load_encoder_model(dir, "BertForSequenceClassification", 3);
-  ASSERT_EQ(loaded.notes.size(), 2u);
-  EXPECT_NE(loaded.notes[0].find("has no classifier.bias, classifier.weight: initialized"), std::string::npos)
-      << loaded.notes[0];
-  EXPECT_NE(loaded.notes[1].find("unused by a BertForSequenceClassification (the first: cls."), std::string::npos)
-      << loaded.notes[1];
+  ASSERT_EQ(loaded.loading_notes.size(), 2u);
+  EXPECT_NE(loaded.loading_notes[0].find("has no classifier.bias, classifier.weight: initialized"), std::string::npos)
+      << loaded.loading_notes[0];
+  EXPECT_NE(loaded.loading_notes[1].find("unused by a BertForSequenceClassification (the first: cls."),
+            std::string::npos)
+      << loaded.loading_notes[1];
   const EncoderInput in = input_for(c, 5);
   const auto out = loaded.model.forward(in);
   EXPECT_EQ(out.logits.sizes(), (std::vector<int64_t>{2, 3}));

@@ -57,7 +57,7 @@ TEST_F(DataRecordTest, AResumeOnTheSameDataKeepsTheRecord) {
 
   const auto resumed = resume_data_record(record, "ck", 10, {open("train"), &eval}, false);
   EXPECT_EQ(resumed.record, record);
-  EXPECT_TRUE(resumed.notes.empty());
+  EXPECT_TRUE(resumed.resume_notes.empty());
 }
 
 TEST_F(DataRecordTest, OtherTrainingOrEvalDataStopsTheResumeNamingTheShard) {
@@ -85,10 +85,10 @@ TEST_F(DataRecordTest, AnAcceptedChangeIsANewSegmentFromTheResumedStep) {
   const Dataset grown = open("train");
   const auto accepted = resume_data_record(record, "ck", 10, {grown, &eval}, true);
   EXPECT_EQ(joule::trainer::data_segment_notes(accepted.record).size(), 1u);  // the second segment
-  ASSERT_EQ(accepted.notes.size(), 1u);
-  EXPECT_NE(accepted.notes[0].find("data segment 2 starts at step 10 (--accept-data-change): training data"),
+  ASSERT_EQ(accepted.resume_notes.size(), 1u);
+  EXPECT_NE(accepted.resume_notes[0].find("data segment 2 starts at step 10 (--accept-data-change): training data"),
             std::string::npos)
-      << accepted.notes[0];
+      << accepted.resume_notes[0];
   const auto segments = nlohmann::json::parse(accepted.record)["segments"];
   EXPECT_EQ(segments[0]["train"]["digest"], train.digest());
   EXPECT_EQ(segments[1]["from_step"], 10);
@@ -107,8 +107,8 @@ TEST_F(DataRecordTest, AnAcceptedChangeIsANewSegmentFromTheResumedStep) {
 TEST_F(DataRecordTest, ACheckpointWithoutARecordStartsOneWithANote) {
   const Dataset train = open("train");
   const auto resumed = resume_data_record("", "RUN/checkpoints/step_5", 5, {train, nullptr}, false);
-  ASSERT_EQ(resumed.notes.size(), 1u);
-  EXPECT_NE(resumed.notes[0].find("RUN/checkpoints/step_5 records no data set"), std::string::npos);
+  ASSERT_EQ(resumed.resume_notes.size(), 1u);
+  EXPECT_NE(resumed.resume_notes[0].find("RUN/checkpoints/step_5 records no data set"), std::string::npos);
   EXPECT_EQ(nlohmann::json::parse(resumed.record)["segments"][0]["from_step"], 5);
 }
 

@@ -71,7 +71,7 @@ int infer(int argc, char** argv) {
       if (line.rfind("skipped ", 0) == 0) std::cerr << line << "\n";
     };
   const auto s = models::infer::run_inference(io);
-  std::cout << s.notes << s.precision_reason << "\n" << inference_line(s, io.output) << std::flush;
+  std::cout << s.loading_notes << s.precision_reason << "\n" << inference_line(s, io.output) << std::flush;
   return 0;
 }
 

@@ -21,33 +21,54 @@ namespace {
 constexpr double kJoulesPerKwh = 3.6e6;
 constexpr size_t kMaxHistory = 256;
 
+using joule::JsonField;
+constexpr joule::JsonPresence kOptional = joule::JsonPresence::optional;
+
+// The ledger's documents, each key once: the writers and the readers below both go through these tables.
+const std::vector<JsonField<CostSettings>> kCostFields = {{"instance", &CostSettings::instance},
+                                                          {"instance_file", &CostSettings::instance_file, kOptional},
+                                                          {"usd_per_hour", &CostSettings::usd_per_hour},
+                                                          {"price_source", &CostSettings::price_source, kOptional},
+                                                          {"pue", &CostSettings::pue},
+                                                          {"pue_source", &CostSettings::pue_source, kOptional},
+                                                          {"grid_source", &CostSettings::grid_source, kOptional}};
+// The grid region, in the same object as the cost settings that hold it.
+const std::vector<JsonField<GridRegion>> kRegionFields = {{"region", &GridRegion::name},
+                                                          {"country", &GridRegion::country, kOptional},
+                                                          {"provider", &GridRegion::provider, kOptional},
+                                                          {"grid_g_per_kwh", &GridRegion::g_per_kwh}};
+const std::vector<JsonField<Segment>> kSegmentFields = {{"start_step", &Segment::start_step},
+                                                        {"end_step", &Segment::end_step},
+                                                        {"sequences", &Segment::sequences},
+                                                        {"wall_s", &Segment::wall_s},
+                                                        {"ranks", &Segment::ranks},
+                                                        {"nodes", &Segment::nodes},
+                                                        {"started_utc", &Segment::started_utc, kOptional},
+                                                        {"ended_utc", &Segment::ended_utc, kOptional},
+                                                        {"status", &Segment::status, kOptional},
+                                                        {"meters", &Segment::meters, kOptional},
+                                                        {"timed_sequences", &Segment::timed_sequences, kOptional},
+                                                        {"timed_s", &Segment::timed_s, kOptional}};
+const std::vector<JsonField<ProjectionPoint>> kProjectionPointFields = {
+    {"step", &ProjectionPoint::step},
+    {"sequences", &ProjectionPoint::sequences},
+    {"wall_s", &ProjectionPoint::wall_s},
+    {"target_wall_s", &ProjectionPoint::target_wall_s},
+    {"target_kwh", &ProjectionPoint::target_kwh},
+    {"target_usd", &ProjectionPoint::target_usd},
+    {"target_co2_kg", &ProjectionPoint::target_co2_kg}};
+
 json cost_json(const CostSettings& c) {
-  return {{"instance", c.instance},
-          {"instance_file", c.instance_file},
-          {"usd_per_hour", c.usd_per_hour},
-          {"price_source", c.price_source},
-          {"pue", c.pue},
-          {"pue_source", c.pue_source},
-          {"region", c.region.name},
-          {"country", c.region.country},
-          {"provider", c.region.provider},
-          {"grid_g_per_kwh", c.region.g_per_kwh},
-          {"grid_source", c.grid_source}};
+  json j = json::object();
+  joule::write_json_fields(c, kCostFields, j);
+  joule::write_json_fields(c.region, kRegionFields, j);
+  return j;
 }
 
 CostSettings cost_from_json(const json& j, const std::string& where) {
   CostSettings c;
-  c.instance = json_field<std::string>(j, "instance", where);
-  c.instance_file = json_field_or<std::string>(j, "instance_file", "", where);
-  c.usd_per_hour = json_field<double>(j, "usd_per_hour", where);
-  c.price_source = json_field_or<std::string>(j, "price_source", "", where);
-  c.pue = json_field<double>(j, "pue", where);
-  c.pue_source = json_field_or<std::string>(j, "pue_source", "", where);
-  c.region.name = json_field<std::string>(j, "region", where);
-  c.region.country = json_field_or<std::string>(j, "country", "", where);
-  c.region.provider = json_field_or<std::string>(j, "provider", "", where);
-  c.region.g_per_kwh = json_field<double>(j, "grid_g_per_kwh", where);
-  c.grid_source = json_field_or<std::string>(j, "grid_source", "", where);
+  joule::read_json_fields(j, kCostFields, c, where);
+  joule::read_json_fields(j, kRegionFields, c.region, where);
   return c;
 }
 
@@ -203,11 +224,9 @@ json energy_json(const EnergyTotals& e) {
 }
 
 json Segment::to_json(bool raw_joules) const {
-  json j = {{"start_step", start_step},   {"end_step", end_step},    {"sequences", sequences},
-            {"wall_s", wall_s},           {"ranks", ranks},          {"nodes", nodes},
-            {"started_utc", started_utc}, {"ended_utc", ended_utc},  {"status", status},
-            {"meters", meters},           {"cost", cost_json(cost)}, {"timed_sequences", timed_sequences},
-            {"timed_s", timed_s}};
+  json j = json::object();
+  joule::write_json_fields(*this, kSegmentFields, j);
+  j["cost"] = cost_json(cost);
   if (raw_joules) j["energy_joules"] = energy.joules;
   j["energy"] = energy_json(energy);
   j["figures"] = figures_json(figures());
@@ -216,18 +235,7 @@ json Segment::to_json(bool raw_joules) const {
 
 Segment Segment::from_json(const json& s, const std::string& where) {
   Segment g;
-  g.start_step = json_field<int64_t>(s, "start_step", where);
-  g.end_step = json_field<int64_t>(s, "end_step", where);
-  g.sequences = json_field<int64_t>(s, "sequences", where);
-  g.wall_s = json_field<double>(s, "wall_s", where);
-  g.ranks = json_field<int>(s, "ranks", where);
-  g.nodes = json_field<int>(s, "nodes", where);
-  g.started_utc = json_field_or<std::string>(s, "started_utc", "", where);
-  g.ended_utc = json_field_or<std::string>(s, "ended_utc", "", where);
-  g.status = json_field_or<std::string>(s, "status", "", where);
-  g.meters = json_field_or<std::string>(s, "meters", "", where);
-  g.timed_sequences = json_field_or<int64_t>(s, "timed_sequences", 0, where);
-  g.timed_s = json_field_or<double>(s, "timed_s", 0.0, where);
+  joule::read_json_fields(s, kSegmentFields, g, where);
   g.cost = cost_from_json(json_field<json>(s, "cost", where), where + " cost");
   if (s.contains("energy_joules")) {  // a checkpoint's ledger: exact joules
     const auto raw = json_field<std::vector<double>>(s, "energy_joules", where);
@@ -243,20 +251,15 @@ Segment Segment::from_json(const json& s, const std::string& where) {
 }
 
 json ProjectionPoint::to_json() const {
-  return {{"step", step},
-          {"sequences", sequences},
-          {"wall_s", wall_s},
-          {"target_wall_s", target_wall_s},
-          {"target_kwh", target_kwh},
-          {"target_usd", target_usd},
-          {"target_co2_kg", target_co2_kg}};
+  json j = json::object();
+  joule::write_json_fields(*this, kProjectionPointFields, j);
+  return j;
 }
 
 ProjectionPoint ProjectionPoint::from_json(const json& p, const std::string& where) {
-  return {json_field<int64_t>(p, "step", where),        json_field<int64_t>(p, "sequences", where),
-          json_field<double>(p, "wall_s", where),       json_field<double>(p, "target_wall_s", where),
-          json_field<double>(p, "target_kwh", where),   json_field<double>(p, "target_usd", where),
-          json_field<double>(p, "target_co2_kg", where)};
+  ProjectionPoint point;
+  joule::read_json_fields(p, kProjectionPointFields, point, where);
+  return point;
 }
 
 json Ledger::segments_json(bool raw_joules) const {
