@@ -124,21 +124,31 @@ bool is_checkpoint_name(std::string name) {
   return std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+// trainer_state.json's keys, once: state_json writes them and read_trainer_state reads them. Keys an older joule did
+// not write are left out at their defaults and read as them.
+using joule::JsonField;
+constexpr joule::JsonPresence kOmitDefault = joule::JsonPresence::omit_default;
+const std::vector<JsonField<TrainerState>> kStateFields = {
+    {"step", &TrainerState::step},
+    {"sequences", &TrainerState::sequences},
+    {"wall_seconds", &TrainerState::wall_seconds},
+    {"segments", &TrainerState::segments},
+    {"world_size", &TrainerState::world_size},
+    {"config_hash", &TrainerState::config_hash},
+    {"nonfinite_skipped", &TrainerState::nonfinite_skipped, joule::JsonPresence::optional},
+    {"nonfinite_streak", &TrainerState::nonfinite_streak, joule::JsonPresence::optional},
+    {"config", &TrainerState::config_toml, kOmitDefault},
+    {"used_config", &TrainerState::used_config_toml, kOmitDefault},
+    {"compute_precision", &TrainerState::compute_precision, kOmitDefault},
+    {"fp32_gemm", &TrainerState::fp32_gemm, kOmitDefault}};
+// Where the data stands, in the same object.
+const std::vector<JsonField<data::SamplerState>> kSamplerFields = {{"epoch", &data::SamplerState::epoch},
+                                                                   {"position", &data::SamplerState::position}};
+
 nlohmann::json state_json(const TrainerState& s) {
-  nlohmann::json j = {{"step", s.step},
-                      {"epoch", s.sampler.epoch},
-                      {"position", s.sampler.position},
-                      {"sequences", s.sequences},
-                      {"wall_seconds", s.wall_seconds},
-                      {"segments", s.segments},
-                      {"world_size", s.world_size},
-                      {"config_hash", s.config_hash},
-                      {"nonfinite_skipped", s.nonfinite_skipped},
-                      {"nonfinite_streak", s.nonfinite_streak}};
-  if (!s.config_toml.empty()) j["config"] = s.config_toml;
-  if (!s.used_config_toml.empty()) j["used_config"] = s.used_config_toml;
-  if (!s.compute_precision.empty()) j["compute_precision"] = s.compute_precision;
-  if (!s.fp32_gemm.empty()) j["fp32_gemm"] = s.fp32_gemm;
+  nlohmann::json j = nlohmann::json::object();
+  joule::write_json_fields(s, kStateFields, j);
+  joule::write_json_fields(s.sampler, kSamplerFields, j);
   if (!s.ledger_json.empty()) j["ledger"] = nlohmann::json::parse(s.ledger_json);
   if (!s.data_json.empty()) j["data"] = nlohmann::json::parse(s.data_json);
   return j;
@@ -320,22 +330,10 @@ TrainerState read_trainer_state(const std::string& dir, int64_t* optimizer_steps
   const nlohmann::json s = parse_json_file(path);
   *optimizer_steps = field<int64_t>(s, "optimizer_steps", path);
   TrainerState state;
-  state.step = field<int64_t>(s, "step", path);
-  state.sampler.epoch = field<uint64_t>(s, "epoch", path);
-  state.sampler.position = field<uint64_t>(s, "position", path);
-  state.sequences = field<int64_t>(s, "sequences", path);
-  state.wall_seconds = field<double>(s, "wall_seconds", path);
-  state.segments = field<int64_t>(s, "segments", path);
-  state.world_size = field<int>(s, "world_size", path);
-  state.config_hash = field<std::string>(s, "config_hash", path);
-  if (s.contains("config")) state.config_toml = field<std::string>(s, "config", path);
-  if (s.contains("used_config")) state.used_config_toml = field<std::string>(s, "used_config", path);
-  if (s.contains("compute_precision")) state.compute_precision = field<std::string>(s, "compute_precision", path);
-  if (s.contains("fp32_gemm")) state.fp32_gemm = field<std::string>(s, "fp32_gemm", path);
+  joule::read_json_fields<TrainerState, CheckpointError>(s, kStateFields, state, path);
+  joule::read_json_fields<data::SamplerState, CheckpointError>(s, kSamplerFields, state.sampler, path);
   if (s.contains("ledger")) state.ledger_json = field<nlohmann::json>(s, "ledger", path).dump();
   if (s.contains("data")) state.data_json = field<nlohmann::json>(s, "data", path).dump();
-  if (s.contains("nonfinite_skipped")) state.nonfinite_skipped = field<int64_t>(s, "nonfinite_skipped", path);
-  if (s.contains("nonfinite_streak")) state.nonfinite_streak = field<int64_t>(s, "nonfinite_streak", path);
   return state;
 }
 

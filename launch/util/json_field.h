@@ -71,7 +71,8 @@ enum class JsonPresence {
 template <typename T>
 struct JsonField {
   const char* key;
-  std::variant<int64_t T::*, int T::*, double T::*, std::string T::*, bool T::*, nlohmann::json T::*> member;
+  std::variant<int64_t T::*, uint64_t T::*, int T::*, double T::*, std::string T::*, bool T::*, nlohmann::json T::*>
+      member;
   JsonPresence presence = JsonPresence::required;
 };
 
@@ -87,16 +88,18 @@ void write_json_fields(const T& object, const std::vector<JsonField<T>>& fields,
         f.member);
 }
 
-// Reads every field of `fields` from `j` into `object`; `where` names the file (and the object inside it) in errors.
-template <typename T>
+// Reads every field of `fields` from `j` into `object`; `where` names the file (and the object inside it) in errors,
+// thrown as E (the caller's kind: a checkpoint's CheckpointError, say).
+template <typename T, typename E = JsonFileError>
 void read_json_fields(const nlohmann::json& j, const std::vector<JsonField<T>>& fields, T& object,
                       const std::string& where) {
   for (const JsonField<T>& f : fields)
     std::visit(
         [&](auto member) {
           using Value = std::decay_t<decltype(object.*member)>;
-          object.*member = f.presence == JsonPresence::required ? json_field<Value>(j, f.key, where)
-                                                                : json_field_or<Value>(j, f.key, object.*member, where);
+          object.*member = f.presence == JsonPresence::required
+                               ? json_field<Value, E>(j, f.key, where)
+                               : json_field_or<Value, E>(j, f.key, object.*member, where);
         },
         f.member);
 }
