@@ -203,7 +203,7 @@ TEST(Shuffle, ExactCoverageOfTenMillionOverFortyEightRanks) {
   EXPECT_EQ(per_rank * world, used);
 }
 
-TEST(Shuffle, CardScaleDisjointEqualAndMemoryIndependentOfN) {
+TEST(Shuffle, FullPretrainingScaleDisjointEqualAndMemoryIndependentOfN) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   GTEST_SKIP() << "the resident-memory bound does not hold with a sanitizer's shadow memory";
 #endif

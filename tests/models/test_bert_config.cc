@@ -67,7 +67,7 @@ TEST(BertConfig, PresetParameterCountsMatchClosedFormAndModel) {
   }
 }
 
-TEST(BertConfig, PresetsHaveTheCardsShapes) {
+TEST(BertConfig, PresetsHaveThePublishedShapes) {
   BertConfig large = preset("bert-large");
   EXPECT_EQ(large.num_hidden_layers, 24);
   EXPECT_EQ(large.hidden_size, 1024);
