@@ -8,9 +8,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 base=${1:-$(tr -d '[:space:]' <tools/check/commits_base)}
+range="$base..HEAD"
 if ! git cat-file -e "$base^{commit}" 2>/dev/null; then
-  echo "commit check: base $base is not in this clone's history (a shallow clone? fetch with --unshallow)" >&2
-  exit 2
+  if [[ $(git rev-parse --is-shallow-repository) != true ]]; then
+    echo "commit check: base $base is not in this repository's history" >&2
+    exit 2
+  fi
+  # A shallow clone (CI systems often fetch one commit) holds only the newest commits: check HEAD, which came after
+  # the base, and say that the rest was not seen.
+  echo "commit check: a shallow clone without the base $base: checking HEAD alone (git fetch --unshallow for all)" >&2
+  range="HEAD^!"
 fi
 # First words that end like a past tense or a gerund yet are imperatives.
 allowed=" embed feed seed speed shed need exceed proceed succeed heed bring string ring ping "
@@ -37,7 +44,7 @@ while IFS= read -r commit; do
     printf '%s %s\n' "$(git log -1 --format=%h "$commit")" "${subject:0:80}" >&2
     printf '    %s\n' "${problems[@]}" >&2
   fi
-done < <(git rev-list --no-merges "$base..HEAD")
+done < <(git rev-list --no-merges "$range" 2>/dev/null || git rev-list --no-merges --max-count=1 HEAD)
 if ((bad)); then
   echo "commit check: $bad of $count commit(s) since $base break the subject rule (git commit --amend, or rebase -i)" >&2
   exit 1
