@@ -101,7 +101,7 @@ std::string value_text(const Field& f) {
 // Sets a choice key to `word`, or says which words it takes.
 void choose(const OptionChoice& choice, const std::string& key, const std::string& word) {
   if (!choice.assign(word))
-    throw RunConfigError("run config: " + key + " is \"" + word + "\"; valid values: " + choice.word_list());
+    throw RunConfigError("run config: " + key + " is \"" + word + "\"; valid values: " + word_list(choice.words));
 }
 
 // A --set value as the string it stands for: written as in the TOML file (--set run.dir="/scratch/x"), the string

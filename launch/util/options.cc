@@ -60,19 +60,22 @@ std::string OptionRange::text() const {
   return std::string(lo_open ? "(" : "[") + end(lo) + ", " + end(hi) + (hi_open || std::isinf(hi) ? ")" : "]");
 }
 
-bool OptionChoice::assign(const std::string& word) const {
+std::optional<size_t> word_index(const std::string& text, const std::vector<std::string>& words) {
   for (size_t i = 0; i < words.size(); ++i)
-    if (words[i] == word) {
-      set(i);
-      return true;
-    }
-  return false;
+    if (words[i] == text) return i;
+  return std::nullopt;
 }
 
-std::string OptionChoice::word_list() const {
+std::string word_list(const std::vector<std::string>& words) {
   std::string list;
   for (const std::string& w : words) list += (list.empty() ? "" : ", ") + w;
   return list;
+}
+
+bool OptionChoice::assign(const std::string& word) const {
+  const std::optional<size_t> i = word_index(word, words);
+  if (i) set(*i);
+  return i.has_value();
 }
 
 const char* option_type_name(const OptionTarget& t) {
@@ -97,16 +100,6 @@ void check_option_ranges(const std::string& table, const std::vector<OptionField
         (std::isfinite(v) ? " is outside " + f.range->text() : " is not a finite number; valid: " + f.range->text()) +
         (f.note[0] ? std::string(" (") + f.note + ")" : ""));
   }
-}
-
-void check_option_choice(const std::string& table, const char* name, const std::string& value,
-                         const std::vector<std::string>& valid) {
-  std::string list;
-  for (const std::string& v : valid) {
-    if (v == value) return;
-    list += (list.empty() ? "" : ", ") + v;
-  }
-  throw RunConfigError("run config: " + table + "." + name + " is \"" + value + "\"; valid values: " + list);
 }
 
 }  // namespace joule

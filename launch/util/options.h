@@ -40,6 +40,11 @@ inline constexpr double kUnbounded = std::numeric_limits<double>::infinity();
 inline OptionRange at_least(double lo) { return {lo, kUnbounded, false, false}; }
 inline OptionRange above(double lo) { return {lo, kUnbounded, true, false}; }
 
+// The position of `text` among `words`; empty when it is none of them.
+std::optional<size_t> word_index(const std::string& text, const std::vector<std::string>& words);
+// The words as a message lists them: "none, zero1".
+std::string word_list(const std::vector<std::string>& words);
+
 // A closed set of words held in an enum: TOML, --set and config.toml see the word, the code sees the enum, parsed once
 // at the door. `words` are in the enum's order (value i is words[i]).
 struct OptionChoice {
@@ -49,7 +54,6 @@ struct OptionChoice {
   const std::string& word() const { return words.at(get()); }
   // Sets the field to `word`; false (the field unchanged) when it is none of the words.
   bool assign(const std::string& word) const;
-  std::string word_list() const;  // "none, zero1"
 };
 template <typename Enum>
 OptionChoice option_choice(Enum* field, std::vector<std::string> words) {
@@ -60,8 +64,7 @@ OptionChoice option_choice(Enum* field, std::vector<std::string> words) {
 // The enum value `text` names among `words` (in the enum's order); empty when none.
 template <typename Enum>
 std::optional<Enum> parse_choice(const std::string& text, const std::vector<std::string>& words) {
-  for (size_t i = 0; i < words.size(); ++i)
-    if (words[i] == text) return static_cast<Enum>(i);
+  if (const std::optional<size_t> i = word_index(text, words)) return static_cast<Enum>(*i);
   return std::nullopt;
 }
 
@@ -101,9 +104,5 @@ void check_section_ranges(const Section& section) {
   Section copy = section;  // fields() hands out pointers to its members
   check_option_ranges(Section::kTable, copy.fields());
 }
-// A string option among `valid` ("auto, bar, lines"), else RunConfigError naming table.key, the value and the valid
-// ones.
-void check_option_choice(const std::string& table, const char* name, const std::string& value,
-                         const std::vector<std::string>& valid);
 
 }  // namespace joule

@@ -74,9 +74,7 @@ template <typename Enum>
 Enum choice_flag(const cxxopts::ParseResult& r, const char* name, const std::vector<std::string>& words) {
   const std::string text = r[name].as<std::string>();
   if (const std::optional<Enum> e = parse_choice<Enum>(text, words)) return *e;
-  std::string list;
-  for (const std::string& w : words) list += (list.empty() ? "" : ", ") + w;
-  throw UsageError("--" + std::string(name) + " is '" + text + "'; valid: " + list);
+  throw UsageError("--" + std::string(name) + " is '" + text + "'; valid: " + word_list(words));
 }
 
 // "a,b,c" as its items, in order; "" is no item.
