@@ -4,6 +4,7 @@
 #include <exception>
 #include <filesystem>
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "launch/cpu_allocator.h"
 #include "launch/runtime.h"
 #include "launch/util/error.h"
+#include "launch/util/file_io.h"
 #include "tools/cli/command.h"
 #include "tools/cli/flags.h"
 #include "trainer/fault.h"
@@ -24,6 +26,8 @@ int report_error(const std::string& cmd, std::string what, std::string hint, int
   const std::string prefix = joule::launch::rank_prefix();
   // LibTorch's errors carry their C++ backtrace after the message: the message is what the user needs.
   if (const size_t trace = what.find("\nException raised from "); trace != std::string::npos) what.resize(trace);
+  // nlohmann's errors open with their id ("[json.exception.type_error.316] "): the words after it are the message.
+  if (what.rfind("[json.exception.", 0) == 0) what.erase(0, what.find("] ") + 2);
   if (const size_t placeholder = hint.find("joule COMMAND"); placeholder != std::string::npos)
     hint.replace(placeholder, 13, "joule " + cmd);
   std::cerr << (prefix + "joule " + cmd + ": error: " + what + "\n" + prefix + "what to do: " + hint + "\n")
@@ -53,6 +57,11 @@ int run_command(const joule::cli::Command& command, int argc, char** argv) {
     std::string what = e.path1().string() + ": " + e.code().message();
     if (!e.path2().empty()) what += " (and " + e.path2().string() + ")";
     return report_error(cmd, what, "check the path, its permissions and the free space, then rerun", 1);
+  } catch (const std::bad_alloc&) {
+    return report_error(cmd, "out of memory (an allocation failed)",
+                        "give the command less to hold at once (a smaller --batch or --max-length, fewer "
+                        "--threads), or run it on a machine with more memory",
+                        1);
   } catch (const std::exception& e) {
     // Not joule's own error type (LibTorch, the standard library): still one clear line on every rank.
     return report_error(cmd, e.what(),
@@ -93,6 +102,7 @@ int main(int argc, char** argv) {
     joule::launch::restart_with_thread_environment(
         argv, serving, serving && joule::cli::serving_gemms_on_openblas(argc - words, argv + words));
   }
+  joule::remove_temporaries_on_signals();  // SIGTERM mid-write leaves no OUT.tmp.PID; SIGXFSZ is an error
   joule::launch::tune_allocator();
   joule::launch::install_caching_cpu_allocator();
   return run_command(*command, argc - words, argv + words);

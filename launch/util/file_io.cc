@@ -1,16 +1,100 @@
 #include "launch/util/file_io.h"
 #include "launch/util/hash.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 
 namespace joule {
+namespace {
+
+// The registry of temporaries in flight: fixed slots, so that a signal handler can read it without allocating.
+struct TemporarySlot {
+  std::atomic<int> state{0};  // 0 free, 1 being filled, 2 ready
+  bool directory = false;
+  char path[4096] = {0};
+};
+TemporarySlot g_temporaries[64];
+
+int register_temporary(const std::string& path, bool directory) {
+  if (path.size() >= sizeof g_temporaries[0].path) return -1;
+  for (int i = 0; i < 64; ++i) {
+    int expected = 0;
+    if (!g_temporaries[i].state.compare_exchange_strong(expected, 1)) continue;
+    g_temporaries[i].directory = directory;
+    std::memcpy(g_temporaries[i].path, path.c_str(), path.size() + 1);
+    g_temporaries[i].state.store(2);
+    return i;
+  }
+  return -1;  // more than 64 at once: the error path and a rerun still remove it
+}
+
+void release_temporary(int slot) {
+  if (slot >= 0) g_temporaries[slot].state.store(0);
+}
+
+// Removes a flat directory (its files, then itself) with calls a signal handler may make.
+void remove_flat_directory(const char* path) {
+  const int dir = ::open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (dir >= 0) {
+    if (DIR* d = ::fdopendir(dir)) {  // glibc's readdir does not allocate after fdopendir
+      while (const dirent* e = ::readdir(d))
+        if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) ::unlinkat(dir, e->d_name, 0);
+      ::closedir(d);
+    } else {
+      ::close(dir);
+    }
+  }
+  ::rmdir(path);
+}
+
+void remove_temporaries_and_die(int sig) {
+  for (TemporarySlot& t : g_temporaries) {
+    if (t.state.load() != 2) continue;
+    if (t.directory)
+      remove_flat_directory(t.path);
+    else
+      ::unlink(t.path);
+  }
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+}  // namespace
+
+void remove_temporaries_on_signals() {
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) std::signal(sig, remove_temporaries_and_die);
+  // A write past RLIMIT_FSIZE fails with EFBIG (named with the file) instead of killing the process with SIGXFSZ.
+  std::signal(SIGXFSZ, SIG_IGN);
+}
+
+int remove_stale_temporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path p(path);
+  const fs::path parent = p.parent_path().empty() ? fs::path(".") : p.parent_path();
+  const std::string prefix = p.filename().string() + ".tmp.";
+  std::error_code ec;
+  int removed = 0;
+  for (const auto& e : fs::directory_iterator(parent, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string pid = name.substr(prefix.size());
+    if (pid.empty() || pid.size() > 9 || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    const long n = std::stol(pid);
+    if (n == ::getpid() || ::kill(static_cast<pid_t>(n), 0) == 0 || errno != ESRCH) continue;
+    std::error_code rm;
+    if (fs::remove_all(e.path(), rm) > 0) ++removed;
+  }
+  return removed;
+}
 
 std::string write_failure_hint(int err) {
   switch (err) {
@@ -24,6 +108,9 @@ std::string write_failure_hint(int err) {
       return "no permission to write there: fix the permissions or write to another directory";
     case ENAMETOOLONG:
       return "the path is too long: choose a shorter directory";
+    case EFBIG:
+      return "the file is larger than this process may write (the shell's `ulimit -f`, or the file system's limit): "
+             "raise the limit or write elsewhere";
     default:
       return "check the path and its file system, then run the command again";
   }
@@ -84,6 +171,7 @@ std::string read_text_file(const std::string& path) {
     throw IoError(path + ": no such file", "check the path (relative paths start in the current directory)");
   if (status.type() == fs::file_type::directory)
     throw IoError(path + ": is a directory, not a file", "give the file itself (or the directory that holds it)");
+  refuse_special_input(path);
   const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid())
     throw IoError(path + ": cannot open for reading: " + std::strerror(errno), "check the file's permissions");
@@ -98,6 +186,27 @@ std::string read_text_file(const std::string& path) {
     text.append(buffer, static_cast<size_t>(n));
   }
   return text;
+}
+
+std::string path_for_file(const std::string& path, const std::string& file) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (path.empty() || !fs::exists(path, ec)) return path;  // a preset's name
+  const fs::path dir =
+      fs::absolute(fs::path(file).parent_path().empty() ? fs::path(".") : fs::path(file).parent_path());
+  const fs::path rel = fs::relative(fs::absolute(path), dir, ec);
+  return ec || rel.empty() ? fs::absolute(path).lexically_normal().string() : rel.string();
+}
+
+std::string path_from_file(const std::string& entry, const std::string& file) {
+  namespace fs = std::filesystem;
+  if (entry.empty() || fs::path(entry).is_absolute()) return entry;
+  const fs::path dir = fs::path(file).parent_path();
+  const fs::path there = dir / entry;
+  std::error_code ec;
+  const bool bare = entry.find('/') == std::string::npos;
+  if (bare && !fs::exists(there, ec)) return entry;
+  return there.lexically_normal().string();
 }
 
 std::string listed_file_problem(const std::string& path, uint64_t bytes, const std::string& fnv1a64,
@@ -139,6 +248,34 @@ std::string path_inside(const std::string& dir, const std::string& entry, const 
   return full.string();
 }
 
+namespace {
+
+const char* file_kind(unsigned mode) {
+  return S_ISREG(mode)    ? "a regular file"
+         : S_ISDIR(mode)  ? "a directory"
+         : S_ISLNK(mode)  ? "a symbolic link"
+         : S_ISCHR(mode)  ? "a character device"
+         : S_ISBLK(mode)  ? "a block device"
+         : S_ISFIFO(mode) ? "a FIFO"
+         : S_ISSOCK(mode) ? "a socket"
+                          : "not a regular file";
+}
+
+}  // namespace
+
+std::string file_kind_at(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 ? file_kind(st.st_mode) : "";
+}
+
+void refuse_special_input(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) return;
+  throw IoError(path + ": is " + file_kind(st.st_mode) +
+                    "; joule reads its inputs from regular files (a pipe or a device could block it for good)",
+                "give the path of a regular file");
+}
+
 void check_replaceable(const std::string& path) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) {
@@ -146,18 +283,23 @@ void check_replaceable(const std::string& path) {
     throw_write_error(path, "lstat", errno);
   }
   if (S_ISREG(st.st_mode)) return;
-  const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
-                     : S_ISLNK(st.st_mode)  ? "a symbolic link"
-                     : S_ISCHR(st.st_mode)  ? "a character device"
-                     : S_ISBLK(st.st_mode)  ? "a block device"
-                     : S_ISFIFO(st.st_mode) ? "a FIFO"
-                     : S_ISSOCK(st.st_mode) ? "a socket"
-                                            : "not a regular file";
+  const char* kind = file_kind(st.st_mode);
   throw IoError(path + ": is " + kind + "; joule writes its outputs as regular files and replaces nothing else",
                 "give the path of a new file (or of a regular file to replace)");
 }
 
 namespace {
+
+// An output's directory must be there (errors name the output as the user gave it, not a temporary beside it).
+void check_parent_directory(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path parent = fs::path(path).parent_path();
+  std::error_code ec;
+  if (!parent.empty() && !fs::is_directory(parent, ec))
+    throw IoError(path + ": cannot write: " + parent.string() +
+                      (fs::exists(parent, ec) ? " is not a directory" : " does not exist"),
+                  "create the directory first, or write somewhere else");
+}
 
 // The temporary file beside `path`, opened for writing. Errors name `path` as the user gave it (not the temporary
 // name) and say what is wrong with the place: an empty path, a directory that does not exist or is not one.
@@ -165,12 +307,7 @@ UniqueFd open_temporary(const std::string& path, const std::string& tmp) {
   namespace fs = std::filesystem;
   if (path.empty()) throw IoError("an empty output path", "give the file to write");
   check_replaceable(path);
-  const fs::path parent = fs::path(path).parent_path();
-  std::error_code ec;
-  if (!parent.empty() && !fs::is_directory(parent, ec))
-    throw IoError(path + ": cannot write: " + parent.string() +
-                      (fs::exists(parent, ec) ? " is not a directory" : " does not exist"),
-                  "create the directory first, or write somewhere else");
+  check_parent_directory(path);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) {
     const int err = errno;
@@ -182,32 +319,81 @@ UniqueFd open_temporary(const std::string& path, const std::string& tmp) {
 
 }  // namespace
 
-AtomicFile::AtomicFile(std::string path)
-    : path_(std::move(path)), tmp_(path_ + ".tmp." + std::to_string(::getpid())), fd_(open_temporary(path_, tmp_)) {}
+AtomicFile::AtomicFile(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp." + std::to_string(::getpid())) {
+  if (!path_.empty()) remove_stale_temporaries(path_);
+  slot_ = register_temporary(tmp_, false);
+  try {
+    fd_ = open_temporary(path_, tmp_);
+  } catch (...) {
+    release_temporary(slot_);
+    throw;
+  }
+}
 
 AtomicFile::~AtomicFile() {
   if (fd_.valid()) {
     fd_.reset();
     ::unlink(tmp_.c_str());
   }
+  release_temporary(slot_);
 }
 
 void AtomicFile::write(const void* data, size_t size) {
-  if (!fd_.valid()) throw InternalError(tmp_ + ": written after commit");
-  write_all(fd_.get(), tmp_, data, size);
+  if (!fd_.valid()) throw InternalError(path_ + ": written after commit");
+  write_all(fd_.get(), path_, data, size);  // errors name the output, not its temporary
 }
 
 void AtomicFile::commit() {
   try {
-    if (::fsync(fd_.get()) != 0) throw_write_error(tmp_, "fsync", errno);
-    fd_.close_checked(tmp_);
+    if (::fsync(fd_.get()) != 0) throw_write_error(path_, "fsync", errno);
+    fd_.close_checked(path_);
     check_replaceable(path_);  // again: something may have appeared at the path while the file was written
     rename_durably(tmp_, path_);
   } catch (...) {
     fd_.reset();
     ::unlink(tmp_.c_str());
+    release_temporary(slot_);
+    slot_ = -1;
     throw;
   }
+  release_temporary(slot_);
+  slot_ = -1;
+}
+
+StagedDirectory::StagedDirectory(std::string out) : out_(std::move(out)) {
+  namespace fs = std::filesystem;
+  while (out_.size() > 1 && out_.back() == '/') out_.pop_back();
+  tmp_ = out_ + ".tmp." + std::to_string(::getpid());
+  remove_stale_temporaries(out_);
+  check_parent_directory(out_);
+  std::error_code ec;
+  fs::remove_all(tmp_, ec);
+  slot_ = register_temporary(tmp_, true);
+  if (::mkdir(tmp_.c_str(), 0755) != 0) {
+    const int err = errno;
+    release_temporary(slot_);
+    throw IoError(out_ + ": cannot write (creating " + tmp_ + " beside it failed: " + std::strerror(err) + ")",
+                  write_failure_hint(err));
+  }
+}
+
+StagedDirectory::~StagedDirectory() {
+  if (!committed_) {
+    std::error_code ec;
+    std::filesystem::remove_all(tmp_, ec);
+  }
+  release_temporary(slot_);
+}
+
+void StagedDirectory::commit() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const std::string old = out_ + ".old-" + std::to_string(::getpid());
+  const bool had_old = fs::exists(fs::symlink_status(out_, ec));
+  if (had_old) rename_durably(out_, old);
+  rename_durably(tmp_, out_);
+  committed_ = true;
+  if (had_old) fs::remove_all(old, ec);
 }
 
 void write_file_atomically(const std::string& path, const std::string& bytes) {
@@ -251,10 +437,11 @@ void FileLock::replace_text(const std::string& text) {
     throw_write_error(path_, "write", errno);
 }
 
-LineLog::LineLog(std::string path)
-    : path_(std::move(path)), fd_(open_file(path_, O_RDWR | O_CREAT | O_APPEND, "open for appending")) {
+LineLog::LineLog(std::string path) : path_(std::move(path)) {
+  check_replaceable(path_);  // a FIFO there would stall the run once the pipe is full; a link would write elsewhere
+  fd_ = open_file(path_, O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK, "open for appending");
   struct stat st {};
-  if (::fstat(fd_.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return;  // a device: nothing to cut
+  if (::fstat(fd_.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return;
   // Back from the end to the last newline, a block at a time.
   const off_t size = st.st_size;
   off_t keep = 0;

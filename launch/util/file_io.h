@@ -67,6 +67,13 @@ void rename_durably(const std::string& from, const std::string& to);
 // outside `dir`. An entry that names nothing yet is returned as it is (the caller says what is missing).
 std::string path_inside(const std::string& dir, const std::string& entry, const std::string& listed_in);
 
+// A path written inside `file` (an inference run's "model") means the same wherever the command runs: it is kept
+// relative to the file's directory. path_for_file writes `path` (as the user typed it, relative to the current
+// directory) that way when it names something; path_from_file reads it back: an absolute path as it is, a relative one
+// against the file's directory, and a bare name that names nothing there (a preset: "bert-base") as it is.
+std::string path_for_file(const std::string& path, const std::string& file);
+std::string path_from_file(const std::string& entry, const std::string& file);
+
 // What is wrong with a file that a record (`listed_in`: "the manifest", "metadata.json") lists with its size and
 // FNV-1a-64 checksum: "" when `path` is a regular file of `bytes` bytes and, unless `fnv1a64` is empty (a size check
 // only), of that checksum; else "is missing (or not a file)", "has N bytes, LISTED_IN says M" or "does not have the
@@ -78,6 +85,21 @@ std::string listed_file_problem(const std::string& path, uint64_t bytes, const s
 // FIFO, a socket): an output never replaces what is not a file (`report --out /dev/full` must not turn the device
 // node into a file).
 void check_replaceable(const std::string& path);
+
+// Temporaries in flight (AtomicFile's PATH.tmp.PID, StagedDirectory's OUT.tmp.PID) are registered while they exist:
+// SIGTERM, SIGINT and SIGHUP remove them before the process dies of the signal (install once, in main; a command that
+// handles SIGTERM itself, like train's checkpoint on preemption, replaces the handler), and a later write to the same
+// output removes those a killed process left (PATH.tmp.N of a process N that is gone).
+void remove_temporaries_on_signals();
+// Removes `path`.tmp.N (file or directory) of every process N that no longer runs; returns how many went.
+int remove_stale_temporaries(const std::string& path);
+
+// What is at `path`, for messages: "a directory", "a FIFO", "a symbolic link", ... (lstat); "" when nothing is.
+std::string file_kind_at(const std::string& path);
+
+// A regular file or a directory (or nothing: the caller says what is missing); else IoError naming what it is. A FIFO
+// or a device given as an input could block the command for good.
+void refuse_special_input(const std::string& path);
 
 // A file written as a whole and then put in place: bytes go to PATH.tmp.PID; commit() fsyncs, closes, renames it over
 // PATH and fsyncs the directory. Destroyed without commit() (an error unwinding), it removes the temporary. PATH must
@@ -97,6 +119,37 @@ class AtomicFile {
  private:
   std::string path_, tmp_;
   UniqueFd fd_;
+  int slot_ = -1;  // in the registry of temporaries
+};
+
+// A directory built whole and then put in place (a model directory): files go into OUT.tmp.PID; commit() swaps it in
+// for OUT (an OUT already there is moved aside and removed once the new one is in place). Destroyed without commit(),
+// or stopped by a signal, it removes the temporary directory.
+class StagedDirectory {
+ public:
+  explicit StagedDirectory(std::string out);
+  ~StagedDirectory();
+  StagedDirectory(const StagedDirectory&) = delete;
+  StagedDirectory& operator=(const StagedDirectory&) = delete;
+
+  const std::string& path() const { return tmp_; }  // where the files go
+  void commit();
+  // Runs `write` (which fills path()); an IoError it throws names the output's files, not the temporary directory's.
+  template <typename Write>
+  void fill(Write write) {
+    try {
+      write(tmp_);
+    } catch (const IoError& e) {
+      std::string what = e.what();
+      for (size_t at; (at = what.find(tmp_)) != std::string::npos;) what.replace(at, tmp_.size(), out_);
+      throw IoError(what, e.hint());
+    }
+  }
+
+ private:
+  std::string out_, tmp_;
+  int slot_ = -1;
+  bool committed_ = false;
 };
 
 // The whole of `path`; IoError naming it and why it cannot be read: not there, a directory, not readable, a read

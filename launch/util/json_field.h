@@ -3,6 +3,7 @@
 // nlohmann's bare exception or a silent default. Header only, no LibTorch.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -76,6 +77,14 @@ struct JsonField {
   JsonPresence presence = JsonPresence::required;
 };
 
+// An nlohmann exception's words without its id ("[json.exception.out_of_range.403] "): the caller puts the file, line
+// and key before them.
+inline std::string json_error_words(const std::exception& e) {
+  std::string what = e.what();
+  if (what.rfind("[json.exception.", 0) == 0) what.erase(0, what.find("] ") + 2);
+  return what;
+}
+
 template <typename T>
 void write_json_fields(const T& object, const std::vector<JsonField<T>>& fields, nlohmann::json& j) {
   static const T defaults{};
@@ -83,6 +92,11 @@ void write_json_fields(const T& object, const std::vector<JsonField<T>>& fields,
     std::visit(
         [&](auto member) {
           if (f.presence == JsonPresence::omit_default && object.*member == defaults.*member) return;
+          using Value = std::decay_t<decltype(object.*member)>;
+          if constexpr (std::is_same_v<Value, double>)  // JSON writes NaN and Inf as null, which a reader refuses
+            if (f.presence == JsonPresence::required && !std::isfinite(object.*member))
+              throw InternalError(std::string("'") + f.key + "' is " + std::to_string(object.*member) +
+                                  ": a figure that every reader needs as a number is not finite");
           j[f.key] = object.*member;
         },
         f.member);

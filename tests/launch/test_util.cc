@@ -121,6 +121,71 @@ TEST(WriteFileAtomically, RefusesToReplaceAnythingButARegularFile) {
 }
 
 // A path read from a file stays inside the directory the file describes.
+TEST(StagedDirectory, SwapsInWholeOrLeavesNothing) {
+  TempDir dir;
+  const std::string out = dir.file("model");
+  {
+    joule::StagedDirectory staged(out);
+    joule::write_file_atomically(staged.path() + "/config.json", "first");
+  }  // not committed: nothing left
+  EXPECT_TRUE(entries(dir.path()).empty());
+  for (const char* text : {"first", "second"}) {
+    joule::StagedDirectory staged(out);
+    staged.fill([&](const std::string& to) { joule::write_file_atomically(to + "/config.json", text); });
+    staged.commit();
+  }
+  EXPECT_EQ(read_file(out + "/config.json"), "second");
+  EXPECT_EQ(entries(dir.path()), std::vector<std::string>{"model"});
+  // An error while filling names the output's file, not the temporary directory.
+  joule::StagedDirectory staged(out);
+  try {
+    staged.fill([](const std::string& to) { throw joule::IoError(to + "/model.safetensors: write failed"); });
+    FAIL() << "no error";
+  } catch (const joule::IoError& e) {
+    EXPECT_EQ(std::string(e.what()), out + "/model.safetensors: write failed");
+  }
+}
+
+TEST(RemoveStaleTemporaries, RemovesWhatAProcessThatIsGoneLeft) {
+  TempDir dir;
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);  // a process id that no longer runs
+  const std::string out = dir.file("out.txt");
+  joule::write_file_atomically(out + ".tmp." + std::to_string(child), "left by a killed run");
+  std::filesystem::create_directory(out + ".tmp." + std::to_string(::getppid()));  // a running process's: kept
+  joule::write_file_atomically(out + ".tmp.notapid", "not ours");
+  joule::write_file_atomically(out, "new");
+  EXPECT_EQ(entries(dir.path()),
+            (std::vector<std::string>{"out.txt", "out.txt.tmp." + std::to_string(::getppid()), "out.txt.tmp.notapid"}));
+}
+
+TEST(PathsInFiles, AreReadAgainstTheFileThatHoldsThem) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("runs/a"));
+  std::filesystem::create_directories(dir.file("models/seq"));
+  const std::string file = dir.file("runs/a/inference.json");
+  const std::string written = joule::path_for_file(dir.file("models/seq"), file);
+  EXPECT_EQ(written, "../../models/seq");
+  EXPECT_EQ(std::filesystem::weakly_canonical(joule::path_from_file(written, file)),
+            std::filesystem::weakly_canonical(dir.file("models/seq")));
+  EXPECT_EQ(joule::path_for_file("bert-base", file), "bert-base");  // a preset's name
+  EXPECT_EQ(joule::path_from_file("bert-base", file), "bert-base");
+  EXPECT_EQ(joule::path_from_file("/abs/model", file), "/abs/model");
+}
+
+TEST(RefuseSpecialInput, AFifoIsNeverOpened) {
+  TempDir dir;
+  ASSERT_EQ(::mkfifo(dir.file("fifo").c_str(), 0600), 0);
+  try {
+    joule::read_text_file(dir.file("fifo"));  // would block for good if opened
+    FAIL() << "a FIFO was read";
+  } catch (const joule::IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("fifo: is a FIFO"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(joule::LineLog(dir.file("fifo")), joule::IoError);  // a run's history onto a pipe stalls the run
+}
+
 TEST(PathInside, RefusesEntriesThatLeadOutNamingTheFileAndEntry) {
   TempDir dir;
   const std::string root = dir.file("ck");
@@ -273,5 +338,21 @@ TEST(JsonFields, OneTableWritesAndReadsADocument) {
     } catch (const joule::JsonFileError& e) {
       EXPECT_EQ(std::string(e.what()).rfind(expected, 0), 0u) << e.what();
     }
+  }
+}
+
+// A required figure that is not finite is refused when written (JSON would write null, which every reader refuses).
+TEST(JsonFields, AWriterNeverWritesNullForARequiredNumber) {
+  struct Figure {
+    double co2_kg = 0;
+  };
+  const std::vector<joule::JsonField<Figure>> fields = {{"co2_kg", &Figure::co2_kg}};
+  nlohmann::json j = nlohmann::json::object();
+  Figure f{1e308 * 10};
+  try {
+    joule::write_json_fields(f, fields, j);
+    FAIL() << "wrote " << j.dump();
+  } catch (const joule::InternalError& e) {
+    EXPECT_NE(std::string(e.what()).find("'co2_kg' is inf"), std::string::npos) << e.what();
   }
 }
