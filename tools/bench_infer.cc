@@ -132,7 +132,8 @@ InferBenchResult bench_infer(const InferBenchOptions& o) {
     for (int i = 0; i < o.warmup; ++i) model->forward(in, outputs);
     std::vector<double> latency;
     std::unique_ptr<torch::autograd::profiler::RecordProfile> profiler;
-    if (!o.profile.empty()) profiler = std::make_unique<torch::autograd::profiler::RecordProfile>(o.profile);
+    std::ostringstream trace;  // written through the one writer (atomically; never onto a FIFO or a device)
+    if (!o.profile.empty()) profiler = std::make_unique<torch::autograd::profiler::RecordProfile>(trace);
     const double joules_before = energy.totals().total();
     const auto t0 = Clock::now();
     do {
@@ -141,7 +142,10 @@ InferBenchResult bench_infer(const InferBenchOptions& o) {
       latency.push_back(seconds_since(t));
     } while (latency.size() < 3 || seconds_since(t0) < o.seconds);
     const double elapsed = seconds_since(t0);
-    profiler.reset();  // writes the trace
+    if (profiler) {
+      profiler.reset();  // completes the trace
+      write_file_atomically(o.profile, trace.str());
+    }
     const double joules = energy.totals().total() - joules_before;
     InferPoint p;
     p.batch = batch;
@@ -237,7 +241,7 @@ InferBenchResult InferBenchResult::from_json(const std::string& text, const std:
       r.points.push_back(q);
     }
   } catch (const std::exception& e) {
-    std::string what = e.what();  // the field readers' messages start with `where`: said once
+    std::string what = joule::json_error_words(e);  // the field readers' messages start with `where`: said once
     if (what.rfind(where + ": ", 0) == 0) what.erase(0, where.size() + 2);
     throw joule::Error(where + ": not a `joule bench infer` result: " + what,
                        "write one with `joule bench infer --out DIR` (DIR/inference.json)");
@@ -298,7 +302,9 @@ std::string write_inference_run(const InferBenchResult& result, const std::strin
   std::filesystem::create_directories(dir, ec);
   if (ec) throw joule::IoError("--out " + dir + ": cannot create the directory: " + ec.message());
   const std::string file = (std::filesystem::path(dir) / "inference.json").string();
-  write_file_atomically(file, result.to_json() + "\n");
+  InferBenchResult run = result;
+  run.model = path_for_file(result.model, file);  // read back against inference.json, wherever the reader runs
+  write_file_atomically(file, run.to_json() + "\n");
   return file;
 }
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
@@ -21,6 +22,7 @@
 #include "launch/placement.h"
 #include "launch/runtime.h"
 #include "launch/torch_compat.h"
+#include "launch/util/file_io.h"
 #include "models/bert.h"
 #include "models/flops.h"
 #include "tools/bench_model.h"
@@ -137,9 +139,10 @@ StepTimes run_steps(const TrainBenchOptions& o, BenchSetup& b) {
   probes.after_forward = [&] { t.rss["forward"] = rss_now(); };
   probes.after_backward = [&] { t.rss["backward"] = rss_now(); };
   std::unique_ptr<torch::autograd::profiler::RecordProfile> profiler;
+  std::ostringstream trace;  // written through the one writer (atomically; never onto a FIFO or a device)
   for (int it = 0; it < o.warmup + o.steps; ++it) {
     if (it == o.warmup && !o.profile.empty() && b.process.comm->info().rank == 0)
-      profiler = std::make_unique<torch::autograd::profiler::RecordProfile>(o.profile);
+      profiler = std::make_unique<torch::autograd::profiler::RecordProfile>(trace);
     const auto t0 = Clock::now();
     if (it == o.warmup && b.cuda()) launch::compat::reset_cuda_peak(device.cuda_index());
     const trainer::StepResult r = train_step.run([&] { return b.batch; }, 1e-4, probes);
@@ -156,7 +159,10 @@ StepTimes run_steps(const TrainBenchOptions& o, BenchSetup& b) {
       t.exposed.push_back(r.exposed_comm_seconds);
     }
   }
-  profiler.reset();  // writes the trace
+  if (profiler) {
+    profiler.reset();  // completes the trace
+    write_file_atomically(o.profile, trace.str());
+  }
   return t;
 }
 

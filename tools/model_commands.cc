@@ -10,6 +10,7 @@
 #include "launch/cpu_isa.h"
 #include "launch/runtime.h"
 #include "launch/util/error.h"
+#include "launch/util/file_io.h"
 #include "models/bert.h"
 #include "models/encoder_model.h"
 #include "models/infer/infer.h"
@@ -94,30 +95,27 @@ std::string model_init(const std::string& config_arg, uint64_t seed, const std::
   if (dtype != "F32" && dtype != "F16" && dtype != "BF16")
     throw joule::UsageError("--dtype: unsupported dtype '" + dtype + "'; valid: F32, F16, BF16");
   const auto d = models::safetensors::dtype_from_name(dtype, "--dtype");
-  // A model directory already there may hold trained weights: never replaced by random ones.
-  for (const char* file : {"config.json", "model.safetensors"}) {
-    std::error_code ec;
-    if (std::filesystem::exists(std::filesystem::path(out_dir) / file, ec))
-      throw joule::UsageError("--out " + out_dir + " already holds a model (" + file + "): not replaced",
-                              "give a new --out directory, or remove that one first");
-  }
+  // Built beside --out and swapped in whole: an interrupted init leaves no half model (what --out may replace is the
+  // command line's to say: check_replacing).
   const std::string dir = std::filesystem::path(out_dir).lexically_normal().string();
+  joule::StagedDirectory staged(out_dir);
   int64_t parameters = models::parameter_counts(c).total();
   std::string what = "BertForPreTraining";
   if (architecture.empty() || architecture == "BertForPreTraining") {
     models::BertForPreTraining model(c, seed);
-    models::save_model_dir(model, out_dir, d);
+    staged.fill([&](const std::string& dir) { models::save_model_dir(model, dir, d); });
   } else {  // an inference class (models/encoder_model.h), in F32
     if (dtype != "F32")
       throw joule::UsageError("--dtype " + dtype + ": an inference model directory is written in F32");
     const models::Architecture& a = models::architecture_named(architecture);
     const int64_t n = labels > 0 ? labels : c.labels.empty() ? 2 : static_cast<int64_t>(c.labels.size());
     models::EncoderModel model(c, a, n, seed);
-    models::save_encoder_model(model, out_dir);
+    staged.fill([&](const std::string& dir) { models::save_encoder_model(model, dir); });
     parameters = 0;
     for (const auto& [name, t] : model.hf_named_parameters()) parameters += t.numel();
     what = a.name;
   }
+  staged.commit();
   return "wrote " + (std::filesystem::path(dir) / "config.json").string() + " and " +
          (std::filesystem::path(dir) / "model.safetensors").string() + " (" + what + ", " + with_commas(parameters) +
          " parameters, " + dtype + ", seed " + std::to_string(seed) + ")";
@@ -144,9 +142,28 @@ std::string model_forward(const std::string& dir, const std::string& architectur
   };
   models::EncoderInput in{input("input_ids", true), input("token_type_ids", false), input("attention_mask", true),
                           input("bbox", loaded.model.config().model_type == "layoutlm")};
-  if (in.input_ids.dim() != 2 || !in.attention_mask.sizes().equals(in.input_ids.sizes()))
-    throw joule::UsageError(inputs + ": input_ids and attention_mask must both be [batch, length]");
-  const models::EncoderOutput o = loaded.model.forward(in);
+  // The inputs' shapes and values are the file's to get right: every refusal names it and what the model takes.
+  const std::string takes = "give tensors the model in " + dir +
+                            " takes: [batch, length] ids below its config.json's vocab_size and type_vocab_size, "
+                            "length up to max_position_embeddings (bbox: [batch, length, 4])";
+  if (in.input_ids.dim() != 2 || !in.attention_mask.sizes().equals(in.input_ids.sizes()) ||
+      (in.token_type_ids.defined() && !in.token_type_ids.sizes().equals(in.input_ids.sizes())))
+    throw joule::UsageError(inputs + ": input_ids, attention_mask and token_type_ids must all be [batch, length]",
+                            takes);
+  if (in.bbox.defined() && (in.bbox.dim() != 3 || in.bbox.size(0) != in.input_ids.size(0) ||
+                            in.bbox.size(1) != in.input_ids.size(1) || in.bbox.size(2) != 4))
+    throw joule::UsageError(inputs + ": bbox must be [batch, length, 4]", takes);
+  if (const int64_t limit = loaded.model.config().max_position_embeddings; in.input_ids.size(1) > limit)
+    throw joule::UsageError(inputs + ": a length of " + std::to_string(in.input_ids.size(1)) +
+                                " positions; the model in " + dir + " takes at most " + std::to_string(limit) +
+                                " (max_position_embeddings)",
+                            takes);
+  models::EncoderOutput o;
+  try {
+    o = loaded.model.forward(in);
+  } catch (const joule::Error& e) {
+    throw joule::UsageError(inputs + ": " + e.what(), takes);
+  }
   std::vector<std::pair<std::string, torch::Tensor>> results = {{"hidden", o.hidden}};
   if (o.pooled.defined()) results.emplace_back("pooled", o.pooled);
   if (o.logits.defined()) results.emplace_back("logits", o.logits);

@@ -11,7 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "launch/util/error.h"
+#include "launch/util/file_io.h"
 #include "launch/util/format.h"
+#include "launch/util/json_field.h"
 #include "tools/bench_infer.h"
 #include "trainer/cost/hardware.h"
 #include "trainer/sim/inference_sizing.h"
@@ -59,7 +61,7 @@ MeasuredPoint measured_point(const nlohmann::json& j, const nlohmann::json& run,
     m.rate.p50_ms = positive(j, "p50_ms");
     m.rate.p99_ms = positive(j, "p99_ms");
   } catch (const nlohmann::json::exception& e) {
-    throw joule::Error(where + ": not a `joule bench infer` result: " + e.what(), kMeasuredHint);
+    throw joule::Error(where + ": not a `joule bench infer` result: " + joule::json_error_words(e), kMeasuredHint);
   }
   if (m.rate.p99_ms < m.rate.p50_ms)
     throw joule::Error(where + ": p99_ms " + format_number("%g", m.rate.p99_ms) + " is below p50_ms " +
@@ -87,14 +89,16 @@ std::vector<MeasuredPoint> read_measured(const std::vector<std::string>& files) 
       try {
         j = nlohmann::json::parse(line);
       } catch (const nlohmann::json::exception& e) {
-        throw joule::Error(where + ": not JSON: " + e.what(), kMeasuredHint);
+        throw joule::Error(where + ": not JSON: " + joule::json_error_words(e), kMeasuredHint);
       }
       if (!j.is_object() || !j.contains("impl") || j.at("impl") != "joule") continue;
+      const size_t first = out.size();
       if (j.contains("points")) {
         for (const auto& p : j.at("points")) out.push_back(measured_point(p, j, where));
       } else {
         out.push_back(measured_point(j, j, where));
       }
+      for (size_t k = first; k < out.size(); ++k) out[k].model = path_from_file(out[k].model, file);
     }
     if (out.size() == before)
       throw joule::Error(file + ": no joule measurement in it (write one with `joule bench infer --json`)",

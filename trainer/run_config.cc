@@ -44,6 +44,20 @@ std::vector<Field> fields(RunConfig& c) {
   return all;
 }
 
+}  // namespace
+
+std::optional<std::pair<OptionRange, const char*>> RunConfig::key_range(const std::string& key) {
+  RunConfig c;
+  std::optional<std::pair<OptionRange, const char*>> found;
+  for_each_section(c, [&](auto& section) {
+    for (const OptionField& f : section.fields())
+      if (std::string(section.kTable) + "." + f.name == key && f.range) found = std::make_pair(*f.range, f.note);
+  });
+  return found;
+}
+
+namespace {
+
 std::string key_list() {
   RunConfig c;
   std::string s;
@@ -187,6 +201,9 @@ RunConfig RunConfig::from_toml_file(const std::string& path) {
   if (!in) throw RunConfigError(path + ": cannot open run config");
   std::stringstream ss;
   ss << in.rdbuf();
+  if (ss.str().find_first_not_of(" \t\r\n") == std::string::npos)
+    throw RunConfigError(path + ": an empty run config (no keys)",
+                         "a run config names at least the data: [data] train = \"SHARDS\" (configs/ has examples)");
   return from_toml_text(ss.str(), path);
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -48,6 +49,8 @@ struct RunConfig {
   // The same, with `comments` ("table.key" -> text) written after their keys as "  # text".
   std::string to_toml(const std::vector<std::pair<std::string, std::string>>& comments) const;
   static std::vector<std::string> keys();
+  // A numeric key's range and what a special value means ("0: the region's"); nullopt for a key without one.
+  static std::optional<std::pair<OptionRange, const char*>> key_range(const std::string& key);
 };
 
 // A value the run worked out for a key its config left automatic (train.threads = 0, train.precision = "auto",

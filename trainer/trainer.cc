@@ -609,7 +609,9 @@ std::string export_checkpoint(const std::string& checkpoint_or_run, const std::s
     throw CheckpointError(dir + ": no model_config.json in the run directory " + run.string());
   models::BertForPreTraining model(config);
   models::load_weights(model, (fs::path(dir) / "model.safetensors").string());
-  models::save_model_dir(model, out_dir);
+  StagedDirectory staged(out_dir);  // swapped in whole: an interrupted export leaves no half model
+  staged.fill([&](const std::string& to) { models::save_model_dir(model, to); });
+  staged.commit();
   return dir;
 }
 

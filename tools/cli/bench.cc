@@ -18,23 +18,26 @@ int bench_infer(int argc, char** argv) {
       "joule bench infer",
       "inference throughput and p50/p99 latency of a BERT/LayoutLM classifier per batch size, with energy "
       "and cost per million inferences");
-  o.add_options()("model", "preset (bert-base, bert-large, layoutlm-base) or model directory",
-                  cxxopts::value<std::string>()->default_value("bert-base"))(
-      "architecture", "HuggingFace class (default: the directory's; a preset: its sequence or token classifier)",
-      cxxopts::value<std::string>()->default_value(""))("batches", "batch sizes, comma-separated",
-                                                        cxxopts::value<std::string>()->default_value("1,2,4,8,16"))(
+  add_path_flags(
+      o, {{"model", "preset (bert-base, bert-large, layoutlm-base) or model directory", PathKind::input_model, "json",
+           "", "bert-base"},
+          {"out",
+           "also write the result as an inference run, DIR/inference.json (`joule summary DIR`, `joule report DIR`, "
+           "`joule plan --inference --measured DIR`)",
+           PathKind::output_dir},
+          {"profile",
+           "write the timed calls of the one batch size as a Chrome trace (tools/bench/op_profile.py --steps CALLS "
+           "sums it per op)",
+           PathKind::output_file, "", "", ""}});
+  o.add_options()("architecture",
+                  "HuggingFace class (default: the directory's; a preset: its sequence or token classifier)",
+                  cxxopts::value<std::string>()->default_value(""))(
+      "batches", "batch sizes, comma-separated", cxxopts::value<std::string>()->default_value("1,2,4,8,16"))(
       "precision", "auto, fp32 or bf16", cxxopts::value<std::string>()->default_value("auto"))(
       "instance", "instance profile for the price (configs/hardware)",
       cxxopts::value<std::string>()->default_value("cpu-host"))("json", "one JSON line instead of the table")(
       "region", "grid region for CO2", cxxopts::value<std::string>()->default_value("world"))(
-      "out",
-      "also write the result as an inference run, DIR/inference.json (`joule summary DIR`, `joule report DIR`, "
-      "`joule plan --inference --measured DIR`)",
-      cxxopts::value<std::string>())(
-      "profile",
-      "write the timed calls of the one batch size as a Chrome trace (tools/bench/op_profile.py --steps CALLS sums it "
-      "per op)",
-      cxxopts::value<std::string>()->default_value(""));
+      "replace", "replace an --out that holds an inference run");
   const NumberFlag seq_len{"seq-len", "tokens per sequence", "128", kSeqLen};
   const NumberFlag labels{"labels", "a classifier's labels", "0", {0, 65536}, "0: the directory's id2label, else 2"};
   const NumberFlag threads{"threads", "intra-op threads", "0", kThreads, "0: every core"};
@@ -42,6 +45,7 @@ int bench_infer(int argc, char** argv) {
   const NumberFlag p99{"p99-ms", "latency bound: the best throughput whose p99 meets it", "0", {0, 1e6}, "0: none"};
   add_number_flags(o, {seq_len, labels, threads, seconds, p99});
   auto r = parse(o, argc, argv);
+  check_replacing(r, "out", "an inference run (inference.json)");
   tools::InferBenchOptions io;
   io.model = r["model"].as<std::string>();
   io.architecture = r["architecture"].as<std::string>();
@@ -50,7 +54,7 @@ int bench_infer(int argc, char** argv) {
   io.region = r["region"].as<std::string>();
   io.seq_len = int_flag(r, seq_len);
   io.labels = int_flag(r, labels);
-  io.threads = static_cast<int>(int_flag(r, threads));
+  io.threads = thread_flag(r, threads);
   io.seconds = number_flag(r, seconds);
   io.p99_ms = number_flag(r, p99);
   io.profile = r["profile"].as<std::string>();
@@ -76,10 +80,10 @@ int bench_infer(int argc, char** argv) {
 
 int bench_model(int argc, char** argv) {
   cxxopts::Options o("joule bench model", "forward+backward throughput against this CPU's sgemm rate");
-  o.add_options()("config", "preset name, config.json or model directory",
-                  cxxopts::value<std::string>()->default_value("bert-base"))(
-      "precision", "auto, fp32 or bf16 (auto: bf16 where the CPU has AVX512-BF16 or AMX-BF16)",
-      cxxopts::value<std::string>()->default_value("auto"))("json", "print one JSON object")(
+  add_path_flags(
+      o, {{"config", "preset name, config.json or model directory", PathKind::input_model, "json", "", "bert-base"}});
+  o.add_options()("precision", "auto, fp32 or bf16 (auto: bf16 where the CPU has AVX512-BF16 or AMX-BF16)",
+                  cxxopts::value<std::string>()->default_value("auto"))("json", "print one JSON object")(
       "fp32-gemm", "auto, blas or onednn: the library fp32 GEMMs run on (as train.fp32_gemm)",
       cxxopts::value<std::string>()->default_value("auto"));
   const NumberFlag seq_len{"seq-len", "tokens per sequence", "128", kSeqLen},
@@ -94,7 +98,7 @@ int bench_model(int argc, char** argv) {
   b.seq_len = int_flag(r, seq_len);
   b.batch = int_flag(r, batch);
   b.max_predictions = int_flag(r, max_pred);
-  b.threads = static_cast<int>(int_flag(r, threads));
+  b.threads = thread_flag(r, threads);
   b.iterations = static_cast<int>(int_flag(r, iterations));
   b.warmup = static_cast<int>(int_flag(r, warmup));
   b.precision = choice_flag<models::PrecisionSetting>(r, "precision", models::kPrecisionWords);
@@ -111,15 +115,15 @@ int bench_train(int argc, char** argv) {
   cxxopts::Options o(
       "joule bench train",
       "the whole training step (dropout, bucketed all-reduce, LAMB) on synthetic batches; run under mpirun");
-  o.add_options()("config", "model preset, config.json or model directory",
-                  cxxopts::value<std::string>()->default_value("bert-base"))(
-      "precision", "auto, fp32 or bf16 (auto: bf16 where the CPU has AVX512-BF16 or AMX-BF16)",
-      cxxopts::value<std::string>()->default_value("auto"))(
+  add_path_flags(
+      o, {{"config", "model preset, config.json or model directory", PathKind::input_model, "json", "", "bert-base"},
+          {"profile", "write rank 0's timed steps as a Chrome trace (tools/bench/op_profile.py sums it per op)",
+           PathKind::output_file, "", "", ""}});
+  o.add_options()("precision", "auto, fp32 or bf16 (auto: bf16 where the CPU has AVX512-BF16 or AMX-BF16)",
+                  cxxopts::value<std::string>()->default_value("auto"))(
       "wire", "all-reduce buffer dtype: fp32 or bf16 (gradients stay fp32; bf16 halves the bytes sent)",
-      cxxopts::value<std::string>()->default_value("fp32"))(
-      "profile", "write rank 0's timed steps as a Chrome trace (tools/bench/op_profile.py sums it per op)",
-      cxxopts::value<std::string>()->default_value(""))("device", "cpu or cuda (one GPU per rank)",
-                                                        cxxopts::value<std::string>()->default_value("cpu"))(
+      cxxopts::value<std::string>()->default_value("fp32"))("device", "cpu or cuda (one GPU per rank)",
+                                                            cxxopts::value<std::string>()->default_value("cpu"))(
       "fp32-gemm", "auto, blas or onednn: the library fp32 GEMMs run on (train.fp32_gemm)",
       cxxopts::value<std::string>()->default_value("auto"))(
       "shard", "none or zero1: the optimizer state whole on every rank or split over the ranks (optimizer.shard)",
@@ -143,7 +147,7 @@ int bench_train(int argc, char** argv) {
   b.seq_len = int_flag(r, seq_len);
   b.micro_batch = int_flag(r, micro_batch);
   b.max_predictions = int_flag(r, max_pred);
-  b.threads = static_cast<int>(int_flag(r, threads));
+  b.threads = thread_flag(r, threads);
   b.warmup = static_cast<int>(int_flag(r, warmup));
   b.steps = static_cast<int>(int_flag(r, steps));
   b.precision = choice_flag<models::PrecisionSetting>(r, "precision", models::kPrecisionWords);
@@ -194,8 +198,8 @@ int bench_comm(int argc, char** argv) {
 
 int bench_data(int argc, char** argv) {
   cxxopts::Options o("joule bench data", "sequences/s the loader delivers to one rank under the global shuffle");
-  o.add_options()("data", "shard directory, glob, list file or shard", cxxopts::value<std::string>())(
-      "json", "print one JSON object");
+  add_path_flags(o, {{"data", "shard directory, glob, list file or shard", PathKind::input_path}});
+  o.add_options()("json", "print one JSON object");
   const NumberFlag micro_batch{"micro-batch", "sequences per batch", "32", kBatch},
       global_batch{"global-batch", "sequences per optimizer step, all ranks", "0", OptionRange{0, 1e9},
                    "0: micro-batch x world size"},

@@ -19,11 +19,12 @@ void add_create_flags(cxxopts::Options& o) {
       "input",
       "text: files, directories, glob patterns or @LIST files; plain or .gz; one sentence per line, a blank line "
       "between documents (repeatable; the value may hold commas)",
-      cxxopts::value<std::string>())("vocab", "vocab.txt", cxxopts::value<std::string>())(
-      "out", "output directory", cxxopts::value<std::string>())(
-      "memory-budget", "peak memory to stay under (chunks are sized to it; up to 1 PiB)",
-      cxxopts::value<std::string>()->default_value("2GB"))("lower-case", "lower-case and strip accents",
-                                                           cxxopts::value<bool>()->default_value("true"))(
+      cxxopts::value<std::string>());
+  add_path_flags(
+      o, {{"vocab", "vocab.txt", PathKind::input_file, "vocab"}, {"out", "output directory", PathKind::output_dir}});
+  o.add_options()("memory-budget", "peak memory to stay under (chunks are sized to it; up to 1 PiB)",
+                  cxxopts::value<std::string>()->default_value("2GB"))("lower-case", "lower-case and strip accents",
+                                                                       cxxopts::value<bool>()->default_value("true"))(
       "no-lower-case", "keep case and accents")("whole-word-mask", "mask whole words")(
       "skip-bad-input",
       "skip and count invalid UTF-8 lines, over-long lines or documents and empty files instead of stopping")(
@@ -76,7 +77,7 @@ data::CreateOptions create_options(const cxxopts::ParseResult& r, const std::vec
   c.masked_lm_prob = number_flag(r, kMaskedLmProb);
   c.short_seq_prob = number_flag(r, kShortSeqProb);
   c.eval_documents = int_flag(r, kEvalDocuments);
-  c.threads = static_cast<int>(int_flag(r, kCreateThreads));
+  c.threads = thread_flag(r, kCreateThreads);
   c.replace = r.count("replace") > 0;
   c.skip_bad_input = r.count("skip-bad-input") > 0;
   return c;
@@ -109,7 +110,7 @@ void print_create_result(const data::CreateOptions& c, const data::CreateSummary
 
 int data_synth(int argc, char** argv) {
   cxxopts::Options o("joule data synth", "write the deterministic synthetic demo corpus");
-  o.add_options()("out", "output text file", cxxopts::value<std::string>());
+  add_path_flags(o, {{"out", "output text file", PathKind::output_file}});
   const NumberFlag documents{"documents", "number of documents", "2000", OptionRange{2, 1e9}},
       seed{"seed", "seed", "1", kSeeds};
   add_number_flags(o, {documents, seed});
@@ -125,15 +126,15 @@ int data_synth(int argc, char** argv) {
 int data_vocab(int argc, char** argv) {
   const std::vector<std::string> inputs = take_flag_values(argc, argv, "input");  // a path may hold a comma
   cxxopts::Options o("joule data vocab", "build a WordPiece vocabulary from a corpus");
-  o.add_options()("input", "text file (repeatable; the value may hold commas)", cxxopts::value<std::string>())(
-      "out", "vocab.txt to write", cxxopts::value<std::string>())("lower-case", "lower-case and strip accents",
-                                                                  cxxopts::value<bool>()->default_value("true"))(
+  o.add_options()("input", "text file (repeatable; the value may hold commas)", cxxopts::value<std::string>());
+  add_path_flags(o, {{"out", "vocab.txt to write", PathKind::output_file}});
+  o.add_options()("lower-case", "lower-case and strip accents", cxxopts::value<bool>()->default_value("true"))(
       "no-lower-case", "keep case and accents")(
       "skip-bad-input", "skip and count invalid UTF-8 lines, over-long lines or documents and empty files");
   const NumberFlag size{"size", "vocabulary size, special tokens included", "8000", OptionRange{6, 1 << 24}},
       min_frequency{"min-frequency", "least count of a merged piece", "2", OptionRange{1, 1e15}};
   add_number_flags(o, {size, min_frequency});
-  auto r = parse(o, argc, argv);
+  auto r = parse(o, argc, argv, inputs);
   if (inputs.empty()) throw UsageError("missing required option --input");
   data::VocabBuildOptions v;
   v.inputs = inputs;
@@ -154,7 +155,7 @@ int data_create(int argc, char** argv) {
   add_create_flags(o);
   add_number_flags(o, {kPhase, kCreateSeqLen, kMaxPred, kDupeFactor, kShards, kShardMb, kCreateSeed, kMaskedLmProb,
                        kShortSeqProb, kEvalDocuments, kCreateThreads});
-  auto r = parse(o, argc, argv);
+  auto r = parse(o, argc, argv, inputs);
   const data::CreateOptions c = create_options(r, inputs);
   print_create_result(c, data::create_pretraining_data(c));
   return 0;
@@ -162,8 +163,8 @@ int data_create(int argc, char** argv) {
 
 int data_inspect(int argc, char** argv) {
   cxxopts::Options o("joule data inspect", "counts, length histogram, masking rate and decoded samples");
-  o.add_options()("data", "shard directory, glob, list file or shard (also positional)", cxxopts::value<std::string>())(
-      "vocab", "vocab.txt (default: beside the data)", cxxopts::value<std::string>()->default_value(""));
+  add_path_flags(o, {{"data", "shard directory, glob, list file or shard (also positional)", PathKind::input_path},
+                     {"vocab", "vocab.txt (default: beside the data)", PathKind::input_file, "vocab", "", ""}});
   const NumberFlag samples{"samples", "sequences to decode", "3", OptionRange{0, 1e6}};
   add_number_flags(o, {samples});
   o.parse_positional({"data"});
@@ -176,8 +177,8 @@ int data_inspect(int argc, char** argv) {
 
 int data_tokenize(int argc, char** argv) {
   cxxopts::Options o("joule data tokenize", "WordPiece tokens of each stdin line");
-  o.add_options()("vocab", "vocab.txt", cxxopts::value<std::string>())(
-      "lower-case", "lower-case and strip accents (default)")("no-lower-case", "keep case and accents")(
+  add_path_flags(o, {{"vocab", "vocab.txt", PathKind::input_file, "vocab"}});
+  o.add_options()("lower-case", "lower-case and strip accents (default)")("no-lower-case", "keep case and accents")(
       "speed", "print the tokenizer's throughput on stdin (one thread, text in memory) instead of the tokens");
   auto r = parse(o, argc, argv);
   if (r.count("lower-case") && r.count("no-lower-case"))

@@ -35,8 +35,50 @@ struct NumberFlag {
   const char* note = "";  // what a special value means ("0: all")
 };
 
-// Adds each flag to `options` as text, its help line followed by its range (and note).
+// Adds each flag to `options` as text, its help line followed by its range (and note). parse() holds every one given
+// (or defaulted) to its range before the command starts: a bad number is refused before any work.
 void add_number_flags(cxxopts::Options& options, const std::vector<NumberFlag>& flags);
+
+// Declares flags that `options` already has (as text) as number flags, for parse() to check: a command whose flags
+// stand for ranged keys elsewhere (train's --steps is train.steps) holds them to those ranges at the same door.
+void declare_number_flags(cxxopts::Options& options, const std::vector<NumberFlag>& flags);
+
+// What a flag that names a path is to the command. parse() checks each one given before the command starts:
+// - an input is a regular file or a directory as its kind says (never a FIFO or a device, which could block the
+//   command for good, nor a symbolic link to nothing); one that is not there is left to the command, which says what
+//   it expected (a preset name, a checkpoint) in its own terms;
+// - an output file is free or a regular file (check_replaceable), is none of the command's inputs, lies in none of
+//   its input directories and in no directory that a run, a model, a data set, a checkpoint or an inference run owns
+//   (but for the file the command itself keeps there: `writes_in`);
+// - an output directory is free or a directory, neither a symbolic link nor one of the inputs nor inside one. Whether
+//   an existing one may be replaced is the command's to say (--replace).
+enum class PathKind { input_file, input_dir, input_path, input_model, output_file, output_dir };
+
+struct PathFlag {
+  const char* name;            // "input"
+  const char* help;            // "JSONL: ..."
+  PathKind kind;               // input_path: a file or a directory; input_model: a preset name, or a path
+  const char* holds = "";      // an input file's content, for --describe-flags: text, jsonl, json, toml, safetensors
+  const char* writes_in = "";  // output_file: the one name it may have inside a directory joule owns ("report.html")
+  const char* default_text = nullptr;
+};
+
+// Adds each flag to `options` as text (parse() checks it, above).
+void add_path_flags(cxxopts::Options& options, const std::vector<PathFlag>& flags);
+
+// The output directory flag `flag` (when given) of a command that makes `makes` ("a model directory (config.json)",
+// owned_directory's words) and takes --replace: new or empty, or holding `makes` and --replace given. Another kind of
+// directory, or one holding files of its own, is refused even with --replace: what is there would be lost or mixed.
+void check_replacing(const cxxopts::ParseResult& r, const std::string& flag, const std::string& makes);
+
+// The threads a --threads flag asks for, at most this process's cores: more only oversubscribes them (4096 threads
+// made each batch take minutes). A capped request is said on stderr.
+int thread_flag(const cxxopts::ParseResult& r, const NumberFlag& flag);
+
+// What a directory holds that makes it joule's or a run's: "a run directory (summary.json)", "a model directory
+// (config.json)", "a data set (metadata.json)", "a checkpoint (manifest.json)", "an inference run (inference.json)";
+// "" for any other directory.
+std::string owned_directory(const std::string& dir);
 
 // The flag's value: an integer / a number within its range, else UsageError naming the flag, the text and the range.
 int64_t int_flag(const cxxopts::ParseResult& r, const NumberFlag& flag);
@@ -52,8 +94,12 @@ struct HelpRequested {
   std::string text;
 };
 
-// Adds --help, parses, and refuses positional words the command did not declare. Throws HelpRequested for --help.
-cxxopts::ParseResult parse(cxxopts::Options& options, int argc, char** argv);
+// Adds --help, parses, refuses positional words the command did not declare, and checks the declared number and path
+// flags (above); `taken_inputs` are input paths the command took from argv itself (take_flag_values), which its
+// outputs must not be either. Throws HelpRequested for --help, and for --describe-flags (a line per declared flag:
+// "number NAME RANGE" or "path NAME KIND HOLDS": what tests/e2e/doors.py tries on every command).
+cxxopts::ParseResult parse(cxxopts::Options& options, int argc, char** argv,
+                           const std::vector<std::string>& taken_inputs = {});
 
 // A flag that names a file or directory: present and not empty, else UsageError naming it.
 std::string required(const cxxopts::ParseResult& r, const std::string& key);

@@ -33,11 +33,12 @@ int infer(int argc, char** argv) {
       "joule infer",
       "classify the lines of a JSONL file with a BERT/LayoutLM classifier directory (models/infer/infer.h "
       "describes the lines)");
-  o.add_options()("model", "HuggingFace classifier directory (config.json, model.safetensors, vocab.txt)",
-                  cxxopts::value<std::string>())("input", "JSONL: {\"text\": ...} or {\"words\": ..., \"boxes\": ...}",
-                                                 cxxopts::value<std::string>())(
-      "output", "JSONL written atomically, one line per input line", cxxopts::value<std::string>())(
-      "architecture", "HuggingFace class to run (default: config.json's)", cxxopts::value<std::string>())(
+  add_path_flags(
+      o,
+      {{"model", "HuggingFace classifier directory (config.json, model.safetensors, vocab.txt)", PathKind::input_dir},
+       {"input", "JSONL: {\"text\": ...} or {\"words\": ..., \"boxes\": ...}", PathKind::input_file, "jsonl"},
+       {"output", "JSONL written atomically, one line per input line", PathKind::output_file}});
+  o.add_options()("architecture", "HuggingFace class to run (default: config.json's)", cxxopts::value<std::string>())(
       "precision", "auto, fp32 or bf16 (auto: bf16 where the CPU has bf16 matmul instructions)",
       cxxopts::value<std::string>()->default_value("auto"))(
       "skip-bad-lines", "report and skip lines that cannot be read (default: refuse the file)")(
@@ -60,7 +61,7 @@ int infer(int argc, char** argv) {
   io.precision = choice_flag<models::PrecisionSetting>(r, "precision", models::kPrecisionWords);
   io.batch = int_flag(r, batch);
   io.max_length = int_flag(r, max_length);
-  io.threads = static_cast<int>(int_flag(r, threads));
+  io.threads = thread_flag(r, threads);
   io.skip_bad_lines = r.count("skip-bad-lines") > 0;
   if (r.count("cased")) io.lower_case = false;
   io.allow_initialized = r.count("allow-untrained-head") > 0;

@@ -11,9 +11,10 @@ namespace joule::cli {
 
 int model_init(int argc, char** argv) {
   cxxopts::Options o("joule model init", "write a freshly initialized HuggingFace model directory");
-  o.add_options()("config", "preset name, config.json or model directory", cxxopts::value<std::string>())(
-      "out", "output directory", cxxopts::value<std::string>())("dtype", "F32, F16 or BF16",
-                                                                cxxopts::value<std::string>()->default_value("F32"))(
+  add_path_flags(o, {{"config", "preset name, config.json or model directory", PathKind::input_model, "json"},
+                     {"out", "output directory", PathKind::output_dir}});
+  o.add_options()("dtype", "F32, F16 or BF16", cxxopts::value<std::string>()->default_value("F32"))(
+      "replace", "replace an --out that holds a model (the new one is built beside it and swapped in)")(
       "architecture",
       "HuggingFace class (default BertForPreTraining; or BertForSequenceClassification, "
       "LayoutLMForTokenClassification, ...)",
@@ -22,6 +23,7 @@ int model_init(int argc, char** argv) {
   const NumberFlag labels{"labels", "a classifier's labels", "0", {0, 65536}, "0: the config's id2label, else 2"};
   add_number_flags(o, {seed, labels});
   auto r = parse(o, argc, argv);
+  check_replacing(r, "out", "a model directory (config.json)");
   std::cout << tools::model_init(required(r, "config"), static_cast<uint64_t>(int_flag(r, seed)), required(r, "out"),
                                  r["dtype"].as<std::string>(), r["architecture"].as<std::string>(), int_flag(r, labels))
             << "\n";
@@ -30,8 +32,8 @@ int model_init(int argc, char** argv) {
 
 int model_info(int argc, char** argv) {
   cxxopts::Options o("joule model info", "parameter counts of a model config or directory");
-  o.add_options()("config", "preset name, config.json or model directory", cxxopts::value<std::string>())(
-      "dir", "model directory (also accepted positionally)", cxxopts::value<std::string>());
+  add_path_flags(o, {{"config", "preset name, config.json or model directory", PathKind::input_model, "json"},
+                     {"dir", "model directory (also accepted positionally)", PathKind::input_dir}});
   o.parse_positional({"dir"});
   o.positional_help("[DIR]").show_positional_help();
   auto r = parse(o, argc, argv);
@@ -44,11 +46,11 @@ int model_forward(int argc, char** argv) {
   cxxopts::Options o("joule model forward",
                      "a BERT/LayoutLM model directory's logits (and hidden, pooled states) for the inputs of a "
                      "safetensors file");
-  o.add_options()("dir", "HuggingFace model directory (config.json, model.safetensors)", cxxopts::value<std::string>())(
-      "inputs", "safetensors: input_ids, attention_mask [, token_type_ids, bbox] (I64 or I32)",
-      cxxopts::value<std::string>())("out", "safetensors written: logits, hidden, pooled (F32)",
-                                     cxxopts::value<std::string>())(
-      "architecture", "HuggingFace class to run (default: config.json's)", cxxopts::value<std::string>())(
+  add_path_flags(o, {{"dir", "HuggingFace model directory (config.json, model.safetensors)", PathKind::input_dir},
+                     {"inputs", "safetensors: input_ids, attention_mask [, token_type_ids, bbox] (I64 or I32)",
+                      PathKind::input_file, "safetensors"},
+                     {"out", "safetensors written: logits, hidden, pooled (F32)", PathKind::output_file}});
+  o.add_options()("architecture", "HuggingFace class to run (default: config.json's)", cxxopts::value<std::string>())(
       "precision", "auto, fp32 or bf16", cxxopts::value<std::string>()->default_value("fp32"));
   const NumberFlag labels{
       "labels", "labels of a classification head (default: config.json's id2label, else 2)", "0", {0, 65536}};

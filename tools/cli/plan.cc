@@ -18,12 +18,12 @@ namespace {
 
 // Flags both modes take: the model, the instances, where the energy comes from, and how to print.
 void add_shared_flags(cxxopts::Options& o, const char* model_default) {
-  o.add_options()("model", "model preset or config.json", cxxopts::value<std::string>()->default_value(model_default))(
-      "instance",
-      "instance profile, or PROFILE:PRECISION for that row (repeatable, or comma-separated; default: every "
-      "accelerator profile at --precision)",
-      cxxopts::value<std::string>())("region", "grid region for CO2",
-                                     cxxopts::value<std::string>()->default_value("world"))(
+  add_path_flags(o, {{"model", "model preset or config.json", PathKind::input_model, "json", "", model_default}});
+  o.add_options()("instance",
+                  "instance profile, or PROFILE:PRECISION for that row (repeatable, or comma-separated; default: every "
+                  "accelerator profile at --precision)",
+                  cxxopts::value<std::string>())("region", "grid region for CO2",
+                                                 cxxopts::value<std::string>()->default_value("world"))(
       "json", "print JSON instead of the table")(
       "validate", "print the model's validation against published figures (VALIDATION.md's table)")(
       "inference",

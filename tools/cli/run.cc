@@ -12,8 +12,8 @@ namespace joule::cli {
 
 int summary(int argc, char** argv) {
   cxxopts::Options o("joule summary", "print a run's training-cost summary and rewrite its emissions.csv");
-  o.add_options()("run", "run directory (also as the first argument)", cxxopts::value<std::string>())(
-      "json", "print the summary as JSON (summary.json's keys; its schema_version says which)");
+  add_path_flags(o, {{"run", "run directory (also as the first argument)", PathKind::input_dir}});
+  o.add_options()("json", "print the summary as JSON (summary.json's keys; its schema_version says which)");
   o.parse_positional({"run"});
   o.positional_help("RUN").show_positional_help();
   auto r = parse(o, argc, argv);
@@ -23,8 +23,8 @@ int summary(int argc, char** argv) {
 
 int report(int argc, char** argv) {
   cxxopts::Options o("joule report", "write a self-contained HTML report of a run (SVG charts)");
-  o.add_options()("run", "run directory (also as the first argument)", cxxopts::value<std::string>())(
-      "out", "output file (default RUN/report.html)", cxxopts::value<std::string>()->default_value(""));
+  add_path_flags(o, {{"run", "run directory (also as the first argument)", PathKind::input_dir},
+                     {"out", "output file (default RUN/report.html)", PathKind::output_file, "", "report.html", ""}});
   const NumberFlag nodes{"nodes", "instances per profile for the workload projection", "16", kNodes};
   add_number_flags(o, {nodes});
   o.parse_positional({"run"});

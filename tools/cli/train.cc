@@ -35,14 +35,16 @@ const std::pair<const char*, const char*> kKeyFlags[] = {{"run-dir", "run.dir"},
                                                          {"grid-intensity", "accounting.grid_intensity"}};
 
 void add_train_flags(cxxopts::Options& o) {
-  o.add_options()("config", "run config (TOML)", cxxopts::value<std::string>())(
-      "set", "override a key: table.key=value (repeatable; the value may hold commas)", cxxopts::value<std::string>())(
-      "run-dir", "run directory (run.dir)", cxxopts::value<std::string>())("data", "training shards (data.train)",
-                                                                           cxxopts::value<std::string>())(
-      "eval-data", "held-out shards (data.eval)", cxxopts::value<std::string>())("vocab", "vocab.txt (data.vocab)",
-                                                                                 cxxopts::value<std::string>())(
-      "model", "preset, config.json or HF model directory (model.config)", cxxopts::value<std::string>())(
-      "steps", "optimizer steps (train.steps)", cxxopts::value<std::string>())(
+  add_path_flags(
+      o, {{"config", "run config (TOML)", PathKind::input_file, "toml"},
+          {"run-dir", "run directory (run.dir)", PathKind::output_dir},
+          {"data", "training shards (data.train)", PathKind::input_path},
+          {"eval-data", "held-out shards (data.eval)", PathKind::input_path},
+          {"vocab", "vocab.txt (data.vocab)", PathKind::input_file, "vocab"},
+          {"model", "preset, config.json or HF model directory (model.config)", PathKind::input_model, "json"}});
+  o.add_options()("set", "override a key: table.key=value (repeatable; the value may hold commas)",
+                  cxxopts::value<std::string>())("steps", "optimizer steps (train.steps)",
+                                                 cxxopts::value<std::string>())(
       "device", "cpu, cuda (one GPU per rank) or trainium-sim (train.device)", cxxopts::value<std::string>())(
       "precision", "auto, fp32 or bf16 (train.precision)", cxxopts::value<std::string>())(
       "fp32-gemm", "auto, blas or onednn: the library fp32 GEMMs run on (train.fp32_gemm)",
@@ -66,6 +68,11 @@ int train(int argc, char** argv) {
   const std::vector<std::string> sets = take_flag_values(argc, argv, "set");
   cxxopts::Options o("joule train", "pretrain BERT; launch with mpirun -np N or srun --mpi=pmix");
   add_train_flags(o);
+  std::vector<NumberFlag> numbers;  // the key flags of numeric keys, held to the keys' ranges
+  for (const auto& [flag, key] : kKeyFlags)
+    if (const auto range = trainer::RunConfig::key_range(key))
+      numbers.push_back({flag, key, nullptr, range->first, range->second});
+  declare_number_flags(o, numbers);
   auto r = parse(o, argc, argv);
   trainer::TrainRequest t;
   t.config = trainer::RunConfig::from_toml_file(required(r, "config"));
@@ -86,12 +93,13 @@ int train(int argc, char** argv) {
 
 int eval(int argc, char** argv) {
   cxxopts::Options o("joule eval", "masked-LM and NSP accuracy of a model directory on shards");
-  o.add_options()("model", "HF model directory", cxxopts::value<std::string>())("data", "shards",
-                                                                                cxxopts::value<std::string>())(
-      "precision", "auto, fp32 or bf16 (auto: bf16 where the CPU has AVX512-BF16 or AMX-BF16)",
-      cxxopts::value<std::string>()->default_value("auto"))(
-      "dump", "also write the first batch, joule's logits on it and its losses to this safetensors file",
-      cxxopts::value<std::string>()->default_value(""))(
+  add_path_flags(o,
+                 {{"model", "HF model directory", PathKind::input_dir},
+                  {"data", "shards", PathKind::input_path},
+                  {"dump", "also write the first batch, joule's logits on it and its losses to this safetensors file",
+                   PathKind::output_file, "", "", ""}});
+  o.add_options()("precision", "auto, fp32 or bf16 (auto: bf16 where the CPU has AVX512-BF16 or AMX-BF16)",
+                  cxxopts::value<std::string>()->default_value("auto"))(
       "fp32-gemm", "auto, blas or onednn: the library fp32 GEMMs run on (as train.fp32_gemm)",
       cxxopts::value<std::string>()->default_value("auto"));
   const NumberFlag batch{"batch", "sequences per batch", "32", kBatch},
@@ -115,9 +123,11 @@ int eval(int argc, char** argv) {
 
 int export_checkpoint(int argc, char** argv) {
   cxxopts::Options o("joule export", "a checkpoint (or a run directory's newest) as a HuggingFace model directory");
-  o.add_options()("checkpoint", "checkpoint or run directory", cxxopts::value<std::string>())(
-      "out", "output HF model directory", cxxopts::value<std::string>());
+  add_path_flags(o, {{"checkpoint", "checkpoint or run directory", PathKind::input_dir},
+                     {"out", "output HF model directory", PathKind::output_dir}});
+  o.add_options()("replace", "replace an --out that holds a model (the new one is built beside it and swapped in)");
   auto r = parse(o, argc, argv);
+  check_replacing(r, "out", "a model directory (config.json)");
   const std::string used = trainer::export_checkpoint(required(r, "checkpoint"), required(r, "out"));
   std::cout << "exported " << used << " to " << r["out"].as<std::string>() << "\n";
   return 0;
