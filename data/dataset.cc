@@ -182,6 +182,8 @@ std::optional<Recorded> read_metadata(const std::string& spec) {
                              json_field<uint64_t>(input, "bytes", where + " arguments.inputs"),
                              json_field<int64_t>(input, "mtime_ns", where + " arguments.inputs")});
     for (const auto& chunk : json_field_or<nlohmann::json>(meta, "chunks", nlohmann::json::array(), where)) {
+      if (chunk.contains("eval"))
+        r.by.held_out_fnv1a64.push_back(json_field<std::string>(chunk["eval"], "fnv1a64", where + " chunks"));
       if (!chunk.contains(split)) continue;
       const nlohmann::json& shard = chunk[split];
       r.checksums[fs::path(json_field<std::string>(shard, "file", where + " chunks")).filename().string()] =
@@ -461,6 +463,12 @@ void check_held_out(const Dataset& train, const Dataset& eval) {
                        hint);
   const std::optional<CreatedBy>&t = train.created_by(), &v = eval.created_by();
   if (!t || !v || path_key(t->metadata_path) == path_key(v->metadata_path)) return;
+  // The eval shards that the training data's own split held out (a copy of the data set, or of its train/ with its
+  // metadata.json, beside the original eval/): disjoint by construction, whatever the files are called now.
+  const auto held_out = [&](const ShardEntry& e) {
+    return std::find(t->held_out_fnv1a64.begin(), t->held_out_fnv1a64.end(), e.checksum) != t->held_out_fnv1a64.end();
+  };
+  if (!eval.shards().empty() && std::all_of(eval.shards().begin(), eval.shards().end(), held_out)) return;
   std::map<std::string, std::string> train_inputs;
   for (const CreatedBy::Input& input : t->inputs) train_inputs[input_key(input)] = input.path;
   for (const CreatedBy::Input& input : v->inputs)

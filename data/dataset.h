@@ -48,7 +48,8 @@ struct CreatedBy {
     uint64_t bytes = 0;
     int64_t mtime_ns = 0;
   };
-  std::vector<Input> inputs;  // the text files they were made from
+  std::vector<Input> inputs;                  // the text files they were made from
+  std::vector<std::string> held_out_fnv1a64;  // the checksums of the eval shards its split held out of them
 };
 
 struct DatasetOptions {

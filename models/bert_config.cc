@@ -133,7 +133,7 @@ BertConfig BertConfig::from_json_text(const std::string& text, const std::string
   std::set<std::string> known(std::begin(kRequiredKeys), std::end(kRequiredKeys));
   for (const auto& [key, value] : j.items()) {
     if (known.count(key) || kIgnoredKeys.count(key) || key == "model_type") continue;
-    if (key == "architectures" || key == "id2label") continue;  // read below
+    if (key == "architectures" || key == "id2label" || key == "joule_vocab_fnv1a64") continue;  // read below
     if (key == "max_2d_position_embeddings" && j.value("model_type", "") == "layoutlm") continue;
     if (key == "position_embedding_type") {
       if (value != "absolute")
@@ -194,6 +194,12 @@ BertConfig BertConfig::from_json_text(const std::string& text, const std::string
       c.labels[static_cast<size_t>(k)] = name.get<std::string>();
     }
   }
+  if (j.contains("joule_vocab_fnv1a64")) {
+    const json& v = j.at("joule_vocab_fnv1a64");
+    if (!v.is_string() || v.get<std::string>().size() != 16)
+      fail(where, "'joule_vocab_fnv1a64' is " + v.dump() + "; it is the 16 hex digits of the vocabulary's checksum");
+    c.vocab_fnv1a64 = v.get<std::string>();
+  }
   c.validate(where);
   return c;
 }
@@ -230,6 +236,7 @@ std::string BertConfig::to_json_text() const {
             {"pad_token_id", 0},
             {"torch_dtype", "float32"}};
   if (model_type == "layoutlm") j["max_2d_position_embeddings"] = max_2d_position_embeddings;
+  if (!vocab_fnv1a64.empty()) j["joule_vocab_fnv1a64"] = vocab_fnv1a64;
   if (!labels.empty()) {
     for (size_t k = 0; k < labels.size(); ++k) {
       j["id2label"][std::to_string(k)] = labels[k];

@@ -41,6 +41,9 @@ struct BertConfig {
   int64_t max_2d_position_embeddings = 0;  // layoutlm
   std::vector<std::string> architectures;  // HuggingFace class names, as read ("BertForPreTraining" when written)
   std::vector<std::string> labels;         // id2label, by id (a classification head's num_labels); empty: none given
+  // The vocabulary the weights were trained with (FNV-1a-64 of its vocab.txt, as metadata.json records the shards'),
+  // written as "joule_vocab_fnv1a64" by joule's runs and exports; "" when unknown. HuggingFace ignores the key.
+  std::string vocab_fnv1a64;
 
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
 

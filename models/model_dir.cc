@@ -1,5 +1,6 @@
 #include "models/model_dir.h"
 #include "launch/util/file_io.h"
+#include "launch/util/hash.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -80,8 +81,9 @@ WeightLoad load_matching(const std::vector<std::pair<std::string, torch::Tensor>
   for (const st::TensorInfo& t : file.tensors()) {
     if (read.count(t.name)) continue;
     if (!match.may_skip || !match.may_skip(t.name))
-      fail("tensor '" + t.name + "' is not a parameter of " + match.model + " (" + std::to_string(params.size()) +
-           " parameters; is this a model of another architecture?)");
+      throw st::FormatError(path + ": tensor '" + t.name + "' is not a parameter of " + match.model + " (" +
+                                std::to_string(params.size()) + " parameters): a model of another architecture",
+                            "give a " + match.model + " directory (config.json's \"architectures\" names it)");
     out.skipped.push_back(t.name);
   }
   std::vector<std::pair<torch::Tensor, const st::TensorInfo*>> copies;
@@ -107,7 +109,15 @@ WeightLoad load_matching(const std::vector<std::pair<std::string, torch::Tensor>
     copies.emplace_back(p, t);
   }
   torch::NoGradGuard no_grad;
-  for (auto& [p, t] : copies) p.copy_(view_of(file, *t));
+  for (auto& [p, t] : copies) {
+    p.copy_(view_of(file, *t));
+    // A weight that is NaN or Inf makes every output NaN (a score of null, a loss of null): refused here, by name.
+    if (!torch::isfinite(p).all().item<bool>())
+      throw st::FormatError(path + ": tensor '" + t->name + "' holds " +
+                                std::to_string((~torch::isfinite(p)).sum().item<int64_t>()) + " NaN or Inf value(s)",
+                            "the weights are damaged (a run that diverged, or a broken copy): use an earlier "
+                            "checkpoint's export, or the model's original files");
+  }
   return out;
 }
 
@@ -134,6 +144,13 @@ void load_weights(BertForPreTraining& model, const std::string& path) {
         !view_of(file, *t).to(params[source].device(), params[source].dtype()).equal(params[source]))
       fail(std::string("tensor '") + copy + "' differs from '" + source + "', to which BertForPreTraining ties it");
   }
+}
+
+std::string model_vocab_checksum(const std::string& dir, const BertConfig& config) {
+  if (!config.vocab_fnv1a64.empty()) return config.vocab_fnv1a64;
+  const std::string vocab = dir + "/vocab.txt";
+  std::error_code ec;
+  return std::filesystem::is_regular_file(vocab, ec) ? joule::hex64(joule::fnv1a64_file(vocab)) : "";
 }
 
 BertForPreTraining load_model_dir(const std::string& dir) {

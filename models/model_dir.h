@@ -30,6 +30,10 @@ void load_weights(BertForPreTraining& model, const std::string& safetensors_path
 // Reads DIR/config.json, builds the model and loads DIR/model.safetensors.
 BertForPreTraining load_model_dir(const std::string& dir);
 
+// The vocabulary a model directory's weights were trained with, as its FNV-1a-64 checksum (hex): config.json's
+// joule_vocab_fnv1a64, else the checksum of the directory's vocab.txt; "" when the directory records neither.
+std::string model_vocab_checksum(const std::string& dir, const BertConfig& config);
+
 // How a model's parameters meet a safetensors file's tensors (`model` names the model in messages).
 struct WeightMatch {
   std::string model;

@@ -115,6 +115,15 @@ EvalResult evaluate_model_dir(const std::string& model_dir, const std::string& d
   model->set_precision(precision, fp32_gemm);
   const data::Dataset dataset =
       data::Dataset::open(data::data_create_split(data_spec, "eval"), {model->config().vocab_size, true});
+  // A model and its data share a vocabulary: the one the weights were trained with and the shards' (both recorded).
+  if (const std::string model_vocab = models::model_vocab_checksum(model_dir, model->config());
+      !model_vocab.empty() && dataset.created_by() && !dataset.created_by()->vocab_fnv1a64.empty() &&
+      model_vocab != dataset.created_by()->vocab_fnv1a64)
+    throw data::ShardError(dataset.spec() + ": the shards were made with another vocabulary (" +
+                               dataset.created_by()->metadata_path + " records vocab_fnv1a64 " +
+                               dataset.created_by()->vocab_fnv1a64 + ") than the model in " + model_dir +
+                               " was trained with (" + model_vocab + "): every token id would mean another word",
+                           "evaluate on shards made with the model's vocabulary (joule data create --vocab)");
   if (dataset.seq_len() > model->config().max_position_embeddings)
     throw data::ShardError(dataset.spec() + ": the shards' sequence length " + std::to_string(dataset.seq_len()) +
                                " exceeds the max_position_embeddings " +

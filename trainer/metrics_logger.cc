@@ -4,11 +4,50 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "launch/runtime.h"
+#include "launch/util/file_io.h"
 
 namespace joule::trainer {
 namespace fs = std::filesystem;
+namespace {
+
+// A resumed run's history is one history: the records of steps after `last_step` (trained again from the checkpoint)
+// and lines that are not JSON records (damaged) are left out of `path`, each said on stdout. Rewrites the file
+// (atomically) only when something goes.
+void keep_history_until(const std::string& path, int64_t last_step) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec) || fs::file_size(path, ec) == 0) return;
+  std::istringstream in(read_text_file(path));
+  std::string kept, bad;
+  int64_t again = 0, bad_lines = 0, line_no = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++line_no;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) {
+      if (++bad_lines <= 5) bad += (bad.empty() ? "" : ", ") + std::to_string(line_no);
+      continue;
+    }
+    if (j["step"].get<int64_t>() > last_step) {
+      ++again;
+      continue;
+    }
+    kept += line + "\n";
+  }
+  if (again == 0 && bad_lines == 0) return;
+  write_file_atomically(path, kept);
+  if (again > 0)
+    std::cout << "note: " << path << ": " << again << " record(s) after step " << last_step
+              << " left out (those steps are trained again from the checkpoint)\n";
+  if (bad_lines > 0)
+    std::cout << "note: " << path << ": line(s) " << bad << (bad_lines > 5 ? ", ..." : "") << " (" << bad_lines
+              << " in all) are not JSON records of a step (damaged): left out\n";
+}
+
+}  // namespace
 
 MetricsLogger::MetricsLogger(const MetricsSettings& settings, const std::string& run_dir, bool root)
     : s_(settings), root_(root), start_(std::chrono::steady_clock::now()) {
@@ -18,6 +57,9 @@ MetricsLogger::MetricsLogger(const MetricsSettings& settings, const std::string&
   if (file_.cut_bytes() > 0)
     std::cout << "note: " << path << " ended in a partial record of " << file_.cut_bytes()
               << " byte(s) (a run killed while writing it): cut back to its last complete line\n";
+  file_ = LineLog();  // closed while its records are checked (the file may be replaced), then opened again
+  keep_history_until(path, s_.start_step);
+  file_ = LineLog(path);
   tb_ = TensorBoardLog((fs::path(run_dir) / "tb").string(), s_.start_step);
   if (tb_.dropped_events() > 0)
     std::cout << "note: " << (fs::path(run_dir) / "tb").string() << ": " << tb_.dropped_events()

@@ -9,6 +9,7 @@
 #include "data/tokenizer.h"
 #include "launch/placement.h"
 #include "launch/runtime.h"
+#include "launch/util/file_io.h"
 #include "launch/util/hash.h"
 #include "models/model_dir.h"
 #include "trainer/data_record.h"
@@ -166,7 +167,18 @@ ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_d
                              " has " + std::to_string(vocab_size),
                          "train on shards made with the model's vocabulary (joule data create --vocab), or start "
                          "from a preset or a config.json (fresh weights)");
-  run.model_config.vocab_size = vocab_size;  // the vocabulary the shards were made with
+  const std::string vocab_checksum = hex64(fnv1a64_file(vocab_path));
+  if (std::error_code ec; fs::exists(fs::path(cfg.model.config) / "model.safetensors", ec)) {
+    const std::string model_vocab = models::model_vocab_checksum(cfg.model.config, run.model_config);
+    if (!model_vocab.empty() && model_vocab != vocab_checksum)
+      throw RunConfigError("model.config " + cfg.model.config + " was trained with another vocabulary (checksum " +
+                               model_vocab + ") than the data's " + vocab_path + " (" + vocab_checksum +
+                               "), of the same size: every token id would mean another word",
+                           "train on shards made with the model's vocabulary (joule data create --vocab), or start "
+                           "from a preset or a config.json (fresh weights)");
+  }
+  run.model_config.vocab_size = vocab_size;         // the vocabulary the shards were made with
+  run.model_config.vocab_fnv1a64 = vocab_checksum;  // recorded in model_config.json, final/ and exports
   if (run.model_config.type_vocab_size < 2)
     throw RunConfigError("model.config " + cfg.model.config + ": type_vocab_size is " +
                              std::to_string(run.model_config.type_vocab_size) +
@@ -309,6 +321,11 @@ TrainingStack build_training(const TrainingSpec& spec, collectives::Communicator
 
 StartPoint choose_start_on_root(const std::string& run_dir, const std::string& resume) {
   const std::string ckpt_root = (fs::path(run_dir) / "checkpoints").string();
+  // The files a run keeps its history in are its own regular files: a FIFO there would stall the run when the pipe
+  // fills, a link would write somewhere else (checked before any step, on a fresh run and on a resume).
+  for (const char* file : {"metrics.jsonl", "mllog.txt", "summary.json", "emissions.csv", "config.toml",
+                           "model_config.json", "report.html"})
+    check_replaceable((fs::path(run_dir) / file).string());
   StartPoint start;
   if (resume == "auto") {
     // Directories of yours under checkpoints/ (best/, step_6_before_lr_change/) are never resumed from or pruned.

@@ -16,6 +16,8 @@
 #include "launch/cpu_isa.h"
 #include "launch/runtime.h"
 #include "launch/util/file_io.h"
+#include "launch/util/json_field.h"
+#include "launch/util/utf8.h"
 #include "models/encoder_model.h"
 #include "models/precision.h"
 
@@ -57,6 +59,7 @@ double box_value(const json& v, const std::string& where) {
 
 // The word boxes of a LayoutLM line, in LayoutLM's 0-1000 space.
 std::vector<Box> read_boxes(const json& j, size_t words, const Context& c) {
+  if (!j.contains("boxes")) bad("no \"boxes\" (a LayoutLM line: {\"words\": [...], \"boxes\": [...]})");
   const json& boxes = j.at("boxes");
   if (!boxes.is_array() || boxes.size() != words)
     bad("\"boxes\" must hold one [x0, y0, x1, y1] per word (" + std::to_string(words) + " words)");
@@ -156,11 +159,13 @@ Example read_text(const json& j, const Context& c) {
 }
 
 Example read_line(const std::string& text, int64_t line, const Context& c) {
+  if (const std::string problem = joule::utf8_problem(text); !problem.empty())
+    bad(problem.substr(problem.find("byte ")));  // "byte B (0xXX): not valid UTF-8": the file:line is said before it
   json j;
   try {
     j = json::parse(text);
   } catch (const json::exception& e) {
-    bad(std::string("not JSON: ") + e.what());
+    bad("not JSON: " + joule::json_error_words(e));
   }
   if (!j.is_object()) bad("expected a JSON object, found " + j.dump().substr(0, 80));
   const bool layout = c.architecture.model_type == "layoutlm";
@@ -289,7 +294,16 @@ InferSummary run_inference(const InferOptions& o) {
         o.model_dir + " lacks " + loaded.initialized + ": its labels would come from random weights",
         "fine-tune the classifier first, or pass --allow-untrained-head to run it anyway");
   const BertConfig& config = model.config();
-  const data::Vocab vocab = data::Vocab::load(o.model_dir + "/vocab.txt");
+  const data::Vocab vocab = [&] {
+    try {
+      return data::Vocab::load(o.model_dir + "/vocab.txt");
+    } catch (const data::VocabError& e) {
+      throw data::VocabError(e.what(),
+                             "a classifier directory's vocab.txt is its tokenizer's vocabulary (one token a "
+                             "line, [PAD] [UNK] [CLS] [SEP] [MASK] among them): put the one the model was "
+                             "trained with there");
+    }
+  }();
   if (vocab.size() > config.vocab_size)
     throw joule::UsageError(o.model_dir + "/vocab.txt has " + std::to_string(vocab.size()) +
                                 " tokens, more than the model's vocab_size " + std::to_string(config.vocab_size),
@@ -324,6 +338,7 @@ InferSummary run_inference(const InferOptions& o) {
       ++s.skipped;
     }
   }
+  if (s.lines == 0) throw InputError(o.input + ": no lines to classify (the file is empty or blank)");
   // Batches of similar lengths: the order by (length, line) is fixed, so the output is too.
   std::vector<size_t> order(examples.size());
   std::iota(order.begin(), order.end(), 0);

@@ -28,13 +28,14 @@ struct AccountingOptions {
 
   std::vector<OptionField> fields() {
     return {{"instance", &instance},
-            {"price_per_hour", &price_per_hour, OptionRange{}, "negative: the instance profile's"},
-            {"pue", &pue},
+            // Ranges that keep every figure a run reports finite (a PUE of 1e308 made its CO2 4.9e62 kg, then null).
+            {"price_per_hour", &price_per_hour, OptionRange{-1e6, 1e6}, "negative: the instance profile's"},
+            {"pue", &pue, OptionRange{0, 10}, "0: the instance profile's"},
             {"region", &region},
-            {"grid_intensity", &grid_intensity, at_least(0), "0: the region's"},
+            {"grid_intensity", &grid_intensity, OptionRange{0, 5000}, "0: the region's"},
             {"meters", &meters},
             {"meter_sample_seconds", &meter_sample_seconds, OptionRange{0, 60, true, false}},
-            {"project_sequences", &project_sequences, at_least(1)},
+            {"project_sequences", &project_sequences, OptionRange{1, 1e15}},
             {"project_after_fraction", &project_after_fraction, OptionRange{0, 1, false, true}},
             {"project_name", &project_name},
             {"prometheus_file", &prometheus_file}};
