@@ -248,6 +248,27 @@ InferBenchResult InferBenchResult::from_json(const std::string& text, const std:
   }
   if (r.points.empty())
     throw joule::Error(where + ": a `joule bench infer` result without points", "measure at least one batch size");
+  // Every figure read feeds a figure printed (per million inferences, per instance): each within a range that keeps
+  // those finite.
+  const auto within = [&](const std::string& key, double v, double lo, double hi) {
+    if (!(v >= lo && v <= hi))
+      throw joule::Error(where + ": '" + key + "' is " + joule::format_number("%g", v) + "; it must be in [" +
+                             joule::format_number("%g", lo) + ", " + joule::format_number("%g", hi) + "]",
+                         "the file was edited or damaged: measure again with `joule bench infer --out DIR`");
+  };
+  within("seq_len", static_cast<double>(r.seq_len), 1, 65536);
+  within("usd_per_hour", r.usd_per_hour, 0, 1e6);
+  within("pue", r.pue, 0, 10);
+  within("grid_g_per_kwh", r.grid_g_per_kwh, 0, 5000);
+  for (const InferPoint& q : r.points) {
+    const std::string at = "points[batch " + std::to_string(q.batch) + "].";
+    within(at + "batch", static_cast<double>(q.batch), 1, 1 << 20);
+    within(at + "inferences_per_s", q.inferences_per_s, 1e-9, 1e12);
+    within(at + "p50_ms", q.p50_ms, 0, 1e7);
+    within(at + "p99_ms", q.p99_ms, 0, 1e7);
+    within(at + "kwh_per_million", q.joules_per_million / 3.6e6, 0, 1e9);
+    within(at + "usd_per_million", q.usd_per_million, 0, 1e12);
+  }
   return r;
 }
 

@@ -36,6 +36,10 @@ int report_error(const std::string& cmd, std::string what, std::string hint, int
   return exit_code;
 }
 
+const char* const kOutOfMemoryHint =
+    "give the command less to hold at once (a smaller --batch, --micro-batch, --seq-len or --max-length), or run it "
+    "on a machine with more memory";
+
 // Runs the command, mapping each kind of exception to one message and an exit code (usage 2, runtime 1).
 int run_command(const joule::cli::Command& command, int argc, char** argv) {
   const std::string cmd = command.name;
@@ -58,13 +62,14 @@ int run_command(const joule::cli::Command& command, int argc, char** argv) {
     if (!e.path2().empty()) what += " (and " + e.path2().string() + ")";
     return report_error(cmd, what, "check the path, its permissions and the free space, then rerun", 1);
   } catch (const std::bad_alloc&) {
-    return report_error(cmd, "out of memory (an allocation failed)",
-                        "give the command less to hold at once (a smaller --batch or --max-length, fewer "
-                        "--threads), or run it on a machine with more memory",
-                        1);
+    return report_error(cmd, "out of memory (an allocation failed)", kOutOfMemoryHint, 1);
   } catch (const std::exception& e) {
     // Not joule's own error type (LibTorch, the standard library): still one clear line on every rank.
-    return report_error(cmd, e.what(),
+    const std::string what = e.what();
+    if (what.find("Cannot allocate memory") != std::string::npos ||
+        what.find("can't allocate memory") != std::string::npos)
+      return report_error(cmd, "out of memory: " + what, kOutOfMemoryHint, 1);  // LibTorch's allocators' words
+    return report_error(cmd, what,
                         "this error did not come with advice from joule; the message above names what failed", 1);
   }
 }

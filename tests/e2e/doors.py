@@ -118,6 +118,10 @@ def make_fixture():
         open(os.path.join(name, "summary.json"), "wb").write(damage)
     shutil.copytree("infrun", "infrun_truncated")
     open("infrun_truncated/inference.json", "w").write('{"architecture": "Bert')
+    shutil.copytree("infrun", "infrun_huge")  # figures no measurement gives: every figure read has a range
+    result = json.load(open("infrun_huge/inference.json"))
+    result["pue"] = 1e308
+    json.dump(result, open("infrun_huge/inference.json", "w"))
     # A vocabulary of the same size with two tokens swapped, its shards and a model trained on them.
     words = open("vocab.txt").read().splitlines()
     words[-1], words[-2] = words[-2], words[-1]
@@ -353,6 +357,9 @@ EXAMPLES = [
      "model forward --dir seq --inputs big_id.safetensors --out f.safetensors", ["big_id.safetensors: input_ids holds"]),
     ("example: a LayoutLM line without boxes (was: key 'boxes' not found)",
      "infer --model layout --input no_boxes.jsonl --output o.jsonl", ['no_boxes.jsonl:1: no "boxes"']),
+    ("example: summary of an inference run whose PUE is 1e308 (was 'inf' kWh)", "summary infrun_huge",
+     ["infrun_huge/inference.json: 'pue' is 1e+308"]),
+    ("example: report of it", "report infrun_huge --out huge.html", ["infrun_huge/inference.json: 'pue' is 1e+308"]),
     ("example: infer of a model whose vocab.txt lacks [PAD]", "infer --model seq_nopad --input texts.jsonl --output o.jsonl",
      ["seq_nopad/vocab.txt"]),
 ]
