@@ -239,13 +239,19 @@ std::string path_inside(const std::string& dir, const std::string& entry, const 
   if (!fs::exists(fs::symlink_status(full, ec))) return full.string();
   const fs::path real = fs::weakly_canonical(full, ec), root = fs::weakly_canonical(dir, ec);
   if (ec) refuse("cannot be resolved (" + ec.message() + ")");
-  auto r = real.begin();
-  for (auto d = root.begin(); d != root.end(); ++d, ++r)
-    if (d->empty())
-      break;  // a trailing separator
-    else if (r == real.end() || *r != *d)
-      refuse("resolves to " + real.string() + ", outside it");
+  if (!path_within(real.string(), root.string())) refuse("resolves to " + real.string() + ", outside it");
   return full.string();
+}
+
+bool path_within(const std::string& path, const std::string& dir) {
+  const std::filesystem::path p(path), d(dir);
+  auto a = p.begin();
+  for (auto b = d.begin(); b != d.end(); ++b, ++a)
+    if (b->empty())
+      break;  // a trailing separator
+    else if (a == p.end() || *a != *b)
+      return false;
+  return true;
 }
 
 namespace {

@@ -67,6 +67,10 @@ void rename_durably(const std::string& from, const std::string& to);
 // outside `dir`. An entry that names nothing yet is returned as it is (the caller says what is missing).
 std::string path_inside(const std::string& dir, const std::string& entry, const std::string& listed_in);
 
+// Whether `path` is `dir` or lies below it, component by component (a trailing separator of `dir` aside); both as
+// given: resolve them first (weakly_canonical) to compare where they lead.
+bool path_within(const std::string& path, const std::string& dir);
+
 // A path written inside `file` (an inference run's "model") means the same wherever the command runs: it is kept
 // relative to the file's directory. path_for_file writes `path` (as the user typed it, relative to the current
 // directory) that way when it names something; path_from_file reads it back: an absolute path as it is, a relative one

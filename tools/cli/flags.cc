@@ -27,23 +27,10 @@ std::map<const cxxopts::Options*, Declared>& declared() {
   return d;
 }
 
-const char* kind_word(PathKind k) {
-  switch (k) {
-    case PathKind::input_file:
-      return "input-file";
-    case PathKind::input_dir:
-      return "input-dir";
-    case PathKind::input_path:
-      return "input-path";
-    case PathKind::input_model:
-      return "input-model";
-    case PathKind::output_file:
-      return "output-file";
-    case PathKind::output_dir:
-      return "output-dir";
-  }
-  return "";
-}
+// PathKind's words for --describe-flags, in the enum's order.
+const char* const kPathKindWords[] = {"input-file",  "input-dir",   "input-path",
+                                      "input-model", "output-file", "output-dir"};
+const char* kind_word(PathKind k) { return kPathKindWords[static_cast<size_t>(k)]; }
 
 bool is_output(PathKind k) { return k == PathKind::output_file || k == PathKind::output_dir; }
 
@@ -60,16 +47,10 @@ bool same_file(const std::string& a, const std::string& b) {
   return resolved(a) == resolved(b);
 }
 
-// Whether `inner` lies inside the directory `outer` (not equal to it).
+// Whether `inner` lies inside the directory `outer` (not equal to it), where both lead.
 bool lies_inside(const std::string& inner, const std::string& outer) {
-  const fs::path i = resolved(inner), o = resolved(outer);
-  auto a = i.begin();
-  for (auto b = o.begin(); b != o.end(); ++b, ++a)
-    if (b->empty())
-      break;  // a trailing separator
-    else if (a == i.end() || *a != *b)
-      return false;
-  return a != i.end();
+  const std::string i = resolved(inner).string(), o = resolved(outer).string();
+  return path_within(i, o) && !path_within(o, i);
 }
 
 // An input flag's value: a dangling link, a FIFO or a device is refused; a file where a directory belongs (or the
