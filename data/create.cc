@@ -15,6 +15,7 @@
 
 #include "data/create_output.h"
 #include "data/data_error.h"
+#include "data/pack.h"
 #include "data/shard.h"
 #include "data/text_input.h"
 #include "launch/util/file_io.h"
@@ -319,19 +320,21 @@ nlohmann::json create_arguments(const CreateOptions& o, const std::vector<std::s
                       {"bytes", bytes},
                       {"mtime_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(mtime).count()}});
   }
-  return {{"inputs", inputs},
-          {"vocab_fnv1a64", joule::hex64(joule::fnv1a64_file(o.vocab))},
-          {"seq_len", o.seq_len},
-          {"max_predictions", o.max_predictions},
-          {"dupe_factor", o.dupe_factor},
-          {"seed", o.seed},
-          {"lower_case", o.lower_case},
-          {"whole_word_mask", o.whole_word_mask},
-          {"masked_lm_prob", o.masked_lm_prob},
-          {"short_seq_prob", o.short_seq_prob},
-          {"eval_documents", o.eval_documents},
-          {"chunk_bytes", chunk_bytes},
-          {"skip_bad_input", o.skip_bad_input}};
+  nlohmann::json arguments = {{"inputs", inputs},
+                              {"vocab_fnv1a64", joule::hex64(joule::fnv1a64_file(o.vocab))},
+                              {"seq_len", o.seq_len},
+                              {"max_predictions", o.max_predictions},
+                              {"dupe_factor", o.dupe_factor},
+                              {"seed", o.seed},
+                              {"lower_case", o.lower_case},
+                              {"whole_word_mask", o.whole_word_mask},
+                              {"masked_lm_prob", o.masked_lm_prob},
+                              {"short_seq_prob", o.short_seq_prob},
+                              {"eval_documents", o.eval_documents},
+                              {"chunk_bytes", chunk_bytes},
+                              {"skip_bad_input", o.skip_bad_input}};
+  if (o.pack > 0) arguments["pack"] = o.pack;  // absent when padded: earlier data sets' arguments stay equal
+  return arguments;
 }
 
 // Everything one chunk needs besides its text.
@@ -344,7 +347,13 @@ struct ChunkContext {
 };
 
 // Streams of the generator per chunk, so that a chunk's output depends on the seed and its index only.
-enum Stream : uint64_t { kDocumentShuffle = 1, kInstanceShuffle = 2, kTrainDupes = 16, kEvalDupes = 1u << 20 };
+enum Stream : uint64_t {
+  kDocumentShuffle = 1,
+  kInstanceShuffle = 2,
+  kPackShuffle = 3,
+  kTrainDupes = 16,
+  kEvalDupes = 1u << 20
+};
 uint64_t chunk_seed(const CreateOptions& o, int64_t chunk, uint64_t stream, uint64_t item = 0) {
   return mix_seed(mix_seed(o.seed, static_cast<uint64_t>(chunk), 0xC4u), stream, item);
 }
@@ -477,15 +486,45 @@ void to_host(const Dupe& dupe, size_t begin, size_t end, const ChunkContext& c, 
   });
 }
 
+// Packed rows [begin, end) of `packs` (lists of rows of the dupe's order) into `b`, on the workers.
+void to_host_packed(const Dupe& dupe, const std::vector<std::vector<uint32_t>>& packs, size_t begin, size_t end,
+                    const ChunkContext& c, HostBatch& b) {
+  const int pack = c.options.pack;
+  b.resize_for_overwrite(static_cast<int64_t>(end - begin), c.options.seq_len,
+                         packed_max_predictions(c.options.max_predictions, pack), pack);
+  constexpr size_t kBlock = 256;
+  joule::parallel_for((end - begin + kBlock - 1) / kBlock, c.threads, [&](size_t block, int) {
+    std::vector<SequenceView> views;
+    for (size_t r = block * kBlock; r < std::min(end - begin, (block + 1) * kBlock); ++r) {
+      views.clear();
+      for (const uint32_t row : packs[begin + r]) {
+        const PackedInstances::Ref& ref = dupe.ref(row);
+        SequenceView v;
+        v.input_ids = dupe.tokens(row);
+        v.segment_b = ref.segment_b;
+        v.length = ref.tokens;
+        v.masked_positions = v.input_ids + ref.tokens;
+        v.masked_ids = v.masked_positions + ref.masked;
+        v.masked = ref.masked;
+        v.next_sentence_label = ref.random_next ? 1 : 0;
+        views.push_back(v);
+      }
+      write_packed_row(views.data(), static_cast<int>(views.size()), b, static_cast<int64_t>(r));
+    }
+  });
+}
+
 // Writes `dupes` dupes of the documents as one shard, one dupe at a time (memory holds one dupe's sequences), each
-// dupe's sequences shuffled, appended a slice at a time (the padded layout is ~2x the sequences' size). Returns the
-// shard's counts.
+// dupe's sequences shuffled (with options.pack: packed, and the packed rows shuffled), appended a slice at a time (the
+// padded layout is ~2x the sequences' size). Returns the shard's counts.
 nlohmann::json write_dupes(const std::string& path, const std::vector<Document>& documents, int dupes, int64_t chunk,
                            uint64_t stream, const ChunkContext& c) {
   constexpr size_t kSlice = 8192;
   const CreateOptions& o = c.options;
-  ShardWriter writer(path, ShardWriter::kGrowing, o.seq_len, o.max_predictions, 64, c.threads);
-  int64_t masked = 0, tokens = 0, random = 0;
+  ShardWriter writer(path, ShardWriter::kGrowing, o.seq_len,
+                     o.pack > 0 ? packed_max_predictions(o.max_predictions, o.pack) : o.max_predictions, 64, c.threads,
+                     o.pack);
+  int64_t masked = 0, tokens = 0, random = 0, sequences = 0;
   HostBatch slice;
   Dupe dupe;
   for (int d = 0; d < dupes; ++d) {
@@ -496,6 +535,18 @@ nlohmann::json write_dupes(const std::string& path, const std::vector<Document>&
         tokens += ref.tokens;
         random += ref.random_next ? 1 : 0;
       }
+    sequences += static_cast<int64_t>(dupe.order.size());
+    if (o.pack > 0) {
+      std::vector<int32_t> lengths(dupe.order.size());
+      for (size_t row = 0; row < lengths.size(); ++row) lengths[row] = dupe.ref(row).tokens;
+      std::vector<std::vector<uint32_t>> packs = pack_sequences(lengths, o.seq_len, o.pack);
+      Rng(chunk_seed(o, chunk, kPackShuffle, stream + static_cast<uint64_t>(d))).shuffle(packs);
+      for (size_t begin = 0; begin < packs.size(); begin += kSlice) {
+        to_host_packed(dupe, packs, begin, std::min(packs.size(), begin + kSlice), c, slice);
+        writer.append(slice);
+      }
+      continue;
+    }
     for (size_t begin = 0; begin < dupe.order.size(); begin += kSlice) {
       to_host(dupe, begin, std::min(dupe.order.size(), begin + kSlice), c, slice);
       writer.append(slice);
@@ -503,7 +554,11 @@ nlohmann::json write_dupes(const std::string& path, const std::vector<Document>&
   }
   const int64_t rows = writer.rows_written();
   if (rows > 0) writer.commit();
-  return {{"sequences", rows}, {"masked_predictions", masked}, {"tokens", tokens}, {"random_next", random}};
+  return {{"sequences", sequences},
+          {"rows", rows},
+          {"masked_predictions", masked},
+          {"tokens", tokens},
+          {"random_next", random}};
 }
 
 // One chunk: tokenize, shuffle its documents, hold out the eval documents (chunk 0), make and write its shards.
@@ -529,7 +584,8 @@ nlohmann::json process_chunk(TextChunk&& chunk, const ChunkContext& c, PartialDa
     std::filesystem::create_directories(std::filesystem::path(out.dir()) / "eval");
     const nlohmann::json eval = write_dupes(out.shard_path("eval", 0), eval_documents, 1, index, kEvalDupes, c);
     if (eval["sequences"] == 0) throw CorpusError(where + ": the held-out documents produced no eval sequences");
-    record["eval"] = out.shard_record("eval", 0, eval["sequences"]);
+    record["eval"] = out.shard_record("eval", 0, eval["rows"]);
+    record["eval_sequences"] = eval["sequences"];
     record["eval_documents"] = eval_documents.size();
   }
   if (documents.size() < 2)
@@ -539,7 +595,8 @@ nlohmann::json process_chunk(TextChunk&& chunk, const ChunkContext& c, PartialDa
   const nlohmann::json train =
       write_dupes(out.shard_path("train", index), documents, o.dupe_factor, index, kTrainDupes, c);
   if (train["sequences"] == 0) throw CorpusError(where + " produced no training sequences");
-  record["train"] = out.shard_record("train", index, train["sequences"]);
+  record["train"] = out.shard_record("train", index, train["rows"]);
+  record["sequences"] = train["sequences"];
   record["documents"] = documents.size();
   for (const char* key : {"masked_predictions", "tokens", "random_next"}) record[key] = train[key];
   return record;
@@ -588,8 +645,13 @@ CreateSummary summary_of(const nlohmann::json& meta, const std::string& out, boo
       const nlohmann::json& entry = json_field<nlohmann::json>(c, split, where + " chunks");
       const std::string path = verify ? verified_shard(entry, out, where)
                                       : joule::path_inside(out, json_field<std::string>(entry, "file", where), where);
-      (std::string(split) == "train" ? s.train_sequences : s.eval_sequences) +=
-          json_field<int64_t>(entry, "sequences", where);
+      // A shard's record counts its rows; a chunk's "sequences"/"eval_sequences" the sequences they hold, where they
+      // differ (packed rows; older data sets did not record them: one sequence a row).
+      const bool train = std::string(split) == "train";
+      const int64_t rows = json_field<int64_t>(entry, "sequences", where);
+      (train ? s.train_rows : s.eval_rows) += rows;
+      (train ? s.train_sequences : s.eval_sequences) +=
+          json_field_or<int64_t>(c, train ? "sequences" : "eval_sequences", rows, where + " chunks");
       (std::string(split) == "train" ? s.train_shards : s.eval_shards).push_back(path);
     }
   }
@@ -668,6 +730,20 @@ CreateSummary create_pretraining_data(const CreateOptions& o) {
   meta["eval_documents"] = summary.eval_documents;
   meta["train_sequences"] = summary.train_sequences;
   meta["eval_sequences"] = summary.eval_sequences;
+  if (o.pack > 0) {  // what the directories hold (data/dataset.cc checks it): rows, each up to `pack` sequences
+    meta["train_rows"] = summary.train_rows;
+    meta["eval_rows"] = summary.eval_rows;
+    const double tokens = static_cast<double>(summary.tokens), row = static_cast<double>(o.seq_len);
+    meta["packing"] = {
+        {"max_per_pack", o.pack},
+        {"algorithm", "best-fit decreasing over the length histogram (shortest-pack-first), each dupe on its own"},
+        {"sequences", summary.train_sequences},
+        {"rows_before", summary.train_sequences},
+        {"rows_after", summary.train_rows},
+        {"real_tokens", summary.tokens},
+        {"efficiency_before", tokens / (static_cast<double>(summary.train_sequences) * row)},
+        {"efficiency_after", tokens / (static_cast<double>(summary.train_rows) * row)}};
+  }
   meta["train_shards"] = summary.train_shards.size();
   meta["masked_predictions"] = summary.masked_predictions;
   out.finish(meta);

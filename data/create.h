@@ -69,12 +69,14 @@ struct CreateOptions {
   int threads = 0;             // 0: all cores; the output does not depend on it
   bool replace = false;        // replace an `out` that holds another data set (swapped in when the new one is complete)
   bool skip_bad_input = false;  // skip and count bad lines, documents and empty files instead of stopping
+  int pack = 0;  // > 0: each dupe's sequences packed up to `pack` a row (data/pack.h: packed shards); 0: padded rows
 };
 constexpr double kDefaultChunkMb = 256;
 
 struct CreateSummary {
   int64_t documents = 0, eval_documents = 0;
   int64_t train_sequences = 0, eval_sequences = 0;
+  int64_t train_rows = 0, eval_rows = 0;  // the shards' rows: the sequences unless packed
   int64_t masked_predictions = 0, tokens = 0, random_next = 0;
   int64_t input_bytes = 0, chunk_bytes = 0, chunks = 0, resumed_chunks = 0, skipped = 0;
   std::string first_skip;

@@ -56,21 +56,22 @@ std::string argument_differences(const nlohmann::json& ours, const nlohmann::jso
   return out;
 }
 
-nlohmann::json existing_data_set(const std::string& out, const nlohmann::json& arguments, bool replace) {
+nlohmann::json existing_data_set(const std::string& out, const nlohmann::json& arguments, bool replace,
+                                 const std::string& command) {
   std::error_code ec;
   // OUT is made as OUT.partial and renamed into place: onto a symbolic link, that would replace the link (and leave
   // what it points to as it was).
   std::string link = out;
   while (link.size() > 1 && link.back() == '/') link.pop_back();
   if (fs::is_symlink(link, ec))
-    throw joule::UsageError("data create: --out " + out + " is a symbolic link (to " +
+    throw joule::UsageError(command + ": --out " + out + " is a symbolic link (to " +
                                 fs::read_symlink(link, ec).string() +
                                 "); the data set is built beside it and renamed into place, which would replace "
                                 "the link",
                             "give the directory it points to as --out");
   if (empty_or_absent(out)) return nullptr;
   if (!fs::is_directory(out, ec))
-    throw joule::UsageError("data create: --out " + out + " exists and is not a directory");
+    throw joule::UsageError(command + ": --out " + out + " exists and is not a directory");
   const nlohmann::json meta = read_json((fs::path(out) / "metadata.json").string());
   const bool ours =
       meta.is_object() && meta.value("format", "") == "joule-pretraining-data" && meta.contains("arguments");
@@ -87,13 +88,13 @@ nlohmann::json existing_data_set(const std::string& out, const nlohmann::json& a
     what = "is not empty (" + std::to_string(count) + " entries: " + entries + (count > 4 ? ", ..." : "") + ")";
   }
   throw joule::UsageError(
-      "data create: --out " + out + " " + what + "; writing into it would mix two data sets",
+      command + ": --out " + out + " " + what + "; writing into it would mix two data sets",
       "choose a new or empty directory, or pass --replace to replace it (the new data set is built in " + out +
           ".partial and swapped in when complete)");
 }
 
-PartialDataSet::PartialDataSet(std::string out, nlohmann::json arguments, bool replace)
-    : out_(std::move(out)), dir_(out_ + ".partial"), arguments_(std::move(arguments)) {
+PartialDataSet::PartialDataSet(std::string out, nlohmann::json arguments, bool replace, std::string command)
+    : out_(std::move(out)), dir_(out_ + ".partial"), command_(std::move(command)), arguments_(std::move(arguments)) {
   std::error_code ec;
   created_ = !fs::exists(dir_, ec);
   fs::create_directories(dir_, ec);
@@ -101,7 +102,7 @@ PartialDataSet::PartialDataSet(std::string out, nlohmann::json arguments, bool r
   const std::string lock = (fs::path(dir_) / kLock).string();
   lock_ = FileLock::try_acquire(lock);
   if (!lock_)
-    throw joule::IoError("data create: another `joule data create` is writing " + dir_,
+    throw joule::IoError(command_ + ": another `joule " + command_ + "` is writing " + dir_,
                          "wait for it to finish, or give this one another --out");
   const std::string progress_path = (fs::path(dir_) / kProgress).string();
   const nlohmann::json earlier = read_json(progress_path);
@@ -115,7 +116,7 @@ PartialDataSet::PartialDataSet(std::string out, nlohmann::json arguments, bool r
   const bool has_work =
       earlier.is_object() && earlier.contains("chunks") && earlier["chunks"].is_array() && !earlier["chunks"].empty();
   if (!same && has_work && earlier.contains("arguments") && !replace)
-    throw joule::UsageError("data create: " + dir_ + " holds part of a data set made with other arguments (" +
+    throw joule::UsageError(command_ + ": " + dir_ + " holds part of a data set made with other arguments (" +
                                 argument_differences(arguments_, earlier["arguments"]) + ")",
                             "rerun with the arguments it was made with to finish it, or pass --replace to discard it");
   progress_ = {

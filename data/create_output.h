@@ -16,14 +16,16 @@ namespace joule::data {
 
 // OUT when it already holds a complete data set: its metadata.json if made with `arguments` (nothing to do). Else
 // returns null when OUT is absent or empty, or when `replace`; otherwise UsageError naming what differs.
-nlohmann::json existing_data_set(const std::string& out, const nlohmann::json& arguments, bool replace);
+// `command` names the command in its errors.
+nlohmann::json existing_data_set(const std::string& out, const nlohmann::json& arguments, bool replace,
+                                 const std::string& command = "data create");
 
 class PartialDataSet {
  public:
   // Locks OUT.partial (IoError when another run holds it) and keeps the chunks an earlier run with the same
   // `arguments` completed, their shards verified; files not listed (a killed run's half-written shard) are removed.
   // A partial data set of other arguments is refused (UsageError naming the difference) unless `replace`.
-  PartialDataSet(std::string out, nlohmann::json arguments, bool replace);
+  PartialDataSet(std::string out, nlohmann::json arguments, bool replace, std::string command = "data create");
   ~PartialDataSet();  // removes OUT.partial when this run made it and completed no chunk (nothing to resume)
   PartialDataSet(const PartialDataSet&) = delete;
   PartialDataSet& operator=(const PartialDataSet&) = delete;
@@ -46,7 +48,7 @@ class PartialDataSet {
   void verify_and_keep(const nlohmann::json& earlier);
   void save_progress() const;
 
-  std::string out_, dir_;
+  std::string out_, dir_, command_;
   nlohmann::json arguments_, progress_;
   std::optional<FileLock> lock_;  // held from construction to the rename into place
   size_t resumed_ = 0;

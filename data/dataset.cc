@@ -101,8 +101,9 @@ std::vector<std::string> list_shards(const std::string& spec, std::string* cache
   return paths;
 }
 
-// The index cache's format: version 2 added each shard's full checksum (an older cache is validated again, once).
-constexpr int kCacheVersion = 2;
+// The index cache's format: version 2 added each shard's full checksum, 3 packed shards' figures (an older cache is
+// validated again, once).
+constexpr int kCacheVersion = 3;
 
 // A shard's full checksum (FNV-1a-64 of every byte): what metadata.json records and what a run's data record keeps.
 std::string checksum_of(const std::string& path) {
@@ -174,7 +175,9 @@ std::optional<Recorded> read_metadata(const std::string& spec) {
   try {
     const std::string where = meta_path.string();
     r.shards = split == "train" ? json_field_or<int64_t>(meta, "train_shards", -1, where) : 1;
-    r.sequences = json_field_or<int64_t>(meta, split + "_sequences", -1, where);
+    // A packed data set's rows hold several sequences each: what the directory must hold is its rows.
+    r.sequences = json_field_or<int64_t>(meta, split + "_rows",
+                                         json_field_or<int64_t>(meta, split + "_sequences", -1, where), where);
     const nlohmann::json arguments = json_field_or<nlohmann::json>(meta, "arguments", nlohmann::json::object(), where);
     r.by.vocab_fnv1a64 = json_field_or<std::string>(arguments, "vocab_fnv1a64", "", where + " arguments");
     for (const auto& input : json_field_or<nlohmann::json>(arguments, "inputs", nlohmann::json::array(), where))
@@ -228,7 +231,9 @@ nlohmann::json stats_json(const ShardEntry& e) {
           {"int64_layout", s.int64_layout},
           {"max_token_id", s.max_token_id},
           {"masked_predictions", s.masked_predictions},
-          {"real_tokens", s.real_tokens}};
+          {"real_tokens", s.real_tokens},
+          {"pack", s.pack},
+          {"packed_sequences", s.packed_sequences}};
 }
 
 }  // namespace
@@ -249,7 +254,6 @@ Dataset Dataset::open(const std::string& spec, const DatasetOptions& options) {
     try {
       std::ifstream in(d.cache_path_);
       cache = nlohmann::json::parse(in);
-      // Version 2 added each shard's full checksum: an older cache is validated again, once.
       if (!cache.is_object() || cache.value("format_version", 0) != kCacheVersion) cache = nlohmann::json::object();
     } catch (const std::exception&) {
       cache = nlohmann::json::object();  // a damaged cache only costs a revalidation
@@ -279,6 +283,8 @@ Dataset Dataset::open(const std::string& spec, const DatasetOptions& options) {
       e.stats.max_token_id = j["max_token_id"];
       e.stats.masked_predictions = j["masked_predictions"];
       e.stats.real_tokens = j["real_tokens"];
+      e.stats.pack = j["pack"];
+      e.stats.packed_sequences = j["packed_sequences"];
       e.stats.chunk_rows = ShardReader(path).chunk_rows();  // cheap: the file still opens with the layout
     } else {
       e.stats = validate_shard(path);
@@ -291,6 +297,14 @@ Dataset Dataset::open(const std::string& spec, const DatasetOptions& options) {
     if (d.shards_.empty()) {
       d.seq_len_ = e.stats.seq_len;
       d.max_predictions_ = e.stats.max_predictions;
+      d.pack_ = e.stats.pack;
+    } else if (e.stats.pack != d.pack_) {
+      auto packing = [](int64_t pack) {
+        return pack > 0 ? "packed (up to " + std::to_string(pack) + " sequences a row)" : std::string("not packed");
+      };
+      throw ShardError(path + ": dataset 'packed_input_len': the shard is " + packing(e.stats.pack) + ", " +
+                           d.shards_.front().path + " is " + packing(d.pack_) + "; one dataset must be packed one way",
+                       "pack every shard with the same `joule data pack --max-per-pack K`, or keep them apart");
     } else if (e.stats.seq_len != d.seq_len_ || e.stats.max_predictions != d.max_predictions_) {
       throw ShardError(path + ": dataset 'input_ids'/'masked_lm_positions': sequence length " +
                        std::to_string(e.stats.seq_len) + " and max predictions " +
@@ -300,6 +314,8 @@ Dataset Dataset::open(const std::string& spec, const DatasetOptions& options) {
     }
     d.offsets_.push_back(d.total_);
     d.total_ += e.stats.sequences;
+    d.packed_sequences_ += e.stats.packed_sequences;
+    d.real_tokens_ += e.stats.real_tokens;
     if (e.stats.chunk_rows > 0) {
       const int64_t rows = std::min(e.stats.chunk_rows, kMaxBlockRows);
       if (e.stats.chunk_rows < e.stats.sequences)  // the smallest chunking, so no shard inflates a chunk for a few rows

@@ -64,9 +64,15 @@ class Dataset {
   static Dataset open(const std::string& spec, const DatasetOptions& options = {});
 
   const std::vector<ShardEntry>& shards() const { return shards_; }
-  int64_t size() const { return total_; }
+  int64_t size() const { return total_; }  // rows: what the sampler shuffles (each one sequence unless packed)
   int64_t seq_len() const { return seq_len_; }
   int64_t max_predictions() const { return max_predictions_; }
+  int64_t pack() const { return pack_; }                   // packed: sequences a row holds at most; else 0
+  int64_t sequences() const { return packed_sequences_; }  // the sequences in the rows (size() unless packed)
+  // Real tokens over the rows' tokens: the share of the computed positions that are not padding.
+  double packing_efficiency() const {
+    return total_ > 0 ? static_cast<double>(real_tokens_) / static_cast<double>(total_ * seq_len_) : 0.0;
+  }
   int64_t validated_now() const { return validated_now_; }  // shards not taken from the cache
   const std::string& cache_path() const { return cache_path_; }
   const std::string& spec() const { return spec_; }
@@ -93,7 +99,8 @@ class Dataset {
  private:
   std::vector<ShardEntry> shards_;
   std::vector<int64_t> offsets_;  // prefix sums of sequence counts
-  int64_t total_ = 0, seq_len_ = 0, max_predictions_ = 0, validated_now_ = 0, block_rows_ = 0;
+  int64_t total_ = 0, seq_len_ = 0, max_predictions_ = 0, pack_ = 0, validated_now_ = 0, block_rows_ = 0;
+  int64_t packed_sequences_ = 0, real_tokens_ = 0;
   std::string cache_path_, spec_;
   std::optional<CreatedBy> created_by_;
 };
@@ -114,8 +121,8 @@ void check_held_out(const Dataset& train, const Dataset& eval);
 // bench data, D/eval for eval. Another spec comes back as given; a D without that split is a ShardError naming it.
 std::string data_create_split(const std::string& spec, const std::string& split);
 
-// The directory holding the shards' vocab.txt: the spec's directory or its parent (as `joule data
-// create` writes OUT/vocab.txt beside OUT/train/). Empty when there is none.
+// The shards' vocab.txt: in the spec's directory or its parent (as `joule data create` writes OUT/vocab.txt beside
+// OUT/train/). Empty when there is none.
 std::string find_vocab_beside(const std::string& spec);
 
 }  // namespace joule::data

@@ -42,7 +42,7 @@ class ShardCache {
 
 HostBatch read_with(ShardCache& cache, const Dataset& dataset, const std::vector<uint64_t>& ids) {
   HostBatch out;
-  out.resize(static_cast<int64_t>(ids.size()), dataset.seq_len(), dataset.max_predictions());
+  out.resize(static_cast<int64_t>(ids.size()), dataset.seq_len(), dataset.max_predictions(), dataset.pack());
   // Group by shard so each shard is read once, in row order, then place rows where they belong.
   std::map<size_t, std::vector<std::pair<int64_t, size_t>>> by_shard;  // shard -> (row, destination)
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -53,7 +53,7 @@ HostBatch read_with(ShardCache& cache, const Dataset& dataset, const std::vector
   for (auto& [shard, rows] : by_shard) {
     std::vector<int64_t> row_ids;
     for (const auto& r : rows) row_ids.push_back(r.first);
-    tmp.resize(static_cast<int64_t>(rows.size()), dataset.seq_len(), dataset.max_predictions());
+    tmp.resize(static_cast<int64_t>(rows.size()), dataset.seq_len(), dataset.max_predictions(), dataset.pack());
     cache.get(shard).read_rows(row_ids, tmp, 0);
     for (size_t k = 0; k < rows.size(); ++k)
       copy_row(tmp, static_cast<int64_t>(k), out, static_cast<int64_t>(rows[k].second));
@@ -72,7 +72,7 @@ class BlockReader {
     int64_t rows = 0;
     for (const RowRun& run : runs) rows += run.count;
     HostBatch out;
-    out.resize_for_overwrite(rows, dataset_.seq_len(), dataset_.max_predictions());
+    out.resize_for_overwrite(rows, dataset_.seq_len(), dataset_.max_predictions(), dataset_.pack());
     int64_t at = 0;
     for (const RowRun& run : runs) {
       const HostBatch& block = this->block(run.block);
@@ -113,7 +113,13 @@ PretrainingBatch Loader::to_tensors(const HostBatch& b) {
   t.token_type_ids = to_long(b.segment_ids, {b.rows, b.seq_len});
   t.masked_positions = to_long(b.masked_positions, {b.rows, b.max_predictions});
   t.masked_ids = to_long(b.masked_ids, {b.rows, b.max_predictions});
-  t.next_sentence_labels = to_long(b.next_sentence_labels, {b.rows});
+  if (b.pack > 0) {
+    t.next_sentence_labels = to_long(b.next_sentence_labels, {b.rows, b.pack});
+    t.sequence_lengths = to_long(b.sequence_lengths, {b.rows, b.pack});
+    for (int64_t r = 0; r < b.rows; ++r) t.packed_sequences += b.sequences_in(r);
+  } else {
+    t.next_sentence_labels = to_long(b.next_sentence_labels, {b.rows});
+  }
   return t;
 }
 

@@ -67,8 +67,10 @@ struct CpuScaledMaskedSoftmax : torch::autograd::Function<CpuScaledMaskedSoftmax
                                double scale) {
     RECORD_FUNCTION("joule::attention_softmax", std::vector<c10::IValue>());
     const torch::Tensor s = scores.contiguous();
-    const int64_t n = s.size(-1), rows = s.numel() / n, rows_per_batch = rows / s.size(0);
-    const torch::Tensor m = mask_bias.to(torch::kFloat).contiguous().view({s.size(0), n});
+    const int64_t n = s.size(-1), rows = s.numel() / n, rows_per_batch = rows / s.size(0), queries = s.size(-2);
+    // One mask row for every query of a batch row ([B, 1, 1, Lk]), or one for each query ([B, 1, Lq, Lk]).
+    const int64_t mask_rows = mask_bias.size(-2);
+    const torch::Tensor m = mask_bias.to(torch::kFloat).contiguous().view({s.size(0) * mask_rows, n});
     torch::Tensor p = torch::empty_like(s, torch::MemoryFormat::Contiguous);
     const uint16_t* sp = cpu::bf16_bits(s);
     const float* mp = m.data_ptr<float>();
@@ -77,7 +79,8 @@ struct CpuScaledMaskedSoftmax : torch::autograd::Function<CpuScaledMaskedSoftmax
     at::parallel_for(0, rows, kRowGrain, [&](int64_t r0, int64_t r1) {
       std::vector<float> buf(n);
       for (int64_t r = r0; r < r1; ++r)
-        softmax_row(sp + r * n, mp + (r / rows_per_batch) * n, sc, n, buf.data(), pp + r * n);
+        softmax_row(sp + r * n, mp + ((r / rows_per_batch) * mask_rows + (mask_rows == 1 ? 0 : r % queries)) * n, sc, n,
+                    buf.data(), pp + r * n);
     });
     ctx->save_for_backward({p});
     ctx->saved_data["scale"] = scale;

@@ -7,7 +7,8 @@
 
 namespace joule::models {
 
-// scores [B, heads, Lq, Lk] (bf16), mask_bias [B, 1, 1, Lk] (fp32: 0 or the lowest float). Differentiable in scores.
+// scores [B, heads, Lq, Lk] (bf16), mask_bias [B, 1, 1, Lk] or [B, 1, Lq, Lk] (fp32: 0 or the lowest float).
+// Differentiable in scores.
 torch::Tensor scaled_masked_softmax(const torch::Tensor& scores, const torch::Tensor& mask_bias, double scale);
 
 }  // namespace joule::models

@@ -35,10 +35,21 @@ torch::Tensor BertForPreTrainingImpl::mlm_logits(const torch::Tensor& hidden) {
 
 PretrainingOutput BertForPreTrainingImpl::forward(const PretrainingBatch& b, const ForwardOptions& options) {
   if (b.input_ids.device() != device()) return forward(b.to(device()), options);
-  const int64_t batch = b.input_ids.size(0), h = config_.hidden_size;
-  torch::Tensor x = bert_->encode({b.input_ids, b.token_type_ids, b.attention_mask, {}}, ops_);
-
-  torch::Tensor pooled = bert_->pool(x, ops_);
+  const int64_t batch = b.input_ids.size(0), len = b.input_ids.size(1), h = config_.hidden_size;
+  torch::Tensor x, pooled, nsp_labels;
+  if (b.packed()) {
+    // Each sequence of a row on its own: its positions from 0, attention within it, NSP at its [CLS].
+    const PackedLayout layout = packed_layout(b.sequence_lengths, len);
+    x = bert_->encode({b.input_ids, b.token_type_ids, {}, {}, layout.position_ids, layout.sequence_index}, ops_);
+    const torch::Tensor rows = torch::arange(batch, layout.starts.options()).unsqueeze(1).expand_as(layout.starts);
+    const torch::Tensor cls = (rows * len + layout.starts).masked_select(layout.present);  // [S]
+    pooled = bert_->pool_states(x.reshape({-1, h}).index_select(0, cls), ops_);
+    nsp_labels = b.next_sentence_labels.masked_select(layout.present);
+  } else {
+    x = bert_->encode({b.input_ids, b.token_type_ids, b.attention_mask, {}, {}, {}}, ops_);
+    pooled = bert_->pool(x, ops_);
+    nsp_labels = b.next_sentence_labels;
+  }
   torch::Tensor nsp_logits = ops_.for_loss(ops_.linear(pooled, nsp_));
 
   // A row's predictions end at its first 0 position (NVIDIA's loader convention).
@@ -58,7 +69,7 @@ PretrainingOutput BertForPreTrainingImpl::forward(const PretrainingBatch& b, con
 
   PretrainingOutput out;
   out.mlm_loss = torch::nn::functional::cross_entropy(logits, labels);
-  out.nsp_loss = torch::nn::functional::cross_entropy(nsp_logits, b.next_sentence_labels);
+  out.nsp_loss = torch::nn::functional::cross_entropy(nsp_logits, nsp_labels);
   out.loss = out.mlm_loss + out.nsp_loss;
   out.mlm_predictions = labels.size(0);
   if (options.keep_logits) {
@@ -68,7 +79,7 @@ PretrainingOutput BertForPreTrainingImpl::forward(const PretrainingBatch& b, con
   if (options.compute_accuracy) {
     torch::NoGradGuard no_grad;
     out.mlm_correct = logits.argmax(-1).eq(labels).sum();
-    out.nsp_correct = nsp_logits.argmax(-1).eq(b.next_sentence_labels).sum();
+    out.nsp_correct = nsp_logits.argmax(-1).eq(nsp_labels).sum();
   }
   return out;
 }

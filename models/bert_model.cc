@@ -80,8 +80,10 @@ torch::Tensor BertModelImpl::embed(const EncoderInput& in) {
   const int64_t len = in.input_ids.size(1);
   TORCH_CHECK(len <= config_.max_position_embeddings, "sequence length ", len, " exceeds max_position_embeddings ",
               config_.max_position_embeddings);
-  auto positions = torch::arange(len, in.input_ids.options());
-  torch::Tensor x = word_embeddings_(in.input_ids) + position_embeddings_(positions).unsqueeze(0);
+  torch::Tensor x =
+      word_embeddings_(in.input_ids) +
+      (in.position_ids.defined() ? position_embeddings_(in.position_ids)
+                                 : position_embeddings_(torch::arange(len, in.input_ids.options())).unsqueeze(0));
   if (!x_embeddings_.is_empty()) {  // LayoutLM: boxes [B, L, 4] as x0, y0, x1, y1
     TORCH_CHECK(in.bbox.defined() && in.bbox.dim() == 3 && in.bbox.size(2) == 4,
                 "a LayoutLM model needs each token's box [batch, length, 4]");
@@ -102,9 +104,13 @@ torch::Tensor BertModelImpl::encode(const EncoderInput& in, const PrecisionOps& 
   const double p_attn = config_.attention_probs_dropout_prob;
   torch::Tensor x = embed(in);
 
-  // Additive mask over keys: 0 for real tokens, the dtype's lowest value for padding. [B, 1, 1, L]
+  // Additive mask over keys: 0 for the keys a query sees, the dtype's lowest value for the others. Padded rows:
+  // [B, 1, 1, L], every query sees the real tokens. Packed rows: [B, 1, L, L], a query sees its own sequence's tokens.
   const double lowest = std::numeric_limits<float>::lowest();
-  torch::Tensor mask_bias = (1.0 - in.attention_mask.to(torch::kFloat)).mul(lowest).view({batch, 1, 1, len});
+  torch::Tensor mask_bias =
+      in.sequence_index.defined()
+          ? in.sequence_index.unsqueeze(2).ne(in.sequence_index.unsqueeze(1)).to(torch::kFloat).mul(lowest).unsqueeze(1)
+          : (1.0 - in.attention_mask.to(torch::kFloat)).mul(lowest).view({batch, 1, 1, len});
   const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
 
   // [B, positions, hidden] -> [B, heads, positions, head_dim]
@@ -118,7 +124,8 @@ torch::Tensor BertModelImpl::encode(const EncoderInput& in, const PrecisionOps& 
     const torch::Tensor q = heads_first(ops.linear(queried, l.query));
     const torch::Tensor k = heads_first(ops.linear(in_x, l.key));
     const torch::Tensor v = heads_first(ops.linear(in_x, l.value));
-    const torch::Tensor context = ops.attention(q, k, v, mask_bias, scale, is_training() ? p_attn : 0.0);
+    const torch::Tensor layer_mask = first_only && mask_bias.size(2) > 1 ? mask_bias.narrow(2, 0, 1) : mask_bias;
+    const torch::Tensor context = ops.attention(q, k, v, layer_mask, scale, is_training() ? p_attn : 0.0);
     if (first_only) x = x.narrow(1, 0, 1);
     std::tie(x, in_x) = ops.add_layer_norm(ops.linear(context, l.attention_output), x, l.attention_norm, p_residual);
     std::tie(x, in_x) =
@@ -134,8 +141,26 @@ std::vector<std::pair<torch::Tensor, torch::Tensor>> BertModelImpl::feed_forward
 }
 
 torch::Tensor BertModelImpl::pool(const torch::Tensor& hidden, const PrecisionOps& ops) {
+  return pool_states(hidden.select(1, 0), ops);
+}
+
+torch::Tensor BertModelImpl::pool_states(const torch::Tensor& first_states, const PrecisionOps& ops) {
   TORCH_CHECK(has_pooler(), "this model has no pooler");
-  return torch::tanh(ops.linear(hidden.select(1, 0), pooler_));
+  return torch::tanh(ops.linear(first_states, pooler_));
+}
+
+PackedLayout packed_layout(const torch::Tensor& lengths, int64_t length) {
+  PackedLayout p;
+  const torch::Tensor ends = lengths.cumsum(1);  // [B, K]
+  p.starts = ends - lengths;
+  p.present = lengths.gt(0);
+  const torch::Tensor position = torch::arange(length, lengths.options()).view({1, length, 1});
+  // A token's sequence: how many sequences end at or before it (the padding: all K of them).
+  p.sequence_index = position.ge(ends.unsqueeze(1)).sum(2);  // [B, L] in [0, K]
+  const int64_t k = lengths.size(1);
+  const torch::Tensor start = p.starts.gather(1, p.sequence_index.clamp_max(k - 1));
+  p.position_ids = (position.squeeze(2) - start).mul(p.sequence_index.lt(k));  // padding: position 0
+  return p;
 }
 
 std::shared_ptr<torch::nn::Module> hf_scope(torch::nn::Module& parent, const std::string& name) {

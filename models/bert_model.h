@@ -21,7 +21,20 @@ namespace joule::models {
 // undefined: all 0).
 struct EncoderInput {
   torch::Tensor input_ids, token_type_ids, attention_mask, bbox;
+  // Packed rows (several sequences one after another in a row; attention_mask is then unused): each token's position
+  // in its own sequence, and which of the row's sequences it belongs to (0, 1, ...; the padding after the last one
+  // shares one more index). A token attends only to the tokens of its own sequence. Undefined otherwise.
+  torch::Tensor position_ids, sequence_index;
 };
+
+// The packed-row inputs of a batch whose rows hold sequences of `lengths` [B, K] one after another from position 0
+// (0 after a row's last sequence), for rows of `length` tokens.
+struct PackedLayout {
+  torch::Tensor position_ids, sequence_index;  // [B, length] each, as EncoderInput wants them
+  torch::Tensor starts;                        // [B, K] where each sequence begins (its [CLS])
+  torch::Tensor present;                       // [B, K] bool: the slot holds a sequence
+};
+PackedLayout packed_layout(const torch::Tensor& lengths, int64_t length);
 
 class BertModelImpl : public torch::nn::Module {
  public:
@@ -35,6 +48,8 @@ class BertModelImpl : public torch::nn::Module {
   torch::Tensor encode(const EncoderInput& in, const PrecisionOps& ops, bool first_position_only = false);
   // tanh(dense(first token)) [B, H] (fp32 in, the matmul dtype out).
   torch::Tensor pool(const torch::Tensor& hidden, const PrecisionOps& ops);
+  // The same of given first-token states [N, H] (packed rows: each sequence's [CLS]).
+  torch::Tensor pool_states(const torch::Tensor& first_states, const PrecisionOps& ops);
   bool has_pooler() const { return !pooler_.is_empty(); }
   // Each layer's feed-forward weights: {intermediate (up), output (down)}.
   std::vector<std::pair<torch::Tensor, torch::Tensor>> feed_forward_weights() const;

@@ -68,9 +68,10 @@ class PrecisionOps {
   torch::Tensor attention_context(const torch::Tensor& probs, const torch::Tensor& v) const;
   // The whole attention, context = dropout(softmax(q k^T * scale + mask_bias), p) v as [B, L, hidden], from the
   // per-head views q [B, heads, Lq, head_dim] (not yet scaled), k and v [B, heads, L, head_dim], and mask_bias
-  // [B, 1, 1, L] fp32; p = 0: no dropout. In bf16 on a GPU one fused kernel (launch::compat::fused_attention: the
-  // probabilities are never stored, the softmax runs in fp32 inside it); otherwise attention_scores, attention_probs,
-  // train_dropout and attention_context, with the fp32 model's order of operations in fp32.
+  // [B, 1, 1, L] fp32 (or [B, 1, Lq, L]: a mask for each query, as packed rows need); p = 0: no dropout. In bf16 on a
+  // GPU one fused kernel (launch::compat::fused_attention: the probabilities are never stored, the softmax runs in fp32
+  // inside it); otherwise attention_scores, attention_probs, train_dropout and attention_context, with the fp32 model's
+  // order of operations in fp32.
   torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                           const torch::Tensor& mask_bias, double scale, double dropout_p) const;
   // Logits for a loss or an argmax: fp32.

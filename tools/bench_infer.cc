@@ -54,6 +54,8 @@ models::EncoderInput synthetic_input(const models::BertConfig& c, int64_t batch,
   models::EncoderInput in{torch::randint(5, c.vocab_size, {batch, len}, gen, i64),
                           torch::zeros({batch, len}, i64),
                           torch::ones({batch, len}, i64),
+                          {},
+                          {},
                           {}};
   in.input_ids.select(1, 0).fill_(2);
   if (c.model_type == "layoutlm") {

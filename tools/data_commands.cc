@@ -19,27 +19,53 @@
 
 namespace joule::tools {
 
+std::string describe_pack(const data::PackOptions& o, const data::PackSummary& s) {
+  std::ostringstream out;
+  char line[512];
+  if (s.already_complete) out << o.out << " already holds this packed data set: nothing to do\n";
+  for (const std::string& note : s.notes) out << "note: " << note << "\n";
+  if (s.resumed_shards > 0) out << "kept " << s.resumed_shards << " shard(s) an earlier run packed\n";
+  std::snprintf(line, sizeof line,
+                "packed %lld sequences of %lld tokens into %lld rows (from %lld), at most %d a row, %lld shard(s)\n"
+                "packing efficiency (real tokens / row tokens): %.1f%% before, %.1f%% after: %.2fx fewer rows\n",
+                static_cast<long long>(s.sequences), static_cast<long long>(s.seq_len),
+                static_cast<long long>(s.rows_after), static_cast<long long>(s.rows_before), o.max_per_pack,
+                static_cast<long long>(s.shards), 100.0 * s.efficiency_before, 100.0 * s.efficiency_after,
+                static_cast<double>(s.rows_before) / std::max<int64_t>(1, s.rows_after));
+  out << line << "wrote " << o.out << "\n";
+  return out.str();
+}
+
 std::string data_inspect(const std::string& given, int samples, const std::string& vocab_arg) {
   const std::string spec = data::data_create_split(given, "train");
   const data::Dataset dataset = data::Dataset::open(spec);
   const std::string vocab_path = vocab_arg.empty() ? data::find_vocab_beside(spec) : vocab_arg;
   std::ostringstream out;
-  out << "dataset " << spec << ": " << dataset.shards().size() << " shard(s), " << dataset.size()
-      << " sequences, seq_len " << dataset.seq_len() << ", max predictions " << dataset.max_predictions() << "\n";
+  out << "dataset " << spec << ": " << dataset.shards().size() << " shard(s), ";
+  if (dataset.pack() > 0)
+    out << dataset.size() << " packed rows holding " << dataset.sequences() << " sequences (up to " << dataset.pack()
+        << " a row)";
+  else
+    out << dataset.size() << " sequences";
+  out << ", seq_len " << dataset.seq_len() << ", max predictions " << dataset.max_predictions() << "\n";
   int64_t masked = 0, tokens = 0, max_id = -1;
   for (const auto& s : dataset.shards()) {
     masked += s.stats.masked_predictions;
     tokens += s.stats.real_tokens;
     max_id = std::max(max_id, s.stats.max_token_id);
-    out << "  " << s.path << ": " << s.stats.sequences << " sequences"
+    out << "  " << s.path << ": " << s.stats.sequences << (s.stats.pack > 0 ? " rows" : " sequences")
         << (s.stats.int64_layout ? " (int64 layout)" : "") << "\n";
   }
   char line[256];
+  std::snprintf(line, sizeof line, "packing efficiency %.1f%% (real tokens of the rows' tokens; the rest is padding)\n",
+                100.0 * dataset.packing_efficiency());
+  out << line;
+  const double sequences = static_cast<double>(dataset.sequences());
   std::snprintf(line, sizeof line,
                 "tokens %lld (%.1f per sequence), masked %lld (%.2f%% of tokens, %.1f per sequence), max id %lld\n",
-                static_cast<long long>(tokens), static_cast<double>(tokens) / dataset.size(),
-                static_cast<long long>(masked), 100.0 * masked / std::max<int64_t>(1, tokens),
-                static_cast<double>(masked) / dataset.size(), static_cast<long long>(max_id));
+                static_cast<long long>(tokens), static_cast<double>(tokens) / sequences, static_cast<long long>(masked),
+                100.0 * masked / std::max<int64_t>(1, tokens), static_cast<double>(masked) / sequences,
+                static_cast<long long>(max_id));
   out << line;
 
   // Length histogram over real tokens, 8 buckets.
@@ -52,15 +78,20 @@ std::string data_inspect(const std::string& given, int samples, const std::strin
     for (int64_t begin = 0; begin < reader.sequences(); begin += 4096) {
       reader.read_range(begin, std::min<int64_t>(4096, reader.sequences() - begin), b);
       for (int64_t r = 0; r < b.rows; ++r) {
-        int64_t len = 0;
-        for (int64_t i = 0; i < b.seq_len; ++i) len += b.input_mask[r * b.seq_len + i];
-        hist[static_cast<size_t>(std::min<int64_t>(buckets - 1, (len - 1) * buckets / b.seq_len))]++;
-        random_next += b.next_sentence_labels[r];
+        for (int64_t k = 0; k < b.sequences_in(r); ++k) {  // each sequence of a packed row
+          int64_t len = 0;
+          if (b.pack > 0)
+            len = b.sequence_lengths[r * b.pack + k];
+          else
+            for (int64_t i = 0; i < b.seq_len; ++i) len += b.input_mask[r * b.seq_len + i];
+          hist[static_cast<size_t>(std::min<int64_t>(buckets - 1, (len - 1) * buckets / b.seq_len))]++;
+          random_next += b.next_sentence_labels[r * b.labels_per_row() + k];
+        }
       }
     }
   }
-  std::snprintf(line, sizeof line, "next sentence: %.1f%% random\nlength histogram (real tokens):\n",
-                100.0 * random_next / dataset.size());
+  std::snprintf(line, sizeof line, "next sentence: %.1f%% random\nlength histogram (real tokens a sequence):\n",
+                100.0 * random_next / sequences);
   out << line;
   const int64_t peak = *std::max_element(hist.begin(), hist.end());
   for (int i = 0; i < buckets; ++i) {
@@ -83,8 +114,12 @@ std::string data_inspect(const std::string& given, int samples, const std::strin
       ids.push_back(static_cast<uint64_t>(i * (dataset.size() / samples)));
     const data::HostBatch b = data::Loader::read_sequences(dataset, ids);
     for (int64_t r = 0; r < b.rows; ++r) {
-      out << "\nsequence " << ids[static_cast<size_t>(r)]
-          << (b.next_sentence_labels[r] ? " (random next)" : " (is next)") << ":\n  ";
+      out << "\n"
+          << (b.pack > 0 ? "row " : "sequence ") << ids[static_cast<size_t>(r)]
+          << (b.pack > 0                  ? " (" + std::to_string(b.sequences_in(r)) + " sequences)"
+              : b.next_sentence_labels[r] ? " (random next)"
+                                          : " (is next)")
+          << ":\n  ";
       for (int64_t i = 0; i < b.seq_len && b.input_mask[r * b.seq_len + i]; ++i) {
         const int32_t id = b.input_ids[r * b.seq_len + i];
         out << (id < vocab.size() ? vocab.token(id) : "<" + std::to_string(id) + ">") << " ";
@@ -113,7 +148,7 @@ std::string bench_data(const BenchDataOptions& o) {
   const double waited_before = loader.wait_seconds();
   const auto t0 = std::chrono::steady_clock::now();
   int64_t sequences = 0;
-  for (int i = 0; i < o.batches; ++i) sequences += loader.next().input_ids.size(0);
+  for (int i = 0; i < o.batches; ++i) sequences += loader.next().sequence_count();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double seq_per_s = sequences / seconds;
   struct rusage usage {};

@@ -1,11 +1,16 @@
-// `joule data synth|vocab|create|inspect|tokenize`, as functions main() only calls.
+// `joule data synth|vocab|create|pack|inspect|tokenize`, as functions main() only calls.
 #pragma once
 
 #include <cstdint>
 #include <iosfwd>
 #include <string>
 
+#include "data/pack.h"
+
 namespace joule::tools {
+
+// What `joule data pack` did: rows before and after, the packing efficiency, what it kept from an earlier run.
+std::string describe_pack(const data::PackOptions& options, const data::PackSummary& summary);
 
 // Counts, the length histogram, the masking rate, and `samples` sequences decoded back to text.
 std::string data_inspect(const std::string& spec, int samples, const std::string& vocab_path);

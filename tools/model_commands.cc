@@ -140,8 +140,12 @@ std::string model_forward(const std::string& dir, const std::string& architectur
     return torch::from_blob(const_cast<uint8_t*>(file.data(*t)), t->shape, torch::TensorOptions().dtype(type))
         .to(torch::kInt64);
   };
-  models::EncoderInput in{input("input_ids", true), input("token_type_ids", false), input("attention_mask", true),
-                          input("bbox", loaded.model.config().model_type == "layoutlm")};
+  models::EncoderInput in{input("input_ids", true),
+                          input("token_type_ids", false),
+                          input("attention_mask", true),
+                          input("bbox", loaded.model.config().model_type == "layoutlm"),
+                          {},
+                          {}};
   // The inputs' shapes and values are the file's to get right: every refusal names it and what the model takes.
   const std::string takes = "give tensors the model in " + dir +
                             " takes: [batch, length] ids below its config.json's vocab_size and type_vocab_size, "

@@ -26,8 +26,8 @@ BatchSums evaluate_slice(models::BertForPreTraining& model, const data::Dataset&
     std::vector<uint64_t> ids;
     for (int64_t i = b * batch; i < std::min<int64_t>(dataset.size(), (b + 1) * batch); ++i)
       ids.push_back(static_cast<uint64_t>(i));
-    auto host = data::Loader::read_sequences(dataset, ids);
-    sums.add(model->forward(data::Loader::to_tensors(host)), static_cast<int64_t>(ids.size()));
+    const models::PretrainingBatch rows = data::Loader::to_tensors(data::Loader::read_sequences(dataset, ids));
+    sums.add(model->forward(rows), rows.sequence_count());
   }
   if (was_training) model->train();
   return sums.read();

@@ -86,16 +86,17 @@ void MetricsLogger::record_step(const StepRecord& r) {
   interval_comm_bytes_ += r.comm_bytes;
   interval_wait_s_ += r.data_wait_seconds;
   ++interval_steps_;
+  interval_sequences_ += r.step_sequences;
   if (r.step - s_.start_step > s_.throughput_warmup_steps) {  // each segment warms up (allocations, caches)
     timed_seconds_ += r.seconds;
-    timed_sequences_ += s_.global_batch;
+    timed_sequences_ += r.step_sequences;
   }
   // On a terminal, rank 0 keeps one live status line between the logged intervals.
   if (root_ && s_.interactive && !interval_ends(r.step)) {
-    const double rate = seq_per_s(s_.global_batch / r.seconds);
+    const double rate = seq_per_s(static_cast<double>(r.step_sequences) / r.seconds);
     std::printf("\r\033[Kstep %lld/%lld | %.2f seq/s | ETA %s", static_cast<long long>(r.step),
                 static_cast<long long>(s_.total_steps), rate,
-                cost::duration_text((s_.total_steps - r.step) * s_.global_batch / rate).c_str());
+                cost::duration_text(remaining_sequences(r.step) / rate).c_str());
     std::fflush(stdout);
   }
 }
@@ -111,8 +112,8 @@ void MetricsLogger::write_interval(const StepBoundary& reduced, RunAccounting& a
   const BatchSums& sums = reduced.interval;
   const double mlm_loss = sums.mlm_loss / sums.batches, nsp_loss = sums.nsp_loss / sums.batches;
   const double mlm_acc = sums.mlm_correct / std::max(1.0, sums.mlm_predictions);
-  const double rate = seq_per_s(interval_steps_ * s_.global_batch / interval_step_s_);
-  const double eta = (s_.total_steps - last_.step) * s_.global_batch / rate;
+  const double rate = seq_per_s(static_cast<double>(interval_sequences_) / interval_step_s_);
+  const double eta = remaining_sequences(last_.step) / rate;
   if (root_) {
     nlohmann::json j = {{"step", last_.step},
                         {"sequences", last_.sequences},
@@ -175,7 +176,11 @@ void MetricsLogger::write_interval(const StepBoundary& reduced, RunAccounting& a
     std::cout << (s_.interactive ? "\r\033[K" : "") << line << std::flush;
   }
   interval_step_s_ = interval_comm_s_ = interval_exposed_s_ = interval_wait_s_ = interval_comm_bytes_ = 0;
-  interval_steps_ = 0;
+  interval_steps_ = interval_sequences_ = 0;
+}
+
+double MetricsLogger::remaining_sequences(int64_t step) const {
+  return static_cast<double>((s_.total_steps - step) * s_.global_batch) * s_.sequences_per_row;
 }
 
 void MetricsLogger::write_eval(int64_t step, const EvalResult& eval) {

@@ -22,8 +22,9 @@ namespace joule::trainer {
 
 // What one step did, as the logger sees it.
 struct StepRecord {
-  int64_t step = 0;       // optimizer steps done, this one included
-  int64_t sequences = 0;  // sequences trained on, all ranks, this step included
+  int64_t step = 0;            // optimizer steps done, this one included
+  int64_t sequences = 0;       // sequences trained on, all ranks, this step included
+  int64_t step_sequences = 0;  // sequences this step trained on, all ranks (global_batch unless packed)
   int64_t nonfinite_skipped = 0;
   bool skipped = false;  // NaN/Inf: the update was not applied
   double lr = 0, grad_norm = 0;
@@ -34,6 +35,7 @@ struct StepRecord {
 struct MetricsSettings {
   int64_t log_every_steps = 10, throughput_warmup_steps = 2, total_steps = 0, global_batch = 0, seq_len = 0;
   int64_t target_sequences = 0;
+  double sequences_per_row = 1;  // the training data's mean: rows hold several sequences when packed
   double project_after_fraction = 0.05;
   std::string prometheus_file;
   std::string precision = "fp32";  // the compute precision, named in every line (MFU is against its peak)
@@ -60,6 +62,7 @@ class MetricsLogger {
 
   // Sequences per second over every segment's steps after its warm-up; `fallback` when none was timed.
   double seq_per_s(double fallback) const;
+  double remaining_sequences(int64_t step) const;  // after `step`, to the run's last
   // This segment's timed steps into the ledger (write_interval does it; the end of the run too).
   void record_timing(RunAccounting& accounting) const;
   double wall_s() const;  // all segments
@@ -73,7 +76,7 @@ class MetricsLogger {
   StepRecord last_;
   double interval_step_s_ = 0, interval_comm_s_ = 0, interval_exposed_s_ = 0, interval_wait_s_ = 0;
   double interval_comm_bytes_ = 0;
-  int64_t interval_steps_ = 0, timed_sequences_ = 0;  // this segment's
+  int64_t interval_steps_ = 0, interval_sequences_ = 0, timed_sequences_ = 0;  // this segment's
   double timed_seconds_ = 0;
 };
 

@@ -23,7 +23,9 @@ namespace {
 // refuse it later, after the run directory).
 void resolve_batches(ResolvedRun& run) {
   RunConfig& cfg = run.cfg;
-  const BatchPlan plan = plan_batches(cfg.train, run.world, static_cast<int64_t>(run.dataset().size()), cfg.data.train);
+  const BatchPlan plan =
+      plan_batches(cfg.train, run.world, static_cast<int64_t>(run.dataset().size()), cfg.data.train,
+                   static_cast<double>(run.dataset().sequences()) / static_cast<double>(run.dataset().size()));
   cfg.train.accumulation = plan.accumulation;
   run.global_batch = plan.global_batch;
   run.total_steps = plan.total_steps;
@@ -93,7 +95,8 @@ launch::GemmPath agreed_gemm_path(const TrainOptions& options, collectives::Comm
 
 }  // namespace
 
-BatchPlan plan_batches(const TrainOptions& train, int world, int64_t available, const std::string& data_name) {
+BatchPlan plan_batches(const TrainOptions& train, int world, int64_t available, const std::string& data_name,
+                       double sequences_per_row) {
   BatchPlan p;
   p.accumulation = train.accumulation;
   if (train.global_batch > 0) {
@@ -104,9 +107,15 @@ BatchPlan plan_batches(const TrainOptions& train, int world, int64_t available, 
     p.accumulation = train.global_batch / (train.micro_batch * world);
   }
   p.global_batch = train.micro_batch * p.accumulation * world;
-  p.total_steps = train.steps > 0 ? train.steps : (train.target_sequences + p.global_batch - 1) / p.global_batch;
+  // A step trains on global_batch rows: as many sequences unless packed, then sequences_per_row times as many.
+  const double step_sequences = static_cast<double>(p.global_batch) * sequences_per_row;
+  p.total_steps = train.steps > 0
+                      ? train.steps
+                      : static_cast<int64_t>(std::ceil(static_cast<double>(train.target_sequences) / step_sequences));
   if (p.total_steps <= 0) throw RunConfigError("run config: set train.steps or train.target_sequences");
-  p.target_sequences = train.target_sequences > 0 ? train.target_sequences : p.total_steps * p.global_batch;
+  p.target_sequences = train.target_sequences > 0
+                           ? train.target_sequences
+                           : static_cast<int64_t>(std::llround(static_cast<double>(p.total_steps) * step_sequences));
   if (p.global_batch > available)
     throw RunConfigError("the global batch " + std::to_string(p.global_batch) + " (train.micro_batch " +
                              std::to_string(train.micro_batch) + " x accumulation " + std::to_string(p.accumulation) +

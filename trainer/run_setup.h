@@ -65,7 +65,9 @@ struct BatchPlan {
   int64_t accumulation = 1, global_batch = 0, total_steps = 0;
   int64_t target_sequences = 0;  // train.target_sequences, else steps x global batch
 };
-BatchPlan plan_batches(const TrainOptions& train, int world, int64_t available, const std::string& data_name);
+// `sequences_per_row`: the data set's mean (packed rows hold several), for train.target_sequences' steps.
+BatchPlan plan_batches(const TrainOptions& train, int world, int64_t available, const std::string& data_name,
+                       double sequences_per_row = 1.0);
 
 // Opens and validates the data (rank 0 first, so the others read its index cache), checks the config against
 // the data and the world size. Collective. Throws RunConfigError naming the key. data.train = D, a `joule data

@@ -61,7 +61,10 @@ void write_summary(const std::string& run_dir, const RunOutcome& o, const collec
   s.seq_per_s = o.seq_per_s;
   s.mfu = accounting.mfu(o.seq_per_s);
   s.preempted = o.preempted;
-  s.workload = {o.model, o.dtype, o.seq_len, o.max_predictions, o.global_batch, o.flops_per_sequence};
+  s.workload = {o.model,        o.dtype,
+                o.seq_len,      o.max_predictions,
+                o.global_batch, o.flops_per_sequence,
+                o.pack,         o.packing_efficiency};
   s.host = host_info(accounting.profile());
   s.host.gemm = o.gemm;
   s.memory = o.memory;

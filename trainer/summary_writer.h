@@ -29,6 +29,8 @@ struct RunOutcome {
   int64_t seq_len = 0, max_predictions = 0, global_batch = 0, target_sequences = 0;
   int64_t project_sequences = 0;  // a full pretraining's sequences, projected from the measured rates
   double flops_per_sequence = 0;
+  int64_t pack = 0;               // the training data's packing (data/shard.h): sequences a row at most, 0 padded
+  double packing_efficiency = 0;  // its real tokens of the rows' tokens
   std::string dtype = "fp32";
   nlohmann::json gemm;  // the GEMM paths (gemm_record), a CPU run's
   cost::MemoryFigures memory;

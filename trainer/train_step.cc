@@ -56,7 +56,8 @@ StepResult TrainStep::run(const BatchSource& next_batch, double lr, const StepOp
     if (options.after_forward) options.after_forward();
     if (options.poison_loss) out.loss = out.loss * std::numeric_limits<double>::quiet_NaN();
     (accumulation_ > 1 ? out.loss / static_cast<double>(accumulation_) : out.loss).backward();
-    r.sums.add(out, batch.input_ids.size(0));
+    r.sums.add(out, batch.sequence_count());
+    r.sequences += batch.sequence_count();
   }
   reducer_.finish();
   if (options.after_backward) options.after_backward();

@@ -46,6 +46,7 @@ struct StepResult {
   double grad_norm = 0;                               // global gradient norm before clipping
   bool skipped = false;                               // the norm was NaN/Inf: no update was applied
   DeviceSums sums;                                    // this rank's micro-batches, not yet read
+  int64_t sequences = 0;                              // the sequences this rank's micro-batches held
   double comm_seconds = 0, exposed_comm_seconds = 0;  // the reducer's figures for the synchronizing micro-batch
   double comm_bytes = 0;                              // the buckets communicated and the weights gathered
 };

@@ -39,6 +39,21 @@ using launch::seconds_since;
 
 namespace {
 
+// The FLOPs of training on one of the data set's sequences, the basis of MFU: a row's FLOPs in the share its real
+// tokens hold (padding is not useful work, packed or not), and the MLM head's for the sequence's masked predictions.
+double data_flops_per_sequence(const models::BertConfig& config, const data::Dataset& d) {
+  int64_t real_tokens = 0, predictions = 0;
+  for (const auto& s : d.shards()) {
+    real_tokens += s.stats.real_tokens;
+    predictions += s.stats.masked_predictions;
+  }
+  const double sequences = static_cast<double>(d.sequences());
+  const double encoder = models::training_flops_per_sequence(config, d.seq_len(), 0);
+  const double per_prediction = models::training_flops_per_sequence(config, d.seq_len(), 1) - encoder;
+  return encoder * static_cast<double>(real_tokens) / (sequences * static_cast<double>(d.seq_len())) +
+         per_prediction * static_cast<double>(predictions) / sequences;
+}
+
 void print_on_root(bool root, const std::string& text) {
   if (root) std::cout << text << std::flush;
 }
@@ -116,10 +131,12 @@ void write_run_directory(const ResolvedRun& run, const collectives::ProcessGroup
             << cfg.train.accumulation << " x " << run.world << " (micro-batch x accumulation x ranks), sequences of "
             << cfg.train.seq_len << " tokens\n"
             << "data: training " << cfg.data.train << " (" << run.dataset().shards().size() << " shard(s), "
-            << run.dataset().size() << " sequences, shuffled in " << run.dataset().block_layout().order_name()
-            << "), eval "
+            << (run.dataset().pack() > 0 ? std::to_string(run.dataset().size()) + " packed rows holding " +
+                                               std::to_string(run.dataset().sequences()) + " sequences"
+                                         : std::to_string(run.dataset().size()) + " sequences")
+            << ", shuffled in " << run.dataset().block_layout().order_name() << "), eval "
             << (run.eval_set ? cfg.data.eval + " (" + std::to_string(run.eval_set->shards().size()) + " shard(s), " +
-                                   std::to_string(run.eval_set->size()) + " sequences)"
+                                   std::to_string(run.eval_set->sequences()) + " sequences)"
                              : std::string("none"))
             << "\n"
             << run.precision.reason << "\n"
@@ -149,6 +166,7 @@ MetricsSettings metrics_settings(const ResolvedRun& run, const TrainerState& sta
   m.seq_len = cfg.train.seq_len;
   m.precision = models::precision_name(run.precision.precision);
   m.target_sequences = run.target_sequences;
+  m.sequences_per_row = static_cast<double>(run.dataset().sequences()) / static_cast<double>(run.dataset().size());
   m.project_after_fraction = cfg.accounting.project_after_fraction;
   m.prometheus_file = cfg.accounting.prometheus_file;
   // A live status line only for a single process on a terminal: under mpirun/srun every rank gets a
@@ -201,14 +219,18 @@ class TrainingLoop {
   // Steps until the run's target, the target accuracy or a preemption. Returns the exit code.
   int run() {
     while (p_.state.step < p_.run.total_steps) {
-      const StepRecord record = run_step();
-      metrics_.record_step(record);
+      StepRecord record = run_step();
       const bool log = metrics_.interval_ends(record.step);
       if (log) check_parameters_finite(record);  // one read of the weights per logging interval
       const bool eval = eval_due(record.step);
       StepBoundary boundary = local_boundary(record, log, eval);
       boundary.reduce(p_.comm, cfg_.train.collective_timeout_seconds);
       check_ranks_agree(boundary, record.step);
+      // The step's sequences, every rank's: global_batch unless the rows are packed.
+      record.step_sequences = std::llround(boundary.sequences);
+      p_.state.sequences += record.step_sequences;
+      record.sequences = p_.state.sequences;
+      metrics_.record_step(record);
       if (log) metrics_.write_interval(boundary, p_.accounting, p_.sim);
       if (eval) finish_eval_at(record.step, boundary.eval);
       const CheckpointPolicy::Decision d = policy_.decide(record.step, boundary);
@@ -250,7 +272,6 @@ class TrainingLoop {
                                     cfg_.optimizer.warmup_fraction);
     const StepResult result = step_.run([&] { return loader_.next(); }, lr, options);
     ++state.step;
-    state.sequences += p_.run.global_batch;
     state.sampler = loader_.state();
     count_nonfinite(result);
     p_.faults.after_update(state.step, [&] {
@@ -259,7 +280,7 @@ class TrainingLoop {
     });
     StepRecord r;
     r.step = state.step;
-    r.sequences = state.sequences;
+    r.step_sequences = result.sequences;  // this rank's, until the step boundary sums the ranks'
     r.nonfinite_skipped = state.nonfinite_skipped;
     r.skipped = result.skipped;
     if (!result.skipped) interval_sums_.add(result.sums);  // a NaN/Inf step's sums stay out of the interval
@@ -317,6 +338,7 @@ class TrainingLoop {
   StepBoundary local_boundary(const StepRecord& record, bool log, bool eval) {
     StepBoundary b;
     b.skipped = record.skipped ? 1.0 : 0.0;
+    b.sequences = static_cast<double>(record.step_sequences);
     if (log)
       b.interval = std::exchange(interval_sums_, DeviceSums{}).read();  // the interval's one read from the device
     if (eval)
@@ -347,7 +369,7 @@ class TrainingLoop {
     f.warmup_steps = static_cast<int64_t>(std::llround(o.warmup_fraction * static_cast<double>(p_.run.total_steps)));
     f.seed = cfg_.train.seed;
     f.seq_len = cfg_.train.seq_len;
-    f.train_samples = p_.run.dataset().size();
+    f.train_samples = p_.run.dataset().sequences();
     f.eval_samples = p_.run.eval_set ? p_.run.eval_set->size() : 0;
     f.optimizer = kOptimizerWords.at(static_cast<size_t>(o.name));
     f.lr = o.lr, f.beta1 = o.beta1, f.beta2 = o.beta2, f.eps = o.eps, f.weight_decay = o.weight_decay;
@@ -480,7 +502,9 @@ void finish_run(const ResolvedRun& run, TrainingLoop& loop, int exit_code, Train
   o.max_predictions = run.dataset().max_predictions();
   o.global_batch = run.global_batch;
   o.target_sequences = run.target_sequences;
-  o.flops_per_sequence = models::training_flops_per_sequence(run.model_config, cfg.train.seq_len, o.max_predictions);
+  o.flops_per_sequence = data_flops_per_sequence(run.model_config, run.dataset());
+  o.pack = run.dataset().pack();
+  o.packing_efficiency = run.dataset().packing_efficiency();
   o.dtype = models::precision_name(run.precision.precision);
   if (run.cfg.train.device != launch::DeviceKind::cuda) o.gemm = gemm_record(run.gemm);
   write_summary(cfg.run.dir, o, comm.info(), accounting, sim);
@@ -556,9 +580,8 @@ int train(const TrainRequest& request) {
   write_run_directory(run, info, process.threads);  // nothing is written before the resume checks have passed
 
   accounting.begin_segment(state.ledger_json, state.step, state.sequences, run.cfg.accounting.project_name);
-  accounting.set_mfu_basis(
-      models::training_flops_per_sequence(run.model_config, run.cfg.train.seq_len, run.dataset().max_predictions()),
-      models::precision_name(run.precision.precision));
+  accounting.set_mfu_basis(data_flops_per_sequence(run.model_config, run.dataset()),
+                           models::precision_name(run.precision.precision));
   std::optional<SimulatedClock> sim;
   if (run.cfg.train.device == launch::DeviceKind::trainium_sim)
     sim.emplace(simulated_clock(run, config_dir, accounting.cost().region.g_per_kwh));

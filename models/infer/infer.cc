@@ -182,7 +182,8 @@ EncoderInput batch_input(const std::vector<const Example*>& batch, bool layout, 
   for (const Example* e : batch) len = std::max<int64_t>(len, static_cast<int64_t>(e->ids.size()));
   const int64_t n = static_cast<int64_t>(batch.size());
   auto i64 = torch::TensorOptions().dtype(torch::kInt64);
-  EncoderInput in{torch::full({n, len}, pad, i64), torch::zeros({n, len}, i64), torch::zeros({n, len}, i64), {}};
+  EncoderInput in{
+      torch::full({n, len}, pad, i64), torch::zeros({n, len}, i64), torch::zeros({n, len}, i64), {}, {}, {}};
   if (layout) in.bbox = torch::zeros({n, len, 4}, i64);
   auto ids = in.input_ids.accessor<int64_t, 2>(), seg = in.token_type_ids.accessor<int64_t, 2>(),
        mask = in.attention_mask.accessor<int64_t, 2>();

@@ -1,8 +1,12 @@
 // `joule data create`: round trip on a hand-written corpus, reference invariants, determinism.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <set>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -295,4 +299,57 @@ TEST(Create, AShardSetKnowsItsVocabularyItsInputsAndItsContent) {
                              std::filesystem::copy_options::overwrite_existing);
   expect_error([&] { joule::data::Dataset::open(dir.file("out/train")); },
                {"out/train/part_00000.hdf5: its content (checksum ", "was edited or replaced after it was made"});
+}
+
+// --pack: the same sequences as the padded data set (each one's tokens, masks and label), packed rows that validate,
+// the same bytes whatever the threads, and metadata that counts rows and sequences apart.
+TEST(Create, PackedDataSetHoldsThePaddedSequencesInFewerRows) {
+  TempDir dir;
+  write_inputs(dir);
+  auto padded = options(dir, "padded"), packed = options(dir, "packed"), packed2 = options(dir, "packed2");
+  for (auto* o : {&padded, &packed, &packed2}) o->seq_len = 64;  // the documents' pairs fill a fraction of it
+  packed.pack = packed2.pack = 3;
+  packed2.threads = 2;
+  const auto p = joule::data::create_pretraining_data(padded);
+  const auto q = joule::data::create_pretraining_data(packed);
+  joule::data::create_pretraining_data(packed2);
+  EXPECT_EQ(q.train_sequences, p.train_sequences);
+  EXPECT_EQ(q.masked_predictions, p.masked_predictions);
+  EXPECT_LT(q.train_rows, p.train_rows);
+  EXPECT_EQ(joule::test::read_file(dir.file("packed/train/part_00001.hdf5")),
+            joule::test::read_file(dir.file("packed2/train/part_00001.hdf5")));
+  const auto meta = nlohmann::json::parse(joule::test::read_file(dir.file("packed/metadata.json")));
+  EXPECT_EQ(meta["train_rows"], q.train_rows);
+  EXPECT_EQ(meta["train_sequences"], q.train_sequences);
+  EXPECT_EQ(meta["arguments"]["pack"], 3);
+
+  // Every sequence of the padded shards is in the packed ones, whole: compare the multisets of (tokens, label).
+  auto sequences_of = [](const std::string& shard) {
+    std::multiset<std::pair<std::vector<int32_t>, int32_t>> out;
+    joule::data::HostBatch b;
+    joule::data::ShardReader reader(shard);
+    reader.read_range(0, reader.sequences(), b);
+    for (int64_t r = 0; r < b.rows; ++r) {
+      int64_t at = 0;
+      for (int64_t k = 0; k < b.sequences_in(r); ++k) {
+        const int64_t n = b.pack > 0 ? b.sequence_lengths[r * b.pack + k]
+                                     : std::count(b.input_mask.begin() + r * b.seq_len,
+                                                  b.input_mask.begin() + (r + 1) * b.seq_len, 1);
+        std::vector<int32_t> tokens(b.input_ids.begin() + r * b.seq_len + at,
+                                    b.input_ids.begin() + r * b.seq_len + at + n);
+        out.emplace(tokens, b.next_sentence_labels[r * b.labels_per_row() + k]);
+        at += n;
+      }
+    }
+    return out;
+  };
+  for (const char* shard : {"train/part_00000.hdf5", "train/part_00001.hdf5"}) {
+    EXPECT_EQ(joule::data::validate_shard(dir.file(std::string("packed/") + shard)).pack, 3);
+    EXPECT_EQ(sequences_of(dir.file(std::string("packed/") + shard)),
+              sequences_of(dir.file(std::string("padded/") + shard)))
+        << shard;
+  }
+  const joule::data::Dataset train = joule::data::Dataset::open(dir.file("packed/train"), {0, false});
+  EXPECT_EQ(train.sequences(), q.train_sequences);
+  EXPECT_EQ(train.size(), q.train_rows);
 }

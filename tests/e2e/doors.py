@@ -177,6 +177,7 @@ BASELINES = {
     "data synth": "--out new_corpus.txt --documents 10",
     "data vocab": "--input corpus.txt --out new_vocab.txt --size 100",
     "data create": "--input corpus.txt --vocab vocab.txt --out new_shards --seq-len 64 --max-pred 10",
+    "data pack": "--in shards --out new_packed --max-per-pack 3",
     "data inspect": "--data shards/train --vocab vocab.txt",
     "data tokenize": "--vocab vocab.txt",
 }

@@ -34,7 +34,7 @@ BertConfig tiny_layout() {
 
 EncoderInput input_for(const BertConfig& c, uint64_t seed) {
   const auto b = joule::models::synthetic_batch(c, 2, 12, 3, seed);
-  EncoderInput in{b.input_ids, b.token_type_ids, b.attention_mask, {}};
+  EncoderInput in{b.input_ids, b.token_type_ids, b.attention_mask, {}, {}, {}};
   in.attention_mask[1].narrow(0, 9, 3).zero_();
   auto gen = at::detail::createCPUGenerator(seed);
   torch::Tensor x0 = torch::randint(0, 900, {2, 12}, gen, torch::kInt64);
@@ -280,7 +280,7 @@ TEST(EncoderModel, LogitsOnlyComputesTheLastLayerAtTheFirstPosition) {
     EXPECT_TRUE(torch::allclose(first.hidden, all.hidden.narrow(1, 0, 1), tol, tol));
     // One sequence (the padded one): one row through the last layer.
     const EncoderInput one{
-        in.input_ids.narrow(0, 1, 1), in.token_type_ids.narrow(0, 1, 1), in.attention_mask.narrow(0, 1, 1), {}};
+        in.input_ids.narrow(0, 1, 1), in.token_type_ids.narrow(0, 1, 1), in.attention_mask.narrow(0, 1, 1), {}, {}, {}};
     EXPECT_TRUE(torch::allclose(m.forward(one, Outputs::kLogits).logits, m.forward(one).logits, tol, tol));
   }
   EncoderModel token(c, joule::models::architecture_named("BertForTokenClassification"), 3, 2);

@@ -31,8 +31,9 @@ torch::Tensor tensor_of(const nlohmann::json& rows) {
 
 const std::string kGolden = std::string(JOULE_TEST_FIXTURES) + "/golden";
 
-joule::models::PretrainingBatch golden_batch() {
-  const auto batch_json = nlohmann::json::parse(joule::test::read_file(kGolden + "/batch.json"));
+// batch.json, or packed_batch.json: the same sequences packed two a row.
+joule::models::PretrainingBatch golden_batch(const std::string& file = "batch.json") {
+  const auto batch_json = nlohmann::json::parse(joule::test::read_file(kGolden + "/" + file));
   joule::models::PretrainingBatch b;
   b.input_ids = tensor_of(batch_json["input_ids"]);
   b.token_type_ids = tensor_of(batch_json["token_type_ids"]);
@@ -40,6 +41,10 @@ joule::models::PretrainingBatch golden_batch() {
   b.masked_positions = tensor_of(batch_json["masked_positions"]);
   b.masked_ids = tensor_of(batch_json["masked_ids"]);
   b.next_sentence_labels = tensor_of(batch_json["next_sentence_labels"]);
+  if (batch_json.contains("sequence_lengths")) {
+    b.sequence_lengths = tensor_of(batch_json["sequence_lengths"]);
+    b.packed_sequences = b.sequence_lengths.gt(0).sum().item<int64_t>();
+  }
   return b;
 }
 
@@ -50,16 +55,18 @@ double cosine(const torch::Tensor& a, const torch::Tensor& b) {
 
 }  // namespace
 
-// The fp32 model against the reference, its Linear layers' GEMMs on `gemm`. ASSERTs end only this call.
-static void expect_golden(joule::launch::Fp32Gemm gemm) {
+// The fp32 model against the reference, its Linear layers' GEMMs on `gemm`, on `batch_file` against `expected_file`.
+// ASSERTs end only this call.
+static void expect_golden(joule::launch::Fp32Gemm gemm, const std::string& batch_file = "batch.json",
+                          const std::string& expected_file = "expected.json") {
   const std::string dir = kGolden;
   auto model = joule::models::load_model_dir(dir);
   model->set_precision(joule::models::Precision::kFp32, gemm);
   EXPECT_EQ(model->config().hidden_dropout_prob, 0.0);
   model->train();  // dropout is 0: training mode must still be deterministic
 
-  const auto expected = nlohmann::json::parse(joule::test::read_file(dir + "/expected.json"));
-  const joule::models::PretrainingBatch b = golden_batch();
+  const auto expected = nlohmann::json::parse(joule::test::read_file(dir + "/" + expected_file));
+  const joule::models::PretrainingBatch b = golden_batch(batch_file);
 
   auto out = model->forward(b);
   out.loss.backward();
@@ -115,6 +122,17 @@ static void expect_golden(joule::launch::Fp32Gemm gemm) {
 
 TEST(Golden, MatchesPythonReferenceLossesGradientNormsAndValues) { expect_golden(joule::launch::Fp32Gemm::kBlas); }
 
+// Packed rows (the same four sequences two a row) against the reference's own packed forward, which it checked to
+// equal the padded batch's figures and each sequence's alone: joule's packed rows give the unpadded loss and gradients.
+TEST(Golden, PackedRowsMatchThePythonReferencesPackedForward) {
+  expect_golden(joule::launch::Fp32Gemm::kBlas, "packed_batch.json", "packed_expected.json");
+}
+
+// And joule's own packed and padded forwards of the same sequences agree with each other as closely.
+TEST(Golden, PackedRowsMatchThePaddedBatchsFigures) {
+  expect_golden(joule::launch::Fp32Gemm::kBlas, "packed_batch.json", "expected.json");
+}
+
 // The same tolerances with the fp32 Linear layers on oneDNN's sgemm (train.fp32_gemm = onednn).
 TEST(Golden, MatchesPythonReferenceWithFp32GemmsOnOnednn) {
 #if !JOULE_ONEDNN
@@ -125,11 +143,12 @@ TEST(Golden, MatchesPythonReferenceWithFp32GemmsOnOnednn) {
 
 // bf16 mixed precision against the same golden: losses within 1e-2 relative of the reference's fp32 figures, and
 // every gradient tensor pointing the same way as the fp32 model's (cosine similarity >= 0.99), parameters fp32.
-TEST(Golden, Bf16LossesWithinOnePercentAndGradientsAlignWithFp32) {
+// The same for packed rows (bf16's packed attention: a mask for each query, in the fused CPU softmax).
+static void expect_bf16_golden(const std::string& batch_file) {
   auto model = joule::models::load_model_dir(kGolden);
   model->train();
   const auto expected = nlohmann::json::parse(joule::test::read_file(kGolden + "/expected.json"));
-  const joule::models::PretrainingBatch b = golden_batch();
+  const joule::models::PretrainingBatch b = golden_batch(batch_file);
 
   std::map<std::string, torch::Tensor> fp32_grads;
   {
@@ -158,3 +177,6 @@ TEST(Golden, Bf16LossesWithinOnePercentAndGradientsAlignWithFp32) {
   }
   EXPECT_EQ(compared, static_cast<int>(fp32_grads.size()) - 2);
 }
+
+TEST(Golden, Bf16LossesWithinOnePercentAndGradientsAlignWithFp32) { expect_bf16_golden("batch.json"); }
+TEST(Golden, Bf16PackedRowsWithinOnePercentAndGradientsAlignWithFp32) { expect_bf16_golden("packed_batch.json"); }

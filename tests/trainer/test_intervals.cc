@@ -70,6 +70,7 @@ StepRecord step(int64_t n, int64_t global_batch, double seconds) {
   StepRecord r;
   r.step = n;
   r.sequences = n * global_batch;
+  r.step_sequences = global_batch;  // unpacked rows: one sequence each
   r.seconds = seconds;
   r.comm_seconds = seconds / 4;
   r.exposed_comm_seconds = seconds / 8;

@@ -38,6 +38,8 @@ const std::vector<Command>& commands() {
       {"data synth", "write the deterministic synthetic demo corpus", data_synth, R::none},
       {"data vocab", "build a WordPiece vocabulary from a corpus", data_vocab, R::none},
       {"data create", "raw text + vocab.txt -> pretraining shards (NVIDIA HDF5 layout)", data_create, R::none},
+      {"data pack", "unpacked shards -> packed shards (up to K sequences a row, no padding between)", data_pack,
+       R::none},
       {"data inspect", "counts, length histogram, masking rate and decoded samples of shards", data_inspect, R::none},
       {"data tokenize", "WordPiece tokens of each stdin line (to compare tokenizers)", data_tokenize, R::none},
   };

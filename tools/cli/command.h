@@ -61,6 +61,7 @@ int bench_data(int argc, char** argv);
 int data_synth(int argc, char** argv);
 int data_vocab(int argc, char** argv);
 int data_create(int argc, char** argv);
+int data_pack(int argc, char** argv);
 int data_inspect(int argc, char** argv);
 int data_tokenize(int argc, char** argv);
 

@@ -1,4 +1,4 @@
-// `joule data synth|vocab|create|inspect|tokenize`: from text to pretraining shards, and a look inside them.
+// `joule data synth|vocab|create|pack|inspect|tokenize`: from text to pretraining shards, and a look inside them.
 #include <sys/resource.h>
 
 #include <iostream>
@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "data/create.h"
+#include "data/pack.h"
 #include "data/vocab_builder.h"
 #include "tools/cli/command.h"
 #include "tools/cli/flags.h"
@@ -28,7 +29,8 @@ void add_create_flags(cxxopts::Options& o) {
       "no-lower-case", "keep case and accents")("whole-word-mask", "mask whole words")(
       "skip-bad-input",
       "skip and count invalid UTF-8 lines, over-long lines or documents and empty files instead of stopping")(
-      "replace", "replace an --out holding another data set (built in OUT.partial, swapped in when complete)");
+      "replace", "replace an --out holding another data set (built in OUT.partial, swapped in when complete)")(
+      "pack", "pack each dupe's sequences, up to --max-per-pack a row (packed shards: no padding between them)");
 }
 
 const NumberFlag kPhase{"phase", "NVIDIA's phase presets", nullptr, OptionRange{1, 2},
@@ -46,6 +48,8 @@ const NumberFlag kPhase{"phase", "NVIDIA's phase presets", nullptr, OptionRange{
     kEvalDocuments{"eval-documents", "documents of the first chunk held out for an eval shard", "0",
                    OptionRange{0, 1e12}},
     kCreateThreads{"threads", "worker threads; the output does not depend on it", "0", kThreads, "0: all cores"};
+
+const NumberFlag kMaxPerPack{"max-per-pack", "sequences a packed row holds at most", "3", OptionRange{1, 64}};
 
 // The parsed flags of `data create` as the options of data::create_pretraining_data, with their cross-flag rules.
 data::CreateOptions create_options(const cxxopts::ParseResult& r, const std::vector<std::string>& inputs) {
@@ -80,6 +84,8 @@ data::CreateOptions create_options(const cxxopts::ParseResult& r, const std::vec
   c.threads = thread_flag(r, kCreateThreads);
   c.replace = r.count("replace") > 0;
   c.skip_bad_input = r.count("skip-bad-input") > 0;
+  if (r.count("max-per-pack") && !r.count("pack")) throw UsageError("--max-per-pack applies with --pack");
+  c.pack = r.count("pack") ? static_cast<int>(int_flag(r, kMaxPerPack)) : 0;
   return c;
 }
 
@@ -93,8 +99,12 @@ void print_create_result(const data::CreateOptions& c, const data::CreateSummary
   if (s.skipped > 0)
     std::cout << "skipped " << s.skipped << " bad input item(s) (--skip-bad-input), the first: " << s.first_skip
               << "\n";
-  std::cout << (s.already_complete ? "" : "wrote ") << c.out << ": " << s.train_sequences << " training sequences in "
-            << s.train_shards.size() << " shard(s) from " << s.documents << " documents";
+  std::cout << (s.already_complete ? "" : "wrote ") << c.out << ": " << s.train_sequences << " training sequences";
+  if (c.pack > 0)
+    std::cout << " packed into " << s.train_rows << " rows (up to " << c.pack << " a row, "
+              << static_cast<double>(s.train_sequences) / static_cast<double>(std::max<int64_t>(1, s.train_rows))
+              << " on average)";
+  std::cout << " in " << s.train_shards.size() << " shard(s) from " << s.documents << " documents";
   if (s.eval_sequences)
     std::cout << ", " << s.eval_sequences << " eval sequences from " << s.eval_documents << " held-out documents";
   rusage usage{};
@@ -154,10 +164,36 @@ int data_create(int argc, char** argv) {
   cxxopts::Options o("joule data create", "raw text + vocab.txt -> pretraining shards, streamed in bounded memory");
   add_create_flags(o);
   add_number_flags(o, {kPhase, kCreateSeqLen, kMaxPred, kDupeFactor, kShards, kShardMb, kCreateSeed, kMaskedLmProb,
-                       kShortSeqProb, kEvalDocuments, kCreateThreads});
+                       kShortSeqProb, kEvalDocuments, kCreateThreads, kMaxPerPack});
   auto r = parse(o, argc, argv, inputs);
   const data::CreateOptions c = create_options(r, inputs);
   print_create_result(c, data::create_pretraining_data(c));
+  return 0;
+}
+
+int data_pack(int argc, char** argv) {
+  cxxopts::Options o("joule data pack",
+                     "unpacked shards -> packed shards (several sequences a row, no padding between)");
+  add_path_flags(o, {{"in",
+                      "the shards to pack: a `joule data create` directory (its train/ and eval/), a shard directory, "
+                      "glob, list file or shard (also the first positional)",
+                      PathKind::input_path},
+                     {"out", "output directory (also the second positional)", PathKind::output_dir}});
+  const NumberFlag seed{"seed", "seed of the packed rows' order", "12345", kSeeds},
+      threads{"threads", "compression threads; the output does not depend on it", "0", kThreads, "0: all cores"};
+  add_number_flags(o, {kMaxPerPack, seed, threads});
+  o.add_options()("replace", "replace an --out holding another data set (built in OUT.partial, swapped in when done)");
+  o.parse_positional({"in", "out"});
+  o.positional_help("IN OUT").show_positional_help();
+  auto r = parse(o, argc, argv);
+  data::PackOptions p;
+  p.in = required(r, "in");
+  p.out = output_directory(required(r, "out"));
+  p.max_per_pack = static_cast<int>(int_flag(r, kMaxPerPack));
+  p.seed = static_cast<uint64_t>(int_flag(r, seed));
+  p.threads = thread_flag(r, threads);
+  p.replace = r.count("replace") > 0;
+  std::cout << tools::describe_pack(p, data::pack_data_set(p));
   return 0;
 }
 

@@ -8,6 +8,11 @@ torch functional calls; it shares no code with joule. It writes, into tests/fixt
   model.safetensors  the weights (HF names; biases and LayerNorm perturbed so every parameter matters)
   batch.json         one batch in NVIDIA's layout (padding and unused prediction slots included)
   expected.json      mlm_loss, nsp_loss, loss and every parameter's gradient norm
+  packed_batch.json  the same four sequences packed two a row into rows of 64 (the packed-shard layout: lengths,
+                     predictions per sequence, one NSP label a sequence, positions offset into the row)
+  packed_expected.json  the losses and gradients of the packed rows (forward's packed_layout: a block-diagonal
+                     attention mask, positions restarting at each sequence, NSP at each [CLS]); checked here to equal
+                     both the padded batch's and each sequence's alone (unpadded), so joule's packed rows must too
 
 Regenerate (Debian's python3-torch):  /usr/bin/python3 tools/reference/bert_golden.py
 """
@@ -91,7 +96,30 @@ def make_batch(cfg, gen):
                 masked_positions=positions, masked_ids=labels, next_sentence_labels=nsp)
 
 
+def packed_layout(packed):
+    """Packed rows on their own terms: each token attends to its own sequence only (padding: a sequence of its own),
+    positions restart at each sequence, the pooler reads each sequence's [CLS], one NSP label a sequence."""
+    b, length = packed["input_ids"].shape
+    seq_of = torch.full((b, length), -1, dtype=torch.long)
+    position = torch.zeros(b, length, dtype=torch.long)
+    cls = []
+    for r in range(b):
+        at = 0
+        for j, n in enumerate(packed["sequence_lengths"][r].tolist()):
+            if n == 0:
+                continue
+            seq_of[r, at:at + n] = j
+            position[r, at:at + n] = torch.arange(n)
+            cls.append((r, at))
+            at += n
+    same = seq_of[:, :, None] == seq_of[:, None, :]
+    ext = (~same).float()[:, None] * torch.finfo(torch.float32).min
+    return position, ext, cls, packed["next_sentence_labels"][packed["sequence_lengths"] > 0]
+
+
 def forward(cfg, w, batch):
+    """Padded rows (one sequence each), or packed rows where the batch has sequence_lengths. MLM averaged over every
+    prediction, NSP over every sequence."""
     h, heads = cfg["hidden_size"], cfg["num_attention_heads"]
     dh = h // heads
     eps = cfg["layer_norm_eps"]
@@ -104,11 +132,16 @@ def forward(cfg, w, batch):
     def lin(x, name):
         return F.linear(x, w[name + ".weight"], w[name + ".bias"])
 
-    x = (F.embedding(ids, w["bert.embeddings.word_embeddings.weight"], padding_idx=0)
-         + w["bert.embeddings.position_embeddings.weight"][:length].unsqueeze(0)
+    if "sequence_lengths" in batch:
+        position, ext, cls, nsp_labels = packed_layout(batch)
+        positions = F.embedding(position, w["bert.embeddings.position_embeddings.weight"])
+    else:
+        positions = w["bert.embeddings.position_embeddings.weight"][:length].unsqueeze(0)
+        ext = (1.0 - mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
+        cls, nsp_labels = [(r, 0) for r in range(b)], batch["next_sentence_labels"]
+    x = (F.embedding(ids, w["bert.embeddings.word_embeddings.weight"], padding_idx=0) + positions
          + F.embedding(types, w["bert.embeddings.token_type_embeddings.weight"]))
     x = ln(x, "bert.embeddings.LayerNorm")
-    ext = (1.0 - mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
     for n in range(cfg["num_hidden_layers"]):
         p = f"bert.encoder.layer.{n}."
 
@@ -123,7 +156,8 @@ def forward(cfg, w, batch):
         x = ln(lin(ctx, p + "attention.output.dense") + x, p + "attention.output.LayerNorm")
         inner = F.gelu(lin(x, p + "intermediate.dense"))
         x = ln(lin(inner, p + "output.dense") + x, p + "output.LayerNorm")
-    pooled = torch.tanh(lin(x[:, 0], "bert.pooler.dense"))
+    first = torch.stack([x[r, at] for r, at in cls])
+    pooled = torch.tanh(lin(first, "bert.pooler.dense"))
     nsp_logits = lin(pooled, "cls.seq_relationship")
     # Full-sequence MLM head with labels -100 everywhere but the masked positions (HF's convention).
     t = ln(F.gelu(lin(x, "cls.predictions.transform.dense")), "cls.predictions.transform.LayerNorm")
@@ -136,8 +170,53 @@ def forward(cfg, w, batch):
                 break
             labels[r, pos] = batch["masked_ids"][r, s]
     mlm = F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100)
-    nsp = F.cross_entropy(nsp_logits, batch["next_sentence_labels"])
+    nsp = F.cross_entropy(nsp_logits, nsp_labels)
     return mlm, nsp
+
+
+PACK_ROWS = [[0, 3], [2, 1]]  # which sequences of the golden batch share a row: 32 + 32, 20 + 27 tokens
+PACK_LEN = 64
+
+
+def make_packed_batch(batch):
+    """The golden batch's sequences packed PACK_ROWS, in the packed-shard layout."""
+    k, preds = 2, 2 * batch["masked_positions"].shape[1]
+    rows = len(PACK_ROWS)
+    out = {name: torch.zeros(rows, PACK_LEN, dtype=torch.long)
+           for name in ("input_ids", "token_type_ids", "attention_mask")}
+    out["masked_positions"] = torch.zeros(rows, preds, dtype=torch.long)
+    out["masked_ids"] = torch.zeros(rows, preds, dtype=torch.long)
+    out["next_sentence_labels"] = torch.zeros(rows, k, dtype=torch.long)
+    out["sequence_lengths"] = torch.zeros(rows, k, dtype=torch.long)
+    for r, members in enumerate(PACK_ROWS):
+        at = slot = 0
+        for j, s in enumerate(members):
+            n = int(batch["attention_mask"][s].sum())
+            for name in ("input_ids", "token_type_ids", "attention_mask"):
+                out[name][r, at:at + n] = batch[name][s, :n]
+            used = [int(p) for p in batch["masked_positions"][s] if p != 0]
+            for i, pos in enumerate(used):
+                out["masked_positions"][r, slot + i] = at + pos
+                out["masked_ids"][r, slot + i] = batch["masked_ids"][s, i]
+            out["next_sentence_labels"][r, j] = batch["next_sentence_labels"][s]
+            out["sequence_lengths"][r, j] = n
+            at, slot = at + n, slot + len(used)
+    return out
+
+
+def unpadded_loss(cfg, w, batch):
+    """Each sequence alone at its own length, the losses weighted as one batch's: the definition packing must meet."""
+    total_preds = int((batch["masked_positions"] != 0).sum())
+    sequences = batch["input_ids"].shape[0]
+    mlm_total, nsp_total = 0.0, 0.0
+    for s in range(sequences):
+        n = int(batch["attention_mask"][s].sum())
+        one = {name: t[s:s + 1, :n] if t.dim() == 2 and t.shape[1] == batch["input_ids"].shape[1] else t[s:s + 1]
+               for name, t in batch.items()}
+        mlm, nsp = forward(cfg, w, one)
+        mlm_total = mlm_total + mlm * int((one["masked_positions"] != 0).sum()) / total_preds
+        nsp_total = nsp_total + nsp / sequences
+    return mlm_total, nsp_total
 
 
 def grad_slice(grad):
@@ -163,6 +242,23 @@ def write_safetensors(path, tensors):
             f.write(blob)
 
 
+def write_figures(batch_file, batch, expected_file, generator, mlm, nsp, params):
+    with open(os.path.join(OUT, batch_file), "w") as f:
+        json.dump({k: t.tolist() for k, t in batch.items()}, f)
+        f.write("\n")
+    expected = {
+        "generator": generator,
+        "mlm_loss": mlm.item(), "nsp_loss": nsp.item(), "loss": (mlm + nsp).item(),
+        "grad_norms": {k: p.grad.norm().item() for k, p in params.items()},
+        # Values, not only norms: for every tensor, the flattened gradient at the offsets listed (its first,
+        # middle and last 8 elements; every element of a tensor of 24 or fewer).
+        "grad_slices": {k: grad_slice(p.grad) for k, p in params.items()},
+    }
+    with open(os.path.join(OUT, expected_file), "w") as f:
+        json.dump(expected, f, indent=1)
+        f.write("\n")
+
+
 def main():
     torch.set_num_threads(1)
     gen = torch.Generator().manual_seed(20261129)
@@ -176,20 +272,24 @@ def main():
         json.dump(CONFIG, f, indent=2)
         f.write("\n")
     write_safetensors(os.path.join(OUT, "model.safetensors"), w)
-    with open(os.path.join(OUT, "batch.json"), "w") as f:
-        json.dump({k: t.tolist() for k, t in batch.items()}, f)
-        f.write("\n")
-    expected = {
-        "generator": "tools/reference/bert_golden.py, torch " + torch.__version__,
-        "mlm_loss": mlm.item(), "nsp_loss": nsp.item(), "loss": (mlm + nsp).item(),
-        "grad_norms": {k: p.grad.norm().item() for k, p in params.items()},
-        # Values, not only norms: for every tensor, the flattened gradient at the offsets listed (its first,
-        # middle and last 8 elements; every element of a tensor of 24 or fewer).
-        "grad_slices": {k: grad_slice(p.grad) for k, p in params.items()},
-    }
-    with open(os.path.join(OUT, "expected.json"), "w") as f:
-        json.dump(expected, f, indent=1)
-        f.write("\n")
+    generator = "tools/reference/bert_golden.py, torch " + torch.__version__
+    write_figures("batch.json", batch, "expected.json", generator, mlm, nsp, params)
+
+    # Packed rows, held to the padded figures and to each sequence's alone before they are written.
+    packed = make_packed_batch(batch)
+    packed_params = {k: t.clone().requires_grad_(True) for k, t in w.items()}
+    pmlm, pnsp = forward(CONFIG, packed_params, packed)
+    (pmlm + pnsp).backward()
+    with torch.no_grad():
+        umlm, unsp = unpadded_loss(CONFIG, w, batch)
+    for what, got, want in (("mlm", pmlm, mlm), ("nsp", pnsp, nsp), ("mlm unpadded", umlm, mlm),
+                            ("nsp unpadded", unsp, nsp)):
+        assert abs(float(got) - float(want)) <= 1e-5 * abs(float(want)), (what, float(got), float(want))
+    for k, p in packed_params.items():
+        ref = params[k].grad
+        assert (p.grad - ref).abs().max() <= 1e-4 * max(ref.norm() / math.sqrt(ref.numel()), 1e-6), k
+    write_figures("packed_batch.json", packed, "packed_expected.json", generator + ", packed rows", pmlm, pnsp,
+                  packed_params)
     print(f"mlm {mlm.item():.6f} nsp {nsp.item():.6f} -> {os.path.normpath(OUT)}", file=sys.stderr)
 
 

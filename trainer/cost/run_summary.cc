@@ -52,7 +52,9 @@ const std::vector<JsonField<WorkloadInfo>> kWorkloadFields = {
     {"max_predictions", &WorkloadInfo::max_predictions},
     {"global_batch", &WorkloadInfo::global_batch},
     {"flops_per_sequence", &WorkloadInfo::flops_per_sequence, kOptional},
-    {"dtype", &WorkloadInfo::dtype, kOptional}};
+    {"dtype", &WorkloadInfo::dtype, kOptional},
+    {"pack", &WorkloadInfo::pack, kOmitDefault},
+    {"packing_efficiency", &WorkloadInfo::packing_efficiency, kOmitDefault}};
 
 const std::vector<JsonField<EvalFigures>> kEvalFields = {{"mlm_loss", &EvalFigures::mlm_loss},
                                                          {"nsp_loss", &EvalFigures::nsp_loss},
@@ -340,6 +342,13 @@ std::string summary_table(const RunSummary& s) {
             (s.ledger.segments.size() > 1 ? ", in each of " + std::to_string(s.ledger.segments.size()) + " segments"
                                           : std::string()) +
             ")");
+  if (s.workload.packing_efficiency > 0)
+    row("data", s.workload.pack > 0
+                    ? "packed, up to " + std::to_string(s.workload.pack) +
+                          " sequences a row: " + format_number("%.1f", 100 * s.workload.packing_efficiency) +
+                          " % of the computed tokens are real"
+                    : "padded, one sequence a row: " + format_number("%.1f", 100 * s.workload.packing_efficiency) +
+                          " % of the computed tokens are real (`joule data pack` packs the rest away)");
   row("precision",
       s.workload.dtype == "bf16" ? "bf16 mixed precision (fp32 master weights and optimizer state)" : s.workload.dtype);
   if (const MemoryFigures& m = s.memory; m.peak_rss_bytes_max > 0) {

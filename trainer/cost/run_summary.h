@@ -34,6 +34,8 @@ struct WorkloadInfo {
   std::string model, dtype = "fp32";
   int64_t seq_len = 0, max_predictions = 0, global_batch = 0;
   double flops_per_sequence = 0;
+  int64_t pack = 0;               // packed rows: up to `pack` sequences a row; 0: one sequence a row, padded
+  double packing_efficiency = 0;  // real tokens of the rows' tokens (0: not recorded)
 };
 
 // An evaluation over the eval shards (metrics.jsonl's "eval" rows and the summary's last eval).

@@ -1,0 +1,71 @@
+// Sequence packing: several short sequences one after another in a row, so that a step computes real tokens rather
+// than padding (Krell et al., "Efficient Sequence Packing without Cross-contamination", arXiv 2107.02027; NVIDIA's
+// MLPerf BERT trains on such rows). The rows are the packed shards of data/shard.h; the model keeps each sequence
+// apart (models/bert.h). No LibTorch here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/shard.h"
+
+namespace joule::data {
+
+// Which sequences share a row: for each row, indices into `lengths`, longest first. Best-fit decreasing over the
+// lengths' histogram, as the paper's shortest-pack-first histogram packing (SPFHP): from the longest length down,
+// each sequence goes to the open row with the least room that still fits it (a row is closed once it holds
+// `max_per_pack` sequences), else to a new row. Deterministic: equal lengths are placed in index order. Every length
+// must be in [1, row_length].
+std::vector<std::vector<uint32_t>> pack_sequences(const std::vector<int32_t>& lengths, int64_t row_length,
+                                                  int max_per_pack);
+
+// One sequence to place in a packed row: its tokens, their segment ids (or, where null, 0 before `segment_b` and 1
+// from there), its masked predictions (positions within the sequence) and its NSP label.
+struct SequenceView {
+  const int32_t* input_ids = nullptr;
+  const int32_t* segment_ids = nullptr;
+  int32_t segment_b = 0;
+  int32_t length = 0;
+  const int32_t* masked_positions = nullptr;
+  const int32_t* masked_ids = nullptr;
+  int32_t masked = 0;
+  int32_t next_sentence_label = 0;
+};
+
+// Row `row` of `to` (packed: to.pack slots) holds `count` sequences one after another from position 0; every element
+// of the row is written (the rest zeros).
+void write_packed_row(const SequenceView* sequences, int count, HostBatch& to, int64_t row);
+
+// Row `row` of an unpacked batch as a sequence (its length: its input_mask's ones; its predictions: the slots before
+// the first 0 position).
+SequenceView sequence_of(const HostBatch& rows, int64_t row);
+
+// The prediction slots a packed row needs for up to `max_per_pack` sequences of `max_predictions` each.
+int64_t packed_max_predictions(int64_t max_predictions, int max_per_pack);
+
+// `joule data pack IN OUT`: every shard of the unpacked data set IN (any spec Dataset::open takes; NVIDIA's shards
+// included) packed into OUT/NAME under the same relative name, at most `max_per_pack` sequences a row. Each shard
+// packs on its own (bounded memory: one shard at a time) and its rows are shuffled with `seed`. The shards are written
+// into OUT.partial and OUT.partial/progress.json records each finished one (a rerun after a kill keeps them and goes
+// on); OUT appears when all are there, with metadata.json (the arguments, each shard's counts and checksum, and the
+// packing efficiency before and after).
+struct PackOptions {
+  std::string in, out;
+  int max_per_pack = 3;
+  uint64_t seed = 12345;
+  int threads = 1;
+  bool replace = false;
+};
+
+struct PackSummary {
+  int64_t sequences = 0, rows_before = 0, rows_after = 0, real_tokens = 0, seq_len = 0;
+  int64_t shards = 0, resumed_shards = 0;
+  double efficiency_before = 0, efficiency_after = 0;  // real tokens / the rows' tokens
+  bool already_complete = false;
+  std::vector<std::string> notes;
+};
+
+PackSummary pack_data_set(const PackOptions& options);
+
+}  // namespace joule::data
