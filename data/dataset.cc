@@ -399,6 +399,11 @@ std::string data_create_split(const std::string& spec, const std::string& split)
                                    : "give the shards directory itself");
 }
 
+std::vector<std::string> shard_files(const std::string& spec) {
+  std::string cache_dir;
+  return list_shards(spec, &cache_dir);
+}
+
 std::string find_vocab_beside(const std::string& spec) {
   fs::path p = fs::path(spec).lexically_normal();
   if (p.filename().empty()) p = p.parent_path();  // "shards/train/" as typed is shards/train

@@ -121,6 +121,10 @@ void check_held_out(const Dataset& train, const Dataset& eval);
 // bench data, D/eval for eval. Another spec comes back as given; a D without that split is a ShardError naming it.
 std::string data_create_split(const std::string& spec, const std::string& split);
 
+// The shard files a spec names (as Dataset::open lists them: a directory's *.hdf5 / *.h5, a glob, a list file, one
+// shard), sorted; none opened. ShardError when there are none.
+std::vector<std::string> shard_files(const std::string& spec);
+
 // The shards' vocab.txt: in the spec's directory or its parent (as `joule data create` writes OUT/vocab.txt beside
 // OUT/train/). Empty when there is none.
 std::string find_vocab_beside(const std::string& spec);

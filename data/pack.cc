@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -9,6 +10,7 @@
 #include "data/create.h"
 #include "data/create_output.h"
 #include "data/dataset.h"
+#include "data/hdf5.h"
 #include "launch/util/error.h"
 #include "launch/util/file_io.h"
 #include "launch/util/json_field.h"
@@ -54,6 +56,17 @@ std::vector<std::vector<uint32_t>> pack_sequences(const std::vector<int32_t>& le
 }
 
 int64_t packed_max_predictions(int64_t max_predictions, int max_per_pack) { return max_predictions * max_per_pack; }
+
+bool is_nvidia_packed_shard(const std::string& path) {
+  quiet_hdf5_on_this_thread();
+  if (H5Fis_hdf5(path.c_str()) <= 0) return false;
+  Hdf5Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  if (!file.valid() || H5Lexists(file.get(), "input_ids", H5P_DEFAULT) <= 0) return false;
+  Hdf5Handle ds(H5Dopen2(file.get(), "input_ids", H5P_DEFAULT));
+  if (!ds.valid()) return false;
+  Hdf5Handle type(H5Dget_type(ds.get()));
+  return type.valid() && H5Tget_class(type.get()) == H5T_VLEN;
+}
 
 SequenceView sequence_of(const HostBatch& rows, int64_t row) {
   SequenceView s;
@@ -112,6 +125,35 @@ void write_packed_row(const SequenceView* sequences, int count, HostBatch& to, i
 }
 
 namespace {
+
+// One variable-length dataset's rows, each widened to int32, in memory.
+std::vector<std::vector<int32_t>> read_ragged(hid_t file, const std::string& path, const char* name) {
+  if (H5Lexists(file, name, H5P_DEFAULT) <= 0)
+    throw ShardError(
+        path + ": dataset '" + name +
+        "' missing (NVIDIA's packed shards have input_ids, segment_ids, "
+        "masked_lm_positions, masked_lm_ids, next_sentence_labels, packed_input_len, packed_masked_lm_len)");
+  Hdf5Handle ds(H5_CHECK(H5Dopen2(file, name, H5P_DEFAULT), path));
+  Hdf5Handle type(H5_CHECK(H5Dget_type(ds.get()), path));
+  if (H5Tget_class(type.get()) != H5T_VLEN)
+    throw ShardError(path + ": dataset '" + name + "': expected variable-length rows like input_ids");
+  Hdf5Handle space(H5_CHECK(H5Dget_space(ds.get()), path));
+  if (H5Sget_simple_extent_ndims(space.get()) != 1)
+    throw ShardError(path + ": dataset '" + name + "': expected one variable-length row a pack ([N])");
+  hsize_t rows = 0;
+  H5Sget_simple_extent_dims(space.get(), &rows, nullptr);
+  Hdf5Handle memory(H5_CHECK(H5Tvlen_create(H5T_NATIVE_INT32), path));
+  std::vector<hvl_t> raw(static_cast<size_t>(rows));
+  if (rows > 0 && H5Dread(ds.get(), memory.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, raw.data()) < 0)
+    throw ShardError(path + ": dataset '" + name + "': read failed (corrupt or truncated file?)");
+  std::vector<std::vector<int32_t>> out(raw.size());
+  for (size_t i = 0; i < raw.size(); ++i) {
+    const auto* p = static_cast<const int32_t*>(raw[i].p);
+    out[i].assign(p, p + raw[i].len);
+  }
+  if (rows > 0) H5Dvlen_reclaim(memory.get(), space.get(), H5P_DEFAULT, raw.data());
+  return out;
+}
 
 struct ShardCounts {
   int64_t rows_before = 0, rows_after = 0, real_tokens = 0;
@@ -184,72 +226,58 @@ void refuse_packed(const Dataset& d) {
                             "give data pack the unpacked shards the packed ones were made from");
 }
 
-}  // namespace
+// What a pack run makes: the output shards, one for each input shard (`make` writes shard `index` of `split` to
+// `path` and returns its counts), then metadata.json; resumable through PartialDataSet.
+struct PackJob {
+  nlohmann::json arguments;
+  std::vector<std::string> sources;  // the training shards' names, in order
+  bool has_eval = false;
+  int64_t seq_len = 0, max_predictions = 0;
+  std::string algorithm, vocab;
+  nlohmann::json vocab_size;  // null when unknown
+  std::function<ShardCounts(const std::string& split, size_t index, const std::string& path)> make;
+};
 
-PackSummary pack_data_set(const PackOptions& o) {
-  if (o.max_per_pack < 1 || o.max_per_pack > 64)
-    throw joule::UsageError("data pack: --max-per-pack must be in [1, 64], got " + std::to_string(o.max_per_pack));
-  const Source source = source_of(o.in);
-  const Dataset train = Dataset::open(source.train);
-  refuse_packed(train);
-  std::optional<Dataset> eval;
-  if (!source.eval.empty()) {
-    eval = Dataset::open(source.eval);
-    refuse_packed(*eval);
-    if (eval->shards().size() != 1)
-      throw joule::UsageError("data pack: " + source.eval + " holds " + std::to_string(eval->shards().size()) +
-                              " shards; a data set's eval/ holds one");
+PackSummary summary_of(const nlohmann::json& meta) {
+  PackSummary s;
+  const nlohmann::json& p = meta["packing"];
+  s.sequences = p["sequences"];
+  s.rows_before = p["rows_before"];
+  s.rows_after = p["rows_after"];
+  s.real_tokens = p["real_tokens"];
+  s.efficiency_before = p["efficiency_before"];
+  s.efficiency_after = p["efficiency_after"];
+  s.shards = meta["train_shards"];
+  s.seq_len = meta["seq_len"];
+  return s;
+}
+
+PackSummary run_pack_job(const PackOptions& o, const PackJob& job) {
+  if (const nlohmann::json done = existing_data_set(o.out, job.arguments, o.replace, "data pack"); !done.is_null()) {
+    PackSummary s = summary_of(done);
+    s.already_complete = true;
+    return s;
   }
-  nlohmann::json arguments = source.metadata.is_object()
-                                 ? json_field_or<nlohmann::json>(source.metadata, "arguments", nlohmann::json::object(),
-                                                                 o.in + "/metadata.json")
-                                 : nlohmann::json::object();
-  arguments["pack"] = {{"source", train.digest()},
-                       {"source_eval", eval ? eval->digest() : ""},
-                       {"max_per_pack", o.max_per_pack},
-                       {"seed", o.seed}};
-
-  PackSummary summary;
-  summary.seq_len = train.seq_len();
-  auto add_totals = [&](const nlohmann::json& meta) {
-    const nlohmann::json& p = meta["packing"];
-    summary.sequences = p["sequences"];
-    summary.rows_before = p["rows_before"];
-    summary.rows_after = p["rows_after"];
-    summary.real_tokens = p["real_tokens"];
-    summary.efficiency_before = p["efficiency_before"];
-    summary.efficiency_after = p["efficiency_after"];
-    summary.shards = meta["train_shards"];
-  };
-  if (const nlohmann::json done = existing_data_set(o.out, arguments, o.replace, "data pack"); !done.is_null()) {
-    add_totals(done);
-    summary.already_complete = true;
-    return summary;
-  }
-
-  PartialDataSet out(o.out, arguments, o.replace, "data pack");
+  PartialDataSet out(o.out, job.arguments, o.replace, "data pack");
   nlohmann::json records = out.chunks();
   const size_t resumed = out.resumed_chunks();
-  for (size_t i = resumed; i < train.shards().size(); ++i) {
-    nlohmann::json record = {{"index", i}, {"source", train.shards()[i].name}};
-    const uint64_t seed = mix_seed(o.seed, i);
+  for (size_t i = resumed; i < job.sources.size(); ++i) {
+    nlohmann::json record = {{"index", i}, {"source", job.sources[i]}};
     fs::create_directories(fs::path(out.dir()) / "train");
-    const ShardCounts c = pack_shard(train.shards()[i], out.shard_path("train", static_cast<int64_t>(i)),
-                                     o.max_per_pack, seed, o.threads);
+    const ShardCounts c = job.make("train", i, out.shard_path("train", static_cast<int64_t>(i)));
     record["train"] = out.shard_record("train", static_cast<int64_t>(i), c.rows_after);
     record["sequences"] = c.rows_before;
     record["real_tokens"] = c.real_tokens;
-    if (i == 0 && eval) {
+    if (i == 0 && job.has_eval) {
       fs::create_directories(fs::path(out.dir()) / "eval");
-      const ShardCounts e = pack_shard(eval->shards().front(), out.shard_path("eval", 0), o.max_per_pack,
-                                       mix_seed(o.seed, i, 1), o.threads);
+      const ShardCounts e = job.make("eval", 0, out.shard_path("eval", 0));
       record["eval"] = out.shard_record("eval", 0, e.rows_after);
       record["eval_sequences"] = e.rows_before;
     }
     out.record_chunk(record);
     records.push_back(std::move(record));
   }
-  if (!source.vocab.empty()) fs::copy_file(source.vocab, fs::path(out.dir()) / "vocab.txt");
+  if (!job.vocab.empty()) fs::copy_file(job.vocab, fs::path(out.dir()) / "vocab.txt");
 
   int64_t rows_after = 0, eval_rows = 0, eval_sequences = 0, sequences = 0, real_tokens = 0;
   for (const auto& r : records) {
@@ -261,35 +289,182 @@ PackSummary pack_data_set(const PackOptions& o) {
       eval_sequences += r["eval_sequences"].get<int64_t>();
     }
   }
-  const double row_tokens = static_cast<double>(train.seq_len());
-  nlohmann::json meta = {
-      {"format", "joule-pretraining-data"},
-      {"format_version", 2},
-      {"seq_len", train.seq_len()},
-      {"max_predictions", packed_max_predictions(train.max_predictions(), o.max_per_pack)},
-      {"arguments", arguments},
-      {"chunks", records},
-      {"train_shards", records.size()},
-      {"train_rows", rows_after},
-      {"train_sequences", sequences},
-      {"eval_rows", eval_rows},
-      {"eval_sequences", eval_sequences},
-      {"packing",
-       {{"max_per_pack", o.max_per_pack},
-        {"algorithm", "best-fit decreasing over the length histogram (shortest-pack-first), each shard on its own"},
-        {"sequences", sequences},
-        {"rows_before", sequences},
-        {"rows_after", rows_after},
-        {"real_tokens", real_tokens},
-        {"efficiency_before", static_cast<double>(real_tokens) / (static_cast<double>(sequences) * row_tokens)},
-        {"efficiency_after", static_cast<double>(real_tokens) / (static_cast<double>(rows_after) * row_tokens)}}}};
-  if (source.metadata.is_object() && source.metadata.contains("vocab_size"))
-    meta["vocab_size"] = source.metadata["vocab_size"];
+  const double row_tokens = static_cast<double>(job.seq_len), tokens = static_cast<double>(real_tokens);
+  nlohmann::json meta = {{"format", "joule-pretraining-data"},
+                         {"format_version", 2},
+                         {"seq_len", job.seq_len},
+                         {"max_predictions", job.max_predictions},
+                         {"arguments", job.arguments},
+                         {"chunks", records},
+                         {"train_shards", records.size()},
+                         {"train_rows", rows_after},
+                         {"train_sequences", sequences},
+                         {"eval_rows", eval_rows},
+                         {"eval_sequences", eval_sequences},
+                         {"packing",
+                          {{"max_per_pack", o.max_per_pack},
+                           {"algorithm", job.algorithm},
+                           {"sequences", sequences},
+                           {"rows_before", sequences},
+                           {"rows_after", rows_after},
+                           {"real_tokens", real_tokens},
+                           {"efficiency_before", tokens / (static_cast<double>(sequences) * row_tokens)},
+                           {"efficiency_after", tokens / (static_cast<double>(rows_after) * row_tokens)}}}};
+  if (!job.vocab_size.is_null()) meta["vocab_size"] = job.vocab_size;
   out.finish(meta);
-  add_totals(meta);
-  summary.resumed_shards = static_cast<int64_t>(resumed);
-  summary.notes = out.notes();
-  return summary;
+  PackSummary s = summary_of(meta);
+  s.resumed_shards = static_cast<int64_t>(resumed);
+  s.notes = out.notes();
+  return s;
+}
+
+// NVIDIA's MLPerf packed shards, converted one by one as they are packed.
+PackJob nvidia_job(const PackOptions& o, const std::vector<std::string>& files, const std::string& vocab) {
+  PackJob job;
+  nlohmann::json inputs = nlohmann::json::array();
+  for (const std::string& f : files) {
+    std::error_code ec;
+    inputs.push_back({{"path", fs::absolute(f).lexically_normal().string()}, {"bytes", fs::file_size(f, ec)}});
+    job.sources.push_back(fs::path(f).filename().string());
+  }
+  job.arguments = {{"convert",
+                    {{"from", "NVIDIA MLPerf packed"},
+                     {"inputs", inputs},
+                     {"seq_len", o.seq_len},
+                     {"max_predictions", o.max_predictions},
+                     {"max_per_pack", o.max_per_pack}}}};
+  job.seq_len = o.seq_len;
+  job.max_predictions = o.max_predictions;
+  job.algorithm = "NVIDIA's own packing (converted as packed)";
+  job.vocab = vocab;
+  job.make = [&o, files](const std::string&, size_t index, const std::string& path) {
+    const HostBatch rows = read_nvidia_packed(files[index], o.seq_len, o.max_per_pack, o.max_predictions);
+    ShardWriter writer(path, rows.rows, rows.seq_len, rows.max_predictions, 64, o.threads, rows.pack);
+    writer.append(rows);
+    writer.commit();
+    try {
+      validate_shard(path);
+    } catch (const ShardError& e) {
+      std::error_code ec;
+      fs::remove(path, ec);
+      throw ShardError(files[index] + ": converted, its packs do not hold together: " + e.what(), e.hint());
+    }
+    ShardCounts c;
+    c.rows_after = rows.rows;
+    for (int64_t r = 0; r < rows.rows; ++r) c.rows_before += rows.sequences_in(r);
+    c.real_tokens = std::count(rows.input_mask.begin(), rows.input_mask.end(), 1);
+    return c;
+  };
+  return job;
+}
+
+}  // namespace
+
+HostBatch read_nvidia_packed(const std::string& path, int64_t seq_len, int max_per_pack, int64_t max_predictions) {
+  quiet_hdf5_on_this_thread();
+  if (H5Fis_hdf5(path.c_str()) <= 0) throw ShardError(path + ": not an HDF5 file (truncated or another format?)");
+  Hdf5Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  if (!file.valid()) throw ShardError(path + ": cannot open as HDF5 (truncated or corrupt?)");
+  enum { kIds, kSegments, kPositions, kMaskedIds, kLabels, kLengths, kMaskedLengths };
+  const char* names[7] = {"input_ids",           "segment_ids",          "masked_lm_positions",
+                          "masked_lm_ids",       "next_sentence_labels", "packed_input_len",
+                          "packed_masked_lm_len"};
+  std::vector<std::vector<int32_t>> col[7];
+  for (int c = 0; c < 7; ++c) {
+    col[c] = read_ragged(file.get(), path, names[c]);
+    if (col[c].size() != col[kIds].size())
+      throw ShardError(path + ": dataset '" + names[c] + "' has " + std::to_string(col[c].size()) +
+                       " packs but input_ids has " + std::to_string(col[kIds].size()));
+  }
+  const int64_t packs = static_cast<int64_t>(col[kIds].size());
+  if (packs == 0) throw ShardError(path + ": empty shard (0 packs)");
+  HostBatch out;
+  out.resize(packs, seq_len, max_predictions, max_per_pack);
+  const std::string hint =
+      "give data pack the row length and slots NVIDIA packed for (--seq-len, --max-pred, "
+      "--max-per-pack), or leave the shard out";
+  for (int64_t r = 0; r < packs; ++r) {
+    const auto at = [&](int c) -> const std::vector<int32_t>& { return col[c][static_cast<size_t>(r)]; };
+    const std::string where = path + ": pack " + std::to_string(r) + ": ";
+    const int64_t tokens = static_cast<int64_t>(at(kIds).size()), k = static_cast<int64_t>(at(kLengths).size());
+    const int64_t predictions = static_cast<int64_t>(at(kPositions).size());
+    if (tokens > seq_len)
+      throw ShardError(where + std::to_string(tokens) + " tokens, more than a row's " + std::to_string(seq_len), hint);
+    if (k > max_per_pack)
+      throw ShardError(
+          where + std::to_string(k) + " sequences, more than --max-per-pack " + std::to_string(max_per_pack), hint);
+    if (predictions > max_predictions)
+      throw ShardError(
+          where + std::to_string(predictions) + " predictions, more than --max-pred " + std::to_string(max_predictions),
+          hint);
+    if (static_cast<int64_t>(at(kSegments).size()) != tokens ||
+        static_cast<int64_t>(at(kMaskedIds).size()) != predictions || static_cast<int64_t>(at(kLabels).size()) != k ||
+        static_cast<int64_t>(at(kMaskedLengths).size()) != k)
+      throw ShardError(where + "its datasets disagree: " + std::to_string(tokens) + " input_ids, " +
+                       std::to_string(at(kSegments).size()) + " segment_ids, " + std::to_string(predictions) +
+                       " masked_lm_positions, " + std::to_string(at(kMaskedIds).size()) + " masked_lm_ids, " +
+                       std::to_string(k) + " packed_input_len, " + std::to_string(at(kLabels).size()) +
+                       " next_sentence_labels, " + std::to_string(at(kMaskedLengths).size()) + " packed_masked_lm_len");
+    int64_t sum = 0, masked = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      sum += at(kLengths)[static_cast<size_t>(j)];
+      masked += at(kMaskedLengths)[static_cast<size_t>(j)];
+    }
+    if (sum != tokens || masked != predictions)
+      throw ShardError(where + "packed_input_len adds up to " + std::to_string(sum) + " tokens of " +
+                       std::to_string(tokens) + ", packed_masked_lm_len to " + std::to_string(masked) +
+                       " predictions of " + std::to_string(predictions));
+    std::copy(at(kIds).begin(), at(kIds).end(), out.input_ids.begin() + r * seq_len);
+    std::fill_n(out.input_mask.begin() + r * seq_len, tokens, 1);
+    std::copy(at(kSegments).begin(), at(kSegments).end(), out.segment_ids.begin() + r * seq_len);
+    std::copy(at(kPositions).begin(), at(kPositions).end(), out.masked_positions.begin() + r * max_predictions);
+    std::copy(at(kMaskedIds).begin(), at(kMaskedIds).end(), out.masked_ids.begin() + r * max_predictions);
+    std::copy(at(kLabels).begin(), at(kLabels).end(), out.next_sentence_labels.begin() + r * max_per_pack);
+    std::copy(at(kLengths).begin(), at(kLengths).end(), out.sequence_lengths.begin() + r * max_per_pack);
+    std::copy(at(kMaskedLengths).begin(), at(kMaskedLengths).end(), out.masked_lengths.begin() + r * max_per_pack);
+  }
+  return out;
+}
+
+PackSummary pack_data_set(const PackOptions& o) {
+  if (o.max_per_pack < 1 || o.max_per_pack > 64)
+    throw joule::UsageError("data pack: --max-per-pack must be in [1, 64], got " + std::to_string(o.max_per_pack));
+  const Source source = source_of(o.in);
+  if (const std::vector<std::string> files = shard_files(source.train); is_nvidia_packed_shard(files.front()))
+    return run_pack_job(o, nvidia_job(o, files, source.vocab));
+  const Dataset train = Dataset::open(source.train);
+  refuse_packed(train);
+  std::optional<Dataset> eval;
+  if (!source.eval.empty()) {
+    eval = Dataset::open(source.eval);
+    refuse_packed(*eval);
+    if (eval->shards().size() != 1)
+      throw joule::UsageError("data pack: " + source.eval + " holds " + std::to_string(eval->shards().size()) +
+                              " shards; a data set's eval/ holds one");
+  }
+  PackJob job;
+  job.arguments = source.metadata.is_object()
+                      ? json_field_or<nlohmann::json>(source.metadata, "arguments", nlohmann::json::object(),
+                                                      o.in + "/metadata.json")
+                      : nlohmann::json::object();
+  job.arguments["pack"] = {{"source", train.digest()},
+                           {"source_eval", eval ? eval->digest() : ""},
+                           {"max_per_pack", o.max_per_pack},
+                           {"seed", o.seed}};
+  for (const ShardEntry& e : train.shards()) job.sources.push_back(e.name);
+  job.has_eval = eval.has_value();
+  job.seq_len = train.seq_len();
+  job.max_predictions = packed_max_predictions(train.max_predictions(), o.max_per_pack);
+  job.algorithm = "best-fit decreasing over the length histogram (shortest-pack-first), each shard on its own";
+  job.vocab = source.vocab;
+  if (source.metadata.is_object() && source.metadata.contains("vocab_size"))
+    job.vocab_size = source.metadata["vocab_size"];
+  job.make = [&](const std::string& split, size_t index, const std::string& path) {
+    const bool is_eval = split == "eval";
+    return pack_shard(is_eval ? eval->shards().front() : train.shards()[index], path, o.max_per_pack,
+                      is_eval ? mix_seed(o.seed, 0, 1) : mix_seed(o.seed, index), o.threads);
+  };
+  return run_pack_job(o, job);
 }
 
 }  // namespace joule::data

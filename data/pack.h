@@ -44,15 +44,27 @@ SequenceView sequence_of(const HostBatch& rows, int64_t row);
 // The prediction slots a packed row needs for up to `max_per_pack` sequences of `max_predictions` each.
 int64_t packed_max_predictions(int64_t max_predictions, int max_per_pack);
 
+// NVIDIA's MLPerf packed shards (mlcommons training_results, NVIDIA's BERT input_preprocessing/packed_data): h5py
+// variable-length rows, one a pack: input_ids, segment_ids, masked_lm_positions (offsets into the pack), masked_lm_ids,
+// next_sentence_labels, packed_input_len and packed_masked_lm_len (one a sequence); no input_mask, no row length.
+bool is_nvidia_packed_shard(const std::string& path);  // its input_ids is a variable-length dataset
+// Its packs as joule's packed rows of `seq_len` tokens, `max_per_pack` sequence slots and `max_predictions` prediction
+// slots. A pack longer than the row, with more sequences or predictions than the slots, or whose lengths do not add
+// up to its tokens is a ShardError naming the shard and the pack.
+HostBatch read_nvidia_packed(const std::string& path, int64_t seq_len, int max_per_pack, int64_t max_predictions);
+
 // `joule data pack IN OUT`: every shard of the unpacked data set IN (any spec Dataset::open takes; NVIDIA's shards
 // included) packed into OUT/NAME under the same relative name, at most `max_per_pack` sequences a row. Each shard
 // packs on its own (bounded memory: one shard at a time) and its rows are shuffled with `seed`. The shards are written
 // into OUT.partial and OUT.partial/progress.json records each finished one (a rerun after a kill keeps them and goes
 // on); OUT appears when all are there, with metadata.json (the arguments, each shard's counts and checksum, and the
 // packing efficiency before and after).
+// NVIDIA's MLPerf packed shards as IN are converted to joule's packed layout as they are (not packed again): rows of
+// `seq_len` tokens with `max_predictions` prediction slots.
 struct PackOptions {
   std::string in, out;
   int max_per_pack = 3;
+  int64_t seq_len = 512, max_predictions = 80;  // NVIDIA's packed shards only
   uint64_t seed = 12345;
   int threads = 1;
   bool replace = false;

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "data/dataset.h"
+#include "data/hdf5.h"
 #include "data/loader.h"
 #include "data/pack.h"
 #include "data/shard.h"
@@ -239,4 +240,82 @@ TEST(Pack, PackDataSetWritesAPackedDataSetAndResumes) {
   again.in = o.out;
   again.out = dir.file("out2");
   EXPECT_THROW(d::pack_data_set(again), joule::UsageError);
+}
+
+namespace {
+
+// One variable-length dataset as h5py writes NVIDIA's packed shards (int16 in the file).
+void write_ragged(hid_t file, const char* name, const std::vector<std::vector<int32_t>>& rows) {
+  std::vector<hvl_t> raw(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) raw[i] = {rows[i].size(), const_cast<int32_t*>(rows[i].data())};
+  d::Hdf5Handle file_type(H5Tvlen_create(H5T_STD_I16LE)), memory_type(H5Tvlen_create(H5T_NATIVE_INT32));
+  const hsize_t n = rows.size();
+  d::Hdf5Handle space(H5Screate_simple(1, &n, nullptr));
+  d::Hdf5Handle ds(H5Dcreate2(file, name, file_type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  ASSERT_TRUE(ds.valid());
+  ASSERT_GE(H5Dwrite(ds.get(), memory_type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, raw.data()), 0);
+}
+
+// Two packs: [CLS] a a [SEP] b [SEP] + [CLS] c [SEP] d [SEP] (6 + 5 tokens), and one sequence of 7.
+void write_nvidia_packed(const std::string& path, int32_t first_length = 6) {
+  d::Hdf5Handle f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+  write_ragged(f.get(), "input_ids", {{2, 10, 11, 3, 12, 3, 2, 13, 3, 14, 3}, {2, 15, 16, 17, 3, 18, 3}});
+  write_ragged(f.get(), "segment_ids", {{0, 0, 0, 0, 1, 1, 0, 0, 0, 1, 1}, {0, 0, 0, 0, 0, 1, 1}});
+  write_ragged(f.get(), "masked_lm_positions", {{2, 7}, {1, 5, 6}});
+  write_ragged(f.get(), "masked_lm_ids", {{20, 21}, {22, 23, 24}});
+  write_ragged(f.get(), "next_sentence_labels", {{0, 1}, {1}});
+  write_ragged(f.get(), "packed_input_len", {{first_length, 5}, {7}});
+  write_ragged(f.get(), "packed_masked_lm_len", {{1, 1}, {2}});  // pack 1's lengths count 2 of its 3 predictions
+}
+
+}  // namespace
+
+TEST(Pack, NvidiasMlperfPackedShardsConvertToJoulesLayout) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("nv"));
+  write_nvidia_packed(dir.file("nv/output_00000.hdf5"));
+  ASSERT_TRUE(d::is_nvidia_packed_shard(dir.file("nv/output_00000.hdf5")));
+  d::PackOptions o;
+  o.in = dir.file("nv");
+  o.out = dir.file("out");
+  o.seq_len = 16;
+  o.max_predictions = 4;
+  // Pack 1's packed_masked_lm_len counts 2 predictions of its 3: refused, naming the shard and the pack.
+  try {
+    d::pack_data_set(o);
+    ADD_FAILURE() << "a pack whose lengths do not add up converted";
+  } catch (const d::ShardError& e) {
+    EXPECT_NE(std::string(e.what()).find("output_00000.hdf5: pack 1: "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("to 2 predictions of 3"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(o.out));
+
+  // A well-formed pack 1 (masked lengths {3}) converts: rows as NVIDIA packed them, three sequences in two rows.
+  {
+    d::Hdf5Handle f(H5Fopen(dir.file("nv/output_00000.hdf5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+    H5Ldelete(f.get(), "packed_masked_lm_len", H5P_DEFAULT);
+    write_ragged(f.get(), "packed_masked_lm_len", {{1, 1}, {3}});
+  }
+  d::HostBatch b = d::read_nvidia_packed(dir.file("nv/output_00000.hdf5"), 16, 3, 4);  // the reader alone
+  EXPECT_EQ(b.rows, 2);
+  EXPECT_EQ(b.sequences_in(0), 2);
+  EXPECT_EQ(b.masked_positions[1], 7);  // offsets into the pack, as NVIDIA writes them
+  try {
+    d::read_nvidia_packed(dir.file("nv/output_00000.hdf5"), 10, 3, 4);
+    ADD_FAILURE() << "an 11-token pack fit a row of 10";
+  } catch (const d::ShardError& e) {
+    EXPECT_NE(std::string(e.what()).find("pack 0: 11 tokens, more than a row's 10"), std::string::npos) << e.what();
+  }
+
+  const d::PackSummary s = d::pack_data_set(o);
+  EXPECT_EQ(s.rows_after, 2);
+  EXPECT_EQ(s.sequences, 3);
+  const d::Dataset packed = d::Dataset::open(d::data_create_split(o.out, "train"), {0, false});
+  EXPECT_EQ(packed.pack(), 3);
+  EXPECT_EQ(packed.sequences(), 3);
+  EXPECT_EQ(packed.seq_len(), 16);
+  const d::PretrainingBatch t = d::Loader::to_tensors(d::Loader::read_sequences(packed, {0, 1}));
+  EXPECT_EQ(t.sequence_count(), 3);
+  EXPECT_EQ(t.input_ids[0][6].item<int64_t>(), 2);  // the second sequence's [CLS]
+  EXPECT_EQ(t.next_sentence_labels[0][1].item<int64_t>(), 1);
 }

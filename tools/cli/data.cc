@@ -180,8 +180,10 @@ int data_pack(int argc, char** argv) {
                       PathKind::input_path},
                      {"out", "output directory (also the second positional)", PathKind::output_dir}});
   const NumberFlag seed{"seed", "seed of the packed rows' order", "12345", kSeeds},
-      threads{"threads", "compression threads; the output does not depend on it", "0", kThreads, "0: all cores"};
-  add_number_flags(o, {kMaxPerPack, seed, threads});
+      threads{"threads", "compression threads; the output does not depend on it", "0", kThreads, "0: all cores"},
+      row{"seq-len", "NVIDIA's packed shards as IN: tokens a row (their packs' length)", "512", OptionRange{8, 65535}},
+      slots{"max-pred", "NVIDIA's packed shards as IN: prediction slots a row", "80", OptionRange{1, 65535}};
+  add_number_flags(o, {kMaxPerPack, seed, threads, row, slots});
   o.add_options()("replace", "replace an --out holding another data set (built in OUT.partial, swapped in when done)");
   o.parse_positional({"in", "out"});
   o.positional_help("IN OUT").show_positional_help();
@@ -190,6 +192,8 @@ int data_pack(int argc, char** argv) {
   p.in = required(r, "in");
   p.out = output_directory(required(r, "out"));
   p.max_per_pack = static_cast<int>(int_flag(r, kMaxPerPack));
+  p.seq_len = int_flag(r, row);
+  p.max_predictions = int_flag(r, slots);
   p.seed = static_cast<uint64_t>(int_flag(r, seed));
   p.threads = thread_flag(r, threads);
   p.replace = r.count("replace") > 0;
