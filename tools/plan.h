@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trainer/optimizer_options.h"
@@ -26,7 +27,15 @@ struct PlanOptions {
   std::string region = "world";
   double grid_intensity = 0;
   std::vector<int> scaling = {1, 2, 4, 8, 16, 32, 64};
+  // Packing (data/pack.h): the real tokens' share of the rows' tokens, padded (one sequence a row) and packed. Both
+  // > 0: every instance gets a packed row beside its padded one, the packed rows holding packed / padded as many
+  // sequences each (a step trains --global-batch sequences either way).
+  double padded_efficiency = 0, packed_efficiency = 0;
 };
+
+// The padded and packed efficiencies a packed data set's metadata.json records (`joule data pack`, `joule data create
+// --pack`): DIR/metadata.json or DIR's parent's (DIR/train given). UsageError naming the file when it has none.
+std::pair<double, double> packing_of(const std::string& data_dir);
 
 // The table, the breakdown and the scaling curve as text; or {"rows": [...], "scaling": [...]} as JSON.
 std::string plan_text(const PlanOptions& options, const std::string& config_dir);

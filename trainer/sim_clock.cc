@@ -1,6 +1,7 @@
 #include "trainer/sim_clock.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <sstream>
 
@@ -12,8 +13,10 @@ SimulatedClock::SimulatedClock(const sim::SimOptions& options, sim::Workload per
     : workload_(std::move(per_device)), nodes_(options.nodes) {
   model_.emplace(cost::load_instance_profile(options.instance, (fs::path(config_dir) / "hardware").string()),
                  (fs::path(config_dir) / "models").string());
-  workload_.global_batch =
-      workload_.micro_batch * accumulation * options.nodes * std::max(1, model_->profile().devices);
+  // The step's rows on the simulated cluster, as sequences (packed rows hold sequences_per_row each on average).
+  workload_.global_batch = std::llround(static_cast<double>(workload_.micro_batch * accumulation * options.nodes *
+                                                            std::max(1, model_->profile().devices)) *
+                                        workload_.sequences_per_row);
   workload_.dtype = "bf16";
   step_ = model_->predict(workload_, static_cast<int>(options.nodes), grid_g_per_kwh);
 }

@@ -433,6 +433,12 @@ SimulatedClock simulated_clock(const ResolvedRun& run, const std::string& config
   per_device.seq_len = run.cfg.train.seq_len;
   per_device.max_predictions = run.dataset().max_predictions();
   per_device.micro_batch = run.cfg.train.micro_batch;
+  if (const data::Dataset& d = run.dataset(); d.pack() > 0) {  // rows of several sequences: their mean, and the
+    int64_t predictions = 0;                                   // predictions a row holds on average, not its slots
+    for (const auto& s : d.shards()) predictions += s.stats.masked_predictions;
+    per_device.sequences_per_row = static_cast<double>(d.sequences()) / static_cast<double>(d.size());
+    per_device.max_predictions = (predictions + d.size() - 1) / d.size();
+  }
   per_device.sequences = static_cast<double>(run.cfg.accounting.project_sequences);
   per_device.zero1 = run.cfg.optimizer.shard == OptimizerSharding::zero1;
   return SimulatedClock(run.cfg.sim, per_device, run.cfg.train.accumulation, config_dir, grid);

@@ -15,6 +15,7 @@ and is exactly what KIND renders from those files. Kinds:
     gemm         the GEMM backends on the model's Linear shapes (gemm_backends.py --out)
     data_prep    joule data create against NVIDIA's create_pretraining_data.py (data_prep.sh's JSON lines)
     zero1        optimizer.shard zero1 against none: state, peak RSS, step time (zero1.sh's JSON lines)
+    packing      packed rows against padded ones: seq/s, MFU and the rows' real tokens (packing.sh's JSON lines)
     infer        inference side by side: joule, PyTorch, ONNX Runtime (infer_compare.py's JSON lines)
     gpu_train    joule bench train --device cuda per micro-batch and variant, against PyTorch's own step on the same
                  GPU (tools/device/h200.sh's bench.jsonl and torch_bench.jsonl)
@@ -343,6 +344,33 @@ def render_zero1(paths):
                      "peak RSS, largest rank", "median step", "exposed communication"], rows)
 
 
+def render_packing(paths):
+    """Packed rows against padded ones (tools/bench/packing.sh): per corpus, length and precision, medians of
+    alternated runs of joule train."""
+    _, runs = load_all(paths)
+    cells = {}
+    for r in runs:
+        if r.get("case") != "packing":
+            continue
+        cells.setdefault((r["corpus"], r["seq_len"], r["precision"], r["model"], r["micro_batch"]), {}).setdefault(
+            r["layout"], []).append(r)
+    rows = []
+    for (corpus, seq, precision, model, micro), by in sorted(cells.items(), key=lambda kv: (kv[0][1], kv[0][2])):
+        a, b = by.get("padded", []), by.get("packed", [])
+        if not a or not b:
+            raise TableError(f"packing: {corpus} {seq} {precision} lacks padded or packed runs")
+        ra, rb = med(r["seq_per_s"] for r in a), med(r["seq_per_s"] for r in b)
+        ratios = [q["seq_per_s"] / p["seq_per_s"] for p, q in zip(sorted(a, key=lambda r: r["pair"]),
+                                                                  sorted(b, key=lambda r: r["pair"]))]
+        rows.append([f"{model}, {corpus}, seq {seq}, micro-batch {micro} rows, {precision}", f"{len(a)} / {len(b)}",
+                     f'{100 * med(r["packing_efficiency"] for r in a):.1f} % → '
+                     f'{100 * med(r["packing_efficiency"] for r in b):.1f} % (up to {b[0]["pack"]} a row)',
+                     f"{ra:.1f} → {rb:.1f}", f"**{rb / ra:.2f}×** (pairs {min(ratios):.2f}–{max(ratios):.2f})",
+                     f'{med(r["mfu"] for r in a):.3f} → {med(r["mfu"] for r in b):.3f}'])
+    return markdown(["workload", "runs (padded / packed)", "real tokens of the rows' tokens",
+                     "seq/s, median (padded → packed)", "packed ÷ padded", "MFU (real tokens' FLOPs)"], rows)
+
+
 def render_infer(paths):
     """Inference side by side (tools/bench/infer_compare.py): inferences/s per implementation and batch size, medians
     of the rounds, a PyTorch column per major version, and joule bf16's ratios to the faster PyTorch bf16 autocast
@@ -414,7 +442,7 @@ def render_gpu_train(paths):
 
 KINDS = {"environment": render_environment, "compare": render_compare, "runs": render_runs, "lamb": render_lamb,
          "speedup": render_speedup, "gemm": render_gemm, "data_prep": render_data_prep, "zero1": render_zero1,
-         "loader": render_loader,
+         "loader": render_loader, "packing": render_packing,
          "infer": render_infer, "gpu_train": render_gpu_train}
 
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <iostream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tools/cli/command.h"
@@ -76,8 +77,16 @@ int plan(int argc, char** argv) {
       global_batch{"global-batch", "sequences per optimizer step", "65536", OptionRange{1, 1 << 30}},
       micro_batch{"micro-batch", "sequences per device per forward/backward", "32", kBatch},
       sequences{"sequences", "sequences to train on", "450e6", OptionRange{1, 1e15}},
-      nodes{"nodes", "instances", "16", kNodes};
-  add_number_flags(o, {kSeqLenFlag, max_pred, global_batch, micro_batch, sequences, nodes, kGrid});
+      nodes{"nodes", "instances", "16", kNodes},
+      padded{"padded-efficiency", "real tokens of the padded rows' tokens (with --packed-efficiency: packed rows too)",
+             "0", OptionRange{0, 1}, "0: no packed rows"},
+      packed{"packed-efficiency", "real tokens of the packed rows' tokens", "0", OptionRange{0, 1},
+             "0: no packed rows"};
+  add_number_flags(o, {kSeqLenFlag, max_pred, global_batch, micro_batch, sequences, nodes, kGrid, padded, packed});
+  add_path_flags(o, {{"packing",
+                      "a packed data set (`joule data pack`, `data create --pack`): its metadata's efficiencies, "
+                      "padded and packed, add a packed row to each instance",
+                      PathKind::input_path, "", "", ""}});
   auto r = parse(o, argc, argv);
   const std::string configs = tools::config_dir();
   if (r.count("validate")) {
@@ -101,6 +110,13 @@ int plan(int argc, char** argv) {
   p.instances = instance_list(instance_args);
   p.region = r["region"].as<std::string>();
   p.grid_intensity = number_flag(r, kGrid);
+  p.padded_efficiency = number_flag(r, padded);
+  p.packed_efficiency = number_flag(r, packed);
+  if (!r["packing"].as<std::string>().empty()) {
+    if (r.count("padded-efficiency") || r.count("packed-efficiency"))
+      throw UsageError("--packing reads both efficiencies: give it or --padded-efficiency and --packed-efficiency");
+    std::tie(p.padded_efficiency, p.packed_efficiency) = tools::packing_of(r["packing"].as<std::string>());
+  }
   p.scaling.clear();
   for (const std::string& item : split_commas(r["scaling"].as<std::string>()))
     p.scaling.push_back(static_cast<int>(checked_int(item, "--scaling: node count", kNodes)));
@@ -112,7 +128,7 @@ int plan(int argc, char** argv) {
 int plan_inference(int argc, char** argv) {
   refuse_flags(argc, argv,
                {"precision", "shard", "scaling", "nodes", "global-batch", "micro-batch", "sequences", "max-predictions",
-                "study"},
+                "study", "packing", "padded-efficiency", "packed-efficiency"},
                "plans training; --inference sizes an inference fleet (see joule plan --help)");
   const std::vector<std::string> instance_args = take_flag_values(argc, argv, "instance");
   cxxopts::Options o("joule plan --inference",

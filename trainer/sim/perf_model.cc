@@ -145,21 +145,23 @@ StepPrediction ClusterModel::predict_with(double efficiency, const Workload& w, 
   r.instance = p.name;
   r.nodes = nodes;
   r.devices = nodes * per_node;
-  if (w.global_batch < r.devices)  // the request, not the profile: a usage error (exit 2)
+  // Each device takes global_batch / devices sequences per step, in rows of up to sequences_per_row sequences.
+  const double rows = static_cast<double>(w.global_batch) / w.sequences_per_row;
+  if (rows < r.devices)  // the request, not the profile: a usage error (exit 2)
     throw joule::UsageError(
         "performance model: the global batch of " + std::to_string(w.global_batch) + " sequences is smaller than the " +
             std::to_string(r.devices) + " devices of " + std::to_string(nodes) + " x " + p.name +
             ": every device needs at least one sequence a step",
         "raise the global batch (plan --global-batch, train.global_batch) or use fewer nodes (--nodes, --scaling)");
-  // Each device takes global_batch / devices sequences per step, in micro-batches of micro_batch.
-  const double per_device = static_cast<double>(w.global_batch) / r.devices;
+  // ... in micro-batches of micro_batch rows.
+  const double per_device = rows / r.devices;
   const double micro = std::min<double>(static_cast<double>(w.micro_batch), per_device);
   r.accumulation = static_cast<int64_t>(std::ceil(per_device / micro));
 
   const double device_peak = p.instance_peak_tflops(w.dtype, /*devices_in_use=*/1) * 1e12;
   const double rate = device_peak * efficiency;
-  const double flops_per_sequence = models::training_flops_per_sequence(w.model, w.seq_len, w.max_predictions);
-  r.compute_s = per_device * flops_per_sequence / rate;
+  const double flops_per_row = models::training_flops_per_sequence(w.model, w.seq_len, w.max_predictions);
+  r.compute_s = per_device * flops_per_row / rate;
   r.forward_s = r.compute_s / 3;  // forward GEMMs are a third of the step's (input and weight gradients the rest)
   r.backward_s = r.compute_s - r.forward_s;
   const double last_backward_s = r.backward_s * micro / per_device;

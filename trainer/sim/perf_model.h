@@ -32,6 +32,9 @@ struct Workload {
   double sequences = 450e6;    // the run's target
   std::string dtype = "bf16";  // compute dtype (peak_tflops key); gradients travel in it too
   bool zero1 = false;          // optimizer.shard = zero1: reduce-scatter, 1/N of the update, all-gather of weights
+  // Packed rows (data/pack.h): the sequences a row holds on average. A step still trains global_batch sequences, in
+  // global_batch / sequences_per_row rows of seq_len tokens (a row costs what a padded sequence costs).
+  double sequences_per_row = 1.0;
 };
 
 struct StepPrediction {

@@ -78,6 +78,25 @@ TEST(PerfModel, StepIsNeverShorterThanComputeOrExposedCommunication) {
   }
 }
 
+// Packed rows: a step trains the same sequences in fewer rows, so its compute shrinks by the sequences a row holds
+// (a row costs what a padded sequence costs) while the gradients to communicate and the optimizer step stay; seq/s
+// grows by less than the packing factor where communication is exposed.
+TEST(PerfModel, PackedRowsComputeFewerRowsForTheSameSequences) {
+  for (const char* name : {"trn1.32xlarge", "p4d.24xlarge"}) {
+    const sim::ClusterModel m(cost::load_instance_profile(name, kConfigs + "/hardware"), kConfigs + "/models");
+    sim::Workload padded = bert_large_phase1(), packed = padded;
+    packed.sequences_per_row = 2.0;
+    const auto a = m.predict(padded, 16), b = m.predict(packed, 16);
+    EXPECT_NEAR(b.compute_s, a.compute_s / 2, 1e-9 * a.compute_s) << name;
+    EXPECT_NEAR(b.comm_s, a.comm_s, 1e-9 * a.comm_s) << name;
+    EXPECT_NEAR(b.optimizer_s, a.optimizer_s, 1e-12) << name;
+    EXPECT_NEAR(b.seq_per_s, padded.global_batch / b.step_s, 1e-9 * b.seq_per_s) << name;
+    EXPECT_GT(b.seq_per_s, a.seq_per_s * 1.3) << name;
+    EXPECT_LE(b.seq_per_s, a.seq_per_s * 2.0 * (1 + 1e-9)) << name;
+    EXPECT_NEAR(b.hours * b.seq_per_s, a.hours * a.seq_per_s, 1e-6 * a.hours * a.seq_per_s) << name;
+  }
+}
+
 // ZeRO-1: each bucket reduce-scattered (half an all-reduce's traffic), 1/N of the optimizer step, the weights (bf16:
 // the Linear weights in bf16) all-gathered after the update and exposed, and 1/N of LAMB's moments per device.
 TEST(PerfModel, Zero1ReduceScattersUpdatesAShardAndGathersTheWeights) {
