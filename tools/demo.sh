@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job on the embedded default: install, build, make the demo corpus and its shards
-# (synthetic text -> WordPiece vocab -> NVIDIA-layout HDF5 shards with a held-out eval shard),
+# (synthetic text -> WordPiece vocab -> NVIDIA-layout HDF5 shards with a held-out eval shard, the sequences packed up to
+# 8 a row: 99 % of the rows' tokens are real, 41 % padded),
 # pretrain a small BERT on 2 MPI ranks, print the training-cost summary, and answer the question joule is for (BERT-Large,
 # 450M sequences, 16 x trn1 or p4d) with `joule plan`.
 set -euo pipefail
@@ -14,7 +15,8 @@ mkdir -p "$demo"
 "$joule" data synth --out "$demo/corpus.txt" --documents 3000 --seed 1
 "$joule" data vocab --input "$demo/corpus.txt" --out "$demo/vocab.txt" --size 2000
 "$joule" data create --input "$demo/corpus.txt" --vocab "$demo/vocab.txt" --out "$demo/shards" \
-  --seq-len 128 --max-pred 20 --dupe-factor 5 --shards 4 --eval-documents 200 --replace  # the corpus was just rewritten
+  --seq-len 128 --max-pred 20 --dupe-factor 5 --shards 4 --eval-documents 200 --pack --max-per-pack 8 \
+  --replace  # the corpus was just rewritten
 "$joule" data inspect "$demo/shards/train" --samples 1
 rm -rf "$demo/run"
 mpirun -np 2 --oversubscribe --bind-to none $( [[ $(id -u) -eq 0 ]] && echo --allow-run-as-root ) \

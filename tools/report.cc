@@ -173,8 +173,10 @@ TrainingSeries training_series(const cost::RunSummary& s, const cost::MetricsHis
   t.rate_time = time_unit(t.rate.points.empty() ? 0 : t.rate.points.back().first);
   for (auto& point : t.rate.points) point.first /= t.rate_time.seconds;
   for (const cost::EvalPoint& r : history.eval) {
-    t.eval_loss.points.push_back({static_cast<double>(r.step * global_batch), r.eval.loss});
-    t.eval_acc.points.push_back({static_cast<double>(r.step * global_batch), r.eval.mlm_accuracy});
+    // Older records lack the sequences: a step was global_batch of them then (no packed rows).
+    const double at = r.sequences >= 0 ? r.sequences : static_cast<double>(r.step * global_batch);
+    t.eval_loss.points.push_back({at, r.eval.loss});
+    t.eval_acc.points.push_back({at, r.eval.mlm_accuracy});
   }
   return t;
 }
@@ -302,7 +304,45 @@ std::string run_overview(const cost::RunSummary& s, const std::string& run_dir) 
 
 }  // namespace
 
-std::string write_report(const std::string& run_dir, const std::string& out, const std::string& config_dir, int nodes) {
+// This run's and `other`'s held-out masked-LM accuracy over sequences and over wall time, each run named with how its
+// rows were filled (packed or padded): two runs of one recipe compared, e.g. packed against padded rows.
+std::string comparison_section(const cost::RunSummary& s, const cost::MetricsHistory& history,
+                               const std::string& run_dir, const std::string& other) {
+  const cost::RunSummary o = cost::read_run_summary(other);
+  const cost::MetricsHistory other_history = cost::read_metrics_history(other);
+  auto name = [](const cost::RunSummary& r, const std::string& dir) {
+    return fs::path(dir).lexically_normal().filename().string() + " (" + (r.workload.pack > 0 ? "packed" : "padded") +
+           ", " + r.workload.dtype + ")";
+  };
+  Series by_sequences[2] = {{name(s, run_dir), "#386cb0", {}}, {name(o, other), "#d95f02", {}}};
+  Series by_time[2] = {by_sequences[0], by_sequences[1]};
+  const cost::MetricsHistory* histories[2] = {&history, &other_history};
+  double longest = 0;
+  for (int k = 0; k < 2; ++k)
+    for (const cost::EvalPoint& e : histories[k]->eval)
+      if (e.sequences >= 0 && e.wall_s >= 0) {
+        by_sequences[k].points.push_back({e.sequences, e.eval.mlm_accuracy});
+        by_time[k].points.push_back({e.wall_s, e.eval.mlm_accuracy});
+        longest = std::max(longest, e.wall_s);
+      }
+  const TimeUnit unit = time_unit(longest);
+  for (Series& series : by_time)
+    for (auto& point : series.points) point.first /= unit.seconds;
+  std::ostringstream h;
+  h << "<h2>Compared with " << esc(other)
+    << "</h2>\n<p class=\"note\">Held-out masked-LM accuracy of both runs at each "
+    << "eval (the runs' own eval sets), over the sequences trained and over training wall time.</p>\n"
+    << "<div class=\"charts\">\n"
+    << line_chart("Held-out masked-LM accuracy over sequences", "sequences", "accuracy",
+                  {by_sequences[0], by_sequences[1]})
+    << line_chart("Held-out masked-LM accuracy over wall time", "wall time (" + unit.name + ")", "accuracy",
+                  {by_time[0], by_time[1]})
+    << "</div>\n";
+  return h.str();
+}
+
+std::string write_report(const std::string& run_dir, const std::string& out, const std::string& config_dir, int nodes,
+                         const std::string& compare) {
   if (is_inference_run(run_dir)) return write_inference_report(run_dir, out, config_dir);
   const cost::RunSummary s = cost::read_run_summary(run_dir);
   const cost::MetricsHistory history = cost::read_metrics_history(run_dir);
@@ -313,8 +353,9 @@ std::string write_report(const std::string& run_dir, const std::string& out, con
   h << run_overview(s, run_dir) << "<h2>Training</h2>\n<div class=\"charts\">\n"
     << line_chart("Loss over sequences", "sequences", "loss", {t.loss, t.eval_loss})
     << line_chart("Masked-LM accuracy over sequences", "sequences", "accuracy", {t.acc, t.eval_acc})
-    << line_chart("Throughput over time", "wall time (" + t.rate_time.name + ")", "seq/s", {t.rate})
-    << "</div>\n<h2>Energy</h2>\n<div class=\"charts\">\n"
+    << line_chart("Throughput over time", "wall time (" + t.rate_time.name + ")", "seq/s", {t.rate}) << "</div>\n"
+    << (compare.empty() ? std::string() : comparison_section(s, history, run_dir, compare))
+    << "<h2>Energy</h2>\n<div class=\"charts\">\n"
     << bar_chart("Energy by component and source (IT equipment)", "Wh", energy_bars(s.ledger.energy()))
     << projection_chart(s) << "</div>\n"
     << "<h2>This workload on each instance profile</h2>\n<p class=\"note\">"

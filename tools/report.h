@@ -34,7 +34,9 @@ AxisTicks axis_ticks(double lo, double hi, int max_intervals = 6);
 // prefix glued to another unit ("4.63m h" is 16.7 s).
 std::string quantity(double value, const std::string& unit);
 
-// Writes the report; returns its path (RUN_DIR/report.html unless `out` is given).
-std::string write_report(const std::string& run_dir, const std::string& out, const std::string& config_dir, int nodes);
+// Writes the report; returns its path (RUN_DIR/report.html unless `out` is given). `compare`: another training run
+// whose held-out accuracy is drawn beside this one's, over sequences and over wall time ("" none).
+std::string write_report(const std::string& run_dir, const std::string& out, const std::string& config_dir, int nodes,
+                         const std::string& compare = "");
 
 }  // namespace joule::tools

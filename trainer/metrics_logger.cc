@@ -183,9 +183,11 @@ double MetricsLogger::remaining_sequences(int64_t step) const {
   return static_cast<double>((s_.total_steps - step) * s_.global_batch) * s_.sequences_per_row;
 }
 
-void MetricsLogger::write_eval(int64_t step, const EvalResult& eval) {
+void MetricsLogger::write_eval(int64_t step, int64_t sequences, const EvalResult& eval) {
   if (!root_) return;
-  file_.write_line(nlohmann::json({{"step", step}, {"eval", eval.to_json()}}).dump());
+  file_.write_line(
+      nlohmann::json({{"step", step}, {"sequences", sequences}, {"wall_s", wall_s()}, {"eval", eval.to_json()}})
+          .dump());
   tb_.scalars(step, {{"eval/loss", eval.loss},
                      {"eval/mlm_loss", eval.mlm_loss},
                      {"eval/nsp_loss", eval.nsp_loss},

@@ -58,7 +58,8 @@ class MetricsLogger {
   // Ends the interval with the values reduced over ranks: brings the ledger's segment up to date (every rank),
   // and on rank 0 writes the row, the Prometheus file and the printed line.
   void write_interval(const StepBoundary& reduced, RunAccounting& accounting, const SimulatedClock* sim);
-  void write_eval(int64_t step, const EvalResult& eval);
+  // An eval after `step`, when the run had trained on `sequences` (every rank's).
+  void write_eval(int64_t step, int64_t sequences, const EvalResult& eval);
 
   // Sequences per second over every segment's steps after its warm-up; `fallback` when none was timed.
   double seq_per_s(double fallback) const;

@@ -379,7 +379,7 @@ class TrainingLoop {
 
   void finish_eval_at(int64_t step, const BatchSums& reduced) {
     last_eval_ = finish_eval(reduced);
-    metrics_.write_eval(step, *last_eval_);
+    metrics_.write_eval(step, p_.state.sequences, *last_eval_);
     mllog_.eval(p_.state.sequences, last_eval_->mlm_accuracy);
     if (cfg_.eval.target_mlm_accuracy > 0 && last_eval_->mlm_accuracy >= cfg_.eval.target_mlm_accuracy) {
       print_on_root(root_,

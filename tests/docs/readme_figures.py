@@ -5,7 +5,7 @@
   the independent DGX A100 multi-node rows, the 16 x trn1.32xlarge row, the 3- and 4-node NCCL rows, the trn1/p4d
   ratio the model predicts;
 - tools/bench/results/demo.json (tools/bench/demo_figures.sh): the demo's training time and held-out accuracy in
-  the precision auto chose and in fp32;
+  the precision auto chose and in fp32, and of the same sequences padded;
 - tools/bench/results/data_prep.jsonl (tools/bench/data_prep.sh): `data create`'s text, sequences and wall time on
   every core, and its per-core speed over NVIDIA's script;
 - `joule plan --inference`'s published rows the Inference section quotes (layoutlm-base, 512 tokens, p99 250 ms);
@@ -87,6 +87,9 @@ expect(f"{auto['train_wall_s']:.0f} s of training, {auto['eval_mlm_accuracy']:.2
        f"held-out shard", "tools/bench/results/demo.json, auto")
 expect(f"takes {fp32['train_wall_s']:.0f} s and reaches {fp32['eval_mlm_accuracy']:.2f}",
        "tools/bench/results/demo.json, fp32")
+padded = demo["padded"]
+expect(f"the same {padded['sequences']:,} sequences padded one a row take {padded['train_wall_s']:.0f} s and reach "
+       f"{padded['eval_mlm_accuracy']:.2f}", "tools/bench/results/demo.json, padded")
 
 records = [json.loads(line) for line in open(data_prep_path) if line.strip()]
 prep = [r for r in records if r.get("record") == "data_prep"]

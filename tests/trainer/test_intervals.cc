@@ -196,7 +196,7 @@ TEST(MetricsLogger, WritesEachIntervalsLineFromTheReducedSums) {
   reduced.interval.mlm_predictions = 100;
   reduced.energy = cpu_joules(7200);
   logger.write_interval(reduced, accounting, nullptr);
-  logger.write_eval(4, joule::cost::EvalFigures{2.0, 0.5, 2.5, 0.6, 0.9, 64});
+  logger.write_eval(4, 4 * 64, joule::cost::EvalFigures{2.0, 0.5, 2.5, 0.6, 0.9, 64});
 
   const std::vector<nlohmann::json> lines = read_lines(run.path() + "/metrics.jsonl");
   ASSERT_EQ(lines.size(), 3u);

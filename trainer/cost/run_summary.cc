@@ -451,7 +451,8 @@ MetricsHistory read_metrics_history(const std::string& run_dir) {
     }
     const int64_t step = json_field<int64_t>(j, "step", where);
     if (j.contains("eval")) {
-      eval[step] = {step, EvalFigures::from_json(j["eval"], where + " eval")};
+      eval[step] = {step, EvalFigures::from_json(j["eval"], where + " eval"),
+                    json_field_or<double>(j, "sequences", -1, where), json_field_or<double>(j, "wall_s", -1, where)};
     } else {
       train[step] = {step,
                      json_field<double>(j, "sequences", where),

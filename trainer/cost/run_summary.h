@@ -113,6 +113,7 @@ struct TrainPoint {
 struct EvalPoint {
   int64_t step = 0;
   EvalFigures eval;
+  double sequences = -1, wall_s = -1;  // the training sequences and wall time at the eval (-1: an older record)
 };
 struct MetricsHistory {
   std::vector<TrainPoint> train;
