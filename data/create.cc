@@ -733,16 +733,9 @@ CreateSummary create_pretraining_data(const CreateOptions& o) {
   if (o.pack > 0) {  // what the directories hold (data/dataset.cc checks it): rows, each up to `pack` sequences
     meta["train_rows"] = summary.train_rows;
     meta["eval_rows"] = summary.eval_rows;
-    const double tokens = static_cast<double>(summary.tokens), row = static_cast<double>(o.seq_len);
-    meta["packing"] = {
-        {"max_per_pack", o.pack},
-        {"algorithm", "best-fit decreasing over the length histogram (shortest-pack-first), each dupe on its own"},
-        {"sequences", summary.train_sequences},
-        {"rows_before", summary.train_sequences},
-        {"rows_after", summary.train_rows},
-        {"real_tokens", summary.tokens},
-        {"efficiency_before", tokens / (static_cast<double>(summary.train_sequences) * row)},
-        {"efficiency_after", tokens / (static_cast<double>(summary.train_rows) * row)}};
+    meta["packing"] = packing_record(
+        o.pack, "best-fit decreasing over the length histogram (shortest-pack-first), each dupe on its own",
+        summary.train_sequences, summary.train_rows, summary.tokens, o.seq_len);
   }
   meta["train_shards"] = summary.train_shards.size();
   meta["masked_predictions"] = summary.masked_predictions;

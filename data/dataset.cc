@@ -316,6 +316,7 @@ Dataset Dataset::open(const std::string& spec, const DatasetOptions& options) {
     d.total_ += e.stats.sequences;
     d.packed_sequences_ += e.stats.packed_sequences;
     d.real_tokens_ += e.stats.real_tokens;
+    d.masked_predictions_ += e.stats.masked_predictions;
     if (e.stats.chunk_rows > 0) {
       const int64_t rows = std::min(e.stats.chunk_rows, kMaxBlockRows);
       if (e.stats.chunk_rows < e.stats.sequences)  // the smallest chunking, so no shard inflates a chunk for a few rows

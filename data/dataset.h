@@ -69,6 +69,8 @@ class Dataset {
   int64_t max_predictions() const { return max_predictions_; }
   int64_t pack() const { return pack_; }                   // packed: sequences a row holds at most; else 0
   int64_t sequences() const { return packed_sequences_; }  // the sequences in the rows (size() unless packed)
+  int64_t real_tokens() const { return real_tokens_; }     // over every shard
+  int64_t masked_predictions() const { return masked_predictions_; }  // over every shard
   // Real tokens over the rows' tokens: the share of the computed positions that are not padding.
   double packing_efficiency() const {
     return total_ > 0 ? static_cast<double>(real_tokens_) / static_cast<double>(total_ * seq_len_) : 0.0;
@@ -100,7 +102,7 @@ class Dataset {
   std::vector<ShardEntry> shards_;
   std::vector<int64_t> offsets_;  // prefix sums of sequence counts
   int64_t total_ = 0, seq_len_ = 0, max_predictions_ = 0, pack_ = 0, validated_now_ = 0, block_rows_ = 0;
-  int64_t packed_sequences_ = 0, real_tokens_ = 0;
+  int64_t packed_sequences_ = 0, real_tokens_ = 0, masked_predictions_ = 0;
   std::string cache_path_, spec_;
   std::optional<CreatedBy> created_by_;
 };

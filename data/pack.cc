@@ -57,6 +57,19 @@ std::vector<std::vector<uint32_t>> pack_sequences(const std::vector<int32_t>& le
 
 int64_t packed_max_predictions(int64_t max_predictions, int max_per_pack) { return max_predictions * max_per_pack; }
 
+nlohmann::json packing_record(int max_per_pack, const std::string& algorithm, int64_t sequences, int64_t rows,
+                              int64_t real_tokens, int64_t seq_len) {
+  const double tokens = static_cast<double>(real_tokens), row = static_cast<double>(seq_len);
+  return {{"max_per_pack", max_per_pack},
+          {"algorithm", algorithm},
+          {"sequences", sequences},
+          {"rows_before", sequences},
+          {"rows_after", rows},
+          {"real_tokens", real_tokens},
+          {"efficiency_before", tokens / (static_cast<double>(sequences) * row)},
+          {"efficiency_after", tokens / (static_cast<double>(rows) * row)}};
+}
+
 bool is_nvidia_packed_shard(const std::string& path) {
   quiet_hdf5_on_this_thread();
   if (H5Fis_hdf5(path.c_str()) <= 0) return false;
@@ -289,27 +302,19 @@ PackSummary run_pack_job(const PackOptions& o, const PackJob& job) {
       eval_sequences += r["eval_sequences"].get<int64_t>();
     }
   }
-  const double row_tokens = static_cast<double>(job.seq_len), tokens = static_cast<double>(real_tokens);
-  nlohmann::json meta = {{"format", "joule-pretraining-data"},
-                         {"format_version", 2},
-                         {"seq_len", job.seq_len},
-                         {"max_predictions", job.max_predictions},
-                         {"arguments", job.arguments},
-                         {"chunks", records},
-                         {"train_shards", records.size()},
-                         {"train_rows", rows_after},
-                         {"train_sequences", sequences},
-                         {"eval_rows", eval_rows},
-                         {"eval_sequences", eval_sequences},
-                         {"packing",
-                          {{"max_per_pack", o.max_per_pack},
-                           {"algorithm", job.algorithm},
-                           {"sequences", sequences},
-                           {"rows_before", sequences},
-                           {"rows_after", rows_after},
-                           {"real_tokens", real_tokens},
-                           {"efficiency_before", tokens / (static_cast<double>(sequences) * row_tokens)},
-                           {"efficiency_after", tokens / (static_cast<double>(rows_after) * row_tokens)}}}};
+  nlohmann::json meta = {
+      {"format", "joule-pretraining-data"},
+      {"format_version", 2},
+      {"seq_len", job.seq_len},
+      {"max_predictions", job.max_predictions},
+      {"arguments", job.arguments},
+      {"chunks", records},
+      {"train_shards", records.size()},
+      {"train_rows", rows_after},
+      {"train_sequences", sequences},
+      {"eval_rows", eval_rows},
+      {"eval_sequences", eval_sequences},
+      {"packing", packing_record(o.max_per_pack, job.algorithm, sequences, rows_after, real_tokens, job.seq_len)}};
   if (!job.vocab_size.is_null()) meta["vocab_size"] = job.vocab_size;
   out.finish(meta);
   PackSummary s = summary_of(meta);

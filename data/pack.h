@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "data/shard.h"
 
 namespace joule::data {
@@ -40,6 +42,11 @@ void write_packed_row(const SequenceView* sequences, int count, HostBatch& to, i
 // Row `row` of an unpacked batch as a sequence (its length: its input_mask's ones; its predictions: the slots before
 // the first 0 position).
 SequenceView sequence_of(const HostBatch& rows, int64_t row);
+
+// metadata.json's "packing" record of a packed data set (what `joule plan --packing` reads): `sequences` of
+// `real_tokens` in all, `rows` of `seq_len` tokens once packed (one a row before), by `algorithm`.
+nlohmann::json packing_record(int max_per_pack, const std::string& algorithm, int64_t sequences, int64_t rows,
+                              int64_t real_tokens, int64_t seq_len);
 
 // The prediction slots a packed row needs for up to `max_per_pack` sequences of `max_predictions` each.
 int64_t packed_max_predictions(int64_t max_predictions, int max_per_pack);

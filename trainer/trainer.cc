@@ -42,16 +42,11 @@ namespace {
 // The FLOPs of training on one of the data set's sequences, the basis of MFU: a row's FLOPs in the share its real
 // tokens hold (padding is not useful work, packed or not), and the MLM head's for the sequence's masked predictions.
 double data_flops_per_sequence(const models::BertConfig& config, const data::Dataset& d) {
-  int64_t real_tokens = 0, predictions = 0;
-  for (const auto& s : d.shards()) {
-    real_tokens += s.stats.real_tokens;
-    predictions += s.stats.masked_predictions;
-  }
   const double sequences = static_cast<double>(d.sequences());
   const double encoder = models::training_flops_per_sequence(config, d.seq_len(), 0);
   const double per_prediction = models::training_flops_per_sequence(config, d.seq_len(), 1) - encoder;
-  return encoder * static_cast<double>(real_tokens) / (sequences * static_cast<double>(d.seq_len())) +
-         per_prediction * static_cast<double>(predictions) / sequences;
+  return encoder * static_cast<double>(d.real_tokens()) / (sequences * static_cast<double>(d.seq_len())) +
+         per_prediction * static_cast<double>(d.masked_predictions()) / sequences;
 }
 
 void print_on_root(bool root, const std::string& text) {
@@ -433,11 +428,10 @@ SimulatedClock simulated_clock(const ResolvedRun& run, const std::string& config
   per_device.seq_len = run.cfg.train.seq_len;
   per_device.max_predictions = run.dataset().max_predictions();
   per_device.micro_batch = run.cfg.train.micro_batch;
-  if (const data::Dataset& d = run.dataset(); d.pack() > 0) {  // rows of several sequences: their mean, and the
-    int64_t predictions = 0;                                   // predictions a row holds on average, not its slots
-    for (const auto& s : d.shards()) predictions += s.stats.masked_predictions;
+  // Rows of several sequences: their mean, and the predictions a row holds on average (not its slots).
+  if (const data::Dataset& d = run.dataset(); d.pack() > 0) {
     per_device.sequences_per_row = static_cast<double>(d.sequences()) / static_cast<double>(d.size());
-    per_device.max_predictions = (predictions + d.size() - 1) / d.size();
+    per_device.max_predictions = (d.masked_predictions() + d.size() - 1) / d.size();
   }
   per_device.sequences = static_cast<double>(run.cfg.accounting.project_sequences);
   per_device.zero1 = run.cfg.optimizer.shard == OptimizerSharding::zero1;
