@@ -733,9 +733,8 @@ CreateSummary create_pretraining_data(const CreateOptions& o) {
   if (o.pack > 0) {  // what the directories hold (data/dataset.cc checks it): rows, each up to `pack` sequences
     meta["train_rows"] = summary.train_rows;
     meta["eval_rows"] = summary.eval_rows;
-    meta["packing"] = packing_record(
-        o.pack, "best-fit decreasing over the length histogram (shortest-pack-first), each dupe on its own",
-        summary.train_sequences, summary.train_rows, summary.tokens, o.seq_len);
+    meta["packing"] = packing_record(o.pack, std::string(kPackingAlgorithm) + ", each dupe on its own",
+                                     summary.train_sequences, summary.train_rows, summary.tokens, o.seq_len);
   }
   meta["train_shards"] = summary.train_shards.size();
   meta["masked_predictions"] = summary.masked_predictions;

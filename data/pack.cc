@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -18,23 +19,75 @@
 namespace joule::data {
 namespace fs = std::filesystem;
 
-std::vector<std::vector<uint32_t>> pack_sequences(const std::vector<int32_t>& lengths, int64_t row_length,
-                                                  int max_per_pack) {
+namespace {
+
+// The sequences by length, each length's in index order (a counting sort: lengths are small).
+std::vector<std::vector<uint32_t>> by_length(const std::vector<int32_t>& lengths, int64_t row_length,
+                                             int max_per_pack) {
   if (max_per_pack < 1) throw joule::InternalError("pack_sequences: max_per_pack < 1");
-  // The sequences by length, longest first; equal lengths in index order (a counting sort: lengths are small).
-  std::vector<std::vector<uint32_t>> by_length(static_cast<size_t>(row_length) + 1);
+  std::vector<std::vector<uint32_t>> of(static_cast<size_t>(row_length) + 1);
   for (size_t i = 0; i < lengths.size(); ++i) {
     if (lengths[i] < 1 || lengths[i] > row_length)
       throw joule::InternalError("pack_sequences: length " + std::to_string(lengths[i]) + " outside [1, " +
                                  std::to_string(row_length) + "]");
-    by_length[static_cast<size_t>(lengths[i])].push_back(static_cast<uint32_t>(i));
+    of[static_cast<size_t>(lengths[i])].push_back(static_cast<uint32_t>(i));
   }
+  return of;
+}
+
+// What gap filling has left of each length, with "the longest length left at most x" in a few steps.
+class LengthsLeft {
+ public:
+  explicit LengthsLeft(const std::vector<std::vector<uint32_t>>& of) : left_(of.size()), below_(of.size()) {
+    for (size_t l = 0; l < of.size(); ++l) left_[l] = static_cast<int64_t>(of[l].size());
+    refresh();
+  }
+  int64_t& operator[](int64_t length) { return left_[static_cast<size_t>(length)]; }
+  // The longest length in [1, x] with a sequence left; 0 where none.
+  int64_t at_most(int64_t x) const {
+    int64_t l = below_[static_cast<size_t>(x)];
+    while (l > 0 && left_[static_cast<size_t>(l)] == 0) l = below_[static_cast<size_t>(l - 1)];
+    return l;
+  }
+  // below_ again after lengths ran out (at most once per length over a packing: cheap).
+  void refresh() {
+    for (size_t l = 1; l < left_.size(); ++l) below_[l] = left_[l] > 0 ? static_cast<int64_t>(l) : below_[l - 1];
+  }
+
+ private:
+  std::vector<int64_t> left_, below_;  // below_[x]: the longest length <= x left when last refreshed
+};
+
+// The pair (or single sequence) from `left` that fills most of `room`: {a, b, a + b}, b = 0 for a single, a = 0 for
+// none. A pair wins a tie with a single (more sequences placed while long ones are there to take them); among pairs
+// the one with the longer first member.
+struct Fill {
+  int64_t a = 0, b = 0, sum = 0;
+};
+Fill best_fill(LengthsLeft& left, int64_t room, bool pair) {
+  Fill best;
+  if (const int64_t a = left.at_most(room); a > 0) best = {a, 0, a};
+  if (!pair) return best;
+  for (int64_t a = left.at_most(room); a > 0 && 2 * a >= best.sum; a = left.at_most(a - 1)) {
+    --left[a];  // b may be another sequence of a's length
+    const int64_t b = left.at_most(std::min(a, room - a));
+    ++left[a];
+    if (b > 0 && (a + b > best.sum || (a + b == best.sum && best.b == 0))) best = {a, b, a + b};
+  }
+  return best;
+}
+
+}  // namespace
+
+std::vector<std::vector<uint32_t>> pack_best_fit(const std::vector<int32_t>& lengths, int64_t row_length,
+                                                 int max_per_pack) {
+  const std::vector<std::vector<uint32_t>> of = by_length(lengths, row_length, max_per_pack);
   std::vector<std::vector<uint32_t>> packs;
   // The open rows by the room left in them; the most recently filled first.
   std::vector<std::vector<uint32_t>> open(static_cast<size_t>(row_length) + 1);
   std::vector<int64_t> room;  // per row
   for (int64_t length = row_length; length >= 1; --length) {
-    for (const uint32_t sequence : by_length[static_cast<size_t>(length)]) {
+    for (const uint32_t sequence : of[static_cast<size_t>(length)]) {
       int64_t fit = length;
       while (fit <= row_length && open[static_cast<size_t>(fit)].empty()) ++fit;
       uint32_t row;
@@ -53,6 +106,49 @@ std::vector<std::vector<uint32_t>> pack_sequences(const std::vector<int32_t>& le
     }
   }
   return packs;
+}
+
+std::vector<std::vector<uint32_t>> pack_gap_filling(const std::vector<int32_t>& lengths, int64_t row_length,
+                                                    int max_per_pack) {
+  const std::vector<std::vector<uint32_t>> of = by_length(lengths, row_length, max_per_pack);
+  LengthsLeft left(of);
+  std::vector<size_t> next(of.size(), 0);  // per length: its first sequence not yet placed
+  std::vector<std::vector<uint32_t>> packs;
+  std::vector<int64_t> shape;
+  for (int64_t longest = left.at_most(row_length); longest > 0; longest = left.at_most(row_length)) {
+    // One row's shape: the longest sequence left, then its room filled a pair at a time.
+    shape.assign(1, longest);
+    --left[longest];
+    int64_t room = row_length - longest;
+    for (int slots = max_per_pack - 1; slots > 0 && room > 0;) {
+      const Fill fill = best_fill(left, room, slots >= 2);
+      if (fill.a == 0) break;
+      for (const int64_t l : {fill.a, fill.b})
+        if (l > 0) {
+          shape.push_back(l);
+          --left[l];
+          --slots;
+        }
+      room -= fill.sum;
+    }
+    // The same shape again while its lengths last: the same choices would be made.
+    int64_t repeat = std::numeric_limits<int64_t>::max();
+    for (const int64_t l : shape) repeat = std::min(repeat, left[l] / std::count(shape.begin(), shape.end(), l));
+    for (const int64_t l : shape) left[l] -= repeat;
+    for (int64_t r = 0; r <= repeat; ++r) {
+      std::vector<uint32_t>& row = packs.emplace_back();
+      for (const int64_t l : shape) row.push_back(of[static_cast<size_t>(l)][next[static_cast<size_t>(l)]++]);
+    }
+    left.refresh();
+  }
+  return packs;
+}
+
+std::vector<std::vector<uint32_t>> pack_sequences(const std::vector<int32_t>& lengths, int64_t row_length,
+                                                  int max_per_pack) {
+  std::vector<std::vector<uint32_t>> best_fit = pack_best_fit(lengths, row_length, max_per_pack);
+  std::vector<std::vector<uint32_t>> gap_filling = pack_gap_filling(lengths, row_length, max_per_pack);
+  return gap_filling.size() < best_fit.size() ? std::move(gap_filling) : std::move(best_fit);
 }
 
 int64_t packed_max_predictions(int64_t max_predictions, int max_per_pack) { return max_predictions * max_per_pack; }
@@ -460,7 +556,7 @@ PackSummary pack_data_set(const PackOptions& o) {
   job.has_eval = eval.has_value();
   job.seq_len = train.seq_len();
   job.max_predictions = packed_max_predictions(train.max_predictions(), o.max_per_pack);
-  job.algorithm = "best-fit decreasing over the length histogram (shortest-pack-first), each shard on its own";
+  job.algorithm = std::string(kPackingAlgorithm) + ", each shard on its own";
   job.vocab = source.vocab;
   if (source.metadata.is_object() && source.metadata.contains("vocab_size"))
     job.vocab_size = source.metadata["vocab_size"];

@@ -5,11 +5,10 @@
 #   bash tools/bench/packing.sh JOULE OUT.jsonl [PAIRS]
 # The corpora, made here:
 #   demo, seq 128:  tools/demo.sh's (data synth 3000 documents seed 1, vocab 2000, dupe factor 5); packed up to 8 a
-#                   row (its sequences are short: 3 a row leave 9 % of the row empty).
-#   wiki-like, 512: the same synthetic facts joined into articles whose lengths follow Wikipedia's heavy tail (a
-#                   lognormal of median 6 documents, sigma 1.1, in words about 400 median), data create at seq 512,
-#                   max predictions 80; about half of its padded tokens are padding, as Krell et al. measured on
-#                   Wikipedia at 512. Packed up to 3 a row (NVIDIA's MLPerf setting).
+#                   row (its sequences are short: 3 a row leave 2 % of the row empty, 8 under 1 %).
+#   wiki-like, 512: padded shards whose sequence lengths follow Wikipedia's at 512 (tools/bench/wikipedia_shards.py:
+#                   Krell et al.'s published histogram, random tokens; Debian's python3-h5py), 20,000 sequences in two
+#                   shards, packed up to 3 a row (NVIDIA's MLPerf setting) by `joule data pack`.
 # Each case trains bert-base for STEPS steps (2 warm-up steps not timed) on one rank with every core, in bf16 and fp32.
 # BENCHMARKS.md's packing table is made from OUT by tools/bench/tables.py.
 set -euo pipefail
@@ -21,17 +20,6 @@ cd "$work"
 
 "$joule" data synth --out corpus.txt --documents 3000 --seed 1 > /dev/null
 "$joule" data vocab --input corpus.txt --out vocab.txt --size 2000 > /dev/null
-python3 - corpus.txt wiki.txt <<'PY'
-import random, sys
-docs = open(sys.argv[1]).read().strip().split("\n\n")
-rng = random.Random(7)
-out, i = [], 0
-while i < len(docs):
-    n = max(1, min(60, round(rng.lognormvariate(1.8, 1.1))))  # documents per article: median 6, a heavy tail
-    out.append("\n".join(docs[i:i + n]))
-    i += n
-open(sys.argv[2], "w").write("\n\n".join(out) + "\n")
-PY
 create() {  # NAME INPUT SEQ PRED [FLAGS]
   local name=$1 input=$2 seq=$3 pred=$4
   shift 4
@@ -40,11 +28,11 @@ create() {  # NAME INPUT SEQ PRED [FLAGS]
 }
 create demo_padded corpus.txt 128 20
 create demo_packed corpus.txt 128 20 --pack --max-per-pack 8
-create wiki_padded wiki.txt 512 80
-create wiki_packed wiki.txt 512 80 --pack --max-per-pack 3
+/usr/bin/python3 "$here/wikipedia_shards.py" --out wiki_padded/train --sequences 20000 --shards 2 > /dev/null
+"$joule" data pack wiki_padded/train wiki_packed --max-per-pack 3 > /dev/null
 
 python3 "$here/bench_env.py" --note "packed against padded: joule train --config bert-base on one rank, every core, \
-the same sequences padded (one a row) or packed (data create --pack), alternated run by run ($pairs pairs); seq/s \
+the same sequences padded (one a row) or packed (data create --pack; data pack for wiki), alternated run by run ($pairs pairs); seq/s \
 after 2 warm-up steps from summary.json" > "$out"
 # corpus seq micro-batch steps
 CASES=("demo 128 32 8" "wiki 512 8 8")
