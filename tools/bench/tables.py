@@ -16,6 +16,7 @@ and is exactly what KIND renders from those files. Kinds:
     data_prep    joule data create against NVIDIA's create_pretraining_data.py (data_prep.sh's JSON lines)
     zero1        optimizer.shard zero1 against none: state, peak RSS, step time (zero1.sh's JSON lines)
     packing      packed rows against padded ones: seq/s, MFU and the rows' real tokens (packing.sh's JSON lines)
+    packing_seeds  the demo packed and padded over seeds: held-out accuracy along the run (packing_seeds.sh's lines)
     infer        inference side by side: joule, PyTorch, ONNX Runtime (infer_compare.py's JSON lines)
     gpu_train    joule bench train --device cuda per micro-batch and variant, against PyTorch's own step on the same
                  GPU (tools/device/h200.sh's bench.jsonl and torch_bench.jsonl)
@@ -371,6 +372,52 @@ def render_packing(paths):
                      "seq/s, median (padded → packed)", "packed ÷ padded", "MFU (real tokens' FLOPs)"], rows)
 
 
+def interpolate(points, x):
+    """y at x on the line through (x, y) points sorted by x (the first or last y outside them)."""
+    if x <= points[0][0]:
+        return points[0][1]
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        if x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    return points[-1][1]
+
+
+def render_packing_seeds(paths):
+    """The demo recipe packed and padded, seed by seed (tools/bench/packing_seeds.sh): the held-out masked-LM accuracy
+    at each eval (mean over seeds, and the sequences trained by then), at the end (mean, std, range) and packed minus
+    padded seed by seed."""
+    _, runs = load_all(paths)
+    by = {}
+    for r in runs:
+        if r.get("case") == "packing_seeds":
+            by.setdefault(r["layout"], {})[r["seed"]] = r
+    if set(by) != {"packed", "padded"} or set(by["packed"]) != set(by["padded"]):
+        raise TableError("packing_seeds: every seed needs a packed and a padded run")
+    seeds = sorted(by["packed"])
+    total = min(r["sequences"] for layout in by.values() for r in layout.values())
+    rows = []
+    for layout in ("padded", "packed"):
+        rs = [by[layout][s] for s in seeds]
+        finals = [r["evals"][-1]["mlm_accuracy"] for r in rs]
+        curve = []
+        for q in (0.25, 0.5, 0.75, 1.0):  # at the same sequences on both sides: a quarter of the run apart
+            at = q * total
+            acc = statistics.mean(interpolate([(e["sequences"], e["mlm_accuracy"]) for e in r["evals"]], at)
+                                  for r in rs)
+            curve.append(f"{acc:.3f} ({at / 1000:.1f}k)")
+        rows.append([f'{layout}, {rs[0]["micro_batch"]} a micro-batch, {rs[0]["precision"]}', str(len(rs)),
+                     f'{med(r["steps"] for r in rs):.0f}', f'{med(r["wall_s"] for r in rs):.1f} s',
+                     f"{statistics.mean(finals):.3f} ± {statistics.stdev(finals) if len(finals) > 1 else 0:.3f} "
+                     f"({min(finals):.3f}–{max(finals):.3f})", ", ".join(curve)])
+    diffs = [by["packed"][s]["evals"][-1]["mlm_accuracy"] - by["padded"][s]["evals"][-1]["mlm_accuracy"]
+             for s in seeds]
+    rows.append(["packed − padded, seed by seed", str(len(seeds)), "", "",
+                 f"{statistics.mean(diffs):+.3f} mean ({min(diffs):+.3f} to {max(diffs):+.3f})", ""])
+    return markdown(["run (seeds " + f"{seeds[0]}–{seeds[-1]})", "seeds", "steps", "train wall time, median",
+                     "held-out mlm_acc at the end: mean ± std (range)",
+                     "mean held-out mlm_acc along the run (sequences trained by then)"], rows)
+
+
 def render_infer(paths):
     """Inference side by side (tools/bench/infer_compare.py): inferences/s per implementation and batch size, medians
     of the rounds, a PyTorch column per major version, and joule bf16's ratios to the faster PyTorch bf16 autocast
@@ -442,7 +489,7 @@ def render_gpu_train(paths):
 
 KINDS = {"environment": render_environment, "compare": render_compare, "runs": render_runs, "lamb": render_lamb,
          "speedup": render_speedup, "gemm": render_gemm, "data_prep": render_data_prep, "zero1": render_zero1,
-         "loader": render_loader, "packing": render_packing,
+         "loader": render_loader, "packing": render_packing, "packing_seeds": render_packing_seeds,
          "infer": render_infer, "gpu_train": render_gpu_train}
 
 
