@@ -289,6 +289,7 @@ std::string run_overview(const cost::RunSummary& s, const std::string& run_dir) 
   kv("wall time", cost::duration_text(s.wall_s) + " (billed " + cost::duration_text(s.ledger.wall_s()) + ", " +
                       std::to_string(s.segments) + " segment(s))");
   kv("throughput", num(s.seq_per_s, "%.2f") + " seq/s");
+  if (s.target_accuracy) kv("target accuracy", s.target_accuracy->text());
   kv("energy (facility)",
      fig(spent.facility_kwh) + " kWh, source: " + cost::energy_json(s.ledger.energy())["source"].get<std::string>());
   kv("cost", "USD " + fig(spent.usd) + " (" + inst.instance + ", USD " + fig(inst.usd_per_hour) + "/h, " +

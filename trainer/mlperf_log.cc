@@ -114,9 +114,9 @@ void MlperfLog::eval(int64_t samples, double mlm_accuracy) {
   log("block_start", nullptr, {{"first_epoch_num", samples}, {"epoch_count", 1}, {"samples_count", samples}});
 }
 
-void MlperfLog::finish(int64_t samples) {
+void MlperfLog::finish(int64_t samples, const std::string& status) {
   log("block_stop", nullptr, {{"first_epoch_num", samples}, {"samples_count", samples}});
-  log("run_stop", nullptr, {{"status", "success"}, {"samples_count", samples}});
+  log("run_stop", nullptr, {{"status", status}, {"samples_count", samples}});
 }
 
 }  // namespace joule::trainer

@@ -7,7 +7,8 @@
 //                gradient_accumulation_steps, max_sequence_length, train_samples, eval_samples), init_stop,
 //                run_start, block_start;
 //   each eval:   block_stop, eval_start, eval_accuracy (masked-LM accuracy), eval_stop, block_start;
-//   the end:     block_stop, run_stop {status: success}. A resumed segment appends to the same file and writes no
+//   the end:     block_stop, run_stop {status: success, or aborted when eval.target_mlm_accuracy was not reached}. A
+//   resumed segment appends to the same file and writes no
 //                second init, run_start or block_start; a preempted one writes no run_stop (the run goes on). A
 //                resume first drops what it trains again: lines past its checkpoint's samples (a crash after the
 //                checkpoint) and a finished run's closing block_stop and run_stop (--steps raised), so the log has
@@ -47,7 +48,8 @@ class MlperfLog {
   // the block the run was in when it stopped goes on.
   void start(const MlperfRunFacts& facts);
   void eval(int64_t samples, double mlm_accuracy);
-  void finish(int64_t samples);  // block_stop and run_stop {status: success}
+  // block_stop and run_stop {status}: "success", or "aborted" (a target accuracy set and not reached).
+  void finish(int64_t samples, const std::string& status = "success");
 
   // One `:::MLLOG` line (exposed for tests): event_type INTERVAL_START for *_start keys, INTERVAL_END for *_stop,
   // POINT_IN_TIME otherwise.

@@ -10,6 +10,7 @@
 #include "launch/placement.h"
 #include "launch/runtime.h"
 #include "launch/util/file_io.h"
+#include "launch/util/format.h"
 #include "launch/util/hash.h"
 #include "models/model_dir.h"
 #include "trainer/data_record.h"
@@ -209,6 +210,11 @@ ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_d
     }
   }
   if (root) comm.barrier();
+  if (cfg.eval.target_mlm_accuracy > 0 && (!run.eval_set || cfg.eval.every_steps == 0))
+    throw RunConfigError("eval.target_mlm_accuracy = " + format_number("%g", cfg.eval.target_mlm_accuracy) +
+                             " needs evals to reach it, but " +
+                             (run.eval_set ? std::string("eval.every_steps is 0") : std::string("data.eval is unset")),
+                         "set data.eval (--eval-data) and eval.every_steps, or leave eval.target_mlm_accuracy at 0");
   data::check_vocab_file(*run.train_set, vocab_path);
   if (run.eval_set) {
     data::check_vocab_file(*run.eval_set, vocab_path);

@@ -49,7 +49,10 @@ void write_summary(const std::string& run_dir, const RunOutcome& o, const collec
   s.ledger = accounting.ledger();
   const cost::Spent spent = s.ledger.totals();
   s.run_dir = run_dir;
-  s.status = o.preempted ? "preempted" : o.reached_target ? "finished (reached the target accuracy)" : "finished";
+  s.status = o.preempted         ? "preempted"
+             : o.reached_target  ? "finished (reached the target accuracy)"
+             : o.target_accuracy ? "finished (aborted: the target accuracy not reached)"
+                                 : "finished";
   s.ranks = info.world_size;
   s.nodes = info.node_count;
   s.steps = o.steps;
@@ -73,6 +76,7 @@ void write_summary(const std::string& run_dir, const RunOutcome& o, const collec
   s.notices = notices(accounting);
   s.notices.insert(s.notices.end(), o.data_notes.begin(), o.data_notes.end());
   s.eval = o.eval;
+  s.target_accuracy = o.target_accuracy;
   if (sim) s.simulated = sim->figures(o.steps);
   if (!o.preempted) s.final_dir = (fs::path(run_dir) / "final").string();
   write_file_atomically((fs::path(run_dir) / "summary.json").string(), s.to_json().dump(2) + "\n");

@@ -22,7 +22,8 @@ struct RunOutcome {
   double wall_s = 0;     // training wall time, all segments
   double seq_per_s = 0;  // measured after the warm-up steps
   bool preempted = false, reached_target = false;
-  std::optional<EvalResult> eval;       // the last eval
+  std::optional<EvalResult> eval;  // the last eval
+  std::optional<cost::TargetAccuracy> target_accuracy;
   std::vector<std::string> data_notes;  // data segments after the first (trainer/data_record.h)
   // The workload.
   std::string model;  // model.config: a preset, config.json or model directory

@@ -231,19 +231,21 @@ class TrainingLoop {
       const CheckpointPolicy::Decision d = policy_.decide(record.step, boundary);
       // With checkpoints on, the run's last step is saved too: a finished run continued with more --steps resumes
       // where it ended instead of training its last steps again from an earlier checkpoint.
-      const bool last = record.step == p_.run.total_steps || reached_target_;
+      const bool last = record.step == p_.run.total_steps || reached_target();
       if (d.save || (last && (cfg_.checkpoint.every_steps > 0 || cfg_.checkpoint.every_minutes > 0)))
         checkpoint(d.preempted);
       if (d.preempted) return kExitPreempted;
-      if (reached_target_) break;
+      if (reached_target()) break;
     }
     return 0;
   }
 
   const MetricsLogger& metrics() const { return metrics_; }
-  void log_finished() { mllog_.finish(p_.state.sequences); }
+  // run_stop's status: MLPerf's "aborted" when a target accuracy was set and not reached.
+  void log_finished() { mllog_.finish(p_.state.sequences, target_ && !target_->reached ? "aborted" : "success"); }
   const std::optional<EvalResult>& last_eval() const { return last_eval_; }
-  bool reached_target() const { return reached_target_; }
+  bool reached_target() const { return target_ && target_->reached; }
+  const std::optional<cost::TargetAccuracy>& target_accuracy() const { return target_; }
 
  private:
   data::SamplerConfig sampler_config() const {
@@ -376,11 +378,18 @@ class TrainingLoop {
     last_eval_ = finish_eval(reduced);
     metrics_.write_eval(step, p_.state.sequences, *last_eval_);
     mllog_.eval(p_.state.sequences, last_eval_->mlm_accuracy);
-    if (cfg_.eval.target_mlm_accuracy > 0 && last_eval_->mlm_accuracy >= cfg_.eval.target_mlm_accuracy) {
-      print_on_root(root_,
-                    "reached the target masked-LM accuracy " + std::to_string(cfg_.eval.target_mlm_accuracy) + "\n");
-      reached_target_ = true;
-    }
+    if (cfg_.eval.target_mlm_accuracy <= 0) return;
+    // MLPerf's time to train: the first eval at or above the target, else the latest.
+    target_ = cost::TargetAccuracy{cfg_.eval.target_mlm_accuracy,
+                                   last_eval_->mlm_accuracy,
+                                   last_eval_->mlm_accuracy >= cfg_.eval.target_mlm_accuracy,
+                                   step,
+                                   p_.state.sequences,
+                                   metrics_.wall_s()};
+    if (target_->reached)
+      print_on_root(root_, "reached the target masked-LM accuracy " + format_number("%g", target_->target) +
+                               " at step " + std::to_string(step) + " (" + std::to_string(p_.state.sequences) +
+                               " sequences)\n");
   }
 
   std::string checkpoint_root() const { return (fs::path(cfg_.run.dir) / "checkpoints").string(); }
@@ -418,7 +427,7 @@ class TrainingLoop {
   TrainStep step_;
   DeviceSums interval_sums_;  // this rank's sums since the last logging interval, on the device
   std::optional<EvalResult> last_eval_;
-  bool reached_target_ = false;
+  std::optional<cost::TargetAccuracy> target_;  // with eval.target_mlm_accuracy set, from the first eval on
 };
 
 // --device trainium-sim: the simulated cluster's clock (its buckets: the reducer's plan for a bf16 run of this model).
@@ -495,6 +504,7 @@ void finish_run(const ResolvedRun& run, TrainingLoop& loop, int exit_code, Train
   o.seq_per_s = loop.metrics().seq_per_s(state.sequences / state.wall_seconds);
   o.preempted = preempted;
   o.reached_target = loop.reached_target();
+  o.target_accuracy = loop.target_accuracy();
   o.eval = loop.last_eval();
   o.model = cfg.model.config;
   o.seq_len = cfg.train.seq_len;

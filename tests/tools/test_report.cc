@@ -117,6 +117,25 @@ TEST(Report, SummaryKeysAndTheCsvHeaderStayStable) {
   EXPECT_EQ(std::string(joule::cost::kEmissionsCsvHeader), golden["csv"]);
 }
 
+// eval.target_mlm_accuracy's outcome round-trips through summary.json, in the words the summary and report print.
+TEST(Report, TargetAccuracyRoundTripsAndIsPrinted) {
+  joule::cost::RunSummary written;
+  written.status = "finished (reached the target accuracy)";
+  written.target_accuracy = joule::cost::TargetAccuracy{0.7, 0.7124, true, 800, 50093, 41.3};
+  const auto read = joule::cost::RunSummary::from_json(written.to_json(), "run/summary.json");
+  ASSERT_TRUE(read.target_accuracy.has_value());
+  EXPECT_TRUE(read.target_accuracy->reached);
+  EXPECT_EQ(read.target_accuracy->step, 800);
+  EXPECT_EQ(read.target_accuracy->sequences, 50093);
+  EXPECT_DOUBLE_EQ(read.target_accuracy->wall_s, 41.3);
+  EXPECT_EQ(read.target_accuracy->text(),
+            "reached: 0.7124 >= 0.7000 held-out masked-LM accuracy at 50093 sequences (step 800, 41.3 s of training)");
+  written.target_accuracy->reached = false;
+  EXPECT_EQ(written.target_accuracy->text().rfind("not reached (aborted): 0.7124 < 0.7000", 0), 0u);
+  written.target_accuracy.reset();
+  EXPECT_FALSE(joule::cost::RunSummary::from_json(written.to_json(), "x").target_accuracy.has_value());
+}
+
 // Schema 4 renamed projection.card_450M to projection.full_pretraining_450M: a summary written before it still reads.
 TEST(Report, SummaryOfSchema3ReadsTheOldProjectionKey) {
   joule::cost::RunSummary written;

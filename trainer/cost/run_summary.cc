@@ -63,6 +63,13 @@ const std::vector<JsonField<EvalFigures>> kEvalFields = {{"mlm_loss", &EvalFigur
                                                          {"nsp_accuracy", &EvalFigures::nsp_accuracy},
                                                          {"sequences", &EvalFigures::sequences}};
 
+const std::vector<JsonField<TargetAccuracy>> kTargetAccuracyFields = {{"target", &TargetAccuracy::target},
+                                                                      {"reached", &TargetAccuracy::reached},
+                                                                      {"mlm_accuracy", &TargetAccuracy::mlm_accuracy},
+                                                                      {"step", &TargetAccuracy::step},
+                                                                      {"sequences", &TargetAccuracy::sequences},
+                                                                      {"wall_s", &TargetAccuracy::wall_s}};
+
 const std::vector<JsonField<SimulatedFigures>> kSimulatedFields = {
     {"instance", &SimulatedFigures::instance},
     {"efficiency_basis", &SimulatedFigures::efficiency_basis, kOptional},
@@ -130,6 +137,19 @@ EvalFigures EvalFigures::from_json(const json& j, const std::string& where) {
   return from_json_with(j, kEvalFields, where);
 }
 
+std::string TargetAccuracy::text() const {
+  return (reached ? "reached: " : "not reached (aborted): ") + format_number("%.4f", mlm_accuracy) +
+         (reached ? " >= " : " < ") + format_number("%.4f", target) + " held-out masked-LM accuracy at " +
+         std::to_string(sequences) + " sequences (step " + std::to_string(step) + ", " + duration_text(wall_s) +
+         " of training)" + (reached ? "" : ", the run's last eval");
+}
+
+json TargetAccuracy::to_json() const { return to_json_with(*this, kTargetAccuracyFields); }
+
+TargetAccuracy TargetAccuracy::from_json(const json& j, const std::string& where) {
+  return from_json_with(j, kTargetAccuracyFields, where);
+}
+
 json SimulatedFigures::to_json() const {
   json j = to_json_with(*this, kSimulatedFields);
   j["label"] = "simulated target cluster, not measured";
@@ -186,6 +206,7 @@ json RunSummary::to_json() const {
             {"notices", notes},
             {"memory", memory.to_json()}});
   if (eval) s["eval"] = eval->to_json();
+  if (target_accuracy) s["target_accuracy"] = target_accuracy->to_json();
   if (simulated) s["simulated"] = simulated->to_json();
   return s;
 }
@@ -214,6 +235,8 @@ RunSummary RunSummary::from_json(const json& j, const std::string& where) {
   s.ledger.project_name = json_field_or<std::string>(j, "project_name", "joule", where);
   s.notices = json_field_or<std::vector<std::string>>(j, "notices", {}, where);
   if (j.contains("eval")) s.eval = EvalFigures::from_json(j["eval"], where + " eval");
+  if (j.contains("target_accuracy"))
+    s.target_accuracy = TargetAccuracy::from_json(j["target_accuracy"], where + " target_accuracy");
   if (j.contains("simulated")) s.simulated = SimulatedFigures::from_json(j["simulated"], where + " simulated");
   if (j.contains("memory")) s.memory = MemoryFigures::from_json(j["memory"], where + " memory");
   return s;
@@ -373,6 +396,7 @@ std::string summary_table(const RunSummary& s) {
   if (s.eval)
     row("last eval", "mlm_acc " + format_number("%.4f", s.eval->mlm_accuracy) + ", nsp_acc " +
                          format_number("%.4f", s.eval->nsp_accuracy) + ", loss " + format_number("%.4f", s.eval->loss));
+  if (s.target_accuracy) row("target accuracy", s.target_accuracy->text());
   segment_rows(s, row);
   for (const std::string& n : s.notices) row("note", n);
   if (!s.final_dir.empty()) row("final weights (HF directory)", s.final_dir);

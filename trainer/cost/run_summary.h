@@ -46,6 +46,18 @@ struct EvalFigures {
   static EvalFigures from_json(const nlohmann::json& j, const std::string& where);
 };
 
+// eval.target_mlm_accuracy's outcome, MLPerf's time to train: the first eval at or above the target (reached), or the
+// run's last eval when its steps ended short of it.
+struct TargetAccuracy {
+  double target = 0, mlm_accuracy = 0;
+  bool reached = false;
+  int64_t step = 0, sequences = 0;  // that eval's step and the training sequences by then
+  double wall_s = 0;                // training wall time by then, every segment
+  std::string text() const;         // "reached: 0.7124 >= 0.7000 held-out masked-LM accuracy at ..."
+  nlohmann::json to_json() const;
+  static TargetAccuracy from_json(const nlohmann::json& j, const std::string& where);
+};
+
 // The simulated cluster of --device trainium-sim (metrics.jsonl's "sim" and the summary's "simulated"): predicted,
 // never measured.
 struct SimulatedFigures {
@@ -85,6 +97,7 @@ struct RunSummary {
   Projection target, full_pretraining;
   std::vector<std::string> notices;
   std::optional<EvalFigures> eval;
+  std::optional<TargetAccuracy> target_accuracy;  // with eval.target_mlm_accuracy set
   std::optional<SimulatedFigures> simulated;
   MemoryFigures memory;   // zeros in summaries of joules before schema 3
   std::string final_dir;  // empty when preempted
