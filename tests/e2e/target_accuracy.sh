@@ -4,7 +4,9 @@
 #     writes final/, and summary.json, the printed summary, the report and the MLLOG (run_stop status success) say
 #     the step, sequences and wall time to target;
 #  2. a target the run's steps end short of: exit 0, the run says it was not reached, and run_stop's status is aborted;
-#  3. a target without evals to reach it (no eval data, or eval.every_steps 0) is refused before training.
+#  3. a target without evals to reach it (no eval data, or eval.every_steps 0) is refused before training;
+#  4. tools/bench/convergence_seeds.sh over two seeds of this recipe (2 ranks): a line per seed, both reached, and
+#     tools/bench/tables.py's convergence_seeds table made from them.
 # usage: target_accuracy.sh JOULE WORKDIR
 set -euo pipefail
 joule=$1 work=$2
@@ -90,4 +92,19 @@ for flags in "--set eval.every_steps=0" "--set data.eval="; do
   grep -q "eval.target_mlm_accuracy = 0.5 needs evals to reach it" refused.log || { cat refused.log; fail "$flags: no clear error"; }
   [[ ! -e refused/summary.json && ! -e refused/final ]] || fail "$flags: something was trained"
 done
+# 4. The seeds script, small.
+sed -i 's/^threads = 2$/threads = 1/' run.toml
+bash "$here/../../tools/bench/convergence_seeds.sh" "$joule" run.toml seeds.jsonl 2 0.15 10 > seeds.log 2>&1 ||
+  { cat seeds.log; fail "convergence_seeds.sh"; }
+python3 - "$PWD/seeds.jsonl" "$here/../../tools/bench" <<'PY' || exit 1
+import json, sys
+runs = [json.loads(l) for l in open(sys.argv[1]) if '"convergence_seeds"' in l]
+def fail(m): print("FAIL: " + m); sys.exit(1)
+if [r["seed"] for r in runs] != [42, 43] or not all(r["reached"] and r["target"] == 0.15 for r in runs):
+    fail(f"convergence_seeds.sh wrote {runs}")
+sys.path.insert(0, sys.argv[2])
+import tables
+table = tables.render_convergence_seeds([sys.argv[1]])
+if "| 2 / 2 |" not in table: fail("the table does not count both seeds as reached:\n" + table)
+PY
 echo "PASS target accuracy: stops at the first eval that reaches it, says so everywhere; aborted when short"

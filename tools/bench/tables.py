@@ -17,6 +17,7 @@ and is exactly what KIND renders from those files. Kinds:
     zero1        optimizer.shard zero1 against none: state, peak RSS, step time (zero1.sh's JSON lines)
     packing      packed rows against padded ones: seq/s, MFU and the rows' real tokens (packing.sh's JSON lines)
     packing_seeds  the demo packed and padded over seeds: held-out accuracy along the run (packing_seeds.sh's lines)
+    convergence_seeds  sequences to a target accuracy over seeds, MLPerf-style (convergence_seeds.sh's lines)
     infer        inference side by side: joule, PyTorch, ONNX Runtime (infer_compare.py's JSON lines)
     gpu_train    joule bench train --device cuda per micro-batch and variant, against PyTorch's own step on the same
                  GPU (tools/device/h200.sh's bench.jsonl and torch_bench.jsonl)
@@ -418,6 +419,34 @@ def render_packing_seeds(paths):
                      "mean held-out mlm_acc along the run (sequences trained by then)"], rows)
 
 
+def render_convergence_seeds(paths):
+    """Sequences to a target held-out accuracy over seeds (tools/bench/convergence_seeds.sh), per recipe: how many
+    reached it, and the mean, std, min and max of sequences and wall time to target, as MLPerf's reference convergence
+    points count samples."""
+    _, runs = load_all(paths)
+    cells = {}
+    for r in runs:
+        if r.get("case") == "convergence_seeds":
+            cells.setdefault((r["config"], r["flags"], r["precision"], r["pack"], r["global_batch"], r["target"]),
+                             []).append(r)
+    rows = []
+    for (config, flags, precision, pack, batch, target), rs in sorted(cells.items()):
+        got = [r for r in rs if r["reached"]]
+        seqs = [r["sequences"] for r in got]
+        def spread(values, fmt):
+            if not values:
+                return "—"
+            sd = statistics.stdev(values) if len(values) > 1 else 0
+            return f"{fmt(statistics.mean(values))} ± {fmt(sd)} ({fmt(min(values))}–{fmt(max(values))})"
+        seeds = sorted(r["seed"] for r in rs)
+        rows.append([f"{config}{' ' + flags if flags else ''}, {precision}, "
+                     f"{f'packed rows, global batch {batch} rows' if pack else f'padded rows, global batch {batch}'}", f"{target:.2f}",
+                     f"{seeds[0]}–{seeds[-1]}", f"{len(got)} / {len(rs)}", spread(seqs, lambda v: f"{v:,.0f}"),
+                     spread([r["wall_s"] for r in got], lambda v: f"{v:.1f} s")])
+    return markdown(["recipe", "target mlm_acc", "seeds", "reached", "sequences to target: mean ± std (min–max)",
+                     "training wall time to target"], rows)
+
+
 def render_infer(paths):
     """Inference side by side (tools/bench/infer_compare.py): inferences/s per implementation and batch size, medians
     of the rounds, a PyTorch column per major version, and joule bf16's ratios to the faster PyTorch bf16 autocast
@@ -490,6 +519,7 @@ def render_gpu_train(paths):
 KINDS = {"environment": render_environment, "compare": render_compare, "runs": render_runs, "lamb": render_lamb,
          "speedup": render_speedup, "gemm": render_gemm, "data_prep": render_data_prep, "zero1": render_zero1,
          "loader": render_loader, "packing": render_packing, "packing_seeds": render_packing_seeds,
+         "convergence_seeds": render_convergence_seeds,
          "infer": render_infer, "gpu_train": render_gpu_train}
 
 
