@@ -49,7 +49,8 @@ class LengthsLeft {
     while (l > 0 && left_[static_cast<size_t>(l)] == 0) l = below_[static_cast<size_t>(l - 1)];
     return l;
   }
-  // below_ again after lengths ran out (at most once per length over a packing: cheap).
+  // below_ again (after each row shape: O(row_length), while at_most stays right between refreshes because counts only
+  // fall, so every length left was in the chain when it was last refreshed).
   void refresh() {
     for (size_t l = 1; l < left_.size(); ++l) below_[l] = left_[l] > 0 ? static_cast<int64_t>(l) : below_[l - 1];
   }

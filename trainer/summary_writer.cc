@@ -76,7 +76,8 @@ void write_summary(const std::string& run_dir, const RunOutcome& o, const collec
   s.notices = notices(accounting);
   s.notices.insert(s.notices.end(), o.data_notes.begin(), o.data_notes.end());
   s.eval = o.eval;
-  s.target_accuracy = o.target_accuracy;
+  // A preempted run short of its target has not ended short of it: it goes on.
+  if (o.target_accuracy && (o.target_accuracy->reached || !o.preempted)) s.target_accuracy = o.target_accuracy;
   if (sim) s.simulated = sim->figures(o.steps);
   if (!o.preempted) s.final_dir = (fs::path(run_dir) / "final").string();
   write_file_atomically((fs::path(run_dir) / "summary.json").string(), s.to_json().dump(2) + "\n");

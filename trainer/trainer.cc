@@ -232,9 +232,11 @@ class TrainingLoop {
       // With checkpoints on, the run's last step is saved too: a finished run continued with more --steps resumes
       // where it ended instead of training its last steps again from an earlier checkpoint.
       const bool last = record.step == p_.run.total_steps || reached_target();
+      // A run that reached its target is finished, even when a preemption came at that step.
+      const bool preempted = d.preempted && !reached_target();
       if (d.save || (last && (cfg_.checkpoint.every_steps > 0 || cfg_.checkpoint.every_minutes > 0)))
-        checkpoint(d.preempted);
-      if (d.preempted) return kExitPreempted;
+        checkpoint(preempted);
+      if (preempted) return kExitPreempted;
       if (reached_target()) break;
     }
     return 0;

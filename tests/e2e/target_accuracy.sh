@@ -35,8 +35,9 @@ every_steps = 10
 batch = 32
 TOML
 
-# 1. Reachable: 0.15 (chance 1/500), well within 300 steps.
-"$joule" train --config run.toml --run-dir reach --set eval.target_mlm_accuracy=0.15 > reach.log 2>&1 ||
+# 1. Reachable: 0.17. Predicting the corpus's most frequent tokens gives ~0.15 by step 20 (chance: 1/500); 0.17 takes
+#    learning past that (about step 160 on AVX512-BF16, 0.186 by step 300), so the run stops well inside its steps.
+"$joule" train --config run.toml --run-dir reach --set eval.target_mlm_accuracy=0.17 > reach.log 2>&1 ||
   { cat reach.log; fail "the run with a reachable target failed"; }
 python3 - reach <<'PY' || exit 1
 import json, sys
@@ -47,11 +48,13 @@ evals = [json.loads(l) for l in open(f"{run}/metrics.jsonl") if '"eval"' in l]
 def fail(m): print("FAIL: " + m); sys.exit(1)
 if not t or not t["reached"]: fail(f"summary.json target_accuracy {t}: not reached")
 if s["status"] != "finished (reached the target accuracy)": fail(f"status {s['status']!r}")
-if not t["step"] < 300 or t["step"] % 10: fail(f"stopped at step {t['step']}: not an eval step before the last")
+if not 50 <= t["step"] < 300 or t["step"] % 10:
+    fail(f"stopped at step {t['step']}: not an eval step past the frequent-token level and before the last")
 if s["steps"] != t["step"]: fail(f"trained {s['steps']} steps after reaching the target at {t['step']}")
-if t["mlm_accuracy"] < 0.15 or abs(t["mlm_accuracy"] - evals[-1]["eval"]["mlm_accuracy"]) > 1e-12:
+if t["mlm_accuracy"] < 0.17 or abs(t["mlm_accuracy"] - evals[-1]["eval"]["mlm_accuracy"]) > 1e-12:
     fail(f"target_accuracy {t} is not the last eval's {evals[-1]}")
-if any(e["eval"]["mlm_accuracy"] >= 0.15 for e in evals[:-1]): fail("an earlier eval had reached the target already")
+if len(evals) != t["step"] // 10 or any(e["eval"]["mlm_accuracy"] >= 0.17 for e in evals[:-1]):
+    fail("the run did not stop at the first eval that reached the target")
 if t["sequences"] != s["sequences"] or not 0 < t["wall_s"] <= s["wall_s"] + 1e-9:
     fail(f"sequences/wall time to target {t} against the run's {s['sequences']}, {s['wall_s']}")
 mllog = [json.loads(l.split(":::MLLOG ", 1)[1]) for l in open(f"{run}/mllog.txt") if ":::MLLOG" in l]
@@ -92,7 +95,7 @@ for flags in "--set eval.every_steps=0" "--set data.eval="; do
   grep -q "eval.target_mlm_accuracy = 0.5 needs evals to reach it" refused.log || { cat refused.log; fail "$flags: no clear error"; }
   [[ ! -e refused/summary.json && ! -e refused/final ]] || fail "$flags: something was trained"
 done
-# 4. The seeds script, small.
+# 4. The seeds script, small (its plumbing: a target at the frequent-token level, reached in a few evals).
 sed -i 's/^threads = 2$/threads = 1/' run.toml
 bash "$here/../../tools/bench/convergence_seeds.sh" "$joule" run.toml seeds.jsonl 2 0.15 10 > seeds.log 2>&1 ||
   { cat seeds.log; fail "convergence_seeds.sh"; }

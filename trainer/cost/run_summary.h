@@ -52,8 +52,8 @@ struct TargetAccuracy {
   double target = 0, mlm_accuracy = 0;
   bool reached = false;
   int64_t step = 0, sequences = 0;  // that eval's step and the training sequences by then
-  double wall_s = 0;                // training wall time by then, every segment
-  std::string text() const;         // "reached: 0.7124 >= 0.7000 held-out masked-LM accuracy at ..."
+  double wall_s = 0;         // training wall time by then: every segment's up to its last checkpoint, and this one's
+  std::string text() const;  // "reached: 0.7124 >= 0.7000 held-out masked-LM accuracy at ..."
   nlohmann::json to_json() const;
   static TargetAccuracy from_json(const nlohmann::json& j, const std::string& where);
 };
