@@ -179,6 +179,23 @@ std::string bench_data(const BenchDataOptions& o) {
   return line;
 }
 
+std::string data_order(const DataOrderOptions& o) {
+  const data::Dataset dataset = data::Dataset::open(data::data_create_split(o.data, "train"));
+  const uint64_t global = static_cast<uint64_t>(o.global_batch);
+  const data::DistributedSampler sampler({dataset.block_layout(), global, global, 1, 0, o.seed});
+  nlohmann::json shards = nlohmann::json::array(), steps = nlohmann::json::array();
+  for (const data::ShardEntry& s : dataset.shards()) shards.push_back({{"path", s.path}, {"rows", s.stats.sequences}});
+  data::SamplerState state;
+  for (int64_t step = 0; step < o.steps; ++step) steps.push_back(sampler.next_ids(state));
+  nlohmann::json j = {{"format", "joule data order 1"},
+                      {"order", dataset.block_layout().order_name()},
+                      {"seed", o.seed},
+                      {"global_batch", global},
+                      {"shards", shards},
+                      {"steps", steps}};
+  return j.dump() + "\n";
+}
+
 void data_tokenize(std::istream& in, std::ostream& out, const std::string& vocab_path, bool lower_case) {
   const data::Vocab vocab = data::Vocab::load(vocab_path);
   const data::FullTokenizer tokenizer(vocab, lower_case);

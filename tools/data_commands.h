@@ -1,4 +1,4 @@
-// `joule data synth|vocab|create|pack|inspect|tokenize`, as functions main() only calls.
+// `joule data synth|vocab|create|pack|inspect|tokenize|order`, as functions main() only calls.
 #pragma once
 
 #include <cstdint>
@@ -33,5 +33,17 @@ struct BenchDataOptions {
   bool json = false;
 };
 std::string bench_data(const BenchDataOptions& options);
+
+// `joule data order`: the sequences `steps` optimizer steps of a run read (any world size: the global shuffle of
+// data/shuffle.h under `seed`, `global_batch` a step), as JSON for an outside implementation to train on the same
+// samples in the same order: the shards with their rows, and each step's sequence ids (shards in order, rows in
+// order) in stream order.
+struct DataOrderOptions {
+  std::string data;  // shard directory, glob, list file or `joule data create` output (its train/)
+  int64_t global_batch = 0;
+  int64_t steps = 0;
+  uint64_t seed = 42;
+};
+std::string data_order(const DataOrderOptions& options);
 
 }  // namespace joule::tools

@@ -180,6 +180,7 @@ BASELINES = {
     "data pack": "--in shards --out new_packed --max-per-pack 3",
     "data inspect": "--data shards/train --vocab vocab.txt",
     "data tokenize": "--vocab vocab.txt",
+    "data order": "--data shards/train --global-batch 4 --steps 2 --out new_order.json",
 }
 # Commands with a second mode selected by a flag: each mode declares its own flags.
 MODES = {"plan": ["plan --inference"]}

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
@@ -142,6 +143,27 @@ TEST(Cli, DataPipelineAsAUserRunsIt) {
   auto cased = run_command(kJoule + " data tokenize --no-lower-case --vocab " + std::string(JOULE_TEST_FIXTURES) +
                            "/tokenizer/vocab.txt < " + d + "/lines.txt");
   EXPECT_EQ(cased.output, "Hello , World !\nun ##aff ##able\n");
+
+  // The order a run reads, for an outside reference: every step holds the global batch, no sequence twice in an epoch.
+  auto order = run_command(kJoule + " data order --data " + d + "/shards --global-batch 8 --steps 5 --seed 3 --out " +
+                           d + "/order.json");
+  ASSERT_EQ(order.exit_code, 0) << order.output;
+  const nlohmann::json o = nlohmann::json::parse(joule::test::read_file(d + "/order.json"));
+  int64_t rows = 0;
+  for (const auto& shard : o["shards"]) rows += shard["rows"].get<int64_t>();
+  ASSERT_EQ(o["steps"].size(), 5u);
+  std::set<int64_t> seen;
+  for (const auto& step : o["steps"]) {
+    ASSERT_EQ(step.size(), 8u);
+    for (const auto& id : step) {
+      EXPECT_LT(id.get<int64_t>(), rows);
+      EXPECT_TRUE(seen.insert(id.get<int64_t>()).second) << id;
+    }
+  }
+  auto reseeded = run_command(kJoule + " data order --data " + d +
+                              "/shards --global-batch 8 --steps 5 --seed 4 --out " + d + "/order4.json");
+  ASSERT_EQ(reseeded.exit_code, 0) << reseeded.output;
+  EXPECT_NE(nlohmann::json::parse(joule::test::read_file(d + "/order4.json"))["steps"], o["steps"]);
 
   auto bad = run_command(kJoule + " data inspect " + d + "/c.txt");
   EXPECT_EQ(bad.exit_code, 1);

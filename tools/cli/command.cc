@@ -42,6 +42,8 @@ const std::vector<Command>& commands() {
        R::none},
       {"data inspect", "counts, length histogram, masking rate and decoded samples of shards", data_inspect, R::none},
       {"data tokenize", "WordPiece tokens of each stdin line (to compare tokenizers)", data_tokenize, R::none},
+      {"data order", "the sequences a run's steps read, in order (JSON), for an outside reference", data_order,
+       R::none},
   };
   return table;
 }

@@ -64,5 +64,6 @@ int data_create(int argc, char** argv);
 int data_pack(int argc, char** argv);
 int data_inspect(int argc, char** argv);
 int data_tokenize(int argc, char** argv);
+int data_order(int argc, char** argv);
 
 }  // namespace joule::cli

@@ -1,4 +1,4 @@
-// `joule data synth|vocab|create|pack|inspect|tokenize`: from text to pretraining shards, and a look inside them.
+// `joule data synth|vocab|create|pack|inspect|tokenize|order`: from text to pretraining shards, and a look inside them.
 #include <sys/resource.h>
 
 #include <iostream>
@@ -8,6 +8,7 @@
 #include "data/create.h"
 #include "data/pack.h"
 #include "data/vocab_builder.h"
+#include "launch/util/file_io.h"
 #include "tools/cli/command.h"
 #include "tools/cli/flags.h"
 #include "tools/data_commands.h"
@@ -212,6 +213,28 @@ int data_inspect(int argc, char** argv) {
   auto r = parse(o, argc, argv);
   std::cout << tools::data_inspect(required(r, "data"), static_cast<int>(int_flag(r, samples)),
                                    r["vocab"].as<std::string>());
+  return 0;
+}
+
+int data_order(int argc, char** argv) {
+  cxxopts::Options o("joule data order",
+                     "the sequences a run's steps read, in order (JSON), for an outside implementation to train on");
+  add_path_flags(o, {{"data", "the run's data.train: shard directory, glob, list file or shard", PathKind::input_path},
+                     {"out", "JSON written atomically", PathKind::output_file}});
+  const NumberFlag global{"global-batch", "the run's sequences a step (train.global_batch)", nullptr,
+                          OptionRange{1, 1LL << 40}},
+      steps{"steps", "optimizer steps", nullptr, OptionRange{1, 1e7}},
+      seed{"seed", "the run's train.seed", "42", kSeeds};
+  add_number_flags(o, {global, steps, seed});
+  auto r = parse(o, argc, argv);
+  tools::DataOrderOptions d;
+  d.data = required(r, "data");
+  d.global_batch = int_flag(r, global);
+  d.steps = int_flag(r, steps);
+  d.seed = static_cast<uint64_t>(int_flag(r, seed));
+  const std::string out = required(r, "out");
+  write_file_atomically(out, tools::data_order(d));
+  std::cout << "wrote the order of " << d.steps << " steps of " << d.global_batch << " sequences to " << out << "\n";
   return 0;
 }
 
