@@ -4,7 +4,20 @@
 
 #include <torch/torch.h>
 
+#include <optional>
+#include <vector>
+
+#include "data/shuffle.h"
+
 namespace joule::data {
+
+// What a run's loader knows of a batch's rows: row r is row `first_row + r` of the run's stream of rows (the same
+// row whatever the rank layout; data/shuffle.h), drawn under `seed`; `sources` are the shards' rows, in batch order.
+struct BatchRows {
+  uint64_t seed = 0;
+  uint64_t first_row = 0;
+  std::vector<RowRun> sources;
+};
 
 struct PretrainingBatch {
   torch::Tensor input_ids;             // [B, L]
@@ -15,6 +28,9 @@ struct PretrainingBatch {
   torch::Tensor next_sentence_labels;  // [B] (packed: [B, K], one a sequence), 0 = is next, 1 = random
   torch::Tensor sequence_lengths;      // packed only: [B, K], each sequence's length, 0 after a row's last
   int64_t packed_sequences = 0;        // packed only: the sequences in the rows, known on the host
+  // A run's batches (data/loader.h): their rows key the dropout masks (models/dropout.h) and are named when a step's
+  // loss is NaN/Inf. Unset in batches made elsewhere (tests, benchmarks).
+  std::optional<BatchRows> rows;
 
   bool packed() const { return sequence_lengths.defined(); }
   int64_t sequence_count() const { return packed() ? packed_sequences : input_ids.size(0); }
@@ -27,7 +43,8 @@ struct PretrainingBatch {
             masked_ids.to(device),
             next_sentence_labels.to(device),
             packed() ? sequence_lengths.to(device) : torch::Tensor(),
-            packed_sequences};
+            packed_sequences,
+            rows};
   }
 };
 

@@ -158,8 +158,12 @@ void Loader::run(SamplerState state) {
         std::swap(reopen, reopen_);
       }
       if (reopen) blocks.clear();
-      const std::vector<RowRun> runs = sampler_.next(state);
-      Ready ready{to_tensors(blocks.read(runs)), state};
+      const MicroBatchRows rows = sampler_.next(state);
+      Ready ready{to_tensors(blocks.read(rows.runs)), state};
+      BatchRows& named = ready.batch.rows.emplace();
+      named.seed = sampler_.config().seed;
+      named.first_row = rows.first_row_index();
+      named.sources = rows.runs;
       {
         std::lock_guard<std::mutex> lock(mutex_);
         queue_.push_back(std::move(ready));

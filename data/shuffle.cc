@@ -146,6 +146,8 @@ DistributedSampler::DistributedSampler(const SamplerConfig& c) : config_(c) {
     bad("global batch " + std::to_string(c.global_batch) + " is not divisible by micro batch " +
         std::to_string(c.micro_batch) + " x world size " + std::to_string(c.world_size));
   accumulation_ = c.global_batch / per_micro_step;
+  if (c.layout.sequences() >= (uint64_t{1} << 40))  // MicroBatchRows::first_row_index keeps 40 bits for a position
+    bad("the dataset's " + std::to_string(c.layout.sequences()) + " sequences are more than 2^40");
   steps_per_epoch_ = c.layout.sequences() / c.global_batch;
   if (steps_per_epoch_ == 0)
     bad("the dataset's " + std::to_string(c.layout.sequences()) + " sequences do not fill one global batch of " +
@@ -157,7 +159,7 @@ void DistributedSampler::begin_at(const SamplerState& start) {
   origin_ = start.position % config_.global_batch;
 }
 
-std::vector<RowRun> DistributedSampler::next(SamplerState& state) const {
+MicroBatchRows DistributedSampler::next(SamplerState& state) const {
   const SamplerConfig& c = config_;
   uint64_t origin = state.epoch == origin_epoch_ && state.position >= origin_ ? origin_ : 0;
   if ((state.position - origin) % c.global_batch == 0 && state.position + c.global_batch > c.layout.sequences()) {
@@ -173,7 +175,8 @@ std::vector<RowRun> DistributedSampler::next(SamplerState& state) const {
   const uint64_t step_start = origin + into / c.global_batch * c.global_batch;
   const uint64_t first = step_start + static_cast<uint64_t>(c.rank) * (c.global_batch / world) +
                          into % c.global_batch / per_micro_step * c.micro_batch;
-  std::vector<RowRun> runs;
+  MicroBatchRows rows{state.epoch, first, {}};
+  std::vector<RowRun>& runs = rows.runs;
   BlockOrder::Placed block = order_->at(first);
   for (uint64_t position = first, left = c.micro_batch; left > 0;) {
     if (position >= block.start + static_cast<uint64_t>(block.block.rows)) block = order_->after(block);
@@ -184,12 +187,12 @@ std::vector<RowRun> DistributedSampler::next(SamplerState& state) const {
     left -= static_cast<uint64_t>(take);
   }
   state.position += per_micro_step;
-  return runs;
+  return rows;
 }
 
 std::vector<uint64_t> DistributedSampler::next_ids(SamplerState& state) const {
   std::vector<uint64_t> ids;
-  for (const RowRun& run : next(state))
+  for (const RowRun& run : next(state).runs)
     for (int64_t r = 0; r < run.count; ++r) ids.push_back(config_.layout.sequence_id(run.block.shard, run.row + r));
   return ids;
 }

@@ -135,6 +135,15 @@ struct RowRun {
   int64_t count = 0;
 };
 
+// A micro-batch's rows: `runs` in stream order, which are positions [first, first + micro_batch) of `epoch`'s stream.
+struct MicroBatchRows {
+  uint64_t epoch = 0;
+  uint64_t first = 0;
+  std::vector<RowRun> runs;
+  // The stream index of its row 0 over the whole run, the same whatever the world size: epoch * 2^40 + first.
+  uint64_t first_row_index() const { return (epoch << 40) + first; }
+};
+
 class DistributedSampler {
  public:
   explicit DistributedSampler(const SamplerConfig& config);  // throws SamplerError
@@ -148,7 +157,7 @@ class DistributedSampler {
   void begin_at(const SamplerState& start);
   // This rank's next micro-batch as runs of rows, in stream order; advances `state` by one micro-step. A step that
   // would not fit in the epoch's stream begins the next epoch.
-  std::vector<RowRun> next(SamplerState& state) const;
+  MicroBatchRows next(SamplerState& state) const;
   // The same as the data set's sequence ids.
   std::vector<uint64_t> next_ids(SamplerState& state) const;
 

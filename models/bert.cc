@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
 namespace joule::models {
 namespace nn = torch::nn;
@@ -35,6 +36,8 @@ torch::Tensor BertForPreTrainingImpl::mlm_logits(const torch::Tensor& hidden) {
 
 PretrainingOutput BertForPreTrainingImpl::forward(const PretrainingBatch& b, const ForwardOptions& options) {
   if (b.input_ids.device() != device()) return forward(b.to(device()), options);
+  std::optional<DropoutRows> keyed;  // a run's rows: masks keyed by the rows, not by the rank layout
+  if (is_training() && b.rows) keyed.emplace(b.rows->seed, b.rows->first_row);
   const int64_t batch = b.input_ids.size(0), len = b.input_ids.size(1), h = config_.hidden_size;
   torch::Tensor x, pooled, nsp_labels;
   if (b.packed()) {

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 
 namespace joule::models {
 namespace {
@@ -75,6 +76,25 @@ uint64_t draw_seed() {
   return at::check_generator<at::CPUGeneratorImpl>(generator)->random64();
 }
 
+// The thread's DropoutRows scope: the run seed, the stream index of row 0, the calls drawn so far.
+struct RowsScope {
+  uint64_t seed = 0, first_row = 0, calls = 0;
+};
+thread_local std::optional<RowsScope> t_scope;
+
+// A call's key and the stream index of its row 0: the scope's next call, or a generator draw and row 0.
+struct CallKey {
+  uint64_t seed = 0, first_row = 0;
+};
+CallKey next_call() {
+  if (!t_scope) return {draw_seed(), 0};
+  constexpr uint64_t kDropoutDomain = 0x64726f706f757421ull;  // "dropout!": apart from the run seed's other uses
+  return {mix64(mix64(t_scope->seed ^ kDropoutDomain) + t_scope->calls++ * kGoldenGamma), t_scope->first_row};
+}
+
+// Row `row`'s key within a call.
+uint64_t row_seed(uint64_t call_seed, uint64_t row) { return mix64(call_seed + mix64(row * kGoldenGamma + 1)); }
+
 struct CpuDropout : torch::autograd::Function<CpuDropout> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& input, double p) {
     RECORD_FUNCTION("joule::dropout", std::vector<c10::IValue>());
@@ -82,7 +102,7 @@ struct CpuDropout : torch::autograd::Function<CpuDropout> {
     const int64_t n = x.numel();
     torch::Tensor mask = torch::empty(x.sizes(), x.options().dtype(torch::kUInt8));
     torch::Tensor out = torch::empty_like(x, torch::MemoryFormat::Contiguous);
-    const DropoutDraw draw(p);
+    const DropoutDraw draw(p, x);
     const float scale = draw.scale();
     uint8_t* m = mask.data_ptr<uint8_t>();
     at::parallel_for(0, (n + kChunk - 1) / kChunk, 1, [&](int64_t c0, int64_t c1) {
@@ -107,17 +127,35 @@ struct CpuDropout : torch::autograd::Function<CpuDropout> {
 
 }  // namespace
 
-DropoutDraw::DropoutDraw(double p)
-    : seed_(draw_seed()),
-      keep_below_(static_cast<uint64_t>(std::ldexp(1.0 - p, 32))),
-      scale_(static_cast<float>(1.0 / (1.0 - p))) {}
+DropoutRows::DropoutRows(uint64_t seed, uint64_t first_row) {
+  TORCH_CHECK(!t_scope, "DropoutRows: a scope is already open on this thread");
+  t_scope = RowsScope{seed, first_row, 0};
+}
+
+DropoutRows::~DropoutRows() { t_scope.reset(); }
+
+DropoutDraw::DropoutDraw(double p, const torch::Tensor& x)
+    : keep_below_(static_cast<uint64_t>(std::ldexp(1.0 - p, 32))), scale_(static_cast<float>(1.0 / (1.0 - p))) {
+  TORCH_CHECK(x.dim() >= 1 && x.numel() > 0, "dropout: a tensor with rows, got ", x.sizes());
+  const CallKey key = next_call();
+  seed_ = key.seed;
+  first_row_ = key.first_row;
+  row_numel_ = x.numel() / x.size(0);
+}
 
 void DropoutDraw::fill_mask(int64_t offset, int64_t n, uint8_t* mask) const {
-  draw_mask(seed_, offset, n, keep_below_, mask);
+  while (n > 0) {  // row by row: element e of row r draws counter e of the row's key
+    const int64_t row = offset / row_numel_, e = offset % row_numel_;
+    const int64_t take = std::min(n, row_numel_ - e);
+    draw_mask(row_seed(seed_, first_row_ + static_cast<uint64_t>(row)), e, take, keep_below_, mask);
+    offset += take, mask += take, n -= take;
+  }
 }
 
 void reseed_device_dropout(const torch::Device& device) {
-  if (!device.is_cpu()) launch::compat::reseed_default_generator(device, draw_seed());
+  if (device.is_cpu()) return;
+  const CallKey key = next_call();
+  launch::compat::reseed_default_generator(device, row_seed(key.seed, key.first_row));
 }
 
 torch::Tensor train_dropout(const torch::Tensor& x, double p) {

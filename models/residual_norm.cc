@@ -100,7 +100,7 @@ Forward forward_rows(const torch::Tensor& a, const torch::Tensor& residual, cons
   f.yb = torch::empty(a.sizes(), ac.options());
   std::optional<DropoutDraw> draw;
   if (p > 0.0) {
-    draw.emplace(p);
+    draw.emplace(p, ac);
     f.scale = draw->scale();
     f.mask = torch::empty(a.sizes(), ac.options().dtype(torch::kUInt8));
   }

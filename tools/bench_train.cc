@@ -134,7 +134,8 @@ StepTimes run_steps(const TrainBenchOptions& o, BenchSetup& b) {
   const launch::DeviceChoice& device = b.process.device;
   collectives::GradientReducer& reducer = *b.objects.reducer;
   // The step that trains (trainer/train_step.h), one micro-batch per step, with memory probes between its stages.
-  trainer::TrainStep train_step(b.objects.model, reducer, *b.objects.optimizer, 1);
+  trainer::TrainStep train_step(b.objects.model, reducer, *b.objects.optimizer, *b.process.comm,
+                                trainer::TrainOptions{}.collective_timeout_seconds, 1);
   trainer::StepOptions probes;
   probes.after_forward = [&] { t.rss["forward"] = rss_now(); };
   probes.after_backward = [&] { t.rss["backward"] = rss_now(); };
@@ -151,7 +152,7 @@ StepTimes run_steps(const TrainBenchOptions& o, BenchSetup& b) {
     t.rss["step"] = rss_now();
     if (it == o.warmup + o.steps - 1) {  // the last step's loss, read once: the steps themselves never wait for it
       const trainer::BatchSums sums = r.sums.read();
-      t.loss = (sums.mlm_loss + sums.nsp_loss) / sums.batches;
+      t.loss = sums.training_loss();
     }
     t.comm_bytes = static_cast<double>(reducer.stats().bytes + reducer.stats().gather_bytes);
     if (it >= o.warmup) {

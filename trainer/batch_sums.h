@@ -10,13 +10,16 @@
 namespace joule::trainer {
 
 struct BatchSums {
-  // mlm_loss, nsp_loss: each batch's mean loss, summed over batches (a training interval's figure is their mean, the
-  // loss the optimizer saw). mlm_loss_total, nsp_loss_total: every masked prediction's and every sequence's loss,
-  // summed (each batch's mean times its predictions or sequences): an evaluation's figures divide these by the counts,
-  // so they do not depend on how the data was cut into batches.
+  // mlm_loss, nsp_loss: each batch's mean loss, summed over batches. mlm_loss_total, nsp_loss_total: every masked
+  // prediction's and every sequence's loss, summed (each batch's mean times its predictions or sequences): training
+  // and evaluation figures divide these by the counts, so they do not depend on how the data was cut into batches
+  // (the training step's objective is the same mean: trainer/train_step.h).
   double mlm_loss = 0, nsp_loss = 0, mlm_correct = 0, mlm_predictions = 0, nsp_correct = 0, sequences = 0, batches = 0;
   double mlm_loss_total = 0, nsp_loss_total = 0;
   void add(const BatchSums& other);
+  double mlm_training_loss() const { return mlm_loss_total / (mlm_predictions > 0 ? mlm_predictions : 1.0); }
+  double nsp_training_loss() const { return nsp_loss_total / (sequences > 0 ? sequences : 1.0); }
+  double training_loss() const { return mlm_training_loss() + nsp_training_loss(); }
 };
 
 // An evaluation's figures: the struct the run summary carries (trainer/cost/run_summary.h).

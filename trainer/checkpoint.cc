@@ -151,6 +151,7 @@ nlohmann::json state_json(const TrainerState& s) {
   joule::write_json_fields(s.sampler, kSamplerFields, j);
   if (!s.ledger_json.empty()) j["ledger"] = nlohmann::json::parse(s.ledger_json);
   if (!s.data_json.empty()) j["data"] = nlohmann::json::parse(s.data_json);
+  if (!s.target_json.empty()) j["target_accuracy"] = nlohmann::json::parse(s.target_json);
   return j;
 }
 
@@ -204,7 +205,7 @@ std::string save_checkpoint(const std::string& root, const models::BertForPreTra
     if (ec) write_failed(tmp, "creating the directory", ec.value());
   }
   comm.barrier();
-  // Every rank: its generator state (dropout draws from it).
+  // Every rank: its generator state (what draws from it: dropout does not in a run, models/dropout.h).
   const torch::Tensor rng = at::detail::getDefaultCPUGenerator().get_state();
   write_file((fs::path(tmp) / ("rng_rank_" + std::to_string(rank) + ".bin")).string(),
              std::string(static_cast<const char*>(rng.data_ptr()), static_cast<size_t>(rng.numel())));
@@ -334,6 +335,7 @@ TrainerState read_trainer_state(const std::string& dir, int64_t* optimizer_steps
   joule::read_json_fields<data::SamplerState, CheckpointError>(s, kSamplerFields, state.sampler, path);
   if (s.contains("ledger")) state.ledger_json = field<nlohmann::json>(s, "ledger", path).dump();
   if (s.contains("data")) state.data_json = field<nlohmann::json>(s, "data", path).dump();
+  if (s.contains("target_accuracy")) state.target_json = field<nlohmann::json>(s, "target_accuracy", path).dump();
   return state;
 }
 

@@ -38,6 +38,7 @@ struct TrainerState {
   std::string fp32_gemm;          // what train.fp32_gemm resolved to ("blas", "onednn"); "" from older joules (blas)
   std::string ledger_json;        // the accounting ledger (energy, cost, segments), JSON; "" before the first save
   std::string data_json;          // the data segments the run trained on (trainer/data_record.h); "" from older joules
+  std::string target_json;        // eval.target_mlm_accuracy's outcome at the last eval (cost::TargetAccuracy); "" none
   int64_t nonfinite_skipped = 0;  // steps whose update was skipped for NaN/Inf gradients, all segments
   int64_t nonfinite_streak = 0;   // of those, how many in a row up to `step`
 };

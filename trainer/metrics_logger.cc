@@ -110,7 +110,7 @@ void MetricsLogger::write_interval(const StepBoundary& reduced, RunAccounting& a
   const cost::Spent spent = ledger.totals();
   const double power_w = (segment.energy.total() - previous_joules) / std::max(1e-9, segment.wall_s - previous_wall);
   const BatchSums& sums = reduced.interval;
-  const double mlm_loss = sums.mlm_loss / sums.batches, nsp_loss = sums.nsp_loss / sums.batches;
+  const double mlm_loss = sums.mlm_training_loss(), nsp_loss = sums.nsp_training_loss();
   const double mlm_acc = sums.mlm_correct / std::max(1.0, sums.mlm_predictions);
   const double rate = seq_per_s(static_cast<double>(interval_sequences_) / interval_step_s_);
   const double eta = remaining_sequences(last_.step) / rate;

@@ -28,6 +28,7 @@ struct StepRecord {
   int64_t nonfinite_skipped = 0;
   bool skipped = false;  // NaN/Inf: the update was not applied
   double lr = 0, grad_norm = 0;
+  double loss = 0;  // the step's training loss (mlm + nsp), this rank's until the step boundary averages the ranks'
   double seconds = 0, comm_seconds = 0, exposed_comm_seconds = 0, data_wait_seconds = 0;
   double comm_bytes = 0;  // this rank's gradient buckets (all-reduced, or reduce-scattered) and gathered weights
 };

@@ -306,7 +306,8 @@ TrainingSpec training_spec(const ResolvedRun& run) {
 
 TrainingStack build_training(const TrainingSpec& spec, collectives::Communicator& comm) {
   TrainingStack o;
-  torch::manual_seed(spec.seed * 1000003ull + static_cast<uint64_t>(comm.info().rank));  // dropout streams
+  // torch's generator, for what draws from it (a run's dropout masks are keyed by its rows instead: models/dropout.h).
+  torch::manual_seed(spec.seed * 1000003ull + static_cast<uint64_t>(comm.info().rank));
   o.model = models::BertForPreTraining(spec.model, spec.seed);
   o.model->set_precision(spec.precision, spec.fp32_gemm);
   if (!spec.initial_weights.empty()) {

@@ -16,6 +16,7 @@ struct StepBoundary {
   double checkpoint_due = 0;  // 1 on rank 0 when checkpoint.every_minutes has passed (rank 0's clock decides)
   double skipped = 0;         // ranks whose update was skipped for NaN/Inf gradients
   double sequences = 0;       // the sequences of this step's micro-batches (a packed row holds several)
+  double loss = 0;            // this rank's step loss (mlm + nsp, its micro-batches' mean); 0 when skipped
   BatchSums interval;         // the logging interval's training sums (zeros unless the interval ends here)
   BatchSums eval;             // this step's eval sums (zeros unless eval ran)
   cost::EnergyTotals energy;  // the process's meters since start (zeros unless the interval ends here)
@@ -38,6 +39,6 @@ inline cost::EnergyTotals reduce_energy(cost::EnergyTotals local, collectives::C
 
 // Reduced as an array of doubles: no padding, nothing but doubles.
 static_assert(std::is_standard_layout_v<StepBoundary> && std::is_trivially_copyable_v<StepBoundary>);
-static_assert(sizeof(StepBoundary) == sizeof(double) * (4 + 2 * 9 + cost::kComponents * cost::kSources));
+static_assert(sizeof(StepBoundary) == sizeof(double) * (5 + 2 * 9 + cost::kComponents * cost::kSources));
 
 }  // namespace joule::trainer

@@ -1,5 +1,7 @@
 #include "trainer/train_options.h"
 
+#include "launch/util/format.h"
+
 namespace joule::trainer {
 
 std::vector<OptionField> TrainOptions::fields() {
@@ -14,6 +16,7 @@ std::vector<OptionField> TrainOptions::fields() {
           {"log_every_steps", &log_every_steps, at_least(1)},
           {"throughput_warmup_steps", &throughput_warmup_steps, at_least(0)},
           {"max_nonfinite_steps", &max_nonfinite_steps, at_least(1)},
+          {"loss_spike_factor", &loss_spike_factor, OptionRange{0, 1000}, "0: off; else above 1"},
           {"collective_timeout_seconds", &collective_timeout_seconds, OptionRange{0, 1e7, true, false}},
           {"precision", option_choice(&precision, models::kPrecisionWords)},
           {"fp32_gemm", option_choice(&fp32_gemm, launch::kFp32GemmWords)},
@@ -23,6 +26,9 @@ std::vector<OptionField> TrainOptions::fields() {
 
 void TrainOptions::validate() const {
   check_section_ranges(*this);
+  if (loss_spike_factor > 0 && loss_spike_factor <= 1)
+    throw RunConfigError("run config: train.loss_spike_factor " + format_number("%g", loss_spike_factor) +
+                         " would call every step a spike: 0 (off) or above 1");
   if (global_batch > 0 && global_batch % micro_batch != 0)
     throw RunConfigError("run config: train.global_batch " + std::to_string(global_batch) +
                          " is not divisible by train.micro_batch " + std::to_string(micro_batch));

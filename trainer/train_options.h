@@ -32,6 +32,7 @@ struct TrainOptions {
   int64_t log_every_steps = 10;
   int64_t throughput_warmup_steps = 2;  // excluded from the throughput figures
   int64_t max_nonfinite_steps = 10;     // consecutive steps with NaN/Inf gradients (each skipped) before the run stops
+  double loss_spike_factor = 2;         // a step's loss above this x its running mean is logged (0: off)
   double collective_timeout_seconds =
       600;  // a collective not done by then fails and aborts the job (a dead or stalled rank)
   // auto: bf16 mixed precision where matmuls run it natively (models/precision.h)

@@ -1,13 +1,17 @@
 // One optimizer step of data-parallel pretraining, the same code for `joule train` and `joule bench train`:
 // `accumulation` micro-batches of forward and backward, the bucketed gradient all-reduce overlapped with the
 // last backward, then the optimizer update (with optimizer.shard = zero1: the gradients reduce-scattered, each rank's
-// shard updated, the parameters all-gathered). A step whose gradient norm is NaN/Inf leaves parameters, moments
-// and the schedule as they were (Optimizer::step) and reports itself skipped.
+// shard updated, the parameters all-gathered). The step's objective is the mean loss over all its masked predictions
+// plus the mean over all its sequences, every rank's together (not the mean of each micro-batch's means, which weighs
+// a prediction by how many share its micro-batch): the same gradient for any micro-batch, accumulation and world
+// size. A step whose gradient norm is NaN/Inf leaves parameters, moments and the schedule as they were
+// (Optimizer::step) and reports itself skipped.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "collectives/reducer.h"
 #include "launch/util/error.h"
@@ -49,6 +53,10 @@ struct StepResult {
   int64_t sequences = 0;                              // the sequences this rank's micro-batches held
   double comm_seconds = 0, exposed_comm_seconds = 0;  // the reducer's figures for the synchronizing micro-batch
   double comm_bytes = 0;                              // the buckets communicated and the weights gathered
+  // When skipped: this rank's micro-batches whose loss was NaN/Inf, by their rows (none known for batches that are
+  // not a run's), and how many there were.
+  std::vector<data::RowRun> nonfinite_rows;
+  int64_t nonfinite_batches = 0;
 };
 
 // Hooks for whoever watches a step from outside (the benchmark's memory probe, fault injection).
@@ -61,8 +69,9 @@ struct StepOptions {
 class TrainStep {
  public:
   using BatchSource = std::function<models::PretrainingBatch()>;
+  // `comm`: the ranks the reducer reduces over (the step's counts are summed over them, within `timeout_seconds`).
   TrainStep(models::BertForPreTraining& model, collectives::GradientReducer& reducer, Optimizer& optimizer,
-            int64_t accumulation);
+            collectives::Communicator& comm, double timeout_seconds, int64_t accumulation);
 
   // One step at learning rate `lr` on `accumulation` batches from `next_batch`. Rethrows a collective's error.
   StepResult run(const BatchSource& next_batch, double lr, const StepOptions& options = {});
@@ -71,6 +80,8 @@ class TrainStep {
   models::BertForPreTraining& model_;
   collectives::GradientReducer& reducer_;
   Optimizer& optimizer_;
+  collectives::Communicator& comm_;
+  double timeout_seconds_;
   int64_t accumulation_;
 };
 

@@ -23,6 +23,7 @@
 #include "models/model_dir.h"
 #include "trainer/cost/run_summary.h"
 #include "trainer/data_record.h"
+#include "trainer/loss_spike.h"
 #include "trainer/metrics_logger.h"
 #include "trainer/mlperf_log.h"
 #include "trainer/run_accounting.h"
@@ -199,7 +200,14 @@ class TrainingLoop {
         loader_(p.run.dataset(), sampler_config(), p.state.sampler),
         metrics_(metrics_settings(p.run, p.state, p.accounting.ledger()), cfg_.run.dir, root_),
         policy_(cfg_.checkpoint, root_),
-        step_(p.objects.model, *p.objects.reducer, *p.objects.optimizer, cfg_.train.accumulation) {
+        step_(p.objects.model, *p.objects.reducer, *p.objects.optimizer, p.comm, cfg_.train.collective_timeout_seconds,
+              cfg_.train.accumulation) {
+    // A resumed run's target outcome so far (its last eval may have been its last step), for the same target only.
+    if (!p.state.target_json.empty() && cfg_.eval.target_mlm_accuracy > 0) {
+      const cost::TargetAccuracy saved =
+          cost::TargetAccuracy::from_json(nlohmann::json::parse(p.state.target_json), "trainer_state.json");
+      if (saved.target == cfg_.eval.target_mlm_accuracy) target_ = saved;
+    }
     if (!root_) return;
     const std::string mllog = (fs::path(cfg_.run.dir) / "mllog.txt").string();
     const bool resumed = p.state.segments > 1;
@@ -225,6 +233,8 @@ class TrainingLoop {
       record.step_sequences = std::llround(boundary.sequences);
       p_.state.sequences += record.step_sequences;
       record.sequences = p_.state.sequences;
+      record.loss = boundary.loss / p_.run.world;
+      watch_loss(record);
       metrics_.record_step(record);
       if (log) metrics_.write_interval(boundary, p_.accounting, p_.sim);
       if (eval) finish_eval_at(record.step, boundary.eval);
@@ -282,7 +292,11 @@ class TrainingLoop {
     r.step_sequences = result.sequences;  // this rank's, until the step boundary sums the ranks'
     r.nonfinite_skipped = state.nonfinite_skipped;
     r.skipped = result.skipped;
-    if (!result.skipped) interval_sums_.add(result.sums);  // a NaN/Inf step's sums stay out of the interval
+    if (!result.skipped) {
+      interval_sums_.add(result.sums);            // a NaN/Inf step's sums stay out of the interval
+      const BatchSums step = result.sums.read();  // the step's loss (the gradient norm has synchronized already)
+      r.loss = step.training_loss();
+    }
     r.lr = lr;
     r.grad_norm = result.grad_norm;
     r.seconds = seconds_since(t0);
@@ -306,7 +320,28 @@ class TrainingLoop {
         "), so the run stops without saving them. Newest checkpoint: " + (latest ? *latest : std::string("none")));
   }
 
-  // The NaN/Inf policy: a skipped update is counted; train.max_nonfinite_steps in a row stop the run.
+  // A loss above train.loss_spike_factor x its running mean is logged (skipped steps have none).
+  void watch_loss(const StepRecord& record) {
+    if (record.skipped) return;
+    if (const std::optional<double> mean = loss_spikes_.observe(record.loss))
+      print_on_root(
+          root_, "warning: step " + std::to_string(record.step) +
+                     ": loss spike: " + format_number("%.4g", record.loss) + " is " +
+                     format_number("%.2f", record.loss / *mean) + "x its running mean " + format_number("%.4g", *mean) +
+                     " (train.loss_spike_factor = " + format_number("%g", cfg_.train.loss_spike_factor) + ")\n");
+  }
+
+  // "shards/part-0.hdf5 rows 32..47, ..." for a step's rows.
+  std::string rows_text(const std::vector<data::RowRun>& rows) const {
+    std::string text;
+    for (const data::RowRun& run : rows)
+      text += (text.empty() ? "" : ", ") + p_.run.dataset().shards()[run.block.shard].path + " rows " +
+              std::to_string(run.row) + ".." + std::to_string(run.row + run.count - 1);
+    return text;
+  }
+
+  // The NaN/Inf policy: a skipped update is counted; train.max_nonfinite_steps in a row stop the run. Every rank
+  // whose own loss was NaN/Inf names its rows (on stderr: each rank has its own).
   void count_nonfinite(const StepResult& result) {
     TrainerState& state = p_.state;
     if (!result.skipped) {
@@ -319,6 +354,11 @@ class TrainingLoop {
                              std::to_string(result.grad_norm) + " (NaN/Inf in loss or gradients); update skipped (" +
                              std::to_string(state.nonfinite_streak) + " in a row, " +
                              std::to_string(state.nonfinite_skipped) + " in the run)\n");
+    if (result.nonfinite_batches > 0)
+      std::cerr << "warning: step " << state.step << ", rank " << p_.comm.info().rank << ": NaN/Inf loss in "
+                << result.nonfinite_batches << " micro-batch(es), rows: "
+                << (result.nonfinite_rows.empty() ? std::string("not known") : rows_text(result.nonfinite_rows)) << "\n"
+                << std::flush;
     if (state.nonfinite_streak < cfg_.train.max_nonfinite_steps) return;
     const auto latest = find_latest_checkpoint(checkpoint_root(), nullptr);
     throw NonFiniteError(
@@ -338,6 +378,7 @@ class TrainingLoop {
     StepBoundary b;
     b.skipped = record.skipped ? 1.0 : 0.0;
     b.sequences = static_cast<double>(record.step_sequences);
+    b.loss = record.loss;
     if (log)
       b.interval = std::exchange(interval_sums_, DeviceSums{}).read();  // the interval's one read from the device
     if (eval)
@@ -388,6 +429,7 @@ class TrainingLoop {
                                    step,
                                    p_.state.sequences,
                                    metrics_.wall_s()};
+    p_.state.target_json = target_->to_json().dump();  // checkpoints keep it
     if (target_->reached)
       print_on_root(root_, "reached the target masked-LM accuracy " + format_number("%g", target_->target) +
                                " at step " + std::to_string(step) + " (" + std::to_string(p_.state.sequences) +
@@ -428,6 +470,7 @@ class TrainingLoop {
   CheckpointPolicy policy_;
   TrainStep step_;
   DeviceSums interval_sums_;  // this rank's sums since the last logging interval, on the device
+  LossSpikeWatch loss_spikes_{cfg_.train.loss_spike_factor};
   std::optional<EvalResult> last_eval_;
   std::optional<cost::TargetAccuracy> target_;  // with eval.target_mlm_accuracy set, from the first eval on
 };

@@ -13,7 +13,9 @@
 using joule::data::BlockLayout;
 using joule::data::BlockOrder;
 using joule::data::DistributedSampler;
+using joule::data::MicroBatchRows;
 using joule::data::Permutation;
+using joule::data::RowRun;
 using joule::data::SamplerConfig;
 using joule::data::SamplerState;
 
@@ -141,7 +143,7 @@ TEST(Shuffle, StepSetsDoNotDependOnTheWorldSizeAndRanksReadFewBlocks) {
   DistributedSampler s({layout, 64, 8, 4, 3, 11});
   SamplerState st;
   for (int i = 0; i < 200; ++i) {
-    const auto runs = s.next(st);
+    const auto runs = s.next(st).runs;
     EXPECT_LE(runs.size(), 2u);
     int64_t rows = 0;
     for (const auto& run : runs) {
@@ -151,6 +153,32 @@ TEST(Shuffle, StepSetsDoNotDependOnTheWorldSizeAndRanksReadFewBlocks) {
     }
     EXPECT_EQ(rows, 8);
   }
+}
+
+// Dropout keys a row by its index in the run's stream (models/dropout.h): that index must name the same sequence on
+// every layout, over epochs too.
+TEST(Shuffle, AStreamRowIsTheSameSequenceOnEveryLayout) {
+  const BlockLayout layout({301, 517, 64, 1000}, 16);
+  auto rows_of = [&](uint64_t micro, int world) {
+    std::map<uint64_t, uint64_t> sequence_at;  // stream row index -> sequence id
+    for (int r = 0; r < world; ++r) {
+      DistributedSampler s({layout, 64, micro, world, r, 11});
+      SamplerState st;
+      for (uint64_t k = 0; k < 3 * s.steps_per_epoch() * s.accumulation(); ++k) {  // three epochs
+        const MicroBatchRows rows = s.next(st);
+        uint64_t index = rows.first_row_index();
+        for (const RowRun& run : rows.runs)
+          for (int64_t i = 0; i < run.count; ++i)
+            EXPECT_TRUE(sequence_at.emplace(index++, layout.sequence_id(run.block.shard, run.row + i)).second);
+      }
+    }
+    return sequence_at;
+  };
+  const auto one = rows_of(64, 1);
+  EXPECT_EQ(one.size(), 3u * (1882 / 64) * 64);
+  EXPECT_EQ(rows_of(16, 2), one);
+  EXPECT_EQ(rows_of(4, 4), one);
+  EXPECT_EQ(rows_of(8, 8), one);
 }
 
 TEST(Shuffle, AResumeWithAnotherGlobalBatchReadsEachSequenceOnce) {

@@ -89,12 +89,18 @@ done
 
 echo "== 3. a stalled rank (collective timeout 5 s)"
 JOULE_FAULT="stall:rank=1,step=7,seconds=600" faulty stall.log 60 --config run.toml --run-dir stall --set train.collective_timeout_seconds=5
-grep -q "\[rank 0\] .*all_reduce 'gradient bucket 0 of [0-9]*' of [0-9]* bytes did not finish within 5 s" stall.log || { cat stall.log; fail "no timeout naming operation and rank"; }
+# Rank 1 stalls before its step: the step's first collective (its prediction counts, trainer/train_step.h) times out.
+grep -q "\[rank 0\] .*all_reduce 'the step's prediction and sequence counts' of 16 bytes did not finish within 5 s" stall.log ||
+  { cat stall.log; fail "no timeout naming operation and rank"; }
 
 echo "== 4. NaN loss: two skipped steps, then a run that stops after 4 in a row"
 JOULE_FAULT="nan:rank=1,step=7,count=2" mpi "$joule" train --config run.toml --run-dir nan2 > nan2.log 2>&1 || { cat nan2.log; fail "a run with two NaN steps failed"; }
 grep -q '"nonfinite_skipped_steps": 2' nan2/summary.json || fail "summary.json does not count 2 skipped steps"
 grep -q "warning: step 8: gradient norm .*update skipped (2 in a row, 2 in the run)" nan2.log || { cat nan2.log; fail "no skip warning"; }
+# The rank whose loss was NaN names its rows (shard and rows); the other rank's loss was finite: it names none.
+grep -Eq "warning: step 7, rank 1: NaN/Inf loss in [0-9]+ micro-batch\(es\), rows: [^ ]+\.hdf5 rows [0-9]+\.\.[0-9]+" nan2.log ||
+  { cat nan2.log; fail "the NaN step's rows are not named"; }
+! grep -q "rank 0: NaN/Inf loss" nan2.log || { cat nan2.log; fail "rank 0 named rows although its loss was finite"; }
 JOULE_FAULT="nan:rank=0,step=12,count=100" faulty nanstop.log 60 --config run.toml --run-dir nanstop --set train.max_nonfinite_steps=4
 for r in 0 1; do
   grep -q "\[rank $r\] joule train: error: steps 12..15: NaN/Inf gradients in 4 consecutive steps .*Newest checkpoint: nanstop/checkpoints/step_00000010" nanstop.log ||

@@ -3,7 +3,8 @@
 #  1. a reachable target: the run stops at the first eval at or above it (not before: every earlier eval is below),
 #     writes final/, and summary.json, the printed summary, the report and the MLLOG (run_stop status success) say
 #     the step, sequences and wall time to target;
-#  2. a target the run's steps end short of: exit 0, the run says it was not reached, and run_stop's status is aborted;
+#  2. a target the run's steps end short of: exit 0, the run says it was not reached, and run_stop's status is aborted,
+#     also when the run stopped after its last checkpoint and resumed with nothing left to train;
 #  3. a target without evals to reach it (no eval data, or eval.every_steps 0) is refused before training;
 #  4. tools/bench/convergence_seeds.sh over two seeds of this recipe (2 ranks): a line per seed, both reached, and
 #     tools/bench/tables.py's convergence_seeds table made from them.
@@ -84,6 +85,25 @@ stop = [m for m in mllog if m["key"] == "run_stop"]
 if len(stop) != 1 or stop[0]["metadata"]["status"] != "aborted": fail(f"run_stop {stop}")
 PY
 grep -q "target accuracy *not reached (aborted): " short.log || fail "the printed summary does not say it fell short"
+# ... and stopped after its last step's checkpoint, before final/ and its summary (as a kill there leaves it), then
+# resumed: nothing is left to train, yet the outcome is the checkpoint's (trainer_state.json keeps it), not lost: not
+# reached, run_stop aborted.
+"$joule" train --config run.toml --run-dir late --steps 20 --set eval.target_mlm_accuracy=0.99 \
+  --set checkpoint.every_steps=10 > late.log 2>&1 || { cat late.log; fail "the late run"; }
+rm -r late/final late/summary.json
+"$joule" train --config run.toml --run-dir late --steps 20 --set eval.target_mlm_accuracy=0.99 \
+  --set checkpoint.every_steps=10 --resume auto > late2.log 2>&1 || { cat late2.log; fail "the resume of the late run"; }
+python3 - late <<'PY' || exit 1
+import json, sys
+run = sys.argv[1]
+s = json.load(open(f"{run}/summary.json"))
+t = s.get("target_accuracy")
+def fail(m): print("FAIL: " + m); sys.exit(1)
+if not t or t["reached"] or t["step"] != 20: fail(f"resumed after the last step: target_accuracy {t}")
+mllog = [json.loads(l.split(":::MLLOG ", 1)[1]) for l in open(f"{run}/mllog.txt") if ":::MLLOG" in l]
+stop = [m for m in mllog if m["key"] == "run_stop"]
+if len(stop) != 1 or stop[0]["metadata"]["status"] != "aborted": fail(f"run_stop {stop}")
+PY
 
 # 3. No evals to reach it: refused before anything is trained.
 for flags in "--set eval.every_steps=0" "--set data.eval="; do

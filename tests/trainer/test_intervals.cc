@@ -3,6 +3,7 @@
 // writes from the sums reduced over ranks. Expected figures are worked out by hand from the inputs.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
+#include "trainer/loss_spike.h"
 #include "trainer/metrics_logger.h"
 #include "trainer/run_accounting.h"
 #include "trainer/step_boundary.h"
@@ -178,10 +180,13 @@ TEST(MetricsLogger, WritesEachIntervalsLineFromTheReducedSums) {
 
   logger.record_step(step(1, 8, 1.0));
   logger.record_step(step(2, 8, 0.5));
-  StepBoundary reduced;  // as summed over the ranks: 3 micro-batches in the interval
-  reduced.interval.mlm_loss = 6.0;
-  reduced.interval.nsp_loss = 1.5;
+  StepBoundary reduced;             // as summed over the ranks: 3 micro-batches in the interval
+  reduced.interval.mlm_loss = 9.0;  // the micro-batches' means: not the figure (a prediction's weight would depend on
+  reduced.interval.nsp_loss = 3.0;  // how many share its micro-batch)
   reduced.interval.batches = 3;
+  reduced.interval.mlm_loss_total = 200;
+  reduced.interval.nsp_loss_total = 8;
+  reduced.interval.sequences = 16;
   reduced.interval.mlm_correct = 30;
   reduced.interval.mlm_predictions = 100;
   reduced.energy = cpu_joules(3600);
@@ -192,6 +197,9 @@ TEST(MetricsLogger, WritesEachIntervalsLineFromTheReducedSums) {
   reduced.interval.mlm_loss = 4.0;
   reduced.interval.nsp_loss = 2.0;
   reduced.interval.batches = 4;
+  reduced.interval.mlm_loss_total = 100;
+  reduced.interval.nsp_loss_total = 8;
+  reduced.interval.sequences = 16;
   reduced.interval.mlm_correct = 50;
   reduced.interval.mlm_predictions = 100;
   reduced.energy = cpu_joules(7200);
@@ -203,7 +211,7 @@ TEST(MetricsLogger, WritesEachIntervalsLineFromTheReducedSums) {
   const nlohmann::json& a = lines[0];
   EXPECT_EQ(a["step"], 2);
   EXPECT_EQ(a["sequences"], 16);
-  EXPECT_DOUBLE_EQ(a["mlm_loss"], 2.0);  // per micro-batch
+  EXPECT_DOUBLE_EQ(a["mlm_loss"], 2.0);  // per prediction
   EXPECT_DOUBLE_EQ(a["nsp_loss"], 0.5);
   EXPECT_DOUBLE_EQ(a["loss"], 2.5);
   EXPECT_DOUBLE_EQ(a["mlm_acc"], 0.3);
@@ -275,4 +283,21 @@ TEST(MetricsLogger, AResumedRunsRateIsEverySegmentsTimedStepsAndOnlyRankZeroWrit
   not_root.write_interval(reduced, accounting, nullptr);
   EXPECT_EQ(accounting.ledger().segments.back().end_step, 12);  // every rank keeps its ledger
   EXPECT_FALSE(fs::exists(other.path() + "/metrics.jsonl"));
+}
+
+// A loss above train.loss_spike_factor x its running mean is a spike, once the mean has 20 steps behind it; a falling
+// loss, noise and NaN (a skipped step) are not; factor 0 watches nothing.
+TEST(LossSpikeWatch, FlagsALossAboveTheFactorTimesItsRunningMean) {
+  joule::trainer::LossSpikeWatch watch(2.0);
+  EXPECT_FALSE(watch.observe(10.0));  // the first steps fall fast and are not judged
+  for (int step = 1; step < 20; ++step) EXPECT_FALSE(watch.observe(step % 2 ? 2.0 : 2.2)) << step;
+  for (int step = 0; step < 100; ++step) EXPECT_FALSE(watch.observe(step % 2 ? 2.0 : 2.3)) << step;
+  EXPECT_FALSE(watch.observe(std::nan("")));
+  const auto spike = watch.observe(5.0);
+  ASSERT_TRUE(spike);
+  EXPECT_NEAR(*spike, 2.15, 0.1);  // the first step's 10 has all but faded from the mean
+  EXPECT_FALSE(watch.observe(2.1));
+  joule::trainer::LossSpikeWatch off(0.0);
+  for (int step = 0; step < 30; ++step) EXPECT_FALSE(off.observe(1.0));
+  EXPECT_FALSE(off.observe(100.0));
 }

@@ -71,7 +71,7 @@ Trained train(bool shard, joule::models::Precision precision, int steps) {
   t.reducer = std::make_unique<GradientReducer>((*t.model)->hf_named_parameters(), zero1_comm(), options);
   t.reducer->broadcast_parameters(0);
   t.optimizer = joule::trainer::create_optimizer({}, (*t.model)->hf_named_parameters(), optimizer_shard(*t.reducer));
-  joule::trainer::TrainStep step(*t.model, *t.reducer, *t.optimizer, 2);
+  joule::trainer::TrainStep step(*t.model, *t.reducer, *t.optimizer, zero1_comm(), 60, 2);
   uint64_t batch = 0;
   for (int s = 0; s < steps; ++s) {
     const double lr = s == 0 ? 1e-2 : 5e-3;  // large enough that a wrong shard shows
