@@ -18,6 +18,8 @@ and is exactly what KIND renders from those files. Kinds:
     packing      packed rows against padded ones: seq/s, MFU and the rows' real tokens (packing.sh's JSON lines)
     packing_seeds  the demo packed and padded over seeds: held-out accuracy along the run (packing_seeds.sh's lines)
     convergence_seeds  sequences to a target accuracy over seeds, MLPerf-style (convergence_seeds.sh's lines)
+    convergence  joule's loss curve against transformers' on the same weights and samples (tools/check/convergence.py's
+                 convergence.json)
     infer        inference side by side: joule, PyTorch, ONNX Runtime (infer_compare.py's JSON lines)
     gpu_train    joule bench train --device cuda per micro-batch and variant, against PyTorch's own step on the same
                  GPU (tools/device/h200.sh's bench.jsonl and torch_bench.jsonl)
@@ -448,6 +450,33 @@ def render_convergence_seeds(paths):
                      "training wall time to target"], rows)
 
 
+def render_convergence(paths):
+    """joule against transformers on the same weights and samples (tools/check/convergence.py's convergence.json):
+    per run, each goal with what it measured and whether it holds, and the final held-out accuracy."""
+    rows = []
+    for path in paths:
+        try:
+            with open(os.path.join(ROOT, path)) as f:
+                result = json.load(f)
+        except (OSError, ValueError) as e:
+            raise TableError(f"{path}: {e}")
+        ref = result["reference"]
+        rows.append([f"transformers {ref['versions']['transformers']} (torch {ref['versions']['torch']}), fp32",
+                     "1 x 32", "reference", "reference", f"{ref['mlm_accuracy']:.4f}"])
+        for run, judged in zip(result["runs"], result["goals"]):
+            def cell(prefix):
+                g = next((g for g in judged["goals"] if g["goal"].startswith(prefix)), None)
+                return "—" if g is None else f"{g['measured']:.1e} ({'holds' if g['holds'] else 'FAILS'})"
+            final = next(g for g in judged["goals"] if g["goal"].startswith("final"))
+            rows.append([f"joule {run['precision']}", f"{run['ranks']} x {run['micro_batch']}"
+                         f"{', zero1' if run['shard'] == 'zero1' else ''}", cell("first"), cell("50-step"),
+                         f"{run['mlm_accuracy']:.4f} ({run['mlm_accuracy'] - ref['mlm_accuracy']:+.4f}, "
+                         f"{'holds' if final['holds'] else 'FAILS'} {final['goal'].split('within ')[1]})"])
+    return markdown(["run", "ranks x micro-batch", "first 10 steps: largest relative loss difference",
+                     "50-step means: largest relative difference", "final held-out mlm_acc (against the reference)"],
+                    rows)
+
+
 def render_infer(paths):
     """Inference side by side (tools/bench/infer_compare.py): inferences/s per implementation and batch size, medians
     of the rounds, a PyTorch column per major version, and joule bf16's ratios to the faster PyTorch bf16 autocast
@@ -520,7 +549,7 @@ def render_gpu_train(paths):
 KINDS = {"environment": render_environment, "compare": render_compare, "runs": render_runs, "lamb": render_lamb,
          "speedup": render_speedup, "gemm": render_gemm, "data_prep": render_data_prep, "zero1": render_zero1,
          "loader": render_loader, "packing": render_packing, "packing_seeds": render_packing_seeds,
-         "convergence_seeds": render_convergence_seeds,
+         "convergence_seeds": render_convergence_seeds, "convergence": render_convergence,
          "infer": render_infer, "gpu_train": render_gpu_train}
 
 
