@@ -4,6 +4,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -197,7 +198,7 @@ class TrainingLoop {
       : p_(p),
         cfg_(p.run.cfg),
         root_(p.comm.info().rank == 0),
-        loader_(p.run.dataset(), sampler_config(), p.state.sampler),
+        loader_(p.run.dataset(), sampler_config(), p.state.sampler, loader_options()),
         metrics_(metrics_settings(p.run, p.state, p.accounting.ledger()), cfg_.run.dir, root_),
         policy_(cfg_.checkpoint, root_),
         step_(p.objects.model, *p.objects.reducer, *p.objects.optimizer, p.comm, cfg_.train.collective_timeout_seconds,
@@ -267,6 +268,14 @@ class TrainingLoop {
             p_.run.world,
             p_.comm.info().rank,
             static_cast<uint64_t>(cfg_.train.seed)};
+  }
+
+  // A step takes all its micro-batches before its first forward (it counts their predictions: trainer/train_step.h),
+  // so the loader keeps a whole step ready, read while the previous step computes.
+  data::LoaderOptions loader_options() const {
+    data::LoaderOptions o;
+    o.prefetch = static_cast<int>(std::max<int64_t>(o.prefetch, cfg_.train.accumulation + 1));
+    return o;
   }
 
   // One optimizer step, with the fault points around it; advances the state.
