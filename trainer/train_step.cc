@@ -88,12 +88,11 @@ StepResult TrainStep::run(const BatchSource& next_batch, double lr, const StepOp
     reducer_.begin_micro_batch(m == accumulation_ - 1);  // only the last micro-batch communicates
     models::PretrainingOutput out = model_->forward(batch);
     if (options.after_forward) options.after_forward();
-    if (options.poison_loss) out.loss = out.loss * std::numeric_limits<double>::quiet_NaN();
-    losses.emplace_back(out.loss.detach(), batch.rows ? batch.rows->sources : std::vector<data::RowRun>{});
     const double mlm_share = predictions[static_cast<size_t>(m)] * world / std::max(1.0, counts[0]);
     const double nsp_share = static_cast<double>(batch.sequence_count()) * world / std::max(1.0, counts[1]);
     torch::Tensor objective = out.mlm_loss * mlm_share + out.nsp_loss * nsp_share;
     if (options.poison_loss) objective = objective * std::numeric_limits<double>::quiet_NaN();
+    losses.emplace_back(objective.detach(), batch.rows ? batch.rows->sources : std::vector<data::RowRun>{});
     objective.backward();
     r.sums.add(out, batch.sequence_count());
     r.sequences += batch.sequence_count();
