@@ -11,6 +11,7 @@
 #include "launch/runtime.h"
 #include "launch/util/error.h"
 #include "launch/util/file_io.h"
+#include "launch/util/format.h"
 #include "models/bert.h"
 #include "models/encoder_model.h"
 #include "models/infer/infer.h"
@@ -25,11 +26,7 @@
 namespace joule::tools {
 namespace {
 
-std::string with_commas(int64_t n) {
-  std::string s = std::to_string(n);
-  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
-  return s;
-}
+std::string with_commas(int64_t n) { return grouped(static_cast<double>(n)); }
 
 std::string row(const std::string& name, int64_t n) {
   char buf[160];

@@ -97,26 +97,13 @@ AxisTicks axis_ticks(double lo, double hi, int max_intervals) {
 }
 
 std::string quantity(double v, const std::string& unit) {
-  const double a = std::fabs(v);
-  const auto plain = [&](double x) { return tick_label(x); };
-  if (unit == "h") {  // hours, minutes or seconds: whichever reads as 1 or more
-    if (a >= 0.9995 || a == 0) return plain(v) + " h";
-    if (a * 60 >= 0.9995) return plain(v * 60) + " min";
-    return plain(v * 3600) + " s";
-  }
-  if (unit == "Wh" || unit == "kWh") {  // energy in Wh, kWh or MWh (units of their own, not prefixes of another)
-    const double wh = unit == "kWh" ? v * 1000 : v, b = std::fabs(wh);
-    if (b >= 0.9995e6) return num(wh / 1e6, "%.3g") + " MWh";
-    if (b >= 0.9995e3) return num(wh / 1e3, "%.3g") + " kWh";
-    return plain(wh) + " Wh";
-  }
-  if (unit == "USD") return "USD " + (a >= 1000 ? num(v, "%.0f") : plain(v));
-  return plain(v) + " " + unit;
+  if (unit == "h") return duration_text(v * 3600);
+  if (unit == "Wh" || unit == "kWh") return energy_text(unit == "kWh" ? v : v / 1000);
+  if (unit == "USD") return usd_text(v);
+  return readable(v) + " " + unit;
 }
 
 namespace {
-
-std::string si(double v) { return tick_label(v); }
 
 // The unit a time axis reads best in for values up to `longest_seconds`: seconds, minutes or hours.
 struct TimeUnit {
@@ -254,7 +241,7 @@ std::string workload_section(const std::vector<ProfileEstimate>& rows) {
         << "<th>basis</th></tr>\n";
   for (const ProfileEstimate& e : rows) {
     table << "<tr><td>" << esc(e.instance) << "</td><td>" << esc(e.precision) << "</td><td>" << e.nodes << "</td><td>"
-          << num(e.seq_per_s, "%.0f") << "</td><td>" << fig(e.hours) << "</td><td>" << fig(e.kwh) << "</td><td>"
+          << grouped(e.seq_per_s) << "</td><td>" << fig(e.hours) << "</td><td>" << fig(e.kwh) << "</td><td>"
           << fig(e.usd) << "</td><td>" << fig(e.co2_kg) << "</td><td>" << esc(e.basis) << "</td></tr>\n";
     const std::string label = e.instance + " x" + std::to_string(e.nodes);
     hours_bars.push_back({label, {{"hours", e.hours}}});
@@ -284,19 +271,20 @@ std::string run_overview(const cost::RunSummary& s, const std::string& run_dir) 
   auto kv = [&](const std::string& k, const std::string& v) {
     h << "<tr><th>" << esc(k) << "</th><td>" << esc(v) << "</td></tr>\n";
   };
-  kv("sequences", std::to_string(s.sequences) + " in " + std::to_string(s.steps) + " steps");
+  kv("sequences",
+     grouped(static_cast<double>(s.sequences)) + " in " + grouped(static_cast<double>(s.steps)) + " steps");
   kv("ranks / nodes", std::to_string(s.ranks) + " / " + std::to_string(s.nodes));
   kv("wall time", cost::duration_text(s.wall_s) + " (billed " + cost::duration_text(s.ledger.wall_s()) + ", " +
                       std::to_string(s.segments) + " segment(s))");
-  kv("throughput", num(s.seq_per_s, "%.2f") + " seq/s");
+  kv("throughput", readable(s.seq_per_s, 4) + " seq/s");
   if (s.target_accuracy) kv("target accuracy", s.target_accuracy->text());
-  kv("energy (facility)",
-     fig(spent.facility_kwh) + " kWh, source: " + cost::energy_json(s.ledger.energy())["source"].get<std::string>());
-  kv("cost", "USD " + fig(spent.usd) + " (" + inst.instance + ", USD " + fig(inst.usd_per_hour) + "/h, " +
+  kv("energy (facility)", energy_text(spent.facility_kwh) +
+                              ", source: " + cost::energy_json(s.ledger.energy())["source"].get<std::string>());
+  kv("cost", usd_text(spent.usd) + " (" + inst.instance + ", " + usd_text(inst.usd_per_hour) + "/h, " +
                  inst.price_source + ")");
-  kv("CO2", fig(spent.co2_kg) + " kg at " + fig(inst.region.g_per_kwh) + " g/kWh (" + inst.grid_source + ")");
+  kv("CO2", mass_text(spent.co2_kg) + " at " + readable(inst.region.g_per_kwh) + " g/kWh (" + inst.grid_source + ")");
   kv("projected for 450M sequences",
-     cost::duration_text(full.wall_s) + ", " + fig(full.kwh) + " kWh, USD " + fig(full.usd) + " for " +
+     cost::duration_text(full.wall_s) + ", " + energy_text(full.kwh) + ", " + usd_text(full.usd) + " for " +
          s.workload.model +
          " on this cluster (measured rates; the table below predicts this workload on each instance profile)");
   h << "</table>\n";
@@ -360,7 +348,7 @@ std::string write_report(const std::string& run_dir, const std::string& out, con
     << bar_chart("Energy by component and source (IT equipment)", "Wh", energy_bars(s.ledger.energy()))
     << projection_chart(s) << "</div>\n"
     << "<h2>This workload on each instance profile</h2>\n<p class=\"note\">"
-    << si(static_cast<double>(s.full_pretraining.sequences)) << " sequences of " << s.workload.seq_len
+    << grouped(static_cast<double>(s.full_pretraining.sequences)) << " sequences of " << s.workload.seq_len
     << " tokens, model " << esc(s.workload.model) << ", " << nodes
     << " nodes, global batch 65,536, bf16: the cluster performance model of <code>joule plan</code> (compute "
        "calibrated on each "

@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "launch/util/format.h"
 #include "tools/report.h"
 
 namespace joule::tools::html {
@@ -39,7 +40,7 @@ std::string num(double v, const char* f) {
   return buf;
 }
 
-std::string fig(double v) { return std::fabs(v) >= 1e4 ? num(v, "%.0f") : num(v, "%.4g"); }
+std::string fig(double v) { return readable(v, 4); }
 
 std::string line_chart(const std::string& title, const std::string& x_label, const std::string& y_label,
                        const std::vector<Series>& series) {

@@ -94,7 +94,7 @@ TEST(Report, QuantitiesReadInTheirOwnUnits) {
   EXPECT_EQ(quantity(1234, "kWh"), "1.23 MWh");
   EXPECT_EQ(quantity(1500, "Wh"), "1.5 kWh");
   EXPECT_EQ(quantity(0.0012, "USD"), "USD 0.0012");
-  EXPECT_EQ(quantity(12345.6, "USD"), "USD 12346");
+  EXPECT_EQ(quantity(12345.6, "USD"), "USD 12,346");
   for (double v : {1e-7, 3e-4, 0.02, 7.0, 5e4})
     for (const char* unit : {"h", "kWh", "USD", "seq/s"}) {
       const std::string q = quantity(v, unit);
@@ -129,7 +129,7 @@ TEST(Report, TargetAccuracyRoundTripsAndIsPrinted) {
   EXPECT_EQ(read.target_accuracy->sequences, 50093);
   EXPECT_DOUBLE_EQ(read.target_accuracy->wall_s, 41.3);
   EXPECT_EQ(read.target_accuracy->text(),
-            "reached: 0.7124 >= 0.7000 held-out masked-LM accuracy at 50093 sequences (step 800, 41.3 s of training)");
+            "reached: 0.7124 >= 0.7000 held-out masked-LM accuracy at 50,093 sequences (step 800, 41.3 s of training)");
   written.target_accuracy->reached = false;
   EXPECT_EQ(written.target_accuracy->text().rfind("not reached (aborted): 0.7124 < 0.7000", 0), 0u);
   written.target_accuracy.reset();

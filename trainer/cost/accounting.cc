@@ -109,18 +109,6 @@ std::string sources_text(const EnergyTotals& e) {
 
 }  // namespace
 
-std::string duration_text(double seconds) {
-  char buf[64];
-  if (!std::isfinite(seconds)) return "?";
-  if (seconds < 120)
-    std::snprintf(buf, sizeof buf, "%.1f s", seconds);
-  else if (seconds < 7200)
-    std::snprintf(buf, sizeof buf, "%.1f min", seconds / 60);
-  else
-    std::snprintf(buf, sizeof buf, "%.2f h", seconds / 3600);
-  return buf;
-}
-
 CostSettings resolve_cost_settings(const AccountingOptions& o, const std::string& device, const std::string& config_dir,
                                    InstanceProfile* profile_out) {
   // auto: the machine the numerics run on; trainium-sim computes here too (its cluster is simulated, not billed)

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "launch/util/format.h"
 #include "trainer/cost/accounting_options.h"
 #include "trainer/cost/energy.h"
 #include "trainer/cost/hardware.h"
@@ -82,9 +83,9 @@ struct Ledger {
   static Ledger from_parts(const nlohmann::json& segments, const nlohmann::json& history, const std::string& where);
 };
 
-std::string new_run_id();                   // a random UUID (version 4)
-std::string duration_text(double seconds);  // "42.0 s", "3.5 min", "12.25 h"
-std::string utc_now_iso();                  // 2026-11-29T19:40:55Z
+std::string new_run_id();    // a random UUID (version 4)
+using joule::duration_text;  // launch/util/format.h
+std::string utc_now_iso();   // 2026-11-29T19:40:55Z
 
 // Projections from measured rates: `seq_per_s` after warm-up, and the run's average facility power, cost rate and
 // CO2 rate (what was spent over the billed wall time `done_wall_s`, start-up included).

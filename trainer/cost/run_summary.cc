@@ -20,13 +20,9 @@ using joule::json_field_or;
 using nlohmann::json;
 namespace {
 
-// A figure with enough significant digits for tiny demo runs and for day-long ones.
-std::string sig(double v) {
-  if (v == 0) return "0";
-  const double a = std::fabs(v);
-  if (a >= 100) return format_number("%.0f", v);
-  if (a >= 1) return format_number("%.2f", v);
-  return format_number("%.3g", v);
+// "1,250 seq/s, 4,500,634 seq/hour"
+std::string rate_text(double seq_per_s) {
+  return readable(seq_per_s) + " seq/s, " + grouped(seq_per_s * 3600) + " seq/hour";
 }
 
 using joule::JsonField;
@@ -140,8 +136,8 @@ EvalFigures EvalFigures::from_json(const json& j, const std::string& where) {
 std::string TargetAccuracy::text() const {
   return (reached ? "reached: " : "not reached (aborted): ") + format_number("%.4f", mlm_accuracy) +
          (reached ? " >= " : " < ") + format_number("%.4f", target) + " held-out masked-LM accuracy at " +
-         std::to_string(sequences) + " sequences (step " + std::to_string(step) + ", " + duration_text(wall_s) +
-         " of training)" + (reached ? "" : ", the run's last eval");
+         grouped(static_cast<double>(sequences)) + " sequences (step " + std::to_string(step) + ", " +
+         duration_text(wall_s) + " of training)" + (reached ? "" : ", the run's last eval");
 }
 
 json TargetAccuracy::to_json() const { return to_json_with(*this, kTargetAccuracyFields); }
@@ -276,8 +272,8 @@ void projection_rows(const RunSummary& s, const Row& row) {
   for (const auto& [label, p] :
        {std::pair<const char*, const Projection&>{"projected, the run's target", s.target},
         std::pair<const char*, const Projection&>{"projected, 450M sequences", s.full_pretraining}})
-    row(label, std::to_string(p.sequences) + " seq: " + duration_text(p.wall_s) + ", " + sig(p.kwh) + " kWh, USD " +
-                   sig(p.usd) + ", " + sig(p.co2_kg) + " kg CO2" + where);
+    row(label, grouped(static_cast<double>(p.sequences)) + " seq: " + duration_text(p.wall_s) + ", " +
+                   energy_text(p.kwh) + ", " + usd_text(p.usd) + ", " + mass_text(p.co2_kg) + " CO2" + where);
   const std::vector<ProjectionPoint>& hist = s.ledger.history;
   if (!hist.empty() && s.status == "finished") {
     const ProjectionPoint& first = hist.front();
@@ -296,10 +292,10 @@ void simulated_rows(const SimulatedFigures& m, const std::string& model, const R
   row("SIMULATED step", format_number("%.4g", m.step_s) + " s: compute " + format_number("%.4g", m.compute_s) +
                             ", exposed comm " + format_number("%.4g", m.exposed_comm_s) + " (of " +
                             format_number("%.4g", m.comm_s) + "), other " + format_number("%.4g", m.other_s));
-  row("SIMULATED throughput", sig(m.seq_per_s) + " seq/s, " + sig(m.seq_per_s * 3600) + " seq/hour");
-  row("SIMULATED, " + sig(m.target_sequences) + " seq",
-      duration_text(m.wall_s_for_target) + ", " + sig(m.kwh_for_target) + " kWh, USD " + sig(m.usd_for_target) + ", " +
-          sig(m.co2_kg_for_target) + " kg CO2");
+  row("SIMULATED throughput", rate_text(m.seq_per_s));
+  row("SIMULATED, " + grouped(m.target_sequences) + " seq",
+      duration_text(m.wall_s_for_target) + ", " + energy_text(m.kwh_for_target) + ", " + usd_text(m.usd_for_target) +
+          ", " + mass_text(m.co2_kg_for_target) + " CO2");
   row("SIMULATED basis",
       m.efficiency_basis + "; that compute efficiency is applied unchanged to " + model +
           " (one step time predicted at start from this run's buckets; every step advances the clock by it)");
@@ -315,8 +311,8 @@ std::string energy_parts(const EnergyTotals& e) {
     for (int k = 0; k < kSources; ++k)
       if (e.at(comp, static_cast<Source>(k)) > 0)
         srcs += (srcs.empty() ? "" : "+") + std::string(source_name(static_cast<Source>(k)));
-    parts += (parts.empty() ? "" : ", ") + std::string(component_name(comp)) + " " + sig(e.component(comp) / 3.6e6) +
-             " [" + srcs + "]";
+    parts += (parts.empty() ? "" : ", ") + std::string(component_name(comp)) + " " +
+             energy_text(e.component(comp) / 3.6e6) + " [" + srcs + "]";
   }
   return parts.empty() ? "nothing metered" : parts;
 }
@@ -326,12 +322,12 @@ void segment_rows(const RunSummary& s, const Row& row) {
   int i = 1;
   for (const Segment& g : s.ledger.segments) {
     const Spent f = g.figures();
-    const std::string rate = g.timed_s > 0 ? sig(static_cast<double>(g.timed_sequences) / g.timed_s) + " seq/s, "
+    const std::string rate = g.timed_s > 0 ? readable(static_cast<double>(g.timed_sequences) / g.timed_s) + " seq/s, "
                                            : std::string("no step timed, ");
     row("segment " + std::to_string(i++), "steps " + std::to_string(g.start_step) + "-" + std::to_string(g.end_step) +
                                               ", " + duration_text(g.wall_s) + " on " + std::to_string(g.ranks) +
-                                              " rank(s), " + rate + sig(f.facility_kwh) + " kWh, USD " + sig(f.usd) +
-                                              " (" + g.status + ")");
+                                              " rank(s), " + rate + energy_text(f.facility_kwh) + ", " +
+                                              usd_text(f.usd) + " (" + g.status + ")");
   }
 }
 
@@ -352,11 +348,11 @@ std::string summary_table(const RunSummary& s) {
   row("status", s.status);
   row("steps",
       std::to_string(s.steps) + " on " + std::to_string(s.ranks) + " rank(s), " + std::to_string(s.nodes) + " node(s)");
-  row("sequences processed", std::to_string(s.sequences));
+  row("sequences processed", grouped(static_cast<double>(s.sequences)));
   row("wall time",
       duration_text(s.wall_s) + (s.segments > 1 ? " over " + std::to_string(s.segments) + " segments" : ""));
   row(s.ledger.segments.size() > 1 ? "throughput (all segments' timed steps)" : "throughput (after warm-up)",
-      sig(s.seq_per_s) + " seq/s, " + sig(s.seq_per_s * 3600) + " seq/hour" +
+      rate_text(s.seq_per_s) +
           (s.mfu ? ", MFU " + format_number("%.3f", *s.mfu) + " of the " + s.workload.dtype + " peak" : ""));
   // What the rate leaves out, so that sequences / wall time and the rate can be told apart.
   if (const double timed_s = s.ledger.timed().second; timed_s > 0)
@@ -383,14 +379,14 @@ std::string summary_table(const RunSummary& s) {
             "; optimizer state " + gib(m.optimizer_state_bytes_per_rank) +
             (m.optimizer_shard == "zero1" ? " (zero1: 1/" + std::to_string(s.ranks) + " of it)" : " (whole)"));
   }
-  row("instance", inst.instance + " x " + std::to_string(s.nodes) + " node(s), USD " + sig(inst.usd_per_hour) + "/h (" +
-                      inst.price_source + ")");
-  row("energy (IT equipment)", sig(spent.it_kwh) + " kWh: " + energy_parts(energy));
+  row("instance", inst.instance + " x " + std::to_string(s.nodes) + " node(s), " + usd_text(inst.usd_per_hour) +
+                      "/h (" + inst.price_source + ")");
+  row("energy (IT equipment)", energy_text(spent.it_kwh) + ": " + energy_parts(energy));
   row("energy (facility, PUE " + format_number("%.2f", inst.pue) + ")",
-      sig(spent.facility_kwh) + " kWh (" + energy_json(energy)["source"].get<std::string>() + ")");
-  row("cost", "USD " + sig(spent.usd) + " (" + sig(spent.instance_hours) + " instance-hours x USD " +
-                  sig(inst.usd_per_hour) + "/h)");
-  row("CO2", sig(spent.co2_kg) + " kg (" + sig(inst.region.g_per_kwh) + " g/kWh, " + inst.grid_source + ")");
+      energy_text(spent.facility_kwh) + " (" + energy_json(energy)["source"].get<std::string>() + ")");
+  row("cost", usd_text(spent.usd) + " (" + readable(spent.instance_hours) + " instance-hours x " +
+                  usd_text(inst.usd_per_hour) + "/h)");
+  row("CO2", mass_text(spent.co2_kg) + " (" + readable(inst.region.g_per_kwh) + " g/kWh, " + inst.grid_source + ")");
   projection_rows(s, row);
   if (s.simulated) simulated_rows(*s.simulated, s.workload.model, row);
   if (s.eval)

@@ -618,8 +618,8 @@ TEST(RunSummary, JsonRoundTripKeepsEveryFigureAndTheTable) {
   EXPECT_EQ(j["billed_wall_s"].get<double>(), 150);
   EXPECT_EQ(j["instance"]["instance"], "cpu-host");
   const std::string table = summary_table(s);
-  for (const char* expected : {"cpu 0.15 [model], ram 0.02 [rapl]", "MFU 0.125", "segment 2", "SIMULATED cluster",
-                               "nsp_acc 0.6100", "450000000 seq", "note"})
+  for (const char* expected : {"cpu 150 Wh [model], ram 20 Wh [rapl]", "MFU 0.125", "segment 2", "SIMULATED cluster",
+                               "nsp_acc 0.6100", "450,000,000 seq: 82.2 days, 10 MWh", "note"})
     EXPECT_NE(table.find(expected), std::string::npos) << expected << " in\n" << table;
 }
 
