@@ -24,8 +24,8 @@ mpirun -np 2 --oversubscribe --bind-to none $( [[ $(id -u) -eq 0 ]] && echo --al
 # The same run as one self-contained HTML page (SVG charts; open it in a browser).
 "$joule" report "$demo/run"
 # The demo trains bert-tiny on this host; the question joule is for is BERT-Large on a cluster. joule plan answers it from
-# the cluster performance model (calibrated on published single-node figures; VALIDATION.md): the study's comparison
-# first (trn1 bf16 against p4d TF32, with the error), then p4d in bf16.
+# the cluster performance model (calibrated on published single-node figures; VALIDATION.md): the study's published
+# figures beside the model's (trn1 bf16 against p4d TF32, with the error of each), then p4d in bf16.
 echo
 echo "The question joule is for: BERT-Large, 450M sequences of 128 tokens, on 16 x trn1.32xlarge or 16 x p4d.24xlarge (predicted; the full table: joule plan):"
 "$joule" plan --study

@@ -117,17 +117,23 @@ std::vector<ValidationCase> validation_cases(const std::string& config_dir) {
   const StudyComparison study = study_comparison(config_dir);
   const std::string article = "AWS ML blog (the seed article): 16 x trn1 vs 16 x p4d";
   using S = StudyComparison;
+  const StepPrediction& t16 = study.trn1;
+  cases.push_back({"16 x trn1 hours for the run", "h", "independent", article, S::kTrn1Hours, t16.hours});
+  cases.push_back({"16 x trn1 cost of the run", "USD", "independent", article, S::kTrn1Usd, t16.usd});
   for (const auto& [p16, label] :
        {std::pair{&study.p4d_bf16, "p4d in bf16"}, std::pair{&study.p4d_tf32, "p4d in TF32"}}) {
-    const StepPrediction& t16 = study.trn1;
     const std::string where = std::string(", 16 nodes, ") + label;
+    cases.push_back(
+        {"16 x p4d hours for the run, " + std::string(label), "h", "independent", article, S::kP4dHours, p16->hours});
+    cases.push_back(
+        {"16 x p4d cost of the run, " + std::string(label), "USD", "independent", article, S::kP4dUsd, p16->usd});
     cases.push_back({"trn1 / p4d sequences per hour" + where, "ratio", "independent", article, S::kSeqPerHourRatio,
                      t16.seq_per_hour / p16->seq_per_hour});
     cases.push_back({"trn1 / p4d energy for the run" + where, "ratio",
-                     "independent of any trn1 figure but its assumed power", article, S::kEnergyRatio,
+                     "independent of any trn1 figure but its assumed power", article, 1 - S::kEnergyReduction,
                      t16.kwh / p16->kwh});
-    cases.push_back(
-        {"trn1 / p4d cost for the run" + where, "ratio", "independent", article, S::kCostRatio, t16.usd / p16->usd});
+    cases.push_back({"trn1 / p4d cost for the run" + where, "ratio", "independent", article, 1 - S::kCostReduction,
+                     t16.usd / p16->usd});
   }
   return cases;
 }
@@ -151,53 +157,58 @@ StudyComparison study_comparison(const std::string& config_dir) {
   s.p4d_bf16 = p4d.predict(w, s.nodes);
   w.dtype = "tf32";
   s.p4d_tf32 = p4d.predict(w, s.nodes);
-  s.trn1_usd_per_hour = trn1_profile.usd_per_hour;
-  s.p4d_usd_per_hour = p4d_profile.usd_per_hour;
   return s;
 }
 
 std::string study_text(const StudyComparison& s) {
   using S = StudyComparison;
   const StepPrediction &t = s.trn1, &g = s.p4d_tf32, &b = s.p4d_bf16;
-  auto error = [](double predicted, double published) {  // right-aligned in 8 columns
-    const std::string e = format_number("%+.0f %%", 100 * (predicted - published) / published);
-    return std::string(e.size() < 8 ? 8 - e.size() : 0, ' ') + e;
+  auto relative = [](double predicted, double published) {
+    return format_number("%+.0f %%", 100 * (predicted - published) / published);
   };
+  auto points = [](double predicted, double published) {  // two percentages apart
+    return format_number("%+.0f points", 100 * (predicted - published));
+  };
+  auto less = [](double ratio) { return format_number("%.0f %% less", 100 * (1 - ratio)); };
   std::ostringstream out;
-  out << "The seed study: AWS Machine Learning Blog, \"Reduce energy consumption of your machine learning workloads "
-         "by\n"
-         "up to 90% with AWS purpose-built accelerators\".\nBERT-Large phase 1, "
-      << format_number("%.0fM", s.sequences / 1e6) << " sequences, " << s.nodes << " x trn1.32xlarge vs " << s.nodes
-      << " x p4d.24xlarge.\nIt publishes ratios. The p4d rate its 1.7x implies ("
-      << format_number("%.0f", S::kTrn1PublishedSeqPerS / S::kSeqPerHourRatio / s.nodes)
-      << " seq/s per instance) is below even NVIDIA's TF32\nfigure (2505 on 8 x A100), far below its AMP one (4591): "
-         "joule plan compares trn1 in bf16 with p4d in TF32.\n\n"
-      << "                               study   joule plan   error\n"
-      << "  trn1 / p4d sequences/hour    " << format_number("%5.2f", S::kSeqPerHourRatio)
-      << format_number("%13.2f", t.seq_per_hour / g.seq_per_hour)
-      << error(t.seq_per_hour / g.seq_per_hour, S::kSeqPerHourRatio) << "\n"
-      << "  trn1 / p4d energy            " << format_number("%5.2f", S::kEnergyRatio)
-      << format_number("%13.2f", t.kwh / g.kwh) << error(t.kwh / g.kwh, S::kEnergyRatio)
-      << "   (trn1's power is an assumption: AWS publishes none)\n"
-      << "  trn1 / p4d cost              " << format_number("%5.2f", S::kCostRatio)
-      << format_number("%13.2f", t.usd / g.usd) << error(t.usd / g.usd, S::kCostRatio) << "\n\n"
-      << std::string(20, ' ') << "    hours           USD           kWh\n"
-      << std::string(20, ' ') << " joule  study   joule  study   joule\n";
-  auto row = [&](const char* label, const StepPrediction& p, double study_hours, double study_usd) {
-    out << label << format_number("%6.2f", p.hours)
-        << (study_hours > 0 ? format_number("%7.2f", study_hours) : "      -") << format_number("%8.0f", p.usd)
-        << (study_usd > 0 ? format_number("%7.0f", study_usd) : "      -") << format_number("%8.0f", p.kwh) << "\n";
+  auto row = [&](const std::string& label, const std::string& study, const std::string& model,
+                 const std::string& error) {
+    out << "  " << label << std::string(label.size() < 30 ? 30 - label.size() : 0, ' ')
+        << std::string(study.size() < 12 ? 12 - study.size() : 0, ' ') << study
+        << std::string(model.size() < 13 ? 13 - model.size() : 0, ' ') << model << "   " << error << "\n";
   };
-  row("  trn1.32xlarge bf16", t, s.implied_trn1_hours(), s.nodes * s.trn1_usd_per_hour * s.implied_trn1_hours());
-  row("  p4d.24xlarge TF32 ", g, s.implied_p4d_hours(), s.nodes * s.p4d_usd_per_hour * s.implied_p4d_hours());
-  row("  p4d.24xlarge bf16 ", b, 0, 0);
-  out << "study: its 1.7x applied to AWS Neuron's published 16 x trn1 rate ("
-      << format_number("%.0f", S::kTrn1PublishedSeqPerS) << " seq/s), at the profiles' prices.\n\n"
-      << "In bf16 (NVIDIA's AMP recipe) p4d is " << format_number("%.2f", t.hours / b.hours) << "x "
-      << (b.hours < t.hours ? "faster" : "as fast as") << " trn1; trn1 costs "
-      << format_number("%.0f %%", 100 * std::fabs(1 - t.usd / b.usd)) << (t.usd < b.usd ? " less" : " more")
-      << " and uses " << format_number("%.0f %%", 100 * std::fabs(t.kwh / b.kwh - 1))
-      << (t.kwh > b.kwh ? " more" : " less") << " energy.\n";
+  out << "The seed study (AWS Machine Learning Blog, \"Reduce energy consumption of your machine learning workloads by "
+         "up to\n90% with AWS purpose-built accelerators\"): BERT-Large phase 1, "
+      << format_number("%.0fM", s.sequences / 1e6) << " sequences, " << s.nodes << " x trn1.32xlarge against\n"
+      << s.nodes << " x p4d.24xlarge. Its published figures beside joule plan's (trn1 in bf16, p4d in TF32):\n\n";
+  row("", "study", "joule plan", "error");
+  row("trn1.32xlarge, hours", format_number("%.1f h", S::kTrn1Hours), format_number("%.2f h", t.hours),
+      relative(t.hours, S::kTrn1Hours));
+  row("p4d.24xlarge, hours", format_number("%.1f h", S::kP4dHours), format_number("%.2f h", g.hours),
+      relative(g.hours, S::kP4dHours));
+  row("trn1.32xlarge, cost", "USD " + grouped(S::kTrn1Usd), "USD " + grouped(t.usd), relative(t.usd, S::kTrn1Usd));
+  row("p4d.24xlarge, cost", "USD " + grouped(S::kP4dUsd), "USD " + grouped(g.usd), relative(g.usd, S::kP4dUsd));
+  row("trn1 against p4d, time", less(1 - S::kTimeReduction), less(t.hours / g.hours),
+      points(1 - t.hours / g.hours, S::kTimeReduction));
+  row("trn1 against p4d, cost", less(1 - S::kCostReduction), less(t.usd / g.usd),
+      points(1 - t.usd / g.usd, S::kCostReduction));
+  row("trn1 against p4d, energy", less(1 - S::kEnergyReduction), less(t.kwh / g.kwh),
+      points(1 - t.kwh / g.kwh, S::kEnergyReduction) + " (trn1's power is an assumption: AWS publishes none)");
+  row("trn1 / p4d, sequences/hour", format_number("%.1fx", S::kSeqPerHourRatio),
+      format_number("%.2fx", t.seq_per_hour / g.seq_per_hour),
+      relative(t.seq_per_hour / g.seq_per_hour, S::kSeqPerHourRatio));
+  out << "\njoule plan's energy for the run: trn1 " << grouped(t.kwh) << " kWh, p4d " << grouped(g.kwh)
+      << " kWh (the study publishes only the ratio).\n"
+      << "Why p4d in TF32: the study's 4 hours are " << grouped(s.sequences / (S::kP4dHours * 3600) / s.nodes)
+      << " seq/s per p4d instance, below even NVIDIA's TF32 figure (2,505 on\n8 x A100) and far below its AMP one "
+         "(4,591). In bf16 (NVIDIA's AMP recipe) p4d would take "
+      << format_number("%.2f h", b.hours) << " and USD " << grouped(b.usd) << ":\n"
+      << (b.hours < t.hours ? format_number("%.2fx faster than trn1", t.hours / b.hours)
+                            : format_number("%.2fx as long as trn1", b.hours / t.hours))
+      << "; trn1 would still cost " << format_number("%.0f %%", 100 * std::fabs(1 - t.usd / b.usd))
+      << (t.usd < b.usd ? " less" : " more") << " and use "
+      << format_number("%.0f %%", 100 * std::fabs(t.kwh / b.kwh - 1)) << (t.kwh > b.kwh ? " more" : " less")
+      << " energy.\n";
   return out.str();
 }
 
