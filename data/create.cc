@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <thread>
 
@@ -518,7 +519,7 @@ void to_host_packed(const Dupe& dupe, const std::vector<std::vector<uint32_t>>& 
 // dupe's sequences shuffled (with options.pack: packed, and the packed rows shuffled), appended a slice at a time (the
 // padded layout is ~2x the sequences' size). Returns the shard's counts.
 nlohmann::json write_dupes(const std::string& path, const std::vector<Document>& documents, int dupes, int64_t chunk,
-                           uint64_t stream, const ChunkContext& c) {
+                           uint64_t stream, const ChunkContext& c, const std::function<void()>& dupe_written) {
   constexpr size_t kSlice = 8192;
   const CreateOptions& o = c.options;
   ShardWriter writer(path, ShardWriter::kGrowing, o.seq_len,
@@ -545,12 +546,13 @@ nlohmann::json write_dupes(const std::string& path, const std::vector<Document>&
         to_host_packed(dupe, packs, begin, std::min(packs.size(), begin + kSlice), c, slice);
         writer.append(slice);
       }
-      continue;
+    } else {
+      for (size_t begin = 0; begin < dupe.order.size(); begin += kSlice) {
+        to_host(dupe, begin, std::min(dupe.order.size(), begin + kSlice), c, slice);
+        writer.append(slice);
+      }
     }
-    for (size_t begin = 0; begin < dupe.order.size(); begin += kSlice) {
-      to_host(dupe, begin, std::min(dupe.order.size(), begin + kSlice), c, slice);
-      writer.append(slice);
-    }
+    dupe_written();
   }
   const int64_t rows = writer.rows_written();
   if (rows > 0) writer.commit();
@@ -562,9 +564,16 @@ nlohmann::json write_dupes(const std::string& path, const std::vector<Document>&
 }
 
 // One chunk: tokenize, shuffle its documents, hold out the eval documents (chunk 0), make and write its shards.
-nlohmann::json process_chunk(TextChunk&& chunk, const ChunkContext& c, PartialDataSet& out) {
+// `share_done` hears the share of the chunk's work done: its tokenizing and each dupe count one part each.
+nlohmann::json process_chunk(TextChunk&& chunk, const ChunkContext& c, PartialDataSet& out,
+                             const std::function<void(double)>& share_done) {
   const CreateOptions& o = c.options;
+  const bool holds_eval = chunk.index == 0 && o.eval_documents > 0;
+  const double parts = 1.0 + o.dupe_factor + (holds_eval ? 1 : 0);
+  double parts_done = 0;
+  const auto part_done = [&] { share_done(++parts_done / parts); };
   std::vector<Document> documents = tokenize_chunk(chunk, c);
+  part_done();
   const std::string where = "data create: the chunk of text from " + chunk.first_line;
   const int64_t index = chunk.index;
   chunk.clear();
@@ -572,7 +581,7 @@ nlohmann::json process_chunk(TextChunk&& chunk, const ChunkContext& c, PartialDa
   Rng(chunk_seed(o, index, kDocumentShuffle)).shuffle(documents);
   nlohmann::json record = {{"index", index}, {"input_bytes", 0}};
   std::vector<Document> eval_documents;
-  if (index == 0 && o.eval_documents > 0) {
+  if (holds_eval) {
     if (o.eval_documents > static_cast<int64_t>(documents.size()) - 2)
       throw joule::UsageError(
           where + " holds " + std::to_string(documents.size()) + " documents: --eval-documents " +
@@ -582,7 +591,8 @@ nlohmann::json process_chunk(TextChunk&& chunk, const ChunkContext& c, PartialDa
                           std::make_move_iterator(documents.end()));
     documents.resize(documents.size() - static_cast<size_t>(o.eval_documents));
     std::filesystem::create_directories(std::filesystem::path(out.dir()) / "eval");
-    const nlohmann::json eval = write_dupes(out.shard_path("eval", 0), eval_documents, 1, index, kEvalDupes, c);
+    const nlohmann::json eval =
+        write_dupes(out.shard_path("eval", 0), eval_documents, 1, index, kEvalDupes, c, part_done);
     if (eval["sequences"] == 0) throw CorpusError(where + ": the held-out documents produced no eval sequences");
     record["eval"] = out.shard_record("eval", 0, eval["rows"]);
     record["eval_sequences"] = eval["sequences"];
@@ -593,7 +603,7 @@ nlohmann::json process_chunk(TextChunk&& chunk, const ChunkContext& c, PartialDa
                       " document(s) with words; NSP needs at least 2 (separate documents with a blank line)");
   std::filesystem::create_directories(std::filesystem::path(out.dir()) / "train");
   const nlohmann::json train =
-      write_dupes(out.shard_path("train", index), documents, o.dupe_factor, index, kTrainDupes, c);
+      write_dupes(out.shard_path("train", index), documents, o.dupe_factor, index, kTrainDupes, c, part_done);
   if (train["sequences"] == 0) throw CorpusError(where + " produced no training sequences");
   record["train"] = out.shard_record("train", index, train["rows"]);
   record["sequences"] = train["sequences"];
@@ -693,10 +703,21 @@ CreateSummary create_pretraining_data(const CreateOptions& o) {
   DocumentChunker chunker(files, chunk_bytes, limits);
   TextChunk chunk;
   nlohmann::json records = out.chunks();
+  int64_t bytes_done = 0;  // of the chunks before the one at hand
+  const int64_t bytes_in_all = o.on_progress ? plain_text_bytes(files) : -1;
+  const auto progress = [&](int64_t bytes) {
+    if (o.on_progress) o.on_progress(bytes, bytes_in_all);
+  };
   while (chunker.next(chunk)) {
     const int64_t index = chunk.index, input_bytes = chunk.input_bytes;
-    if (index < static_cast<int64_t>(out.resumed_chunks())) continue;  // verified complete by an earlier run
-    nlohmann::json record = process_chunk(std::move(chunk), context, out);
+    if (index < static_cast<int64_t>(out.resumed_chunks())) {  // verified complete by an earlier run
+      progress(bytes_done += input_bytes);
+      continue;
+    }
+    nlohmann::json record = process_chunk(std::move(chunk), context, out, [&](double share) {
+      progress(bytes_done + static_cast<int64_t>(std::llround(share * static_cast<double>(input_bytes))));
+    });
+    bytes_done += input_bytes;
     record["input_bytes"] = input_bytes;
     out.record_chunk(record);
     records.push_back(std::move(record));

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,10 @@ struct CreateOptions {
   bool replace = false;        // replace an `out` that holds another data set (swapped in when the new one is complete)
   bool skip_bad_input = false;  // skip and count bad lines, documents and empty files instead of stopping
   int pack = 0;  // > 0: each dupe's sequences packed up to `pack` a row (data/pack.h: packed shards); 0: padded rows
+  // Called as the work advances with the input bytes done so far (whole chunks, and the share of the chunk at hand
+  // that its tokenizing and dupes have covered) and of all (-1 for gzip input: unknown): a progress line's figures.
+  // May be empty.
+  std::function<void(int64_t input_bytes_done, int64_t of)> on_progress;
 };
 constexpr double kDefaultChunkMb = 256;
 

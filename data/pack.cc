@@ -386,6 +386,7 @@ PackSummary run_pack_job(const PackOptions& o, const PackJob& job) {
     }
     out.record_chunk(record);
     records.push_back(std::move(record));
+    if (o.on_progress) o.on_progress(static_cast<int64_t>(i + 1), static_cast<int64_t>(job.sources.size()));
   }
   if (!job.vocab.empty()) fs::copy_file(job.vocab, fs::path(out.dir()) / "vocab.txt");
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -88,6 +89,7 @@ struct PackOptions {
   uint64_t seed = 12345;
   int threads = 1;
   bool replace = false;
+  std::function<void(int64_t shards_done, int64_t of)> on_progress;  // after each shard (a progress line); may be empty
 };
 
 struct PackSummary {

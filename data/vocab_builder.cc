@@ -22,12 +22,18 @@ std::unordered_map<std::string, int64_t> count_words(const VocabBuildOptions& o)
   std::vector<std::unordered_map<std::string, int64_t>> partial(static_cast<size_t>(threads));
   TextLimits limits;
   limits.skip_bad = o.skip_bad_input;
-  DocumentChunker chunker(expand_inputs(o.inputs), 64ll << 20, limits);
+  // Chunks of 16 MB: the counts do not depend on the cut, and a progress line moves on every chunk.
+  const std::vector<std::string> files = expand_inputs(o.inputs);
+  const int64_t bytes_in_all = o.on_progress ? plain_text_bytes(files) : -1;
+  DocumentChunker chunker(files, 16ll << 20, limits);
   TextChunk chunk;
-  while (chunker.next(chunk))
+  int64_t bytes_done = 0;
+  while (chunker.next(chunk)) {
     joule::parallel_for(chunk.sentences(), threads, [&](size_t i, int worker) {
       for (std::string& w : basic_tokenize(chunk.sentence(i), o.lower_case)) ++partial[static_cast<size_t>(worker)][w];
     });
+    if (o.on_progress) o.on_progress(bytes_done += chunk.input_bytes, bytes_in_all);
+  }
   std::unordered_map<std::string, int64_t> counts;
   for (auto& p : partial)
     for (auto& [w, n] : p) counts[w] += n;

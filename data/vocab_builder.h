@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,9 @@ struct VocabBuildOptions {
   int64_t min_frequency = 2;  // a merge must occur at least this often
   int threads = 0;
   bool skip_bad_input = false;  // as data create's: bad lines, documents and empty files are skipped, not an error
+  // As reading advances: the input bytes done and of all (-1 for gzip input: unknown), for a progress line; may be
+  // empty.
+  std::function<void(int64_t input_bytes_done, int64_t of)> on_progress;
 };
 
 // [PAD] [UNK] [CLS] [SEP] [MASK], then every character seen (word-initial and "##" forms), then

@@ -335,7 +335,7 @@ InferSummary run_inference(const InferOptions& o) {
       const std::string what = o.input + ":" + std::to_string(line) + ": " + e.what();
       if (!o.skip_bad_lines) throw InputError(what);
       errors.push_back({{"line", line}, {"error", e.what()}});
-      if (o.progress) o.progress("skipped " + what);
+      if (o.on_skip) o.on_skip("skipped " + what);
       ++s.skipped;
     }
   }
@@ -346,7 +346,6 @@ InferSummary run_inference(const InferOptions& o) {
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t x, size_t y) { return examples[x].ids.size() < examples[y].ids.size(); });
   std::vector<json> results(examples.size());
-  auto last_report = Clock::now();
   for (size_t begin = 0; begin < order.size(); begin += static_cast<size_t>(o.batch)) {
     std::vector<const Example*> batch;
     for (size_t k = begin; k < std::min(order.size(), begin + static_cast<size_t>(o.batch)); ++k)
@@ -364,10 +363,7 @@ InferSummary run_inference(const InferOptions& o) {
     }
     s.padded_tokens += input.input_ids.numel();
     s.inferred += static_cast<int64_t>(batch.size());
-    if (o.progress && std::chrono::duration<double>(Clock::now() - last_report).count() >= 1.0) {
-      last_report = Clock::now();
-      o.progress(std::to_string(s.inferred) + " of " + std::to_string(examples.size()) + " lines");
-    }
+    if (o.on_progress) o.on_progress(s.inferred, static_cast<int64_t>(examples.size()));
   }
   // In input order, each skipped line's error in its place.
   std::string body;

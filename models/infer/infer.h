@@ -43,8 +43,9 @@ struct InferOptions {
   int threads = 0;                 // 0: every core
   std::optional<bool> lower_case;  // unset: tokenizer_config.json's do_lower_case, else lower-case
   bool skip_bad_lines = false;
-  bool allow_initialized = false;                    // run a classifier whose head (or pooler) the directory lacks
-  std::function<void(const std::string&)> progress;  // one line now and then (a terminal's), or empty
+  bool allow_initialized = false;                   // run a classifier whose head (or pooler) the directory lacks
+  std::function<void(const std::string&)> on_skip;  // a skipped line's report, or empty
+  std::function<void(int64_t lines_done, int64_t of)> on_progress;  // after each batch (a progress line), or empty
 };
 
 struct InferSummary {

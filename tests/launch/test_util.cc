@@ -9,15 +9,19 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
+#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "launch/util/file_io.h"
+#include "launch/util/format.h"
 #include "launch/util/hash.h"
 #include "launch/util/json_field.h"
 #include "launch/util/options.h"
+#include "launch/util/progress.h"
 #include "test_util.h"
 
 namespace {
@@ -355,4 +359,104 @@ TEST(JsonFields, AWriterNeverWritesNullForARequiredNumber) {
   } catch (const joule::InternalError& e) {
     EXPECT_NE(std::string(e.what()).find("'co2_kg' is inf"), std::string::npos) << e.what();
   }
+}
+
+using joule::duration_text;
+using joule::energy_text;
+using joule::grouped;
+using joule::mass_text;
+using joule::Progress;
+using joule::readable;
+using joule::usd_text;
+
+// Figures as people read them: thousands separated, no exponent, never an SI prefix glued to a unit ("4.85k h").
+TEST(Readable, FiguresReadAsPeopleWriteThem) {
+  EXPECT_EQ(grouped(2091), "2,091");
+  EXPECT_EQ(grouped(-1234567.25, 1), "-1,234,567.2");
+  EXPECT_EQ(grouped(999), "999");
+  EXPECT_EQ(readable(0.000137), "0.000137");
+  EXPECT_EQ(readable(5.98), "5.98");
+  EXPECT_EQ(readable(9.996), "10");
+  EXPECT_EQ(readable(38509.4), "38,509");
+  EXPECT_EQ(readable(1e-12), "0");
+  EXPECT_EQ(readable(std::nan("")), "?");
+  EXPECT_EQ(duration_text(16.7), "16.7 s");
+  EXPECT_EQ(duration_text(1800), "30 min");
+  EXPECT_EQ(duration_text(27.2 * 3600), "27.2 h");
+  EXPECT_EQ(duration_text(47 * 3600), "47 h");
+  EXPECT_EQ(duration_text(100 * 3600), "4.17 days");
+  EXPECT_EQ(energy_text(0.000001), "3.6 J");
+  EXPECT_EQ(energy_text(0.0598), "59.8 Wh");
+  EXPECT_EQ(energy_text(154), "154 kWh");
+  EXPECT_EQ(energy_text(4.85e6), "4,850 MWh");
+  EXPECT_EQ(usd_text(0.000746), "USD 0.000746");
+  EXPECT_EQ(usd_text(8.5), "USD 8.50");
+  EXPECT_EQ(usd_text(1820.4), "USD 1,820");
+  EXPECT_EQ(mass_text(0.103), "103 g");
+  EXPECT_EQ(mass_text(2500), "2.5 t");
+  for (double v : {1e-7, 3e-4, 0.5, 12.0, 4850.0, 1e7, 4.5e8})
+    for (const std::string& t : {readable(v), duration_text(v), energy_text(v), usd_text(v), mass_text(v)}) {
+      EXPECT_FALSE(std::regex_search(t, std::regex("[0-9]e[-+]?[0-9]"))) << t;
+      EXPECT_EQ(t.find("k "), std::string::npos) << t;
+    }
+}
+
+namespace {
+
+// What a Progress wrote to a temporary file, one entry a line ('\r' starts a terminal's update).
+std::string progress_output(const std::function<void(Progress&)>& work, Progress::Style style, int64_t total,
+                            bool quiet = false) {
+  std::FILE* f = std::tmpfile();
+  {
+    Progress p("data create", Progress::Unit::bytes, total, quiet, style, f);
+    work(p);
+  }
+  std::fflush(f);
+  std::rewind(f);
+  std::string text;
+  for (int c = std::fgetc(f); c != EOF; c = std::fgetc(f)) text += static_cast<char>(c);
+  std::fclose(f);
+  return text;
+}
+
+}  // namespace
+
+// In a log: one line at each tenth of the work, then the last line with the whole and its rate.
+TEST(Progress, ALogGetsALineAtEachTenthAndTheLastLine) {
+  const std::string log = progress_output(
+      [](Progress& p) {
+        for (int64_t done = 1; done <= 1'000'000; done += 1000) p.set(done);
+        p.set(1'000'000);
+        p.finish();
+      },
+      Progress::Style::log, 1'000'000);
+  std::vector<std::string> lines;
+  for (size_t at = 0, end; (end = log.find('\n', at)) != std::string::npos; at = end + 1)
+    lines.push_back(log.substr(at, end - at));
+  ASSERT_EQ(lines.size(), 10u) << log;  // 10 %, ..., 90 %, and done
+  EXPECT_EQ(lines[0].rfind("data create: ", 0), 0u) << lines[0];
+  EXPECT_NE(lines[0].find(" of 1 MB (10 %)"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[8].find("(90 %)"), std::string::npos) << lines[8];
+  EXPECT_EQ(lines[9].rfind("data create: done, 1 MB in ", 0), 0u) << lines[9];
+  EXPECT_EQ(log.find('\r'), std::string::npos);
+}
+
+// On a terminal: one line updated in place (carriage return, erase), ended by the last line; quiet: nothing at all.
+TEST(Progress, ATerminalLineUpdatesInPlaceAndQuietSaysNothing) {
+  auto work = [](Progress& p) {
+    p.set(10);
+    usleep(300'000);  // past the quarter second between a terminal's updates
+    p.set(500);
+    p.finish();
+  };
+  const std::string terminal = progress_output(work, Progress::Style::terminal, 1000);
+  EXPECT_EQ(terminal.rfind("\r\033[Kdata create: 500 bytes of 1 kB (50 %)", 0), 0u) << terminal;
+  EXPECT_NE(terminal.find("\r\033[Kdata create: done, 500 bytes in "), std::string::npos) << terminal;
+  EXPECT_EQ(terminal.back(), '\n');
+  EXPECT_EQ(progress_output(work, Progress::Style::terminal, 1000, /*quiet=*/true), "");
+  EXPECT_EQ(progress_output(work, Progress::Style::log, 0, /*quiet=*/true), "");
+  // Unknown total: no share and no time left, only what is done and the rate.
+  Progress unknown("infer", Progress::Unit::lines, 0, false, Progress::Style::log);
+  const std::string t = unknown.text(1200, 2);
+  EXPECT_EQ(t, "1,200 lines, 600 lines/s");
 }

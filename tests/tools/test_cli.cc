@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <regex>
 #include <set>
 
 #include <torch/torch.h>
@@ -128,6 +129,16 @@ TEST(Cli, DataPipelineAsAUserRunsIt) {
                             "/shards --seq-len 64 --max-pred 10 --dupe-factor 2 --shards 2 --eval-documents 20");
   ASSERT_EQ(create.exit_code, 0) << create.output;
   EXPECT_NE(create.output.find("eval sequences from 20 held-out documents"), std::string::npos) << create.output;
+  // Progress, in a log (not a terminal): lines at tenths of the input with its share, then the whole; --quiet: none.
+  for (const auto* run : {&vocab, &create}) {
+    const std::string what = run == &vocab ? "data vocab: " : "data create: ";
+    EXPECT_NE(run->output.find(what + "done, "), std::string::npos) << run->output;
+    EXPECT_EQ(run->output.find('\r'), std::string::npos) << "a terminal's line in a log:\n" << run->output;
+  }
+  EXPECT_NE(create.output.find(" %), "), std::string::npos) << "no periodic line:\n" << create.output;
+  auto quiet = run_command(kJoule + " data vocab --input " + d + "/c.txt --out " + d + "/v2.txt --size 500 --quiet");
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.output;
+  EXPECT_EQ(quiet.output.find("data vocab: "), std::string::npos) << quiet.output;
   auto inspect = run_command(kJoule + " data inspect " + d + "/shards/train --samples 1");
   ASSERT_EQ(inspect.exit_code, 0) << inspect.output;
   EXPECT_NE(inspect.output.find("2 shard(s)"), std::string::npos) << inspect.output;
@@ -183,6 +194,25 @@ TEST(Cli, DataPipelineAsAUserRunsIt) {
   EXPECT_NE(config.find("train = \"" + d + "/shards/train\""), std::string::npos) << config;
   EXPECT_NE(config.find("eval = \"" + d + "/shards/eval\""), std::string::npos) << config;
   EXPECT_NE(train.output.find("eval at step 2"), std::string::npos) << train.output;
+
+  // The run's summary and report write figures as people read them: no SI prefix glued to a unit ("4.85k h"), no
+  // exponent, durations in s/min/h/days, thousands separated.
+  auto summary = run_command(kJoule + " summary " + d + "/run");
+  ASSERT_EQ(summary.exit_code, 0) << summary.output;
+  auto report = run_command(kJoule + " report " + d + "/run");
+  ASSERT_EQ(report.exit_code, 0) << report.output;
+  const std::string html = joule::test::read_file(d + "/run/report.html");
+  const std::regex prefixed("[0-9][kmMG] ?(h|s|min|Wh|kWh|USD|seq)\\b"),
+      exponent("(^|[\\s(=:,])-?[0-9]+(\\.[0-9]+)?e[-+]?[0-9]+([\\s),;%]|$)");  // a number, not an id's "81e0c"
+  for (const auto& [what, text] : {std::pair{"summary", summary.output}, std::pair{"report", html}}) {
+    std::smatch m;
+    EXPECT_FALSE(std::regex_search(text, m, prefixed)) << what << ": " << m.str(0);
+    // The report's SVG coordinates are numbers too: only its text (between tags) is read.
+    const std::string read = std::regex_replace(text, std::regex("<[^>]*>"), " ");
+    EXPECT_FALSE(std::regex_search(read, m, exponent)) << what << ": " << m.str(0);
+  }
+  EXPECT_NE(summary.output.find("450,000,000 seq: "), std::string::npos) << summary.output;
+  EXPECT_TRUE(std::regex_search(summary.output, std::regex("wall time +[0-9.]+ (s|min)"))) << summary.output;
 
   // joule eval --dump: the first batch, the logits at its masked positions and the losses they give (what
   // tools/device/hf_roundtrip.py compares with HuggingFace's).

@@ -9,6 +9,8 @@
 #include "data/pack.h"
 #include "data/vocab_builder.h"
 #include "launch/util/file_io.h"
+#include "launch/util/format.h"
+#include "launch/util/progress.h"
 #include "tools/cli/command.h"
 #include "tools/cli/flags.h"
 #include "tools/data_commands.h"
@@ -100,21 +102,24 @@ void print_create_result(const data::CreateOptions& c, const data::CreateSummary
   if (s.skipped > 0)
     std::cout << "skipped " << s.skipped << " bad input item(s) (--skip-bad-input), the first: " << s.first_skip
               << "\n";
-  std::cout << (s.already_complete ? "" : "wrote ") << c.out << ": " << s.train_sequences << " training sequences";
+  const auto count = [](int64_t n) { return grouped(static_cast<double>(n)); };
+  std::cout << (s.already_complete ? "" : "wrote ") << c.out << ": " << count(s.train_sequences)
+            << " training sequences";
   if (c.pack > 0)
-    std::cout << " packed into " << s.train_rows << " rows (up to " << c.pack << " a row, "
+    std::cout << " packed into " << count(s.train_rows) << " rows (up to " << c.pack << " a row, "
               << static_cast<double>(s.train_sequences) / static_cast<double>(std::max<int64_t>(1, s.train_rows))
               << " on average)";
-  std::cout << " in " << s.train_shards.size() << " shard(s) from " << s.documents << " documents";
+  std::cout << " in " << s.train_shards.size() << " shard(s) from " << count(s.documents) << " documents";
   if (s.eval_sequences)
-    std::cout << ", " << s.eval_sequences << " eval sequences from " << s.eval_documents << " held-out documents";
+    std::cout << ", " << count(s.eval_sequences) << " eval sequences from " << count(s.eval_documents)
+              << " held-out documents";
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   const std::string chunk = s.chunk_bytes >= (1 << 20) ? std::to_string((s.chunk_bytes + (1 << 19)) >> 20) + " MB"
                                                        : std::to_string((s.chunk_bytes + 512) >> 10) + " KB";
-  std::cout << "; " << s.masked_predictions << " masked predictions; " << s.chunks << " chunk(s) of up to " << chunk
-            << " of text; peak memory " << usage.ru_maxrss / 1024 << " MB (budget " << c.memory_budget / (1 << 20)
-            << " MB)\n";
+  std::cout << "; " << count(s.masked_predictions) << " masked predictions; " << s.chunks << " chunk(s) of up to "
+            << chunk << " of text; peak memory " << usage.ru_maxrss / 1024 << " MB (budget "
+            << c.memory_budget / (1 << 20) << " MB)\n";
 }
 
 }  // namespace
@@ -142,6 +147,7 @@ int data_vocab(int argc, char** argv) {
   o.add_options()("lower-case", "lower-case and strip accents", cxxopts::value<bool>()->default_value("true"))(
       "no-lower-case", "keep case and accents")(
       "skip-bad-input", "skip and count invalid UTF-8 lines, over-long lines or documents and empty files");
+  add_quiet_flag(o);
   const NumberFlag size{"size", "vocabulary size, special tokens included", "8000", OptionRange{6, 1 << 24}},
       min_frequency{"min-frequency", "least count of a merged piece", "2", OptionRange{1, 1e15}};
   add_number_flags(o, {size, min_frequency});
@@ -154,7 +160,10 @@ int data_vocab(int argc, char** argv) {
   v.lower_case = r["lower-case"].as<bool>() && !r.count("no-lower-case");
   v.skip_bad_input = r.count("skip-bad-input") > 0;
   const std::string out = required(r, "out");
+  Progress progress("data vocab", Progress::Unit::bytes, 0, r.count("quiet") > 0);
+  v.on_progress = [&](int64_t bytes, int64_t of) { progress.set(bytes, of); };
   const auto vocab = data::build_vocab(v);
+  progress.finish();
   vocab.save(out);
   std::cout << "wrote " << out << ": " << vocab.size() << " tokens\n";
   return 0;
@@ -166,9 +175,15 @@ int data_create(int argc, char** argv) {
   add_create_flags(o);
   add_number_flags(o, {kPhase, kCreateSeqLen, kMaxPred, kDupeFactor, kShards, kShardMb, kCreateSeed, kMaskedLmProb,
                        kShortSeqProb, kEvalDocuments, kCreateThreads, kMaxPerPack});
+  add_quiet_flag(o);
   auto r = parse(o, argc, argv, inputs);
-  const data::CreateOptions c = create_options(r, inputs);
-  print_create_result(c, data::create_pretraining_data(c));
+  data::CreateOptions c = create_options(r, inputs);
+  // The input bytes done of all of them (gzip input: of an unknown total, so no share and no time left).
+  Progress progress("data create", Progress::Unit::bytes, 0, r.count("quiet") > 0);
+  c.on_progress = [&](int64_t bytes, int64_t of) { progress.set(bytes, of); };
+  const data::CreateSummary summary = data::create_pretraining_data(c);
+  progress.finish();
+  print_create_result(c, summary);
   return 0;
 }
 
@@ -186,6 +201,7 @@ int data_pack(int argc, char** argv) {
       slots{"max-pred", "NVIDIA's packed shards as IN: prediction slots a row", "80", OptionRange{1, 65535}};
   add_number_flags(o, {kMaxPerPack, seed, threads, row, slots});
   o.add_options()("replace", "replace an --out holding another data set (built in OUT.partial, swapped in when done)");
+  add_quiet_flag(o);
   o.parse_positional({"in", "out"});
   o.positional_help("IN OUT").show_positional_help();
   auto r = parse(o, argc, argv);
@@ -198,7 +214,11 @@ int data_pack(int argc, char** argv) {
   p.seed = static_cast<uint64_t>(int_flag(r, seed));
   p.threads = thread_flag(r, threads);
   p.replace = r.count("replace") > 0;
-  std::cout << tools::describe_pack(p, data::pack_data_set(p));
+  Progress progress("data pack", Progress::Unit::shards, 0, r.count("quiet") > 0);
+  p.on_progress = [&](int64_t done, int64_t of) { progress.set(done, of); };
+  const data::PackSummary summary = data::pack_data_set(p);
+  progress.finish();
+  std::cout << tools::describe_pack(p, summary);
   return 0;
 }
 

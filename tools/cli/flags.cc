@@ -191,6 +191,12 @@ void check_replacing(const cxxopts::ParseResult& r, const std::string& flag, con
                    "give a new or empty directory");
 }
 
+void add_quiet_flag(cxxopts::Options& options) {
+  options.add_options()("quiet",
+                        "no progress line on stderr (by default one that updates on a terminal, else a line "
+                        "at each tenth of the work)");
+}
+
 int thread_flag(const cxxopts::ParseResult& r, const NumberFlag& flag) {
   const int64_t asked = int_flag(r, flag);
   const int64_t cores = std::max<int64_t>(1, static_cast<int64_t>(launch::affinity_cpus().size()));

@@ -71,6 +71,9 @@ void add_path_flags(cxxopts::Options& options, const std::vector<PathFlag>& flag
 // directory, or one holding files of its own, is refused even with --replace: what is there would be lost or mixed.
 void check_replacing(const cxxopts::ParseResult& r, const std::string& flag, const std::string& makes);
 
+// --quiet: no progress line (launch/util/progress.h) on stderr for a command that reads or writes for long.
+void add_quiet_flag(cxxopts::Options& options);
+
 // The threads a --threads flag asks for, at most this process's cores: more only oversubscribes them (4096 threads
 // made each batch take minutes). A capped request is said on stderr.
 int thread_flag(const cxxopts::ParseResult& r, const NumberFlag& flag);

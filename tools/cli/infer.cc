@@ -1,10 +1,10 @@
 // `joule infer`: a JSONL file of texts (or LayoutLM words and boxes) in, one classification per line out.
-#include <unistd.h>
 
 #include <cstdio>
 #include <iostream>
 #include <string>
 
+#include "launch/util/progress.h"
 #include "models/infer/infer.h"
 #include "tools/cli/command.h"
 #include "tools/cli/flags.h"
@@ -52,6 +52,7 @@ int infer(int argc, char** argv) {
                               "0: the model's positions, at most 512"};
   const NumberFlag threads{"threads", "intra-op threads", "0", kThreads, "0: every core"};
   add_number_flags(o, {batch, max_length, threads});
+  add_quiet_flag(o);
   auto r = parse(o, argc, argv);
   models::infer::InferOptions io;
   io.model_dir = required(r, "model");
@@ -65,13 +66,11 @@ int infer(int argc, char** argv) {
   io.skip_bad_lines = r.count("skip-bad-lines") > 0;
   if (r.count("cased")) io.lower_case = false;
   io.allow_initialized = r.count("allow-untrained-head") > 0;
-  if (isatty(STDERR_FILENO))
-    io.progress = [](const std::string& line) { std::cerr << line << "\n" << std::flush; };
-  else
-    io.progress = [](const std::string& line) {
-      if (line.rfind("skipped ", 0) == 0) std::cerr << line << "\n";
-    };
+  io.on_skip = [](const std::string& line) { std::cerr << line << "\n" << std::flush; };
+  Progress progress("infer", Progress::Unit::lines, 0, r.count("quiet") > 0);
+  io.on_progress = [&](int64_t done, int64_t of) { progress.set(done, of); };
   const auto s = models::infer::run_inference(io);
+  progress.finish();
   std::cout << s.loading_notes << s.precision_reason << "\n" << inference_line(s, io.output) << std::flush;
   return 0;
 }
