@@ -1,6 +1,6 @@
 // The global shuffle: a keyed permutation of the data set's blocks per epoch, and the distributed sampler built on it.
 //
-// What is random and what is not (README, "The global shuffle"):
+// What is random and what is not (docs/data.md, "The global shuffle"):
 // - A block is `block_rows` consecutive rows of one shard (the shard's last block may be shorter). The data set chooses
 //   block_rows from the shards' HDF5 chunking (data/dataset.h), so that reading a block inflates its chunks once:
 //   reading single rows of gzip-compressed shards inflates a whole chunk per row and cannot keep up with a step.

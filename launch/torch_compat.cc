@@ -15,7 +15,7 @@ namespace joule::launch::compat {
 
 void no_cuda(const std::string& what) {
   throw DeviceError(what + ": this joule was built against a LibTorch without CUDA (Debian's libtorch is CPU-only)",
-                    "build joule against a CUDA LibTorch (README, \"GPUs\"), or train with --device cpu");
+                    "build joule against a CUDA LibTorch (docs/cluster.md, \"GPUs\"), or train with --device cpu");
 }
 
 bool built_with_cuda() {

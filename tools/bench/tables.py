@@ -24,8 +24,9 @@ and is exactly what KIND renders from those files. Kinds:
     gpu_train    joule bench train --device cuda per micro-batch and variant, against PyTorch's own step on the same
                  GPU (tools/device/h200.sh's bench.jsonl and torch_bench.jsonl)
 
-    python3 tools/bench/tables.py check [BENCHMARKS.md]    every block matches its files (exit 1 and a diff if not)
-    python3 tools/bench/tables.py write [BENCHMARKS.md]    rewrite every block from its files
+    python3 tools/bench/tables.py check [DOC ...]    every block matches its files (exit 1 and a diff if not);
+                                                    DOC: BENCHMARKS.md unless named (README.md, docs/*.md, ...)
+    python3 tools/bench/tables.py write [DOC ...]    rewrite every block from its files
     python3 tools/bench/tables.py summary [--min-ratio R] FILE...   the compare table on stdout (compare_pytorch.sh)
 Paths in the markers are relative to the repository root.
 """
@@ -602,21 +603,24 @@ def main(argv):
                 print(f"FAIL: the lowest ratio {min(ratios):.2f} is below --min-ratio {min_ratio}")
                 return 1
             return 0
-        doc = argv[1] if len(argv) > 1 else os.path.join(ROOT, "BENCHMARKS.md")
-        before, after, n = regenerate(doc)
-        if argv[0] == "write":
+        failed = 0
+        for doc in argv[1:] or [os.path.join(ROOT, "BENCHMARKS.md")]:
+            before, after, n = regenerate(doc)
+            if argv[0] == "write":
+                if after != before:
+                    with open(doc, "w") as f:
+                        f.write(after)
+                print(f"{doc}: {n} generated blocks{' rewritten' if after != before else ', unchanged'}")
+                continue
             if after != before:
-                with open(doc, "w") as f:
-                    f.write(after)
-            print(f"{doc}: {n} generated blocks{' rewritten' if after != before else ', unchanged'}")
-            return 0
-        if after != before:
-            sys.stdout.writelines(difflib.unified_diff(before.splitlines(True), after.splitlines(True), doc + " (committed)",
-                                                       doc + " (from the results)"))
-            print(f"FAIL: {doc}: generated blocks differ from their results files; run python3 tools/bench/tables.py write")
-            return 1
-        print(f"{doc}: {n} generated blocks match their results files")
-        return 0
+                sys.stdout.writelines(difflib.unified_diff(before.splitlines(True), after.splitlines(True),
+                                                           doc + " (committed)", doc + " (from the results)"))
+                print(f"FAIL: {doc}: generated blocks differ from their results files; run python3 tools/bench/tables.py "
+                      f"write {doc}")
+                failed = 1
+            else:
+                print(f"{doc}: {n} generated blocks match their results files")
+        return failed
     except TableError as e:
         print(f"tables.py: {e}", file=sys.stderr)
         return 1
