@@ -31,7 +31,7 @@ struct LengthTable {
         code[len] = static_cast<uint8_t>(c);
   }
 };
-const LengthTable kLengths;
+const LengthTable kLengthTable;
 
 // The block's symbols as values: a literal byte (0-255), or 256 + the length of a run (a match at distance 1).
 constexpr uint16_t kRun = 256;
@@ -227,7 +227,7 @@ void zlib_compress_runs(const uint8_t* in, size_t size, std::string& out) {
     for (; run >= kMinMatch; run -= std::min<size_t>(run, kMaxMatch)) {
       const size_t len = std::min<size_t>(run, kMaxMatch);
       *token++ = static_cast<uint16_t>(kRun + len);
-      ++freq[257u + kLengths.code[len]];
+      ++freq[257u + kLengthTable.code[len]];
     }
     for (; run > 0; --run) {
       *token++ = b;
@@ -311,7 +311,7 @@ void zlib_compress_runs(const uint8_t* in, size_t size, std::string& out) {
   for (int b = 0; b < 256; ++b)
     table[static_cast<size_t>(b)] = {codes[static_cast<size_t>(b)], lengths[static_cast<size_t>(b)]};
   for (int len = kMinMatch; len <= kMaxMatch; ++len) {
-    const size_t c = kLengths.code[static_cast<size_t>(len)], symbol = 257 + c;
+    const size_t c = kLengthTable.code[static_cast<size_t>(len)], symbol = 257 + c;
     table[kRun + static_cast<size_t>(len)] = {codes[symbol] | static_cast<uint32_t>(len - kLengthBase[c])
                                                                   << lengths[symbol],
                                               lengths[symbol] + kLengthExtra[c] + 1u};

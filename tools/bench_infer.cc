@@ -33,7 +33,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+using launch::seconds_since;
 
 double percentile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());

@@ -6,8 +6,8 @@
 # 450M sequences, 16 x trn1 or p4d) with `joule plan`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/setup.sh
-bash tools/build.sh
+bash tools/setup.sh        # what building and running joule needs (the tests' extras: tools/test.sh)
+bash tools/build.sh joule  # the joule binary alone
 joule=build/${JOULE_PRESET:-ci}/tools/joule
 demo=demo
 mkdir -p "$demo"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what joule needs from Debian's archive (idempotent). Not root: prints the exact command.
-#   bash tools/setup.sh              build + test dependencies
+#   bash tools/setup.sh              what the main job needs: build joule and run it (tools/demo.sh)
+#   bash tools/setup.sh --tests      also what the tests add (tools/test.sh)
 #   bash tools/setup.sh --reference  also python3-torch/python3-h5py, to regenerate test fixtures
 set -euo pipefail
 
@@ -8,12 +9,19 @@ packages=(cmake ninja-build g++ ccache pkg-config
           libtorch-dev libopenblas0-pthread libopenblas-dev
           libdnnl-dev         # oneDNN's headers: fp32 GEMMs through it where OpenBLAS's kernels are below the CPU
           libopenmpi-dev openmpi-bin libhdf5-dev libicu-dev zlib1g-dev libdeflate-dev
-          libcxxopts-dev libgtest-dev nlohmann-json3-dev libtoml11-dev
-          slurm-wlm munge     # the Slurm launch test runs a private one-host cluster
-          chromium            # the HTML report test renders in headless Chromium
-          clang libclang-rt-dev  # the libFuzzer harnesses (tests/fuzz)
-          clang-format)          # tools/check/format.sh holds the C++ files to .clang-format
-[[ "${1:-}" == "--reference" ]] && packages+=(python3-torch python3-h5py)
+          libcxxopts-dev nlohmann-json3-dev libtoml11-dev)
+test_packages=(libgtest-dev
+               slurm-wlm munge        # the Slurm launch test runs a private one-host cluster
+               chromium               # the HTML report test renders in headless Chromium
+               clang libclang-rt-dev  # the libFuzzer harnesses (tests/fuzz)
+               clang-format)          # tools/check/format.sh holds the C++ files to .clang-format
+for arg in "$@"; do
+  case $arg in
+    --tests) packages+=("${test_packages[@]}") ;;
+    --reference) packages+=("${test_packages[@]}" python3-torch python3-h5py) ;;
+    *) echo "joule setup: unknown argument '$arg' (use --tests or --reference)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

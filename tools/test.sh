@@ -23,7 +23,7 @@ stage() {
   stage_times+=("$(printf '%-14s %5d s%s' "$name" $((SECONDS - start)) "$( ((status)) && echo "  FAILED (exit $status)")")")
   return $status
 }
-stage setup bash tools/setup.sh
+stage setup bash tools/setup.sh --tests
 stage format bash tools/check/format.sh
 stage "build ci" bash tools/build.sh
 stage "test ci" ctest --preset "${JOULE_PRESET:-ci}" -j "$(nproc)"
