@@ -4,8 +4,10 @@
 #include <ATen/record_function.h>
 
 #include <algorithm>
+#include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "launch/util/error.h"
@@ -41,6 +43,16 @@ struct PackedFeedForward {};
 #endif
 
 namespace {
+
+// ZeroGradientScope's marks: the data of gradients known to hold zeros. Backward may run on autograd's threads.
+std::mutex zero_gradients_mutex;
+std::unordered_set<const void*> zero_gradients;
+
+// Whether `grad` is marked as holding zeros, unmarking it: its first writer stores, every later one adds.
+[[maybe_unused]] bool take_zero_gradient(const torch::Tensor& grad) {
+  std::lock_guard<std::mutex> lock(zero_gradients_mutex);
+  return zero_gradients.erase(grad.data_ptr()) > 0;
+}
 
 #if JOULE_ONEDNN
 using torch::autograd::AutogradContext;
@@ -183,7 +195,7 @@ struct Bf16Linear : public torch::autograd::Function<Bf16Linear> {
                              grad.sizes() == weight.sizes() && !torch::GradMode::is_enabled();
       torch::Tensor out = into_grad ? grad : torch::empty({n, k}, weight.options().dtype(torch::kFloat));
       Epilogue e;
-      e.accumulate = into_grad;
+      e.accumulate = into_grad && !take_zero_gradient(grad);
       matmul_bf16({dy.data_ptr<bf16>(), true}, {x2.data_ptr<bf16>(), false}, n, k, m, out.data_ptr<float>(), false, e);
       if (!into_grad) dw = out.to(weight.scalar_type());  // a weight held in bf16 has a bf16 gradient
     }
@@ -195,6 +207,22 @@ struct Bf16Linear : public torch::autograd::Function<Bf16Linear> {
 #endif
 
 }  // namespace
+
+ZeroGradientScope::ZeroGradientScope(const std::vector<torch::Tensor>& zeroed_gradients) {
+  std::lock_guard<std::mutex> lock(zero_gradients_mutex);
+  if (!zero_gradients.empty()) throw joule::InternalError("ZeroGradientScope: another scope still holds marks");
+#if JOULE_ONEDNN
+  for (const torch::Tensor& g : zeroed_gradients)
+    if (g.defined() && g.numel() > 0) zero_gradients.insert(g.data_ptr());
+#else
+  (void)zeroed_gradients;
+#endif
+}
+
+ZeroGradientScope::~ZeroGradientScope() {
+  std::lock_guard<std::mutex> lock(zero_gradients_mutex);
+  zero_gradients.clear();
+}
 
 PackedWeights::PackedWeights() = default;
 PackedWeights::~PackedWeights() = default;

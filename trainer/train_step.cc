@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "launch/cpu_allocator.h"
+#include "models/bf16_linear.h"
 
 namespace joule::trainer {
 
@@ -65,6 +67,9 @@ StepResult TrainStep::run(const BatchSource& next_batch, double lr, const StepOp
   StepResult r;
   reducer_.hold_bf16_weights();  // ZeRO-1 with bf16 weights: a no-op after the first step (and a checkpoint's fp32)
   reducer_.zero_grad();
+  std::vector<torch::Tensor> gradients;
+  for (const torch::Tensor& p : model_->parameters()) gradients.push_back(p.grad());
+  std::optional<models::ZeroGradientScope> zeroed(std::in_place, gradients);  // until the last backward
   // The step's batches, and its predictions and sequences over every rank: each micro-batch's mean losses are
   // weighted by its share of them, so the step's gradient is that of the mean over all its predictions (and
   // sequences), whatever the micro-batch, accumulation and world size.
@@ -97,6 +102,7 @@ StepResult TrainStep::run(const BatchSource& next_batch, double lr, const StepOp
     r.sums.add(out, batch.sequence_count());
     r.sequences += batch.sequence_count();
   }
+  zeroed.reset();
   batches.clear();
   reducer_.finish();
   if (options.after_backward) options.after_backward();

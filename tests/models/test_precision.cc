@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <tuple>
 
 #include <torch/csrc/autograd/functions/accumulate_grad.h>
@@ -329,6 +330,47 @@ TEST(Precision, Bf16LinearAddsItsWeightGradientIntoTheFp32Grad) {
     EXPECT_TRUE(torch::allclose(ws.grad(), 2 * first, 1e-6, 1e-6 * scale)) << (ws.grad() - 2 * first).abs().max();
     EXPECT_EQ(hook_calls, 2);
   }
+}
+
+// Under a ZeroGradientScope the first weight-gradient GEMM into a marked .grad stores its product (the marked memory
+// is not read: filled with 7s here, none of them survive), later ones add, and a weight that also reaches its .grad
+// through autograd's accumulator (as the tied MLM decoder weight does through the embedding) gets that added after:
+// the gradients equal those of the same graph accumulated into zeros, at odd sizes, bit for bit.
+TEST(Precision, ZeroGradientScopeStoresTheFirstWeightGradientAndAddsTheRest) {
+#if !JOULE_ONEDNN
+  GTEST_SKIP() << "built without oneDNN (JOULE_ONEDNN=OFF)";
+#endif
+  torch::manual_seed(13);
+  const joule::models::PrecisionOps bf16(Precision::kBf16);
+  const int64_t rows = 3 * 37, in = 61, out = 129;
+  const torch::Tensor x = torch::randn({rows, in}).to(torch::kBFloat16), w = torch::randn({out, in}) * 0.05;
+  const torch::Tensor other = torch::randn({out, in}), upstream = torch::randn({rows, out});
+  // y1 = x W^T twice through the bf16 Linear, plus sum(W * other) through LibTorch's autograd.
+  const auto gradient = [&](bool scoped) {
+    const torch::Tensor ws = w.clone().set_requires_grad(true), xs = x.clone().set_requires_grad(true);
+    ws.mutable_grad() = torch::full({out, in}, scoped ? 7.0f : 0.0f);  // the .grad held before backward
+    std::optional<joule::models::ZeroGradientScope> scope;
+    if (scoped) scope.emplace(std::vector<torch::Tensor>{ws.grad()});
+    const torch::Tensor loss = (bf16.linear(xs, ws, {}).to(torch::kFloat) * upstream).sum() +
+                               (bf16.linear(xs, ws, {}).to(torch::kFloat) * upstream * 0.5).sum() + (ws * other).sum();
+    loss.backward();
+    return std::make_pair(ws.grad().clone(), xs.grad().clone());
+  };
+  const auto [w_plain, x_plain] = gradient(false);
+  const auto [w_scoped, x_scoped] = gradient(true);
+  EXPECT_TRUE(torch::equal(w_scoped, w_plain)) << (w_scoped - w_plain).abs().max();
+  EXPECT_TRUE(torch::equal(x_scoped, x_plain));
+  EXPECT_GT(w_plain.abs().max().item<double>(), 0.0);
+  // The marks end with the scope: a later backward adds into the 7s.
+  const auto once = [&](float held, bool scope_before) {
+    const torch::Tensor ws = w.clone().set_requires_grad(true);
+    ws.mutable_grad() = torch::full({out, in}, held);
+    if (scope_before) joule::models::ZeroGradientScope scope({ws.grad()});
+    (bf16.linear(x, ws, {}).to(torch::kFloat) * upstream).sum().backward();
+    return ws.grad().clone();
+  };
+  const torch::Tensor product = once(0.0f, false), after_scope = once(7.0f, true);
+  EXPECT_TRUE(torch::allclose(after_scope - 7.0f, product, 0, 1e-5 * product.abs().max().item<double>()));
 }
 
 // Inference (autograd records nothing): one GEMM with the bias, fp32 or bf16-held, and GELU in oneDNN's epilogue,
