@@ -2,18 +2,13 @@
 // allocator tuning, and the versions of the libraries joule is linked against. No LibTorch here.
 #pragma once
 
-#include <chrono>
 #include <string>
 #include <vector>
 
 #include "launch/blas_core.h"
+#include "launch/util/clock.h"  // seconds_since, which the users of this header time with
 
 namespace joule::launch {
-
-// Seconds of steady-clock time since `start`.
-inline double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 struct BlasInfo {
   std::string library;        // the shared object that provides sgemm_ (dladdr), or "unknown"

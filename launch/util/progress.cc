@@ -6,6 +6,7 @@
 #include <cmath>
 #include <utility>
 
+#include "launch/util/clock.h"
 #include "launch/util/format.h"
 
 namespace joule {
@@ -13,10 +14,6 @@ namespace {
 
 constexpr double kTerminalInterval = 0.25;  // seconds between a terminal line's updates
 constexpr double kLogInterval = 30;         // seconds a log waits at most for its next line
-
-double since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 }  // namespace
 
@@ -80,7 +77,7 @@ void Progress::print(const std::string& line) {
 void Progress::set(int64_t done) {
   done_ = done;
   if (quiet_ || finished_) return;
-  const double quiet_for = since(last_print_);
+  const double quiet_for = launch::seconds_since(last_print_);
   bool due = false;
   if (terminal_) {
     due = quiet_for >= kTerminalInterval;
@@ -89,13 +86,13 @@ void Progress::set(int64_t done) {
     due = (tenth > last_tenth_ && tenth < 10) || quiet_for >= kLogInterval;  // the end: finish()
     last_tenth_ = std::max(last_tenth_, tenth);
   }
-  if (due) print(text(done, since(start_)));
+  if (due) print(text(done, launch::seconds_since(start_)));
 }
 
 void Progress::finish() {
   if (quiet_ || finished_ || done_ == 0) return;  // nothing done (already complete): nothing to say
   finished_ = true;
-  const double seconds = since(start_);
+  const double seconds = launch::seconds_since(start_);
   std::string line = "done, " + amount(static_cast<double>(done_)) + " in " + duration_text(seconds);
   if (seconds > 0) line += " (" + amount(static_cast<double>(done_) / seconds) + "/s)";
   print(line);
