@@ -17,34 +17,19 @@
 
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <string>
 
-#include "launch/util/error.h"
 #include "models/encoder_model.h"
+#include "models/infer/classifier.h"
 #include "models/precision.h"
 
 namespace joule::models::infer {
 
-class InputError : public joule::Error {
- public:
-  explicit InputError(const std::string& message,
-                      std::string hint = "fix that line, or pass --skip-bad-lines to report and skip such lines")
-      : joule::Error(message, std::move(hint)) {}
-};
-
-struct InferOptions {
-  std::string model_dir;
-  std::string architecture;  // empty: config.json's
+struct InferOptions : ClassifierOptions {
   std::string input, output;
-  PrecisionSetting precision = PrecisionSetting::automatic;
   int64_t batch = 8;
-  int64_t max_length = 0;          // 0: the model's max_position_embeddings (at most 512)
-  int threads = 0;                 // 0: every core
-  std::optional<bool> lower_case;  // unset: tokenizer_config.json's do_lower_case, else lower-case
   bool skip_bad_lines = false;
-  bool allow_initialized = false;                   // run a classifier whose head (or pooler) the directory lacks
-  std::function<void(const std::string&)> on_skip;  // a skipped line's report, or empty
+  std::function<void(const std::string&)> on_skip;                  // a skipped line's report, or empty
   std::function<void(int64_t lines_done, int64_t of)> on_progress;  // after each batch (a progress line), or empty
 };
 
