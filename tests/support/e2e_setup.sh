@@ -16,6 +16,10 @@
 #   e2e_make_data DOCS SEED VOCAB [FLAGS...]
 #                                        corpus.txt (DOCS synthetic documents), vocab.txt (VOCAB tokens) and shards/
 #                                        (seq 64, 10 predictions, 2 shards; FLAGS go to `joule data create`)
+#   e2e_make_classifiers                 after e2e_make_data: seq/ (a bert-tiny sequence classifier, labels neg, neutral,
+#                                        pos) with texts.jsonl (30 corpus lines, ids doc-N, every third with a
+#                                        text_pair), and layout/ (a LayoutLM token classifier, 3 labels) with forms.jsonl
+#                                        (10 forms: words, pixel boxes, the page)
 MPI_ARGS=(-n 2 --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1 ${MPI_EXTRA[@]+"${MPI_EXTRA[@]}"})
 
 e2e_workdir() { rm -rf "$1" && mkdir -p "$1" && cd "$1" || exit 1; }
@@ -39,6 +43,38 @@ e2e_make_data() {
   "$joule" data vocab --input corpus.txt --out vocab.txt --size "$vocab" >/dev/null || fail "data vocab"
   "$joule" data create --input corpus.txt --vocab vocab.txt --out shards --seq-len 64 --max-pred 10 --shards 2 "$@" >/dev/null ||
     fail "data create"
+}
+
+e2e_make_classifiers() {
+  "$joule" model init --config bert-tiny --architecture BertForSequenceClassification --labels 3 --seed 2 --out seq \
+    > /dev/null || fail "model init"
+  cp vocab.txt seq/
+  python3 - <<'PY' || fail "the classifiers' inputs"
+import json
+c = json.load(open("seq/config.json"))
+c["id2label"] = {"0": "neg", "1": "neutral", "2": "pos"}
+c["label2id"] = {v: int(k) for k, v in c["id2label"].items()}
+json.dump(c, open("seq/config.json", "w"), indent=1)
+lines = [l.strip() for l in open("corpus.txt") if l.strip()][:30]
+with open("texts.jsonl", "w") as f:
+    for i, l in enumerate(lines):
+        row = {"text": l, "id": f"doc-{i}"}
+        if i % 3 == 0:
+            row["text_pair"] = lines[(i + 1) % len(lines)]
+        f.write(json.dumps(row) + "\n")
+for k in ("id2label", "label2id", "architectures"):
+    c.pop(k)
+c.update(model_type="layoutlm", max_2d_position_embeddings=1024)
+json.dump(c, open("layout.json", "w"))
+words = [l.split()[:12] for l in open("corpus.txt") if len(l.split()) >= 3][:10]
+with open("forms.jsonl", "w") as f:
+    for i, ws in enumerate(words):
+        boxes = [[40 * k, 30 + 20 * i, 40 * k + 35, 45 + 20 * i] for k in range(len(ws))]
+        f.write(json.dumps({"words": ws, "boxes": boxes, "page": [612, 792], "id": i}) + "\n")
+PY
+  "$joule" model init --config layout.json --architecture LayoutLMForTokenClassification --labels 3 --out layout \
+    > /dev/null || fail "model init layoutlm"
+  cp vocab.txt layout/
 }
 
 e2e_snapshot() {
