@@ -200,7 +200,7 @@ const char* default_wait_policy(bool serving, bool gemms_on_openblas_threads) {
   return serving && !gemms_on_openblas_threads ? "ACTIVE" : "PASSIVE";
 }
 
-void restart_with_thread_environment(char** argv, bool serving, bool gemms_on_openblas_threads) {
+void restart_with_thread_environment(char** argv, bool serving, bool gemms_on_openblas_threads, bool idle_sleeps) {
   bool changed = false;
   auto set_default = [&](const char* name, const char* value) {
     if (!std::getenv(name)) {
@@ -210,6 +210,7 @@ void restart_with_thread_environment(char** argv, bool serving, bool gemms_on_op
   };
   set_default("OMP_WAIT_POLICY", default_wait_policy(serving, gemms_on_openblas_threads));
   set_default("OPENBLAS_THREAD_TIMEOUT", "4");
+  if (idle_sleeps) set_default("GOMP_SPINCOUNT", "300000");
   if (changed) execv("/proc/self/exe", argv);  // returns only if the exec failed: run on, as before
 }
 

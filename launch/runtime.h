@@ -58,9 +58,13 @@ void tune_allocator();
 // 1.9x the throughput at batch 1 and 1.2x at batch 8 on bert-base, BENCHMARKS.md), unless its GEMMs run on OpenBLAS's
 // own threads (`gemms_on_openblas_threads`: fp32 on an OpenBLAS whose kernels match the CPU), which spinning OpenMP
 // threads starve (measured: 2.4 against 10.0 inferences/s, bert-base fp32, batch 8, 2 cores): PASSIVE there too.
+// A long-running server (`idle_sleeps`) spins a bounded while (GOMP_SPINCOUNT=300000, a few milliseconds: far longer
+// than the gaps inside a forward pass) and then sleeps: with ACTIVE alone an idle `joule serve` held a whole core
+// (measured: 3.0 CPU-seconds in 3 idle seconds, 0 with the bound).
 // A value the environment already gives is kept. When a variable was missing, sets it and executes this program again
 // with the same `argv` (once: the second start finds them set); returns when nothing was missing.
-void restart_with_thread_environment(char** argv, bool serving, bool gemms_on_openblas_threads);
+void restart_with_thread_environment(char** argv, bool serving, bool gemms_on_openblas_threads,
+                                     bool idle_sleeps = false);
 // The OMP_WAIT_POLICY restart_with_thread_environment gives a process that does not set one.
 const char* default_wait_policy(bool serving, bool gemms_on_openblas_threads);
 

@@ -103,9 +103,10 @@ int main(int argc, char** argv) {
   // The data commands run no LibTorch or BLAS work, and a second start would double their start-up.
   using joule::cli::ThreadRuntime;
   if (command->runtime != ThreadRuntime::none) {
-    const bool serving = command->runtime == ThreadRuntime::serving;
+    const bool serving = command->runtime == ThreadRuntime::serving || command->runtime == ThreadRuntime::service;
     joule::launch::restart_with_thread_environment(
-        argv, serving, serving && joule::cli::serving_gemms_on_openblas(argc - words, argv + words));
+        argv, serving, serving && joule::cli::serving_gemms_on_openblas(argc - words, argv + words),
+        command->runtime == ThreadRuntime::service);
   }
   joule::remove_temporaries_on_signals();  // SIGTERM mid-write leaves no OUT.tmp.PID; SIGXFSZ is an error
   joule::launch::tune_allocator();

@@ -169,6 +169,7 @@ BASELINES = {
     "model info": "--dir model",
     "model forward": "--dir seq --inputs inputs.safetensors --out new_forward.safetensors",
     "infer": "--model seq --input texts.jsonl --output new_out.jsonl",
+    "serve": "--model seq --port 0 --check",
     "bench model": "--config bert-tiny --iterations 1 --warmup 0 --batch 2 --seq-len 16 --max-pred 2",
     "bench infer": "--model seq --batches 1 --seconds 0.01 --seq-len 16 --out new_infrun",
     "bench comm": "--gradient-model none --min-bytes 1024 --max-bytes 4096 --iterations 1",

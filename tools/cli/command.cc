@@ -27,6 +27,8 @@ const std::vector<Command>& commands() {
       {"model forward", "a BERT/LayoutLM model directory's logits for inputs in a safetensors file", model_forward,
        R::serving},
       {"infer", "classify the lines of a JSONL file with a BERT/LayoutLM classifier directory", infer, R::serving},
+      {"serve", "serve a classifier directory over HTTP (Open Inference Protocol v2, dynamic batching, /metrics)",
+       serve, R::service},
       {"bench model", "forward+backward throughput against this CPU's sgemm rate", bench_model, R::training},
       {"bench infer", "inference throughput and p50/p99 latency per batch size, energy and cost per million",
        bench_infer, R::serving},

@@ -1,7 +1,8 @@
 // The joule commands as one table, git/cargo style: each entry's name, one-line summary, handler and the thread
 // runtime its process needs. The table dispatches, prints the usage and is what tests iterate, so a command added to
 // it is tried by every test that walks the commands. Each command group's flags and handler live in their own file
-// beside this one (train.cc, run.cc, plan.cc, model.cc, infer.cc, bench.cc, data.cc).
+// beside this one (train.cc, run.cc, plan.cc, model.cc, infer.cc, serve.cc,
+// bench.cc, data.cc).
 #pragma once
 
 #include <string>
@@ -14,6 +15,7 @@ enum class ThreadRuntime {
   none,      // no LibTorch or BLAS work (the data commands): no restart
   training,  // idle threads sleep: other ranks and the communicator share the cores
   serving,   // inference alone on its cores: idle threads spin between short parallel regions
+  service,   // serving that waits for requests (joule serve): the spinning stops after a few milliseconds idle
 };
 
 struct Command {
@@ -53,6 +55,7 @@ int model_init(int argc, char** argv);
 int model_info(int argc, char** argv);
 int model_forward(int argc, char** argv);
 int infer(int argc, char** argv);
+int serve(int argc, char** argv);
 int bench_infer(int argc, char** argv);
 int bench_model(int argc, char** argv);
 int bench_comm(int argc, char** argv);

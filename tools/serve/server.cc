@@ -1,0 +1,221 @@
+#include "tools/serve/server.h"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <exception>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+namespace joule::serve {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+void answer(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(dump(body) + "\n", "application/json");
+}
+
+std::string error_kind(int status) {
+  switch (status) {
+    case 400:
+      return "bad_request";
+    case 404:
+      return "not_found";
+    case 405:
+      return "method_not_allowed";
+    case 413:
+      return "too_large";
+    case 503:
+      return "overloaded";
+    default:
+      return status >= 500 ? "failed" : "other";
+  }
+}
+
+}  // namespace
+
+struct Server::Impl {
+  Impl(ServerOptions o, ModelShape m, Classifier& c, std::function<std::vector<EnergyReading>()> e)
+      : options(std::move(o)),
+        model(std::move(m)),
+        energy(std::move(e)),
+        batcher(
+            options.batcher, [&c](const std::vector<const Example*>& batch) { return c.classify(batch); },
+            [this](const BatchRecord& b) { metrics.batch(b.examples, b.tokens, b.padded_tokens); }),
+        classifier(c) {}
+
+  void error(httplib::Response& res, int status, const std::string& what) {
+    answer(res, status, {{"error", what}});
+    metrics.request(status, error_kind(status));
+  }
+
+  // POST /v2/models/{name}/infer
+  void infer(const httplib::Request& req, httplib::Response& res) {
+    const Clock::time_point arrived = Clock::now();
+    if (req.matches[1] != model.name)
+      return error(res, 404, "unknown model '" + req.matches[1].str() + "'; this server serves '" + model.name + "'");
+    std::vector<Example> examples;
+    json body;
+    try {
+      body = parse_request(req.body, req.get_header_value("Inference-Header-Content-Length"));
+      const std::vector<json> objects = request_examples(body, model);
+      (void)requested_outputs(body, model);  // an unknown output is refused before any work
+      for (size_t k = 0; k < objects.size(); ++k) {
+        try {
+          examples.push_back(classifier.read(objects[k]));
+        } catch (const models::infer::InputError& e) {
+          throw BadRequest("example " + std::to_string(k) + ": " + e.what());
+        }
+        examples.back().line = static_cast<int64_t>(k);
+      }
+    } catch (const BadRequest& e) {
+      return error(res, 400, e.what());
+    }
+    const auto n = static_cast<int64_t>(examples.size());
+    std::future<Outcome> future;
+    try {
+      future = batcher.submit(std::move(examples));
+    } catch (const QueueFull& e) {
+      res.set_header("Retry-After", "1");
+      return error(res, 503, std::string("overloaded: ") + e.what() + "; retry later");
+    }
+    Outcome outcome = future.get();
+    if (!outcome.error.empty()) return error(res, 500, "the batch failed: " + outcome.error);
+    answer(res, 200, response(body, model, outcome.objects));
+    metrics.request(200, "");
+    metrics.answered(n, outcome.queue_seconds, outcome.compute_seconds,
+                     std::chrono::duration<double>(Clock::now() - arrived).count());
+  }
+
+  void model_route(const httplib::Request& req, httplib::Response& res, bool ready) {
+    if (req.matches[1] != model.name)
+      return answer(
+          res, 404,
+          {{"error", "unknown model '" + req.matches[1].str() + "'; this server serves '" + model.name + "'"}});
+    if (ready) return answer(res, stopping ? 503 : 200, {{"name", model.name}, {"ready", !stopping.load()}});
+    answer(res, 200, model_metadata(model));
+  }
+
+  void routes() {
+    http.Get("/v2/health/live", [](const httplib::Request&, httplib::Response& res) {
+      answer(res, 200, {{"live", true}});
+    });
+    http.Get("/v2/health/ready", [this](const httplib::Request&, httplib::Response& res) {
+      answer(res, stopping ? 503 : 200, {{"ready", !stopping.load()}});
+    });
+    http.Get("/v2", [this](const httplib::Request&, httplib::Response& res) {
+      answer(res, 200, server_metadata(options.version));
+    });
+    http.Get(R"(/v2/models/([^/]+))",
+             [this](const httplib::Request& q, httplib::Response& s) { model_route(q, s, false); });
+    http.Get(R"(/v2/models/([^/]+)/versions/1)",
+             [this](const httplib::Request& q, httplib::Response& s) { model_route(q, s, false); });
+    http.Get(R"(/v2/models/([^/]+)/ready)",
+             [this](const httplib::Request& q, httplib::Response& s) { model_route(q, s, true); });
+    http.Get(R"(/v2/models/([^/]+)/versions/1/ready)",
+             [this](const httplib::Request& q, httplib::Response& s) { model_route(q, s, true); });
+    http.Post(R"(/v2/models/([^/]+)/infer)", [this](const httplib::Request& q, httplib::Response& s) { infer(q, s); });
+    http.Post(R"(/v2/models/([^/]+)/versions/1/infer)",
+              [this](const httplib::Request& q, httplib::Response& s) { infer(q, s); });
+    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(metrics.text(batcher.queued(), energy ? energy() : std::vector<EnergyReading>{}),
+                      "text/plain; version=0.0.4");
+    });
+    // What the library answers itself (no route: 404; a body over the limit: 413; a bad request line: 400) gets
+    // the JSON error too.
+    http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return;
+      std::string what;
+      switch (res.status) {
+        case 404:
+          what = "no such path: " + req.method + " " + req.path + " (see /v2/models/" + model.name + ")";
+          break;
+        case 413:
+          what = "the request body is larger than --max-body-bytes " + std::to_string(options.max_body_bytes);
+          break;
+        default:
+          what = "HTTP " + std::to_string(res.status);
+      }
+      answer(res, res.status, {{"error", what}});
+      if (res.status == 413 || res.status == 400) metrics.request(res.status, error_kind(res.status));
+    });
+    http.set_exception_handler([this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+      std::string what = "the server failed";
+      try {
+        std::rethrow_exception(ep);
+      } catch (const std::exception& e) {
+        what += std::string(": ") + e.what();
+      } catch (...) {
+      }
+      error(res, 500, what);
+    });
+  }
+
+  ServerOptions options;
+  ModelShape model;
+  std::function<std::vector<EnergyReading>()> energy;
+  Metrics metrics;
+  Batcher batcher;
+  Classifier& classifier;
+  httplib::Server http;
+  std::atomic<bool> stopping{false};
+};
+
+Server::Server(ServerOptions options, ModelShape model, Classifier& classifier,
+               std::function<std::vector<EnergyReading>()> energy)
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(model), classifier, std::move(energy))) {
+  Impl& s = *impl_;
+  const int threads = s.options.http_threads;
+  s.http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  // SO_REUSEADDR alone: a restarted server binds past the old one's TIME_WAIT connections, but a port another process
+  // listens on is refused. The library's default adds SO_REUSEPORT, with which a second server silently shared the port
+  // (and half of its connections).
+  s.http.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  s.http.set_payload_max_length(static_cast<size_t>(s.options.max_body_bytes));
+  s.http.set_keep_alive_timeout(2);
+  s.http.set_read_timeout(10);
+  s.http.set_write_timeout(10);
+  s.routes();
+}
+
+Server::~Server() = default;
+
+int Server::bind() {
+  Impl& s = *impl_;
+  errno = 0;
+  const int port = s.options.port == 0 ? s.http.bind_to_any_port(s.options.host)
+                                       : (s.http.bind_to_port(s.options.host, s.options.port) ? s.options.port : -1);
+  if (port <= 0) {
+    const std::string cause = errno ? std::strerror(errno) : "the address does not resolve";
+    throw joule::IoError("cannot listen on " + s.options.host + ":" + std::to_string(s.options.port) + ": " + cause,
+                         errno == EADDRINUSE ? "another process holds that port: stop it or give --port another one"
+                                             : "give --host an address of this machine (127.0.0.1, 0.0.0.0) and "
+                                               "--port a free port");
+  }
+  return port;
+}
+
+void Server::serve() {
+  impl_->http.listen_after_bind();  // returns after stop(), once every connection's handler has answered
+  impl_->batcher.drain();
+}
+
+int64_t Server::queued() const { return impl_->batcher.queued(); }
+
+void Server::stop() {
+  impl_->stopping = true;
+  impl_->http.stop();
+}
+
+}  // namespace joule::serve
