@@ -4,12 +4,15 @@
 #  1. health, readiness, server and model metadata; --check starts, binds and exits 0;
 #  2. every line of a JSONL file sent as its own request, 8 at a time: the answers equal `joule infer`'s for the same
 #     lines (labels equal, scores within 1e-3: a line shares its batch with others), over JSON and over tritonclient's
-#     binary tensor data; a LayoutLM token classifier's words and boxes the same way;
+#     binary tensor data;
 #  3. bad requests get 4xx with a JSON error naming the input (bad JSON, an unknown input, a wrong shape, a body over
 #     --max-body-bytes, an unknown model) and the server keeps serving; /metrics counts them by kind;
 #  4. a full queue answers 503 with Retry-After, and the request it already took still gets its answer;
 #  5. SIGTERM with requests queued: every one of them is answered, new connections are refused, exit 0;
-#  6. a port in use is a start-up error naming the address.
+#  6. a port in use is a start-up error naming the address;
+#  7. a LayoutLM token classifier's answers equal joule infer's;
+#  8. 1,000 connections at once, 10,000 malformed requests among 1,000 valid ones (serve_load.py): every valid one
+#     answered correctly, every malformed one a 4xx, resident memory within +64 MiB of a warm-up's.
 # usage: serve.sh JOULE WORKDIR   (tritonclient: the venv tools/setup.sh --tests makes, JOULE_TRITONCLIENT_VENV)
 set -euo pipefail
 joule=$1 work=$2
@@ -208,4 +211,10 @@ grep -q "what to do: another process holds that port" inuse.log || { cat inuse.l
 echo "== 7. LayoutLM over the protocol"
 start layout --model layout
 python3 compare.py "$url" json forms_ref.jsonl forms.jsonl || fail "LayoutLM's answers"
+
+echo "== 8. 1,000 connections at once, 10,000 malformed requests"
+start load --model seq --max-queue 2048
+python3 "$here/serve_load.py" "$url" "$pid" ref.jsonl texts.jsonl || fail "under load"
+kill -TERM "$pid"
+wait "$pid" || fail "joule serve did not exit 0 after the load"
 echo "serve: OK"

@@ -219,6 +219,7 @@ TEST(ServeProtocol, EachBadRequestNamesTheInputAndWhatIsWrong) {
   json type = text_request({"a"}, {1});
   type["inputs"][0]["datatype"] = "FP32";
   expect(type, "input 'text' must be BYTES, found datatype 'FP32'");
+  expect(text_request({{{{"a"}}}}, {1}), "nested deeper than 3 dimensions");
   json huge = text_request({"a"}, {16777216, 16777216});
   expect(huge, "too large");
 }

@@ -19,11 +19,12 @@ struct Tensor {
   std::vector<const json*> data;  // flattened, row-major
 };
 
-void flatten(const json& j, std::vector<const json*>& out) {
-  if (j.is_array())
-    for (const json& x : j) flatten(x, out);
-  else
-    out.push_back(&j);
+// `data` flattened in row-major order; nested no deeper than a tensor's 3 dimensions (a body of "[[[[..." must not
+// recurse a frame a bracket).
+void flatten(const json& j, std::vector<const json*>& out, const std::string& input, int depth = 0) {
+  if (!j.is_array()) return out.push_back(&j);
+  if (depth == 3) throw BadRequest(input + ": \"data\" is nested deeper than 3 dimensions");
+  for (const json& x : j) flatten(x, out, input, depth + 1);
 }
 
 std::string shape_text(const std::vector<int64_t>& shape) {
@@ -55,7 +56,7 @@ Tensor read_tensor(const json& j, size_t index) {
     if (elements > (int64_t{1} << 24)) throw BadRequest(input + ": shape " + shape.dump() + " is too large");
   }
   if (!j.at("data").is_array()) throw BadRequest(input + ": \"data\" must be a list");
-  flatten(j.at("data"), t.data);
+  flatten(j.at("data"), t.data, input);
   if (static_cast<int64_t>(t.data.size()) != elements)
     throw BadRequest(input + ": shape " + shape_text(t.shape) + " holds " + std::to_string(elements) +
                      " elements, \"data\" has " + std::to_string(t.data.size()));

@@ -1,7 +1,10 @@
 #include "tools/serve/server.h"
 
+#include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -37,6 +40,29 @@ std::string error_kind(int status) {
       return "overloaded";
     default:
       return status >= 500 ? "failed" : "other";
+  }
+}
+
+// cpp-httplib 0.11 listens with a backlog of 5: under 1,000 connections at once the kernel dropped SYNs and clients
+// waited a second per retry. listen() again on the bound socket (found by its port: the library keeps it private)
+// raises the backlog to the system's limit (net.core.somaxconn).
+void deepen_backlog(int port) {
+  rlimit files{};
+  const int open_files =
+      getrlimit(RLIMIT_NOFILE, &files) == 0 ? static_cast<int>(std::min<rlim_t>(files.rlim_cur, 1 << 20)) : 65536;
+  for (int fd = 0; fd < open_files; ++fd) {
+    int accepting = 0;
+    socklen_t size = sizeof accepting;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &size) != 0 || !accepting) continue;
+    sockaddr_storage address{};
+    socklen_t length = sizeof address;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) continue;
+    const int bound = address.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&address)->sin6_port)
+                                                    : ntohs(reinterpret_cast<sockaddr_in*>(&address)->sin_port);
+    if (bound == port) {
+      ::listen(fd, SOMAXCONN);
+      return;
+    }
   }
 }
 
@@ -196,6 +222,7 @@ int Server::bind() {
   errno = 0;
   const int port = s.options.port == 0 ? s.http.bind_to_any_port(s.options.host)
                                        : (s.http.bind_to_port(s.options.host, s.options.port) ? s.options.port : -1);
+  if (port > 0) deepen_backlog(port);
   if (port <= 0) {
     const std::string cause = errno ? std::strerror(errno) : "the address does not resolve";
     throw joule::IoError("cannot listen on " + s.options.host + ":" + std::to_string(s.options.port) + ": " + cause,
