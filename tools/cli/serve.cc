@@ -104,7 +104,8 @@ int serve(int argc, char** argv) {
   so.host = r["host"].as<std::string>();
   so.port = static_cast<int>(int_flag(r, port));
   so.batcher.max_batch = int_flag(r, max_batch);
-  so.batcher.max_delay_s = static_cast<double>(int_flag(r, delay)) / 1e3;
+  const int64_t delay_ms = int_flag(r, delay);
+  so.batcher.max_delay_s = static_cast<double>(delay_ms) / 1e3;
   so.batcher.max_queue = int_flag(r, max_queue);
   if (so.batcher.max_queue < so.batcher.max_batch)
     throw UsageError("--max-queue " + std::to_string(so.batcher.max_queue) + " is below --max-batch " +
@@ -128,7 +129,7 @@ int serve(int argc, char** argv) {
       "serving %s (%s) on http://%s:%d: batches of up to %lld examples, %lld ms queue delay, %lld examples "
       "queued at most; energy: %s\n",
       name.c_str(), classifier.architecture().c_str(), so.host.c_str(), bound,
-      static_cast<long long>(so.batcher.max_batch), static_cast<long long>(int_flag(r, delay)),
+      static_cast<long long>(so.batcher.max_batch), static_cast<long long>(delay_ms),
       static_cast<long long>(so.batcher.max_queue), energy.sources().c_str());
   std::fflush(stdout);
   if (r.count("check")) return 0;

@@ -1,14 +1,13 @@
 #include "tools/serve/server.h"
 
 #include <netinet/in.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
@@ -32,8 +31,6 @@ std::string error_kind(int status) {
       return "bad_request";
     case 404:
       return "not_found";
-    case 405:
-      return "method_not_allowed";
     case 413:
       return "too_large";
     case 503:
@@ -47,10 +44,14 @@ std::string error_kind(int status) {
 // waited a second per retry. listen() again on the bound socket (found by its port: the library keeps it private)
 // raises the backlog to the system's limit (net.core.somaxconn).
 void deepen_backlog(int port) {
-  rlimit files{};
-  const int open_files =
-      getrlimit(RLIMIT_NOFILE, &files) == 0 ? static_cast<int>(std::min<rlim_t>(files.rlim_cur, 1 << 20)) : 65536;
-  for (int fd = 0; fd < open_files; ++fd) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    int fd = -1;
+    try {
+      fd = std::stoi(entry.path().filename().string());
+    } catch (const std::exception&) {
+      continue;
+    }
     int accepting = 0;
     socklen_t size = sizeof accepting;
     if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &size) != 0 || !accepting) continue;
@@ -78,6 +79,12 @@ struct Server::Impl {
             [this](const BatchRecord& b) { metrics.batch(b.examples, b.tokens, b.padded_tokens); }),
         classifier(c) {}
 
+  // The 404 of a route whose {name} is not this server's model, or "" when it is.
+  std::string unknown_model(const httplib::Request& req) const {
+    if (req.matches[1] == model.name) return "";
+    return "unknown model '" + req.matches[1].str() + "'; this server serves '" + model.name + "'";
+  }
+
   void error(httplib::Response& res, int status, const std::string& what) {
     answer(res, status, {{"error", what}});
     metrics.request(status, error_kind(status));
@@ -86,8 +93,7 @@ struct Server::Impl {
   // POST /v2/models/{name}/infer
   void infer(const httplib::Request& req, httplib::Response& res) {
     const Clock::time_point arrived = Clock::now();
-    if (req.matches[1] != model.name)
-      return error(res, 404, "unknown model '" + req.matches[1].str() + "'; this server serves '" + model.name + "'");
+    if (const std::string unknown = unknown_model(req); !unknown.empty()) return error(res, 404, unknown);
     std::vector<Example> examples;
     json body;
     try {
@@ -122,10 +128,7 @@ struct Server::Impl {
   }
 
   void model_route(const httplib::Request& req, httplib::Response& res, bool ready) {
-    if (req.matches[1] != model.name)
-      return answer(
-          res, 404,
-          {{"error", "unknown model '" + req.matches[1].str() + "'; this server serves '" + model.name + "'"}});
+    if (const std::string unknown = unknown_model(req); !unknown.empty()) return answer(res, 404, {{"error", unknown}});
     if (ready) return answer(res, stopping ? 503 : 200, {{"name", model.name}, {"ready", !stopping.load()}});
     answer(res, 200, model_metadata(model));
   }
@@ -222,7 +225,6 @@ int Server::bind() {
   errno = 0;
   const int port = s.options.port == 0 ? s.http.bind_to_any_port(s.options.host)
                                        : (s.http.bind_to_port(s.options.host, s.options.port) ? s.options.port : -1);
-  if (port > 0) deepen_backlog(port);
   if (port <= 0) {
     const std::string cause = errno ? std::strerror(errno) : "the address does not resolve";
     throw joule::IoError("cannot listen on " + s.options.host + ":" + std::to_string(s.options.port) + ": " + cause,
@@ -230,6 +232,7 @@ int Server::bind() {
                                              : "give --host an address of this machine (127.0.0.1, 0.0.0.0) and "
                                                "--port a free port");
   }
+  deepen_backlog(port);
   return port;
 }
 
