@@ -286,7 +286,8 @@ struct Classifier::Impl {
   data::Vocab vocab;
   data::FullTokenizer tokenizer;
   Context context;
-  std::string loading_notes, precision_reason;
+  std::string loading_notes, precision_reason, precision;
+  int threads = 0;
 };
 
 Classifier::Classifier(const ClassifierOptions& o) {
@@ -309,8 +310,11 @@ Classifier::Classifier(const ClassifierOptions& o) {
   for (const std::string& n : loaded.loading_notes) notes += "note: " + n + "\n";
   impl_ = std::make_unique<Impl>(std::move(loaded), std::move(vocab), lower, o.max_length > 0 ? o.max_length : limit);
   impl_->loading_notes = notes;
-  launch::set_threads(o.threads > 0 ? o.threads : launch::physical_cores());
-  impl_->precision_reason = use_precision(impl_->loaded.model, o.precision).choice.reason;
+  impl_->threads = o.threads > 0 ? o.threads : launch::physical_cores();
+  launch::set_threads(impl_->threads);
+  const PrecisionChoice choice = use_precision(impl_->loaded.model, o.precision).choice;
+  impl_->precision_reason = choice.reason;
+  impl_->precision = precision_name(choice.precision);
 }
 
 Classifier::~Classifier() = default;
@@ -342,5 +346,9 @@ const std::string& Classifier::architecture() const { return impl_->context.arch
 int64_t Classifier::max_length() const { return impl_->context.max_length; }
 const std::string& Classifier::loading_notes() const { return impl_->loading_notes; }
 const std::string& Classifier::precision_reason() const { return impl_->precision_reason; }
+
+const std::string& Classifier::precision() const { return impl_->precision; }
+
+int Classifier::threads() const { return impl_->threads; }
 
 }  // namespace joule::models::infer

@@ -76,6 +76,8 @@ class Classifier {
   int64_t max_length() const;                   // tokens per example at most
   const std::string& loading_notes() const;     // "note: ..." lines from loading the model
   const std::string& precision_reason() const;  // the precision in use and why
+  const std::string& precision() const;         // the precision in use: "fp32" or "bf16"
+  int threads() const;                          // intra-op threads the forward passes run on
 
  private:
   struct Impl;

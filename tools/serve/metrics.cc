@@ -73,6 +73,11 @@ void Metrics::batch(int64_t examples, int64_t tokens, int64_t padded_tokens) {
   batch_size_.observe(static_cast<double>(examples));
 }
 
+void Metrics::describe(const std::map<std::string, std::string>& labels) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  info_ = labels;
+}
+
 std::string Metrics::text(int64_t queued_examples, const std::vector<EnergyReading>& energy) {
   std::lock_guard<std::mutex> lock(mutex_);
   const Clock::time_point now = Clock::now();
@@ -80,7 +85,14 @@ std::string Metrics::text(int64_t queued_examples, const std::vector<EnergyReadi
     recent_.pop_front();
   int64_t recent = 0;
   for (const auto& r : recent_) recent += r.second;
-  std::string s = header("joule_requests_total", "counter", "inference requests answered, by HTTP status code");
+  std::string s;
+  if (!info_.empty()) {
+    s += header("joule_model_info", "gauge", "what this server serves and how (value 1)") + "joule_model_info{";
+    for (auto it = info_.begin(); it != info_.end(); ++it)
+      s += (it == info_.begin() ? "" : ",") + it->first + "=\"" + it->second + "\"";
+    s += "} 1\n";
+  }
+  s += header("joule_requests_total", "counter", "inference requests answered, by HTTP status code");
   for (const auto& [code, n] : requests_)
     s += "joule_requests_total{code=\"" + std::to_string(code) + "\"} " + std::to_string(n) + "\n";
   s += header("joule_request_errors_total", "counter",

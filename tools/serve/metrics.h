@@ -1,6 +1,7 @@
 // What `joule serve` counts, in Prometheus's text format (GET /metrics): requests by status code, errors by kind,
 // inferences, the latency of a request split into its queue wait and its batch's forward pass, the batch size, the
-// queue's depth, the rate of the last seconds and the energy meter's joules by component and source.
+// queue's depth, the rate of the last seconds, the energy meter's joules by component and source, and what is served
+// (joule_model_info: `joule bench serve --url` reads the precision and batching there).
 #pragma once
 
 #include <chrono>
@@ -37,6 +38,8 @@ struct EnergyReading {
 class Metrics {
  public:
   Metrics();
+  // The labels of joule_model_info (the model, its precision and threads, the batcher's settings), a series of value 1.
+  void describe(const std::map<std::string, std::string>& labels);
   void request(int status, const std::string& error_kind);  // error_kind "" for a success
   void answered(int64_t inferences, double queue_s, double compute_s, double total_s);
   void batch(int64_t examples, int64_t tokens, int64_t padded_tokens);
@@ -48,6 +51,7 @@ class Metrics {
   std::mutex mutex_;
   std::map<int, int64_t> requests_;        // by status code
   std::map<std::string, int64_t> errors_;  // by kind
+  std::map<std::string, std::string> info_;
   int64_t inferences_ = 0, batches_ = 0, tokens_ = 0, padded_tokens_ = 0;
   Histogram queue_, compute_, request_, batch_size_;
   std::deque<std::pair<Clock::time_point, int64_t>> recent_;  // answered inferences of the last window
