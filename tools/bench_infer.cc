@@ -162,11 +162,16 @@ InferBenchResult bench_infer(const InferBenchOptions& o) {
     p.roofline_fraction = r.sgemm_gflops > 0 ? p.gflops / r.sgemm_gflops : 0;
     r.points.push_back(p);
   }
-  for (size_t i = 0; i < r.points.size(); ++i)
-    if ((o.p99_ms <= 0 || r.points[i].p99_ms <= o.p99_ms) &&
-        (r.chosen < 0 || r.points[i].inferences_per_s > r.points[static_cast<size_t>(r.chosen)].inferences_per_s))
-      r.chosen = static_cast<int>(i);
+  r.choose();
   return r;
+}
+
+void InferBenchResult::choose() {
+  chosen = -1;
+  for (size_t i = 0; i < points.size(); ++i)
+    if ((p99_bound_ms <= 0 || points[i].p99_ms <= p99_bound_ms) && points[i].errors == 0 &&
+        (chosen < 0 || points[i].inferences_per_s > points[static_cast<size_t>(chosen)].inferences_per_s))
+      chosen = static_cast<int>(i);
 }
 
 namespace {
@@ -186,7 +191,14 @@ const std::vector<JsonField<InferPoint>> kPointFields = {
     {"gflops", &InferPoint::gflops, kOptional},
     {"roofline_fraction", &InferPoint::roofline_fraction, kOptional}};
 
+// A served point's figures besides (`joule bench serve`).
+const std::vector<JsonField<InferPoint>> kServedPointFields = {{"offered_per_s", &InferPoint::offered_per_s},
+                                                               {"p90_ms", &InferPoint::p90_ms},
+                                                               {"errors", &InferPoint::errors},
+                                                               {"mean_batch", &InferPoint::mean_batch}};
+
 const std::vector<JsonField<InferBenchResult>> kResultFields = {
+    {"load", &InferBenchResult::load, kOptional},
     {"date", &InferBenchResult::date, kOptional},
     {"model", &InferBenchResult::model},
     {"architecture", &InferBenchResult::architecture, kOptional},
@@ -211,6 +223,7 @@ std::string InferBenchResult::to_json() const {
   for (const InferPoint& p : points) {
     nlohmann::json q = nlohmann::json::object();
     joule::write_json_fields(p, kPointFields, q);
+    if (served()) joule::write_json_fields(p, kServedPointFields, q);
     q["kwh_per_million"] = p.joules_per_million / 3.6e6;
     q["co2_kg_per_million"] = co2_kg_per_million(p);
     q["peak_fraction"] = unknown_if_zero(peak_fraction(p));
@@ -222,7 +235,11 @@ std::string InferBenchResult::to_json() const {
   j["schema_version"] = 1;
   j["peak_gflops"] = unknown_if_zero(peak_gflops);
   j["points"] = points_json;
-  j["chosen_batch"] = chosen >= 0 ? nlohmann::json(points[static_cast<size_t>(chosen)].batch) : nlohmann::json(nullptr);
+  const InferPoint* best = chosen >= 0 ? &points[static_cast<size_t>(chosen)] : nullptr;
+  if (served())
+    j["chosen_offered_per_s"] = best ? nlohmann::json(best->offered_per_s) : nlohmann::json(nullptr);
+  else
+    j["chosen_batch"] = best ? nlohmann::json(best->batch) : nlohmann::json(nullptr);
   return j.dump();
 }
 
@@ -232,14 +249,14 @@ InferBenchResult InferBenchResult::from_json(const std::string& text, const std:
     const nlohmann::json j = nlohmann::json::parse(text);
     joule::read_json_fields(j, kResultFields, r, where);
     if (j.contains("peak_gflops") && j["peak_gflops"].is_number()) r.peak_gflops = j["peak_gflops"].get<double>();
-    const nlohmann::json chosen_batch = joule::json_field<nlohmann::json>(j, "chosen_batch", where);
+    if (r.load != "closed" && r.load != "served")
+      throw std::invalid_argument("'load' is " + nlohmann::json(r.load).dump() + "; it is \"closed\" or \"served\"");
     for (const auto& p : joule::json_field<nlohmann::json>(j, "points", where)) {
       InferPoint q;
       joule::read_json_fields(p, kPointFields, q, where + " points");
+      if (r.served()) joule::read_json_fields(p, kServedPointFields, q, where + " points");
       q.joules_per_million = joule::json_field_or<double>(p, "kwh_per_million", 0.0, where + " points") * 3.6e6;
       if (q.batch < 1 || !(q.inferences_per_s > 0)) throw std::invalid_argument("a point has no batch or no rate");
-      if (!chosen_batch.is_null() && chosen_batch.get<int64_t>() == q.batch)
-        r.chosen = static_cast<int>(r.points.size());
       r.points.push_back(q);
     }
   } catch (const std::exception& e) {
@@ -263,18 +280,58 @@ InferBenchResult InferBenchResult::from_json(const std::string& text, const std:
   within("pue", r.pue, 0, 10);
   within("grid_g_per_kwh", r.grid_g_per_kwh, 0, 5000);
   for (const InferPoint& q : r.points) {
-    const std::string at = "points[batch " + std::to_string(q.batch) + "].";
+    const std::string at = r.served() ? "points[offered " + joule::format_number("%g", q.offered_per_s) + "/s]."
+                                      : "points[batch " + std::to_string(q.batch) + "].";
     within(at + "batch", static_cast<double>(q.batch), 1, 1 << 20);
     within(at + "inferences_per_s", q.inferences_per_s, 1e-9, 1e12);
     within(at + "p50_ms", q.p50_ms, 0, 1e7);
     within(at + "p99_ms", q.p99_ms, 0, 1e7);
     within(at + "kwh_per_million", q.joules_per_million / 3.6e6, 0, 1e9);
     within(at + "usd_per_million", q.usd_per_million, 0, 1e12);
+    if (!r.served()) continue;
+    within(at + "offered_per_s", q.offered_per_s, 1e-9, 1e12);
+    within(at + "p90_ms", q.p90_ms, 0, 1e7);
+    within(at + "errors", static_cast<double>(q.errors), 0, 1e15);
+    within(at + "mean_batch", q.mean_batch, 0, static_cast<double>(q.batch));
   }
+  r.choose();  // derived from the points and the bound: what was written is not trusted
   return r;
 }
 
+namespace {
+
+// A served run's table: one row per offered rate.
+std::string served_text(const InferBenchResult& r) {
+  std::ostringstream s;
+  s << r.architecture << " (" << r.model << ") served by joule serve, " << r.seq_len << " tokens a request, "
+    << r.threads << " threads, " << r.precision << ", batches of up to " << r.points.front().batch << "\n"
+    << "IT energy: the server's meters (" << r.energy_sources << "); price: " << r.instance << " (USD "
+    << r.usd_per_hour << "/h); CO2: PUE " << r.pue << " x " << r.grid_g_per_kwh << " g/kWh (" << r.region << ")\n";
+  char line[220];
+  std::snprintf(line, sizeof line, "%10s %10s %9s %9s %9s %8s %7s %11s %11s\n", "offered/s", "served/s", "p50 ms",
+                "p90 ms", "p99 ms", "errors", "batch", "kWh/1M", "USD/1M");
+  s << line;
+  for (size_t i = 0; i < r.points.size(); ++i) {
+    const InferPoint& p = r.points[i];
+    std::snprintf(line, sizeof line, "%10.1f %10.1f %9.2f %9.2f %9.2f %8lld %7.2f %11.4f %11.4f%s\n", p.offered_per_s,
+                  p.inferences_per_s, p.p50_ms, p.p90_ms, p.p99_ms, static_cast<long long>(p.errors), p.mean_batch,
+                  p.joules_per_million / 3.6e6, p.usd_per_million, static_cast<int>(i) == r.chosen ? "  <- best" : "");
+    s << line;
+  }
+  if (r.chosen < 0)
+    s << "no rate is served without errors"
+      << (r.p99_bound_ms > 0 ? " within p99 <= " + joule::format_number("%g", r.p99_bound_ms) + " ms" : "") << "\n";
+  else
+    s << "highest rate served"
+      << (r.p99_bound_ms > 0 ? " with p99 <= " + joule::format_number("%g", r.p99_bound_ms) + " ms" : "") << ": "
+      << joule::format_number("%.1f", r.points[static_cast<size_t>(r.chosen)].inferences_per_s) << " inferences/s\n";
+  return s.str();
+}
+
+}  // namespace
+
 std::string InferBenchResult::to_text() const {
+  if (served()) return served_text(*this);
   std::ostringstream s;
   s << architecture << " (" << model << "), sequence length " << seq_len << ", " << threads << " threads, "
     << precision_reason << "\n"

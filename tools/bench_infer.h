@@ -29,13 +29,20 @@ struct InferBenchOptions {
 };
 
 struct InferPoint {
-  int64_t batch = 0, calls = 0;
+  int64_t batch = 0, calls = 0;  // served: the server's largest batch, and the requests answered
   double inferences_per_s = 0, p50_ms = 0, p99_ms = 0;
   double joules_per_million = 0, usd_per_million = 0;  // IT energy (no PUE)
   double gflops = 0, roofline_fraction = 0;            // GEMM FLOPs / s, and over the measured matmul rate
+  // Served only (`joule bench serve`): the offered rate, p90, the requests that failed, the server's mean batch.
+  double offered_per_s = 0, p90_ms = 0, mean_batch = 0;
+  int64_t errors = 0;
 };
 
 struct InferBenchResult {
+  // "closed": batches of a fixed size back to back in one process (`joule bench infer`); "served": one-example
+  // requests at Poisson arrivals through `joule serve` (`joule bench serve`), one point per offered rate.
+  std::string load = "closed";
+  bool served() const { return load == "served"; }
   std::string model, architecture, precision, precision_reason, energy_sources, instance, region, date;
   int threads = 0;
   int64_t seq_len = 0;
@@ -48,7 +55,9 @@ struct InferBenchResult {
   int peak_cores = 0;
   double usd_per_hour = 0, pue = 1, grid_g_per_kwh = 0;  // the instance profile's price and PUE, the region's grid
   std::vector<InferPoint> points;
-  int chosen = -1;  // the best throughput whose p99 meets the bound (any, without one); -1: none meets it
+  // The best throughput whose p99 meets the bound (any, without one), served: without errors; -1: none meets it.
+  int chosen = -1;
+  void choose();
   double peak_fraction(const InferPoint& p) const { return peak_gflops > 0 ? p.gflops / peak_gflops : 0; }
   double co2_kg_per_million(const InferPoint& p) const {
     return p.joules_per_million / 3.6e6 * pue * grid_g_per_kwh / 1e3;

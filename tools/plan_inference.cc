@@ -27,10 +27,12 @@ using sim::InferenceWorkload;
 namespace {
 
 const char* const kMeasuredHint =
-    "give the output of `joule bench infer --json` (one JSON object per line) to --measured";
+    "give the output of `joule bench infer --json` or `joule bench serve --json` (one JSON object per line), or their "
+    "--out directory, to --measured";
 
 // One line of a measurement file as a rate, with the model and length it ran.
 struct MeasuredPoint {
+  std::string tool;  // what measured it: "joule bench infer" (batches back to back) or "joule bench serve"
   std::string model;
   int64_t seq_len = 0;
   InferenceRate rate;
@@ -94,14 +96,23 @@ std::vector<MeasuredPoint> read_measured(const std::vector<std::string>& files) 
       if (!j.is_object() || !j.contains("impl") || j.at("impl") != "joule") continue;
       const size_t first = out.size();
       if (j.contains("points")) {
-        for (const auto& p : j.at("points")) out.push_back(measured_point(p, j, where));
+        // A served point with errors is a rate the server did not sustain.
+        const bool served = j.contains("load") && j.at("load") == "served";
+        for (const auto& p : j.at("points")) {
+          const bool failed = served && p.is_object() && p.contains("errors") &&
+                              !(p.at("errors").is_number_integer() && p.at("errors").get<int64_t>() == 0);
+          if (!failed) out.push_back(measured_point(p, j, where));
+        }
+        for (size_t k = first; k < out.size(); ++k) out[k].tool = served ? "joule bench serve" : "joule bench infer";
       } else {
         out.push_back(measured_point(j, j, where));
       }
       for (size_t k = first; k < out.size(); ++k) out[k].model = path_from_file(out[k].model, file);
     }
     if (out.size() == before)
-      throw joule::Error(file + ": no joule measurement in it (write one with `joule bench infer --json`)",
+      throw joule::Error(file +
+                             ": no joule measurement in it (a served one counts only the rates served without "
+                             "errors)",
                          kMeasuredHint);
   }
   return out;
@@ -150,7 +161,7 @@ InferencePlan run_inference_plan(const InferencePlanOptions& o, const std::strin
     for (const std::string& f : it->second) files += (files.empty() ? "" : ", ") + f;
     const std::string where = profile.empty() ? "on this host" : "on " + profile;
     for (MeasuredPoint& m : read_measured(it->second)) {
-      m.rate.source = "joule bench infer: " + files;
+      m.rate.source = (m.tool.empty() ? "joule bench infer" : m.tool) + ": " + files;
       try {
         rates.push_back(
             sim::measured_rate(models::load_config(m.model, presets), m.model, m.seq_len, m.rate, w, where));

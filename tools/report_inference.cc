@@ -82,6 +82,46 @@ std::string measured_section(const InferBenchResult& r) {
          bar_chart("Energy per million inferences (IT)", "kWh", kwh_bars) + "</div>\n";
 }
 
+// Each offered rate served: the latency-against-rate curve (the bound drawn across it), served against offered, a
+// table, cost and energy per million at each rate.
+std::string served_section(const InferBenchResult& r) {
+  Series p50{"p50", "#1b9e77", {}}, p90{"p90", "#7570b3", {}}, p99{"p99", "#d95f02", {}};
+  Series bound{"p99 bound", "#999999", {}}, served{"served", "#386cb0", {}}, offered{"= offered", "#999999", {}};
+  std::vector<Bar> usd_bars, kwh_bars;
+  std::ostringstream rows;
+  rows << "<table><tr><th>offered/s</th><th>served/s</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>errors</th>"
+          "<th>mean batch</th><th>kWh per million (IT)</th><th>USD per million</th><th>kg CO2 per million</th></tr>\n";
+  for (size_t i = 0; i < r.points.size(); ++i) {
+    const InferPoint& p = r.points[i];
+    p50.points.push_back({p.offered_per_s, p.p50_ms});
+    p90.points.push_back({p.offered_per_s, p.p90_ms});
+    p99.points.push_back({p.offered_per_s, p.p99_ms});
+    served.points.push_back({p.offered_per_s, p.inferences_per_s});
+    offered.points.push_back({p.offered_per_s, p.offered_per_s});
+    if (r.p99_bound_ms > 0) bound.points.push_back({p.offered_per_s, r.p99_bound_ms});
+    const std::string label = num(p.offered_per_s, "%g") + "/s";
+    usd_bars.push_back({label, {{"USD", p.usd_per_million}}});
+    kwh_bars.push_back({label, {{"kWh", p.joules_per_million / 3.6e6}}});
+    rows << "<tr><td>" << num(p.offered_per_s, "%g") << (static_cast<int>(i) == r.chosen ? " (best)" : "")
+         << "</td><td>" << fig(p.inferences_per_s) << "</td><td>" << fig(p.p50_ms) << "</td><td>" << fig(p.p90_ms)
+         << "</td><td>" << fig(p.p99_ms) << "</td><td>" << p.errors << "</td><td>" << num(p.mean_batch, "%.2f")
+         << "</td><td>" << fig(p.joules_per_million / 3.6e6) << "</td><td>" << fig(p.usd_per_million) << "</td><td>"
+         << fig(r.co2_kg_per_million(p)) << "</td></tr>\n";
+  }
+  rows << "</table>\n";
+  std::vector<Series> latency = {p50, p90, p99};
+  if (!bound.points.empty()) latency.push_back(bound);
+  return "<h2>Latency against the offered rate</h2>\n<p class=\"note\">One-example requests at Poisson arrivals, "
+         "each rate in turn; a request's latency counts from its arrival time (open loop), so a server that falls "
+         "behind shows it here.</p>\n<div class=\"charts\">\n" +
+         line_chart("Latency against offered rate", "offered requests/s", "ms from arrival to answer", latency) +
+         line_chart("Served against offered rate", "offered requests/s", "inferences/s served", {served, offered}) +
+         "</div>\n" + rows.str() + "<h2>Per million inferences</h2>\n<div class=\"charts\">\n" +
+         bar_chart("Cost per million inferences at each rate", "USD", usd_bars) +
+         bar_chart("Energy per million inferences at each rate (IT, the server's meters)", "kWh", kwh_bars) +
+         "</div>\n";
+}
+
 // One row of the fleet table from `joule plan --inference --json`'s row; adds its bars when it was sized.
 void fleet_row(const nlohmann::json& row, std::ostringstream& fleet, std::vector<Bar>& usd, std::vector<Bar>& kwh) {
   const std::string instance = row.at("instance").get<std::string>();
@@ -150,19 +190,24 @@ std::string inference_overview(const InferenceRun& run, const std::string& run_d
   kv("model", r.architecture + " (" + r.model + "), " + std::to_string(r.seq_len) + " tokens");
   kv("precision", r.precision_reason.empty() ? r.precision : r.precision_reason);
   kv("threads", std::to_string(r.threads));
+  if (r.served())
+    kv("load", "served by joule serve: one-example requests at Poisson arrivals, batches of up to " +
+                   std::to_string(r.points.front().batch));
+  const std::string within = r.p99_bound_ms > 0 ? " within p99 " + num(r.p99_bound_ms, "%g") + " ms" : "";
   if (r.chosen >= 0) {
     const InferPoint& best = r.points[static_cast<size_t>(r.chosen)];
-    kv(r.p99_bound_ms > 0 ? "best within p99 " + num(r.p99_bound_ms, "%g") + " ms" : "best throughput",
-       "batch " + std::to_string(best.batch) + ": " + fig(best.inferences_per_s) + " inferences/s, p99 " +
-           fig(best.p99_ms) + " ms, USD " + fig(best.usd_per_million) + " and " + fig(best.joules_per_million / 3.6e6) +
-           " kWh per million");
+    kv((r.served() ? "highest rate served" : "best throughput") + within,
+       (r.served() ? "offered " + num(best.offered_per_s, "%g") + "/s" : "batch " + std::to_string(best.batch)) + ": " +
+           fig(best.inferences_per_s) + " inferences/s, p99 " + fig(best.p99_ms) + " ms, USD " +
+           fig(best.usd_per_million) + " and " + fig(best.joules_per_million / 3.6e6) + " kWh per million");
   } else {
-    kv("best within p99 " + num(r.p99_bound_ms, "%g") + " ms", "no batch size meets the bound");
+    kv((r.served() ? "highest rate served" : "best throughput") + within,
+       r.served() ? "no rate served without errors within the bound" : "no batch size meets the bound");
   }
   kv("energy (IT)", r.energy_sources);
   kv("price", r.instance + ", USD " + fig(r.usd_per_hour) + " per hour");
   kv("CO2", "PUE " + fig(r.pue) + " x " + fig(r.grid_g_per_kwh) + " g/kWh (" + r.region + ")");
-  kv("matmul rate on these GEMMs", fig(r.sgemm_gflops) + " GFLOP/s");
+  if (!r.served()) kv("matmul rate on these GEMMs", fig(r.sgemm_gflops) + " GFLOP/s");
   h << "</table>\n";
   return h.str();
 }
@@ -171,7 +216,8 @@ std::string inference_overview(const InferenceRun& run, const std::string& run_d
 
 std::string write_inference_report(const std::string& run_dir, const std::string& out, const std::string& config_dir) {
   const InferenceRun run = read_run(run_dir);
-  const std::string page = inference_overview(run, run_dir) + measured_section(run.result) +
+  const std::string page = inference_overview(run, run_dir) +
+                           (run.result.served() ? served_section(run.result) : measured_section(run.result)) +
                            fleet_section(run.result, run_dir, config_dir) + "</body></html>\n";
   const std::string path = out.empty() ? (fs::path(run_dir) / "report.html").string() : out;
   write_file_atomically(path, page);

@@ -172,6 +172,7 @@ BASELINES = {
     "serve": "--model seq --port 0 --check",
     "bench model": "--config bert-tiny --iterations 1 --warmup 0 --batch 2 --seq-len 16 --max-pred 2",
     "bench infer": "--model seq --batches 1 --seconds 0.01 --seq-len 16 --out new_infrun",
+    "bench serve": "--model seq --rates 20 --seconds 0.2 --seq-len 16 --out new_servrun",
     "bench comm": "--gradient-model none --min-bytes 1024 --max-bytes 4096 --iterations 1",
     "bench data": "--data shards/train --batches 2 --warmup 0",
     "bench train": "--config bert-tiny --steps 1 --warmup 0 --micro-batch 2 --seq-len 16 --max-predictions 2",
@@ -201,6 +202,7 @@ DAMAGED_DIRS = {  # (command, flag) -> directories that hold that kind of input,
     ("summary", "run"): ["run_truncated", "run_utf8"],
     ("report", "run"): ["run_truncated", "run_utf8", "infrun_truncated"],
     ("bench infer", "model"): ["cfg_truncated", "nan_seq"],
+    ("bench serve", "model"): ["cfg_truncated", "cfg_utf8", "nan_seq"],
 }
 # Outputs onto what others own: a run's history, a model's config, a checkpoint's manifest.
 OWNED_FILES = ["run/summary.json", "run/metrics.jsonl", "model/config.json",

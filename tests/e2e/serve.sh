@@ -24,23 +24,6 @@ client_python=${JOULE_TRITONCLIENT_VENV:-$HOME/.cache/joule/venv-tritonclient}/b
 e2e_workdir "$work"
 e2e_make_data 40 5 400
 
-servers=()
-trap 'for p in "${servers[@]}"; do kill -KILL "$p" 2> /dev/null || true; done' EXIT
-# start NAME ARGS...: joule serve in the background on a free port; sets $url and $pid once it serves.
-start() {
-  local name=$1
-  shift
-  "$joule" serve --port 0 "$@" > "$name.log" 2>&1 &
-  pid=$!
-  servers+=("$pid")
-  for _ in $(seq 1 900); do
-    url=$(grep -o 'http://127.0.0.1:[0-9]*' "$name.log" | head -n 1 || true)
-    [[ -n $url ]] && return 0
-    kill -0 "$pid" 2> /dev/null || { cat "$name.log"; fail "$name: joule serve exited before serving"; }
-    sleep 0.1
-  done
-  fail "$name: no start line in 90 s"
-}
 # status URL_PATH [CURL ARGS...]: the HTTP status; the body is in body.json.
 status() {
   local path=$1
@@ -56,7 +39,7 @@ e2e_make_classifiers
 echo "== 1. health and metadata"
 "$joule" serve --model seq --port 0 --check > check.log 2>&1 || { cat check.log; fail "--check"; }
 grep -q "serving seq (BertForSequenceClassification) on http://127.0.0.1:" check.log || { cat check.log; fail "check"; }
-start seq --model seq --max-batch 8 --max-queue-delay-ms 2
+e2e_serve seq --model seq --max-batch 8 --max-queue-delay-ms 2
 for path in /v2/health/live /v2/health/ready /v2 /v2/models/seq /v2/models/seq/ready; do
   [[ $(status "$path") == 200 ]] || { cat body.json; fail "GET $path"; }
 done
@@ -171,7 +154,7 @@ echo "400 x4, 413 and 404 answered with JSON errors; /metrics counts them; the s
 
 echo "== 4. a full queue answers 503"
 port_in_use=${url##*:}
-start full --model seq --max-batch 4 --max-queue 4 --max-queue-delay-ms 4000
+e2e_serve full --model seq --max-batch 4 --max-queue 4 --max-queue-delay-ms 4000
 curl -s -o waiting.json -w '%{http_code}' -X POST --data-binary @one.json "$url/v2/models/seq/infer" > waiting.code &
 waiter=$!
 until curl -s "$url/metrics" | grep -q '^joule_queue_examples 1$'; do sleep 0.05; done
@@ -185,7 +168,7 @@ wait $waiter
 echo "503 with Retry-After while the queue is full; the queued request answered 200"
 
 echo "== 5. SIGTERM drains the queue and exits 0"
-start drain --model seq --max-queue-delay-ms 3000
+e2e_serve drain --model seq --max-queue-delay-ms 3000
 clients=()
 for k in 1 2 3; do
   curl -s -o "drain$k.json" -w '%{http_code}' -X POST --data-binary @one.json "$url/v2/models/seq/infer" \
@@ -209,11 +192,11 @@ grep -q "cannot listen on 127.0.0.1:$port_in_use: Address already in use" inuse.
 grep -q "what to do: another process holds that port" inuse.log || { cat inuse.log; fail "in use hint"; }
 
 echo "== 7. LayoutLM over the protocol"
-start layout --model layout
+e2e_serve layout --model layout
 python3 compare.py "$url" json forms_ref.jsonl forms.jsonl || fail "LayoutLM's answers"
 
 echo "== 8. 1,000 connections at once, 10,000 malformed requests"
-start load --model seq --max-queue 2048
+e2e_serve load --model seq --max-queue 2048
 python3 "$here/serve_load.py" "$url" "$pid" ref.jsonl texts.jsonl || fail "under load"
 kill -TERM "$pid"
 wait "$pid" || fail "joule serve did not exit 0 after the load"

@@ -20,6 +20,8 @@
 #                                        pos) with texts.jsonl (30 corpus lines, ids doc-N, every third with a
 #                                        text_pair), and layout/ (a LayoutLM token classifier, 3 labels) with forms.jsonl
 #                                        (10 forms: words, pixel boxes, the page)
+#   e2e_serve NAME ARGS...               `joule serve --port 0 ARGS` in the background, its output in NAME.log; sets $url
+#                                        and $pid once it serves; every server started so is killed when the test exits
 MPI_ARGS=(-n 2 --oversubscribe --allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1 ${MPI_EXTRA[@]+"${MPI_EXTRA[@]}"})
 
 e2e_workdir() { rm -rf "$1" && mkdir -p "$1" && cd "$1" || exit 1; }
@@ -122,4 +124,21 @@ e2e_check_refusal() {
   ! grep -Eq 'Exception raised from|frame #[0-9]|\[json\.exception|basic_filebuf|filesystem error:|toml::|\[error\]' "$log" ||
     { cat "$log"; fail "$name: a library's raw text reached the user"; }
   diff "$before" "$after" > /dev/null || { diff "$before" "$after"; fail "$name: files changed"; }
+}
+
+e2e_servers=()
+e2e_serve() {
+  local name=$1
+  shift
+  [[ ${#e2e_servers[@]} -gt 0 ]] || trap 'for p in "${e2e_servers[@]}"; do kill -KILL "$p" 2> /dev/null || true; done' EXIT
+  "$joule" serve --port 0 "$@" > "$name.log" 2>&1 &
+  pid=$!
+  e2e_servers+=("$pid")
+  for _ in $(seq 1 900); do
+    url=$(grep -o 'http://127.0.0.1:[0-9]*' "$name.log" | head -n 1 || true)
+    [[ -n $url ]] && return 0
+    kill -0 "$pid" 2> /dev/null || { cat "$name.log"; fail "$name: joule serve exited before serving"; }
+    sleep 0.1
+  done
+  fail "$name: no start line in 90 s"
 }

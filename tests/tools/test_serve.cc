@@ -1,9 +1,11 @@
-// joule serve's parts without HTTP or a model: the dynamic batcher (on a fake classifier) and the Open Inference
-// Protocol's requests and responses.
+// joule serve's parts without HTTP or a model: the dynamic batcher (on a fake classifier), the Open Inference
+// Protocol's requests and responses, the metrics' text, and bench serve's arrivals and its reading of that text.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <future>
 #include <mutex>
@@ -12,7 +14,9 @@
 #include <thread>
 #include <vector>
 
+#include "launch/util/error.h"
 #include "tools/serve/batcher.h"
+#include "tools/serve/load.h"
 #include "tools/serve/metrics.h"
 #include "tools/serve/oip.h"
 
@@ -314,6 +318,55 @@ TEST(ServeMetrics, TheTextIsPrometheusWithCumulativeBuckets) {
         "joule_queue_examples 5", "joule_padded_tokens_total 40",
         "joule_energy_joules_total{component=\"cpu\",source=\"model\"} 12.5", "# TYPE joule_request_seconds histogram"})
     EXPECT_NE(t.find(std::string(line) + "\n"), std::string::npos) << line << "\n" << t;
+}
+
+TEST(ServeMetrics, BenchServeReadsTheSeriesAndWhatIsServedBack) {
+  joule::serve::Metrics m;
+  m.describe({{"model", "seq"}, {"precision", "bf16"}, {"max_batch", "8"}});
+  m.batch(3, 30, 40);
+  m.batch(5, 50, 50);
+  const auto read = joule::serve::parse_metrics(m.text(0, {{"cpu", "model", 2.5}, {"ram", "model", 0.5}}));
+  EXPECT_EQ(joule::serve::metric_sum(read, "joule_batch_examples_count"), 2);
+  EXPECT_EQ(joule::serve::metric_sum(read, "joule_batch_examples_sum"), 8);
+  EXPECT_EQ(joule::serve::metric_sum(read, "joule_energy_joules_total"), 3);
+  EXPECT_EQ(joule::serve::metric_sum(read, "joule_batch_examples"), 0) << "a name is whole, not a prefix";
+  const auto info = joule::serve::metric_labels(read, "joule_model_info");
+  EXPECT_EQ(info.at("model"), "seq");
+  EXPECT_EQ(info.at("precision"), "bf16");
+  EXPECT_EQ(info.at("max_batch"), "8");
+  EXPECT_TRUE(joule::serve::metric_labels(read, "joule_nothing").empty());
+  EXPECT_EQ(joule::serve::series_labels(R"(x{a="1",b="say \"hi\""})").at("b"), R"(say \"hi\")");
+}
+
+TEST(ServeLoad, PoissonArrivalsComeAtTheRateWithExponentialGapsAndRepeatWithTheSeed) {
+  const std::vector<double> at = joule::serve::poisson_arrivals(200, 50, 7);
+  ASSERT_FALSE(at.empty());
+  // 10,000 expected; the count of a Poisson process has standard deviation 100.
+  EXPECT_NEAR(static_cast<double>(at.size()), 10000, 400);
+  EXPECT_TRUE(std::is_sorted(at.begin(), at.end()));
+  EXPECT_LT(at.back(), 50);
+  // Exponential gaps: mean 1/rate and as many above the mean as e^-1 of them.
+  double sum = 0;
+  int above = 0;
+  for (size_t k = 1; k < at.size(); ++k) {
+    const double gap = at[k] - at[k - 1];
+    sum += gap;
+    above += gap > 1.0 / 200;
+  }
+  EXPECT_NEAR(sum / static_cast<double>(at.size() - 1), 0.005, 0.0003);
+  EXPECT_NEAR(static_cast<double>(above) / static_cast<double>(at.size() - 1), std::exp(-1.0), 0.02);
+  EXPECT_EQ(joule::serve::poisson_arrivals(200, 50, 7), at);
+  EXPECT_NE(joule::serve::poisson_arrivals(200, 50, 8), at);
+}
+
+TEST(ServeLoad, AUrlIsHttpHostAndPortAndNothingElse) {
+  const auto e = joule::serve::parse_url("http://127.0.0.1:8000/");
+  EXPECT_EQ(e.host, "127.0.0.1");
+  EXPECT_EQ(e.port, 8000);
+  EXPECT_EQ(joule::serve::parse_url("http://[::1]:9").host, "::1");
+  for (const char* bad : {"127.0.0.1:8000", "https://127.0.0.1:8000", "http://127.0.0.1", "http://h:0",
+                          "http://h:70000", "http://h:80/v2", "http://h :80"})
+    EXPECT_THROW(joule::serve::parse_url(bad), joule::UsageError) << bad;
 }
 
 }  // namespace

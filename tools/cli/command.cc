@@ -32,6 +32,8 @@ const std::vector<Command>& commands() {
       {"bench model", "forward+backward throughput against this CPU's sgemm rate", bench_model, R::training},
       {"bench infer", "inference throughput and p50/p99 latency per batch size, energy and cost per million",
        bench_infer, R::serving},
+      {"bench serve", "the rate joule serve sustains within a p99 bound (Poisson arrivals, rate after rate)",
+       bench_serve, R::none},
       {"bench comm", "all-reduce busbw table and the bucketed reducer vs one all-reduce (under mpirun)", bench_comm,
        R::training},
       {"bench data", "sequences/s the loader delivers to one rank under the global shuffle", bench_data, R::training},

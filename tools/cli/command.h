@@ -57,6 +57,7 @@ int model_forward(int argc, char** argv);
 int infer(int argc, char** argv);
 int serve(int argc, char** argv);
 int bench_infer(int argc, char** argv);
+int bench_serve(int argc, char** argv);
 int bench_model(int argc, char** argv);
 int bench_comm(int argc, char** argv);
 int bench_train(int argc, char** argv);
