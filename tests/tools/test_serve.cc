@@ -75,6 +75,26 @@ TEST(ServeBatcher, ABatchClosesWhenFullWithoutWaitingForTheDelay) {
   EXPECT_EQ(fake.batches[0].size(), 4u);
 }
 
+TEST(ServeBatcher, WithoutAThreadOfItsOwnTheBatchesRunOnTheThreadThatCallsWorkUntilDrain) {
+  Fake fake;
+  std::thread::id ran_on;
+  Batcher::Run run = fake.run();
+  Batcher b({2, 0.0, 64, /*own_thread=*/false}, [&](const std::vector<const Example*>& batch) {
+    ran_on = std::this_thread::get_id();
+    return run(batch);
+  });
+  std::future<Outcome> first = b.submit(one(3, 1)), second = b.submit(one(3, 2));
+  std::thread server([&] {
+    EXPECT_EQ(first.get().objects.at(0)["tag"], 1);
+    EXPECT_EQ(second.get().objects.at(0)["tag"], 2);
+    b.drain();  // work() returns
+  });
+  b.work();
+  server.join();
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+  EXPECT_THROW(b.submit(one(3, 3)), joule::serve::QueueFull);
+}
+
 TEST(ServeBatcher, ALoneRequestRunsAfterTheDelay) {
   Fake fake;
   Batcher b({8, 0.05, 64}, fake.run());

@@ -10,7 +10,7 @@ Batcher::Batcher(BatcherOptions options, Run run, std::function<void(const Batch
     : options_(options), run_(std::move(run)), on_batch_(std::move(on_batch)) {
   if (options_.max_batch < 1 || options_.max_queue < options_.max_batch || !(options_.max_delay_s >= 0))
     throw std::invalid_argument("batcher options: max_batch >= 1, max_queue >= max_batch, max_delay_s >= 0");
-  worker_ = std::thread([this] { work(); });
+  if (options_.own_thread) worker_ = std::thread([this] { work(); });
 }
 
 Batcher::~Batcher() { drain(); }

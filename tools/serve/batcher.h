@@ -29,6 +29,9 @@ struct BatcherOptions {
   int64_t max_batch = 8;       // examples a batch holds at most
   double max_delay_s = 0.005;  // how long the oldest request waits for company
   int64_t max_queue = 256;     // examples waiting at most; more are refused
+  // true: the batcher runs the batches on a thread of its own; false: the owner runs work() on a thread it chooses
+  // (joule serve: the one that loaded the model, see Server::serve).
+  bool own_thread = true;
 };
 
 // What a request gets back: its examples' result objects (Classifier::classify's) in order, or the error the batch
@@ -67,8 +70,12 @@ class Batcher {
   // Examples waiting now.
   int64_t queued() const;
 
-  // Runs everything queued, then stops the worker. Requests submitted after it are refused (QueueFull).
+  // Runs everything queued, then stops the worker (work() returns). Requests submitted after it are refused
+  // (QueueFull).
   void drain();
+
+  // Runs the batches on the calling thread until drain() (options.own_thread false; the owner's worker).
+  void work();
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -80,7 +87,6 @@ class Batcher {
   };
   std::vector<std::unique_ptr<Request>> next_batch(std::unique_lock<std::mutex>& lock);
   void run_batch(std::vector<std::unique_ptr<Request>> batch);
-  void work();
 
   const BatcherOptions options_;
   const Run run_;
