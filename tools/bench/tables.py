@@ -23,6 +23,7 @@ and is exactly what KIND renders from those files. Kinds:
     infer        inference side by side: joule, PyTorch, ONNX Runtime (infer_compare.py's JSON lines)
     gpu_train    joule bench train --device cuda per micro-batch and variant, against PyTorch's own step on the same
                  GPU (tools/device/h200.sh's bench.jsonl and torch_bench.jsonl)
+    served       the rate served within a p99 bound: the closed loop, joule serve, FastAPI + PyTorch (serve_compare.sh)
 
     python3 tools/bench/tables.py check [DOC ...]    every block matches its files (exit 1 and a diff if not);
                                                     DOC: BENCHMARKS.md unless named (README.md, docs/*.md, ...)
@@ -510,6 +511,39 @@ def render_infer(paths):
                      "joule bf16 ÷ faster PyTorch bf16", "joule bf16 ÷ ORT fp32", "joule bf16 p50 / p99"], rows)
 
 
+def render_served(paths):
+    """The rate served within a p99 bound (serve_compare.sh): per server (the closed loop of joule bench infer, joule
+    serve, the FastAPI + PyTorch anchor), the median over rounds of the best rate within the bound, its p99 and where
+    it was measured, and joule serve's ratios to the closed loop and to the anchor."""
+    _, runs = load_all(paths)
+    by = {}
+    for r in runs:
+        if "server" not in r:
+            continue
+        chosen = [p for p in r["points"] if p["p99_ms"] <= r["p99_bound_ms"] and p.get("errors", 0) == 0]
+        best = max(chosen, key=lambda p: p["inferences_per_s"]) if chosen else None
+        key = (r["seq_len"], r["p99_bound_ms"], r["batching"]["max_batch"], r["batching"]["max_queue_delay_ms"])
+        by.setdefault(key, {}).setdefault(r["server"], []).append(best)
+    rows = []
+    for (seq, bound, max_batch, delay), servers in sorted(by.items()):
+        rate = {name: med(b["inferences_per_s"] if b else 0.0 for b in bests) for name, bests in servers.items()}
+        closed = next((v for k, v in rate.items() if k.startswith("closed")), None)
+        anchor = next((v for k, v in rate.items() if k.startswith("FastAPI")), None)
+        for name in sorted(servers, key=lambda k: (not k.startswith("closed"), not k.startswith("joule"), k)):
+            bests = [b for b in servers[name] if b]
+            where = (f'batch {bests[0]["batch"]}' if name.startswith("closed") else
+                     "offered " + ", ".join(f'{b["offered_per_s"]:g}' for b in bests) + "/s") if bests else "—"
+            ratios = ""
+            if name == "joule serve":
+                ratios = " · ".join(f"{rate[name] / v:.2f}× {what}" for what, v in
+                                    (("the closed loop", closed), ("the anchor", anchor)) if v)
+            rows.append([f"{seq} tokens, p99 ≤ {bound:g} ms, batches ≤ {max_batch}, delay {delay:g} ms", name,
+                         str(len(servers[name])), f"{rate[name]:.1f}",
+                         f'{med(b["p99_ms"] for b in bests):.0f}' if bests else "—", where, ratios or "—"])
+    return markdown(["workload", "server", "rounds", "inferences/s within the bound (median)", "its p99 ms (median)",
+                     "where (each round)", "joule serve ÷"], rows)
+
+
 def render_gpu_train(paths):
     """joule bench train on a GPU (tools/device/h200.sh) per model, sequence length and micro-batch: seq/s and MFU of
     each joule variant, and PyTorch's own step (tools/device/torch_bench.py) with its MFU by joule's FLOP count."""
@@ -551,7 +585,7 @@ KINDS = {"environment": render_environment, "compare": render_compare, "runs": r
          "speedup": render_speedup, "gemm": render_gemm, "data_prep": render_data_prep, "zero1": render_zero1,
          "loader": render_loader, "packing": render_packing, "packing_seeds": render_packing_seeds,
          "convergence_seeds": render_convergence_seeds, "convergence": render_convergence,
-         "infer": render_infer, "gpu_train": render_gpu_train}
+         "infer": render_infer, "gpu_train": render_gpu_train, "served": render_served}
 
 
 def blocks(text, doc):
