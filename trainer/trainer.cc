@@ -363,10 +363,13 @@ class TrainingLoop {
                              std::to_string(result.grad_norm) + " (NaN/Inf in loss or gradients); update skipped (" +
                              std::to_string(state.nonfinite_streak) + " in a row, " +
                              std::to_string(state.nonfinite_skipped) + " in the run)\n");
+    // One write: std::cerr is unbuffered, and the other ranks write to the same stream (a line written in pieces
+    // came out with rank 0's warning in its middle).
     if (result.nonfinite_batches > 0)
-      std::cerr << "warning: step " << state.step << ", rank " << p_.comm.info().rank << ": NaN/Inf loss in "
-                << result.nonfinite_batches << " micro-batch(es), rows: "
-                << (result.nonfinite_rows.empty() ? std::string("not known") : rows_text(result.nonfinite_rows)) << "\n"
+      std::cerr << ("warning: step " + std::to_string(state.step) + ", rank " + std::to_string(p_.comm.info().rank) +
+                    ": NaN/Inf loss in " + std::to_string(result.nonfinite_batches) + " micro-batch(es), rows: " +
+                    (result.nonfinite_rows.empty() ? std::string("not known") : rows_text(result.nonfinite_rows)) +
+                    "\n")
                 << std::flush;
     if (state.nonfinite_streak < cfg_.train.max_nonfinite_steps) return;
     const auto latest = find_latest_checkpoint(checkpoint_root(), nullptr);
