@@ -8,7 +8,8 @@
 #  3. an overloaded server (a queue of 8 at thousands of requests/s): its 503s counted as errors, that rate not
 #     chosen and not planned on;
 #  4. the search (no --rates): rates doubled until the bound fails, then halved back between;
-#  5. refusals: an unreachable --url, a --url that is not one, server flags with --url, a server that cannot start
+#  5. refusals: an unreachable --url, a --url that is not one, a length the model does not take, server flags with
+#     --url, a server that cannot start
 #     (its own error, said once).
 # usage: bench_serve.sh JOULE WORKDIR
 set -euo pipefail
@@ -32,7 +33,9 @@ pts = r["points"]
 assert [p["offered_per_s"] for p in pts] == [40, 120], pts
 for p in pts:
     assert p["errors"] == 0, p
-    assert 0.6 * p["offered_per_s"] <= p["inferences_per_s"] <= 1.5 * p["offered_per_s"], p
+    # Served near the offered rate: above it only by the arrivals' draw, below it only on a busy machine.
+    assert 0.25 * p["offered_per_s"] <= p["inferences_per_s"] <= 1.6 * p["offered_per_s"], p
+    assert p["calls"] > 0, p
     assert 0 < p["p50_ms"] <= p["p90_ms"] <= p["p99_ms"], p
     assert p["batch"] == 4 and 1 <= p["mean_batch"] <= 4, p
     assert p["kwh_per_million"] > 0 and p["usd_per_million"] > 0, p
@@ -96,6 +99,7 @@ expect_refusal() {  # WORDS ARGS...: exit 1 or 2, stderr holds WORDS
 }
 expect_refusal "http://127.0.0.1:1/metrics" --model seq --url http://127.0.0.1:1 --rates 10 --seconds 0.1
 expect_refusal "is not http://HOST:PORT" --model seq --url ftp://x --rates 10
+expect_refusal "--seq-len 600 is longer than seq takes (512 tokens)" --model seq --rates 10 --seq-len 600
 expect_refusal "with --url it starts none" --model seq --url "$url" --rates 10 -- --max-batch 2
 expect_refusal "joule serve: --max-batch 0" --model seq --rates 10 -- --max-batch 0
 [[ $(grep -c "error:" refusal.err) == 1 ]] || { cat refusal.err; fail "the server's error is not said once"; }

@@ -231,6 +231,13 @@ int bench_serve(int argc, char** argv) {
   auto r = parse(o, argc, argv);
   check_replacing(r, "out", "an inference run (inference.json)");
   const std::string model_dir = required(r, "model");
+  // The requests' length within what the model takes (a server truncates longer texts: the figures would be for
+  // another length than the one they say).
+  const models::BertConfig config = models::BertConfig::from_json_file(model_dir + "/config.json");
+  const int64_t max_tokens = std::min<int64_t>(config.max_position_embeddings, 512);
+  if (int_flag(r, seq_len) > max_tokens)
+    throw UsageError("--seq-len " + std::to_string(int_flag(r, seq_len)) + " is longer than " + model_dir + " takes (" +
+                     std::to_string(max_tokens) + " tokens)");
   if (r.count("url") && !serve_args.empty())
     throw UsageError("flags after `--` go to the joule serve that bench serve starts; with --url it starts none",
                      "give them to the server at --url when you start it");
@@ -311,7 +318,6 @@ int bench_serve(int argc, char** argv) {
       sources += (sources.empty() ? "" : ", ") + labels["component"] + ": " + labels["source"];
     }
   result.energy_sources = sources.empty() ? "none read" : sources;
-  const models::BertConfig config = models::BertConfig::from_json_file(model_dir + "/config.json");
   const double gflop = models::total_flops(models::inference_gemms(config, 1, result.seq_len, 0, false, true)) / 1e9;
   for (const ServedPoint& s : points) {
     tools::InferPoint p;
