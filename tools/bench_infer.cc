@@ -24,6 +24,7 @@
 #include "models/precision.h"
 #include "tools/bench_model.h"
 #include "tools/model_commands.h"
+#include "tools/stats.h"
 #include "trainer/cost/accounting.h"
 #include "trainer/cost/energy.h"
 #include "trainer/cost/hardware.h"
@@ -34,14 +35,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 using launch::seconds_since;
-
-double percentile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const size_t lo = static_cast<size_t>(pos);
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
-}
 
 // A preset's default class: LayoutLM's token classifier (the study's form understanding), BERT's sequence classifier.
 std::string default_architecture(const models::BertConfig& c) {

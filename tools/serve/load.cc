@@ -13,17 +13,16 @@
 #include <thread>
 
 #include "launch/util/error.h"
+#include "tools/stats.h"
 
 namespace joule::serve {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double percentile_ms(std::vector<double> seconds, double q) {
-  if (seconds.empty()) return 0;
-  std::sort(seconds.begin(), seconds.end());
-  const size_t k = std::min(seconds.size() - 1, static_cast<size_t>(std::ceil(q * seconds.size())) - 1);
-  return seconds[k] * 1e3;
+// Of the answered requests' latencies; 0 when none was answered.
+double percentile_ms(const std::vector<double>& seconds, double q) {
+  return seconds.empty() ? 0 : tools::percentile(seconds, q) * 1e3;
 }
 
 // What one connection saw: its answered latencies and its errors by kind.
