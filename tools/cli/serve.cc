@@ -91,7 +91,11 @@ int serve(int argc, char** argv) {
       "check", "load the model and bind the address, then exit 0 without serving (a deployment's pre-flight)");
   const NumberFlag port{"port", "TCP port", "8000", {0, 65535}, "0: any free port (the start line says which)"};
   const NumberFlag max_batch{"max-batch", "examples a batch holds at most (and a request)", "8", {1, 1024}};
-  const NumberFlag delay{"max-queue-delay-ms", "how long a request waits for others to batch with", "5", {0, 10000}};
+  const NumberFlag delay{"max-queue-delay-ms",
+                         "how long a request waits for others to batch with",
+                         "0",
+                         {0, 10000},
+                         "0: a batch takes what waits when the last one ends"};
   const NumberFlag max_queue{"max-queue", "examples waiting at most; more get 503", "256", {1, 1 << 20}};
   const NumberFlag max_body{"max-body-bytes", "request body size at most; larger get 413", "1048576", {1024, 1 << 30}};
   const NumberFlag http_threads{"http-threads", "connections served at once (others wait)", "64", {1, 4096}};
