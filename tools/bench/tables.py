@@ -23,7 +23,7 @@ and is exactly what KIND renders from those files. Kinds:
     infer        inference side by side: joule, PyTorch, ONNX Runtime (infer_compare.py's JSON lines)
     gpu_train    joule bench train --device cuda per micro-batch and variant, against PyTorch's own step on the same
                  GPU (tools/device/h200.sh's bench.jsonl and torch_bench.jsonl)
-    served       the rate served within a p99 bound: the closed loop, joule serve, FastAPI + PyTorch (serve_compare.sh)
+    served       the rate served within a p99 bound: the closed loop, the ideal queue, joule serve, FastAPI + PyTorch
 
     python3 tools/bench/tables.py check [DOC ...]    every block matches its files (exit 1 and a diff if not);
                                                     DOC: BENCHMARKS.md unless named (README.md, docs/*.md, ...)
@@ -512,9 +512,10 @@ def render_infer(paths):
 
 
 def render_served(paths):
-    """The rate served within a p99 bound (serve_compare.sh): per server (the closed loop of joule bench infer, joule
-    serve, the FastAPI + PyTorch anchor), the median over rounds of the best rate within the bound, its p99 and where
-    it was measured, and joule serve's ratios to the closed loop and to the anchor."""
+    """The rate served within a p99 bound (serve_compare.sh): per server (the closed loop of joule bench infer, the
+    ideal queue on its forward times (serve_ideal.py), joule serve, the FastAPI + PyTorch anchor), the median over
+    rounds of the best rate within the bound, its p99 and where it was measured, and joule serve's ratios to the
+    others."""
     _, runs = load_all(paths)
     by = {}
     for r in runs:
@@ -528,15 +529,19 @@ def render_served(paths):
     for (seq, bound, max_batch, delay), servers in sorted(by.items()):
         rate = {name: med(b["inferences_per_s"] if b else 0.0 for b in bests) for name, bests in servers.items()}
         closed = next((v for k, v in rate.items() if k.startswith("closed")), None)
+        ideal = next((v for k, v in rate.items() if k.startswith("ideal")), None)
         anchor = next((v for k, v in rate.items() if k.startswith("FastAPI")), None)
-        for name in sorted(servers, key=lambda k: (not k.startswith("closed"), not k.startswith("joule"), k)):
+        order = ("closed", "ideal", "joule", "FastAPI")
+        for name in sorted(servers, key=lambda k: ([k.startswith(o) for o in order].index(True)
+                                                   if any(k.startswith(o) for o in order) else len(order), k)):
             bests = [b for b in servers[name] if b]
             where = (f'batch {bests[0]["batch"]}' if name.startswith("closed") else
-                     "offered " + ", ".join(f'{b["offered_per_s"]:g}' for b in bests) + "/s") if bests else "—"
+                     "offered " + ", ".join(f'{b["offered_per_s"]:.3g}' for b in bests) + "/s") if bests else "—"
             ratios = ""
             if name == "joule serve":
                 ratios = " · ".join(f"{rate[name] / v:.2f}× {what}" for what, v in
-                                    (("the closed loop", closed), ("the anchor", anchor)) if v)
+                                    (("the closed loop", closed), ("the ideal queue", ideal), ("the anchor", anchor))
+                                    if v)
             rows.append([f"{seq} tokens, p99 ≤ {bound:g} ms, batches ≤ {max_batch}, delay {delay:g} ms", name,
                          str(len(servers[name])), f"{rate[name]:.1f}",
                          f'{med(b["p99_ms"] for b in bests):.0f}' if bests else "—", where, ratios or "—"])
