@@ -102,11 +102,7 @@ InferBenchResult bench_infer(const InferBenchOptions& o) {
   cost::MeterContext meters;
   meters.apply_environment();
   meters.profile = cost::load_instance_profile(o.instance, config_dir() + "/hardware");
-  r.instance = meters.profile.name;
-  r.usd_per_hour = meters.profile.usd_per_hour;
-  r.pue = meters.profile.pue;
-  r.region = o.region;
-  r.grid_g_per_kwh = cost::load_grid_region(o.region, config_dir() + "/grid-intensity.toml").g_per_kwh;
+  r.price(meters.profile, o.region);
   r.p99_bound_ms = o.p99_ms;
   r.date = cost::utc_now_iso();
   cost::EnergyMonitor energy("auto", meters, 0.05);
@@ -150,13 +146,21 @@ InferBenchResult bench_infer(const InferBenchOptions& o) {
     p.p50_ms = percentile(latency, 0.50) * 1e3;
     p.p99_ms = percentile(latency, 0.99) * 1e3;
     p.joules_per_million = joules / inferences * 1e6;  // IT energy (no PUE)
-    p.usd_per_million = meters.profile.usd_per_hour * (1e6 / p.inferences_per_s) / 3600.0;
+    p.usd_per_million = r.usd_per_million(p.inferences_per_s);
     p.gflops = gflop_per_inference * p.inferences_per_s;
     p.roofline_fraction = r.sgemm_gflops > 0 ? p.gflops / r.sgemm_gflops : 0;
     r.points.push_back(p);
   }
   r.choose();
   return r;
+}
+
+void InferBenchResult::price(const cost::InstanceProfile& profile, const std::string& grid_region) {
+  instance = profile.name;
+  usd_per_hour = profile.usd_per_hour;
+  pue = profile.pue;
+  region = grid_region;
+  grid_g_per_kwh = cost::load_grid_region(region, config_dir() + "/grid-intensity.toml").g_per_kwh;
 }
 
 void InferBenchResult::choose() {

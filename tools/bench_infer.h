@@ -9,6 +9,10 @@
 
 #include "models/precision.h"
 
+namespace joule::cost {
+struct InstanceProfile;
+}
+
 namespace joule::tools {
 
 struct InferBenchOptions {
@@ -54,6 +58,9 @@ struct InferBenchResult {
   double peak_gflops = 0;
   int peak_cores = 0;
   double usd_per_hour = 0, pue = 1, grid_g_per_kwh = 0;  // the instance profile's price and PUE, the region's grid
+  // Sets instance, its price and PUE, region and its grid intensity (configs/grid-intensity.toml).
+  void price(const cost::InstanceProfile& profile, const std::string& grid_region);
+  double usd_per_million(double inferences_per_s) const { return usd_per_hour * (1e6 / inferences_per_s) / 3600.0; }
   std::vector<InferPoint> points;
   // The best throughput whose p99 meets the bound (any, without one), served: without errors; -1: none meets it.
   int chosen = -1;

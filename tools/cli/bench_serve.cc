@@ -304,13 +304,8 @@ int bench_serve(int argc, char** argv) {
   result.seq_len = int_flag(r, seq_len);
   result.p99_bound_ms = bound;
   result.date = cost::utc_now_iso();
-  result.region = r["region"].as<std::string>();
-  const cost::InstanceProfile profile =
-      cost::load_instance_profile(r["instance"].as<std::string>(), tools::config_dir() + "/hardware");
-  result.instance = profile.name;
-  result.usd_per_hour = profile.usd_per_hour;
-  result.pue = profile.pue;
-  result.grid_g_per_kwh = cost::load_grid_region(result.region, tools::config_dir() + "/grid-intensity.toml").g_per_kwh;
+  result.price(cost::load_instance_profile(r["instance"].as<std::string>(), tools::config_dir() + "/hardware"),
+               r["region"].as<std::string>());
   std::string sources;  // "cpu: model, memory: model"
   for (const auto& [series, value] : serve::scrape_metrics(server))
     if (series.rfind("joule_energy_joules_total{", 0) == 0) {
@@ -331,7 +326,7 @@ int bench_serve(int argc, char** argv) {
     p.errors = s.load.error_count();
     p.mean_batch = std::min(s.mean_batch, static_cast<double>(p.batch));
     p.joules_per_million = s.inferences > 0 ? s.joules / s.inferences * 1e6 : 0;
-    p.usd_per_million = profile.usd_per_hour * (1e6 / p.inferences_per_s) / 3600.0;
+    p.usd_per_million = result.usd_per_million(p.inferences_per_s);
     p.gflops = gflop * p.inferences_per_s;
     result.points.push_back(p);
     for (const auto& [kind, n] : s.load.errors)
