@@ -95,19 +95,21 @@ std::vector<MeasuredPoint> read_measured(const std::vector<std::string>& files) 
       }
       if (!j.is_object() || !j.contains("impl") || j.at("impl") != "joule") continue;
       const size_t first = out.size();
+      const bool served = j.contains("load") && j.at("load") == "served";
       if (j.contains("points")) {
         // A served point with errors is a rate the server did not sustain.
-        const bool served = j.contains("load") && j.at("load") == "served";
         for (const auto& p : j.at("points")) {
           const bool failed = served && p.is_object() && p.contains("errors") &&
                               !(p.at("errors").is_number_integer() && p.at("errors").get<int64_t>() == 0);
           if (!failed) out.push_back(measured_point(p, j, where));
         }
-        for (size_t k = first; k < out.size(); ++k) out[k].tool = served ? "joule bench serve" : "joule bench infer";
       } else {
         out.push_back(measured_point(j, j, where));
       }
-      for (size_t k = first; k < out.size(); ++k) out[k].model = path_from_file(out[k].model, file);
+      for (size_t k = first; k < out.size(); ++k) {
+        out[k].model = path_from_file(out[k].model, file);
+        out[k].tool = served ? "joule bench serve" : "joule bench infer";
+      }
     }
     if (out.size() == before)
       throw joule::Error(file +
@@ -161,7 +163,7 @@ InferencePlan run_inference_plan(const InferencePlanOptions& o, const std::strin
     for (const std::string& f : it->second) files += (files.empty() ? "" : ", ") + f;
     const std::string where = profile.empty() ? "on this host" : "on " + profile;
     for (MeasuredPoint& m : read_measured(it->second)) {
-      m.rate.source = (m.tool.empty() ? "joule bench infer" : m.tool) + ": " + files;
+      m.rate.source = m.tool + ": " + files;
       try {
         rates.push_back(
             sim::measured_rate(models::load_config(m.model, presets), m.model, m.seq_len, m.rate, w, where));

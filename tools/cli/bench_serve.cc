@@ -191,6 +191,34 @@ bool meets(const ServedPoint& p, double p99_ms, double seconds) {
          p.load.achieved_per_s >= 0.9 * static_cast<double>(p.load.sent) / seconds;
 }
 
+// The given rates in turn; without any, from `start` doubled while the bound is met, then halved back 3 times between
+// the last rate that met it and the first that did not. Sorted by offered rate.
+std::vector<ServedPoint> sweep(const serve::LoadOptions& load, const std::vector<double>& rates, double start,
+                               double bound) {
+  std::vector<ServedPoint> points;
+  if (!rates.empty()) {
+    for (double rate : rates) points.push_back(measure(load, rate));
+    return points;
+  }
+  double good = 0, bad = 0;
+  for (double rate = start; rate <= 1e6; rate *= 2) {
+    points.push_back(measure(load, rate));
+    if (!meets(points.back(), bound, load.seconds)) {
+      bad = rate;
+      break;
+    }
+    good = rate;
+  }
+  for (int k = 0; k < 3 && bad > 0; ++k) {
+    const double rate = good > 0 ? (good + bad) / 2 : bad / 2;
+    points.push_back(measure(load, rate));
+    (meets(points.back(), bound, load.seconds) ? good : bad) = rate;
+  }
+  std::sort(points.begin(), points.end(),
+            [](const ServedPoint& a, const ServedPoint& b) { return a.load.offered_per_s < b.load.offered_per_s; });
+  return points;
+}
+
 }  // namespace
 
 int bench_serve(int argc, char** argv) {
@@ -253,7 +281,8 @@ int bench_serve(int argc, char** argv) {
     started = std::make_unique<ServerProcess>(model_dir, serve_args);
     server = started->endpoint();
   }
-  const auto info = serve::metric_labels(serve::scrape_metrics(server), "joule_model_info");
+  const auto metrics = serve::scrape_metrics(server);
+  const auto info = serve::metric_labels(metrics, "joule_model_info");
   if (!info.count("model") || !info.count("precision") || !info.count("max_batch"))
     throw joule::Error("http://" + server.host + ":" + std::to_string(server.port) +
                            "/metrics has no joule_model_info: not a joule serve of this version",
@@ -272,27 +301,7 @@ int bench_serve(int argc, char** argv) {
   warmup.seconds = 1;
   measure(warmup, 16);
 
-  std::vector<ServedPoint> points;
-  if (!rates.empty()) {
-    for (double rate : rates) points.push_back(measure(load, rate));
-  } else {
-    double good = 0, bad = 0;
-    for (double rate = number_flag(r, start_rate); rate <= 1e6; rate *= 2) {
-      points.push_back(measure(load, rate));
-      if (!meets(points.back(), bound, load.seconds)) {
-        bad = rate;
-        break;
-      }
-      good = rate;
-    }
-    for (int k = 0; k < 3 && bad > 0; ++k) {
-      const double rate = good > 0 ? (good + bad) / 2 : bad / 2;
-      points.push_back(measure(load, rate));
-      (meets(points.back(), bound, load.seconds) ? good : bad) = rate;
-    }
-    std::sort(points.begin(), points.end(),
-              [](const ServedPoint& a, const ServedPoint& b) { return a.load.offered_per_s < b.load.offered_per_s; });
-  }
+  const std::vector<ServedPoint> points = sweep(load, rates, number_flag(r, start_rate), bound);
 
   tools::InferBenchResult result;
   result.load = "served";
@@ -307,7 +316,7 @@ int bench_serve(int argc, char** argv) {
   result.price(cost::load_instance_profile(r["instance"].as<std::string>(), tools::config_dir() + "/hardware"),
                r["region"].as<std::string>());
   std::string sources;  // "cpu: model, memory: model"
-  for (const auto& [series, value] : serve::scrape_metrics(server))
+  for (const auto& [series, value] : metrics)
     if (series.rfind("joule_energy_joules_total{", 0) == 0) {
       auto labels = serve::series_labels(series);
       sources += (sources.empty() ? "" : ", ") + labels["component"] + ": " + labels["source"];
