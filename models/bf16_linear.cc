@@ -165,19 +165,21 @@ torch::Tensor sum_rows_fp32(const torch::Tensor& dy) {
   return out;
 }
 
+// act(x W^T + b) for training. With GELU, the GEMM's bf16 output is kept for backward and GELU is a table pass
+// (models/gelu.h) into a tensor of its own; backward takes GELU's gradient and the bias gradient in one pass.
 struct Bf16Linear : public torch::autograd::Function<Bf16Linear> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
-                               const torch::Tensor& bias) {
+                               const torch::Tensor& bias, bool gelu) {
     RECORD_FUNCTION("joule::bf16_linear", std::vector<c10::IValue>());
     const torch::Tensor w16 = weight.to(torch::kBFloat16).contiguous();  // the weight itself where held in bf16
     const torch::Tensor x2 = rows_of(x);
     const torch::Tensor y = linear_forward(x, x2, w16, bias, false);
-    ctx->save_for_backward({x2, w16});
+    ctx->save_for_backward(gelu ? tensor_list{x2, w16, y} : tensor_list{x2, w16});
     ctx->saved_data["weight"] = weight;  // the parameter itself: backward adds into its .grad
     ctx->saved_data["x_sizes"] = x.sizes().vec();
     ctx->saved_data["bias_dtype"] = bias.numel() > 0 ? bias.scalar_type() : torch::kFloat;
     ctx->saved_data["has_bias"] = bias.numel() > 0;
-    return y;
+    return gelu ? gelu_bf16(y) : y;
   }
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
@@ -185,7 +187,13 @@ struct Bf16Linear : public torch::autograd::Function<Bf16Linear> {
     const auto saved = ctx->get_saved_variables();
     const torch::Tensor &x2 = saved[0], &w16 = saved[1];
     const int64_t n = w16.size(0), k = w16.size(1), m = x2.size(0);
-    const torch::Tensor dy = grads[0].to(torch::kBFloat16).reshape({m, n}).contiguous();
+    torch::Tensor dy = grads[0].to(torch::kBFloat16).reshape({m, n}).contiguous();
+    const bool bias_grad = ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2);
+    torch::Tensor bias_sums;  // fp32, where the GELU pass summed them
+    if (saved.size() == 3) {
+      if (bias_grad) bias_sums = torch::zeros({n}, dy.options().dtype(torch::kFloat));
+      dy = gelu_backward_bf16(dy, saved[2].reshape({m, n}), bias_grad ? &bias_sums : nullptr);
+    }
     torch::Tensor dx, dw, db;
     if (ctx->needs_input_grad(0)) dx = dy.mm(w16).view(ctx->saved_data["x_sizes"].toIntVector());
     if (ctx->needs_input_grad(1)) {
@@ -199,9 +207,9 @@ struct Bf16Linear : public torch::autograd::Function<Bf16Linear> {
       matmul_bf16({dy.data_ptr<bf16>(), true}, {x2.data_ptr<bf16>(), false}, n, k, m, out.data_ptr<float>(), false, e);
       if (!into_grad) dw = out.to(weight.scalar_type());  // a weight held in bf16 has a bf16 gradient
     }
-    if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2))
-      db = sum_rows_fp32(dy).to(ctx->saved_data["bias_dtype"].toScalarType());  // a bf16-held bias: a bf16 gradient
-    return {dx, dw, db};
+    if (bias_grad)  // a bf16-held bias: a bf16 gradient
+      db = (bias_sums.defined() ? bias_sums : sum_rows_fp32(dy)).to(ctx->saved_data["bias_dtype"].toScalarType());
+    return {dx, dw, db, torch::Tensor()};
   }
 };
 #endif
@@ -457,8 +465,7 @@ torch::Tensor bf16_linear(const torch::Tensor& x, const torch::Tensor& weight, c
     const PackedWeight* pack = packed ? packed->find(weight) : nullptr;
     return linear_forward(x, rows_of(x), pack ? weight : weight.to(torch::kBFloat16).contiguous(), b, gelu, pack);
   }
-  const torch::Tensor y = Bf16Linear::apply(x, weight, b);
-  return gelu ? torch::gelu(y) : y;  // backward needs the GEMM's output: GELU stays a pass of its own
+  return Bf16Linear::apply(x, weight, b, gelu);
 #else
   (void)x, (void)weight, (void)bias, (void)activation, (void)packed;
   throw joule::InternalError("bf16_linear: this joule was built without oneDNN");

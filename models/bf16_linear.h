@@ -75,8 +75,9 @@ enum class Activation { kNone, kGelu };  // kGelu: exact (erf) GELU, as torch::g
 // act(x W^T + b): x [..., in] bf16, weight [out, in] fp32 or bf16, bias [out] fp32, bf16 or undefined: [..., out]
 // bf16, differentiable in all three. Where autograd records nothing (inference) it is one GEMM with the bias and the
 // GELU in its epilogue, applied to the fp32 accumulator before the one rounding to bf16; while autograd records, GELU
-// is torch::gelu on the bf16 output (its backward needs that output). `packed`: where it holds this weight's pack,
-// inference reads that instead of the plain weight (the same products).
+// is joule's table pass on the GEMM's bf16 output (kept: backward needs it), and backward takes GELU's gradient and
+// the bias gradient in one pass (models/gelu.h). `packed`: where it holds this weight's pack, inference reads that
+// instead of the plain weight (the same products).
 torch::Tensor bf16_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                           Activation activation = Activation::kNone, const PackedWeights* packed = nullptr);
 

@@ -17,4 +17,15 @@ void gelu_bf16_row(uint16_t* x, int64_t n);
 // A contiguous bf16 CPU tensor in place, rows of its last dimension split among the threads.
 void gelu_bf16_(const torch::Tensor& x);
 
+// GELU of a contiguous bf16 CPU tensor into a new one (x is kept: training's backward needs it).
+torch::Tensor gelu_bf16(const torch::Tensor& x);
+
+// Training's backward of GELU at a contiguous bf16 CPU x [..., n], for the incoming gradient dy (x's shape, bf16):
+// dy GELU'(x), rounded to bf16 once, where GELU'(x) = Φ(x) + x φ(x) is a table again (65,536 floats, each computed
+// in double precision and rounded to fp32; NaN at ±inf, as LibTorch's formula gives). With `column_sums` (fp32 [n],
+// zeros or what to add to) it also adds each column of that bf16 gradient into it in fp32, rows in order: the bias
+// gradient of the Linear before the GELU, in the same pass, the same sums sum_rows_fp32 forms. Columns in tiles of
+// 256 among the threads: the same result at any thread count.
+torch::Tensor gelu_backward_bf16(const torch::Tensor& dy, const torch::Tensor& x, torch::Tensor* column_sums);
+
 }  // namespace joule::models

@@ -535,6 +535,89 @@ TEST(Precision, GeluPassIsTheExactGeluRounded) {
   EXPECT_EQ(std::memcmp(rows.data(), u.data_ptr(), rows.size() * 2), 0);
 }
 
+// Training's GELU backward with the bias gradient in the same pass, against the composition it replaces (LibTorch's
+// bf16 gelu_backward, then the column sums), at odd sizes and one and two threads: each gradient is dy GELU'(x) with
+// the exact derivative rounded to fp32, rounded to bf16 once (within half a bf16 step of the exact product, and in
+// sum closer to it than LibTorch's, whose fp32 Φ(x) + x φ(x) cancels near GELU's minimum); the sums are the gradient's
+// columns added in fp32 rows in order, onto what the tensor held; the same bits at any thread count and with or without
+// the sums. And bf16_linear's GELU in training: the table pass on the GEMM's output, its gradients those of the
+// composition.
+TEST(Precision, GeluBackwardWithTheBiasGradientMatchesTheComposition) {
+  torch::manual_seed(17);
+  const int threads = at::get_num_threads();
+  for (const auto& [rows, n] :
+       std::vector<std::pair<int64_t, int64_t>>{{37, 301}, {1, 1}, {5, 256}, {3, 513}, {2 * 128, 3 * 256}}) {
+    SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(n));
+    const torch::Tensor x = (torch::randn({rows, n}) * 3).to(torch::kBFloat16);
+    const torch::Tensor dy = torch::randn({rows, n}).to(torch::kBFloat16);
+    const torch::Tensor xd = x.to(torch::kDouble);
+    const torch::Tensor derivative =
+        (0.5 * torch::erfc(-xd / std::sqrt(2.0)) + xd * torch::exp(-0.5 * xd * xd) / std::sqrt(2 * M_PI))
+            .to(torch::kFloat);
+    const torch::Tensor exact = (dy.to(torch::kFloat) * derivative).to(torch::kBFloat16);
+    const torch::Tensor composed = torch::gelu_backward(dy, x);
+    std::vector<torch::Tensor> grads, sums;
+    for (const int t : {1, 2}) {
+      at::set_num_threads(t);
+      torch::Tensor s = torch::ones({n});
+      grads.push_back(joule::models::gelu_backward_bf16(dy, x, &s));
+      sums.push_back(s);
+      grads.push_back(joule::models::gelu_backward_bf16(dy, x, nullptr));
+    }
+    at::set_num_threads(threads);
+    for (const torch::Tensor& g : grads) EXPECT_TRUE(torch::equal(g, grads[0]));
+    EXPECT_TRUE(torch::equal(sums[1], sums[0]));
+    const torch::Tensor g = grads[0].to(torch::kFloat);
+    EXPECT_TRUE(torch::equal(grads[0], exact)) << (g - exact.to(torch::kFloat)).abs().max();
+    const torch::Tensor truth = dy.to(torch::kDouble) * (0.5 * torch::erfc(-xd / std::sqrt(2.0)) +
+                                                         xd * torch::exp(-0.5 * xd * xd) / std::sqrt(2 * M_PI));
+    const torch::Tensor err = (g.to(torch::kDouble) - truth).abs();
+    const torch::Tensor err_composed = (composed.to(torch::kDouble) - truth).abs();
+    EXPECT_TRUE((err <= truth.abs() * (1.0 / 256) + 1e-38).all().item<bool>()) << err.max();
+    EXPECT_LE(err.sum().item<double>(), err_composed.sum().item<double>());
+    std::vector<float> in_order(static_cast<size_t>(n), 1.0f);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < n; ++j) in_order[static_cast<size_t>(j)] += g[r][j].item<float>();
+    EXPECT_EQ(std::memcmp(in_order.data(), sums[0].data_ptr<float>(), in_order.size() * 4), 0);
+  }
+  EXPECT_THROW(joule::models::gelu_backward_bf16(torch::zeros({2, 3}, torch::kBFloat16),
+                                                 torch::zeros({3, 2}, torch::kBFloat16), nullptr),
+               c10::Error);
+  torch::Tensor wrong = torch::zeros({2});
+  EXPECT_THROW(joule::models::gelu_backward_bf16(torch::zeros({2, 3}, torch::kBFloat16),
+                                                 torch::zeros({2, 3}, torch::kBFloat16), &wrong),
+               c10::Error);
+#if JOULE_ONEDNN
+  using joule::models::Activation;
+  for (const bool bias_bf16 : {false, true}) {
+    SCOPED_TRACE(bias_bf16 ? "bf16 bias" : "fp32 bias");
+    const torch::Tensor x = torch::randn({3, 37, 61}).to(torch::kBFloat16).set_requires_grad(true);
+    const torch::Tensor w = (torch::randn({129, 61}) * 0.2).set_requires_grad(true);
+    const torch::Tensor b =
+        (bias_bf16 ? torch::randn({129}).to(torch::kBFloat16) : torch::randn({129})).set_requires_grad(true);
+    const torch::Tensor up = torch::randn({3, 37, 129}).to(torch::kBFloat16);
+    const torch::Tensor y = joule::models::bf16_linear(x, w, b, Activation::kGelu);
+    (y.to(torch::kFloat) * up.to(torch::kFloat)).sum().backward();
+    const torch::Tensor x0 = x.detach().clone().set_requires_grad(true);
+    const torch::Tensor w0 = w.detach().clone().set_requires_grad(true);
+    const torch::Tensor b0 = b.detach().clone().set_requires_grad(true);
+    const torch::Tensor pre = joule::models::bf16_linear(x0, w0, b0, Activation::kNone);
+    const torch::Tensor composed = torch::gelu(pre);
+    (composed.to(torch::kFloat) * up.to(torch::kFloat)).sum().backward();
+    const torch::Tensor table = pre.detach().clone();
+    joule::models::gelu_bf16_(table);
+    EXPECT_TRUE(torch::equal(y.detach(), table));
+    EXPECT_EQ(b.grad().scalar_type(), b.scalar_type());
+    for (const auto& [mine, theirs] : std::vector<std::pair<torch::Tensor, torch::Tensor>>{
+             {x.grad(), x0.grad()}, {w.grad(), w0.grad()}, {b.grad(), b0.grad()}}) {
+      const torch::Tensor a = mine.to(torch::kFloat), r = theirs.to(torch::kFloat);
+      EXPECT_TRUE(torch::allclose(a, r, 2e-2, 2e-2)) << (a - r).abs().max();
+      EXPECT_GT(cosine(a, r), 0.9999);
+    }
+  }
+#endif
+}
+
 // Inference's feed-forward block in chunks of the inner dimension: close to the fp32 block and no further from it than
 // LibTorch's bf16 composition (GEMM, GELU, GEMM: three roundings, as the chunks have), for one chunk (an inner size
 // the hidden size does not divide), two (one row too), four and eight; refused where the pair is not packed together or
