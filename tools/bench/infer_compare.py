@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Inference throughput and latency of the same classifier in PyTorch eager (fp32, bf16 autocast) and ONNX Runtime
-(fp32, the model exported by torch.onnx), alternated with `joule bench infer` on the same preset, batch sizes and
+"""Inference throughput and latency of the same classifier in PyTorch eager (fp32, bf16 autocast), optionally
+torch.compile (bf16 autocast, --impls ...,pytorch-compile) and ONNX Runtime (fp32, the model exported by torch.onnx),
+alternated with `joule bench infer` on the same preset, batch sizes and
 sequence length: one JSON line per (implementation, precision, batch) with inferences/s and p50/p99 latency.
 
 Runs with pyenv's python3 (torch 2.x, transformers, onnxruntime from PyPI), outside CI:
@@ -76,6 +77,13 @@ def run_pytorch(model, x, batch, seconds, repeat, env):
         print(json.dumps(row("pytorch-eager", "bf16-autocast", batch, elapsed, lat, repeat=repeat, **env)), flush=True)
 
 
+def run_pytorch_compile(compiled, x, batch, seconds, repeat, env):
+    """torch.compile (TorchInductor) in bf16 autocast, inference mode: the warm-up calls compile (once per shape)."""
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        elapsed, lat = timed(lambda: compiled(**x), seconds, warmup=3)
+    print(json.dumps(row("pytorch-compile", "bf16-autocast", batch, elapsed, lat, repeat=repeat, **env)), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("joule")
@@ -84,11 +92,15 @@ def main():
     ap.add_argument("--seq-len", type=int, default=128)
     ap.add_argument("--seconds", type=float, default=3)
     ap.add_argument("--repeats", type=int, default=2, help="alternated rounds over the implementations")
-    ap.add_argument("--impls", default="pytorch,onnxruntime,joule", help="which of pytorch, onnxruntime, joule to run")
+    ap.add_argument("--impls", default="pytorch,onnxruntime,joule",
+                    help="which of pytorch, pytorch-compile (torch 2.x), onnxruntime, joule to run")
     a = ap.parse_args()
     impls = set(a.impls.split(","))
-    if not impls or impls - {"pytorch", "onnxruntime", "joule"}:
-        ap.error(f"--impls {a.impls!r}: give some of pytorch, onnxruntime, joule")
+    known = {"pytorch", "pytorch-compile", "onnxruntime", "joule"}
+    if not impls or impls - known:
+        ap.error(f"--impls {a.impls!r}: give some of {', '.join(sorted(known))}")
+    if "pytorch-compile" in impls and not hasattr(torch, "compile"):
+        ap.error(f"--impls pytorch-compile: torch {torch.__version__} has no torch.compile (it needs torch 2.x)")
     batches = [int(b) for b in a.batches.split(",")]
     threads = os.cpu_count()
     torch.set_num_threads(threads)
@@ -110,12 +122,15 @@ def main():
         opts.intra_op_num_threads = threads
         session = ort.InferenceSession(onnx_path, opts, providers=["CPUExecutionProvider"])
         env["onnxruntime"] = ort.__version__
+    compiled = torch.compile(model) if "pytorch-compile" in impls else None
     print(json.dumps({"environment": env}))
     for repeat in range(1, a.repeats + 1):
         for batch in batches:
             x = inputs(batch, a.seq_len, vocab, layout)
             if "pytorch" in impls:
                 run_pytorch(model, x, batch, a.seconds, repeat, env)
+            if compiled is not None:
+                run_pytorch_compile(compiled, x, batch, a.seconds, repeat, env)
             if "onnxruntime" in impls:
                 feeds = {n: x[n].numpy() for n in names}
                 elapsed, lat = timed(lambda: session.run(None, feeds), a.seconds)

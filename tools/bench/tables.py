@@ -481,8 +481,9 @@ def render_convergence(paths):
 
 def render_infer(paths):
     """Inference side by side (tools/bench/infer_compare.py): inferences/s per implementation and batch size, medians
-    of the rounds, a PyTorch column per major version, and joule bf16's ratios to the faster PyTorch bf16 autocast
-    (a goal stands against the faster) and to ONNX Runtime fp32."""
+    of the rounds, a PyTorch column per major version (and torch.compile's where the files have it), and joule bf16's
+    ratios to the fastest PyTorch bf16 (eager autocast or compiled: a goal stands against the faster) and to ONNX
+    Runtime fp32."""
     _, runs = load_all(paths)
     cells = {}
     for r in runs:
@@ -494,21 +495,26 @@ def render_infer(paths):
         cells.setdefault((r["model"], r["seq_len"], r["batch"]), {}).setdefault((impl, r["precision"]), []).append(r)
     columns = [("joule", "bf16"), ("joule", "fp32"), ("pytorch2", "bf16-autocast"), ("pytorch2", "fp32"),
                ("pytorch1.13", "bf16-autocast"), ("pytorch1.13", "fp32"), ("onnxruntime", "fp32")]
+    names = ["joule bf16", "joule fp32", "PyTorch 2.x bf16 autocast", "PyTorch 2.x fp32", "PyTorch 1.13 bf16 autocast",
+             "PyTorch 1.13 fp32", "ONNX Runtime fp32"]
+    compiled = ("pytorch-compile", "bf16-autocast")
+    if any(compiled in by for by in cells.values()):  # a column only where a file has torch.compile's runs
+        columns.insert(3, compiled)
+        names.insert(3, "PyTorch 2.x torch.compile bf16")
     rows = []
     for (model, seq, batch), by in sorted(cells.items()):
         rate = {c: med(x["inferences_per_s"] for x in by[c]) if c in by else None for c in columns}
         row = [f"{model}, seq {seq}, batch {batch}"] + [f"{rate[c]:.1f}" if rate[c] else "—" for c in columns]
         j = rate[("joule", "bf16")]
-        torch_bf16 = max((rate[c] for c in (("pytorch2", "bf16-autocast"), ("pytorch1.13", "bf16-autocast"))
-                          if rate[c]), default=None)
+        torch_bf16 = max((rate[c] for c in (("pytorch2", "bf16-autocast"), ("pytorch1.13", "bf16-autocast"), compiled)
+                          if rate.get(c)), default=None)
         for ref in (torch_bf16, rate[("onnxruntime", "fp32")]):
             row.append(f"**{j / ref:.2f}×**" if j and ref else "—")
         jb = by.get(("joule", "bf16"), [])
         row.append(f'{med(x["p50_ms"] for x in jb):.0f} / {med(x["p99_ms"] for x in jb):.0f} ms' if jb else "—")
         rows.append(row)
-    return markdown(["workload", "joule bf16", "joule fp32", "PyTorch 2.x bf16 autocast", "PyTorch 2.x fp32",
-                     "PyTorch 1.13 bf16 autocast", "PyTorch 1.13 fp32", "ONNX Runtime fp32",
-                     "joule bf16 ÷ faster PyTorch bf16", "joule bf16 ÷ ORT fp32", "joule bf16 p50 / p99"], rows)
+    return markdown(["workload"] + names + ["joule bf16 ÷ faster PyTorch bf16", "joule bf16 ÷ ORT fp32",
+                                             "joule bf16 p50 / p99"], rows)
 
 
 def render_served(paths):
