@@ -203,14 +203,14 @@ namespace {
 joule::models::BertConfig tiny() { return joule::test::small_bert(300, 32, 2, 64, 32, /*dropout=*/0.0); }
 
 joule::models::PretrainingBatch rows(const joule::models::PretrainingBatch& b, int64_t begin, int64_t count) {
-  return {b.input_ids.narrow(0, begin, count),
-          b.token_type_ids.narrow(0, begin, count),
-          b.attention_mask.narrow(0, begin, count),
-          b.masked_positions.narrow(0, begin, count),
-          b.masked_ids.narrow(0, begin, count),
-          b.next_sentence_labels.narrow(0, begin, count),
-          {},
-          0};
+  joule::models::PretrainingBatch out;
+  out.input_ids = b.input_ids.narrow(0, begin, count);
+  out.token_type_ids = b.token_type_ids.narrow(0, begin, count);
+  out.attention_mask = b.attention_mask.narrow(0, begin, count);
+  out.masked_positions = b.masked_positions.narrow(0, begin, count);
+  out.masked_ids = b.masked_ids.narrow(0, begin, count);
+  out.next_sentence_labels = b.next_sentence_labels.narrow(0, begin, count);
+  return out;  // padded rows: no sequence lengths, no rows of a run
 }
 
 // Gradients of one process on the whole batch, `accumulation` micro-batches of the rows.
