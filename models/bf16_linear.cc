@@ -189,8 +189,9 @@ struct Bf16Linear : public torch::autograd::Function<Bf16Linear> {
     const int64_t n = w16.size(0), k = w16.size(1), m = x2.size(0);
     torch::Tensor dy = grads[0].to(torch::kBFloat16).reshape({m, n}).contiguous();
     const bool bias_grad = ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2);
-    torch::Tensor bias_sums;  // fp32, where the GELU pass summed them
-    if (saved.size() == 3) {
+    const bool gelu = saved.size() == 3;  // forward kept the GEMM's output, GELU's input
+    torch::Tensor bias_sums;              // fp32, where the GELU pass summed them
+    if (gelu) {
       if (bias_grad) bias_sums = torch::zeros({n}, dy.options().dtype(torch::kFloat));
       dy = gelu_backward_bf16(dy, saved[2].reshape({m, n}), bias_grad ? &bias_sums : nullptr);
     }

@@ -59,6 +59,16 @@ void check_bf16_cpu(const torch::Tensor& x, const char* what) {
               ": a contiguous bf16 CPU tensor");
 }
 
+// dst[i] = GELU(src[i]) for i < n (dst may be src), the elements split among the threads.
+void gelu_pass(const uint16_t* src, uint16_t* dst, int64_t n) {
+  if (n == 0) return;
+  RECORD_FUNCTION("joule::gelu", std::vector<c10::IValue>());
+  const uint16_t* table = gelu_table().data();  // made once, before the threads read it
+  at::parallel_for(0, n, 4096, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) dst[i] = table[src[i]];
+  });
+}
+
 }  // namespace
 
 void gelu_bf16_row(uint16_t* x, int64_t n) {
@@ -68,28 +78,14 @@ void gelu_bf16_row(uint16_t* x, int64_t n) {
 
 void gelu_bf16_(const torch::Tensor& x) {
   check_bf16_cpu(x, "gelu_bf16_");
-  if (x.numel() == 0) return;
-  RECORD_FUNCTION("joule::gelu", std::vector<c10::IValue>());
-  gelu_table();  // made once, before the threads read it
-  const int64_t n = x.size(-1), rows = x.numel() / n;
   torch::Tensor t = x;
-  uint16_t* data = cpu::bf16_bits(t);
-  at::parallel_for(0, rows, 8, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) gelu_bf16_row(data + r * n, n);
-  });
+  gelu_pass(cpu::bf16_bits(x), cpu::bf16_bits(t), x.numel());
 }
 
 torch::Tensor gelu_bf16(const torch::Tensor& x) {
   check_bf16_cpu(x, "gelu_bf16");
   torch::Tensor y = torch::empty_like(x);
-  if (x.numel() == 0) return y;
-  RECORD_FUNCTION("joule::gelu", std::vector<c10::IValue>());
-  const uint16_t* table = gelu_table().data();
-  const uint16_t* src = cpu::bf16_bits(x);
-  uint16_t* dst = cpu::bf16_bits(y);
-  at::parallel_for(0, x.numel(), 4096, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) dst[i] = table[src[i]];
-  });
+  gelu_pass(cpu::bf16_bits(x), cpu::bf16_bits(y), x.numel());
   return y;
 }
 
