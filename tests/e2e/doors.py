@@ -474,14 +474,19 @@ def main():
     missing = [c for c in commands if c not in BASELINES]
     if missing:
         fail(f"no baseline for {missing}: add a valid command line for it to BASELINES")
-    print(f"== {len(commands)} commands and modes: every baseline runs (in a copy of the files)")
-    for command in commands:
-        copy = os.path.join(WORK, "baseline")
-        shutil.rmtree(copy, ignore_errors=True)
+    print(f"== {len(commands)} commands and modes: every baseline runs (two at a time, each in a copy of the files)")
+
+    def baseline(command):
+        copy = os.path.join(WORK, "baseline", command.replace(" ", "_"))
         shutil.copytree(FILES, copy, symlinks=True, ignore=lambda d, names: [n for n in names if stat.S_ISFIFO(os.lstat(os.path.join(d, n)).st_mode)])
         p = joule(*command.split(), *split(BASELINES[command]), cwd=copy, check=False, timeout=300)
-        if p.returncode != 0:
-            fail(f"the baseline of '{command}' failed: joule {command} {BASELINES[command]}\n{p.stdout}{p.stderr}")
+        shutil.rmtree(copy)
+        return command, p
+
+    with ThreadPoolExecutor(2) as pool:
+        for command, p in pool.map(baseline, commands):
+            if p.returncode != 0:
+                fail(f"the baseline of '{command}' failed: joule {command} {BASELINES[command]}\n{p.stdout}{p.stderr}")
     shutil.rmtree(os.path.join(WORK, "baseline"))
 
     number_cases, path_cases = [], []
@@ -524,20 +529,29 @@ def main():
     if after != before:
         changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
         log.append(f"number cases changed the work directory: {changed[:10]}")
-    print(f"== {len(path_cases)} path cases and {len(example_cases)} examples (the work directory compared after each)")
-    for case in path_cases + example_cases:
-        result = run_case(case)
-        problems = check_case(result)
-        now = snapshot()
-        if now != before:
+    print(f"== {len(path_cases)} path cases and {len(example_cases)} examples (two at a time, of two commands where "
+          "they can be; the work directory compared after each pair)")
+    cases = path_cases + example_cases
+    half = (len(cases) + 1) // 2
+    pairs = [[cases[i]] + ([cases[i + half]] if i + half < len(cases) else []) for i in range(half)]
+    with ThreadPoolExecutor(2) as pool:
+        for pair in pairs:
+            results = list(pool.map(run_case, pair))
+            now = snapshot()
             changed = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
-            problems.append(f"files changed: {changed[:10]}")
-            for k in changed:  # put things back for the next case
+            for k in changed:  # put things back for the next pair
                 path = os.path.join(FILES, k)
                 if k not in before:
                     shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
-            before = snapshot()
-        report(result, problems, log)
+            if changed:
+                before = snapshot()
+            for result in results:
+                problems = check_case(result)
+                if changed:
+                    beside = [r[0] for r in results if r is not result]
+                    problems.append(f"files changed: {changed[:10]} (by this case" +
+                                    (f" or '{beside[0]}', run beside it)" if beside else ")"))
+                report(result, problems, log)
     vocab_hint = run_case(("", "infer --model seq_nopad --input texts.jsonl --output o.jsonl".split(), []))[4]
     if "--vocab" in vocab_hint:
         log.append("infer's advice names --vocab, which infer does not have:\n" + vocab_hint)
