@@ -97,18 +97,21 @@ def med(values):
 
 
 def group(runs):
-    """{(model, layout, precision): {impl: [runs]}}, in model, layout, precision order."""
+    """{(model, layout, precision): {impl: [runs]}}, in model, layout, precision order. The layout names a sharded
+    optimizer ("2 × 1, zero1"); runs without a "shard" had none."""
     groups = {}
     for r in runs:
-        key = (r["model"], f'{r["ranks"]} × {r["threads"]}', r.get("precision", "fp32"))
+        shard = r.get("shard", "none")
+        layout = f'{r["ranks"]} × {r["threads"]}' + ("" if shard == "none" else f", {shard}")
+        key = (r["model"], layout, r.get("precision", "fp32"))
         groups.setdefault(key, {}).setdefault(impl_name(r), []).append(r)
     models = {"bert-tiny": 0, "bert-base": 1, "bert-large": 2}
     precisions = {"fp32": 0, "bf16": 1}
 
     def order(item):
         (model, layout, precision), _ = item
-        ranks, threads = (int(x) for x in layout.split(" × "))
-        return models.get(model, 9), model, -ranks, threads, precisions.get(precision, 9), precision
+        ranks, threads = (int(x) for x in layout.split(",")[0].split(" × "))
+        return models.get(model, 9), model, -ranks, threads, layout, precisions.get(precision, 9), precision
 
     return dict(sorted(groups.items(), key=order))
 
