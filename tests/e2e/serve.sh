@@ -6,7 +6,8 @@
 #     lines (labels equal, scores within 1e-3: a line shares its batch with others), over JSON and over tritonclient's
 #     binary tensor data;
 #  3. bad requests get 4xx with a JSON error naming the input (bad JSON, an unknown input, a wrong shape, a body over
-#     --max-body-bytes, an unknown model) and the server keeps serving; /metrics counts them by kind;
+#     --max-body-bytes, a POST without a length, an unknown model) and the server keeps serving; /metrics counts them
+#     by kind;
 #  4. a full queue answers 503 with Retry-After, and the request it already took still gets its answer;
 #  5. SIGTERM with requests queued: every one of them is answered, new connections are refused, exit 0;
 #  6. a port in use is a start-up error naming the address;
@@ -142,15 +143,19 @@ expect_error 400 "holds 9 examples; this server takes at most 8" --data-binary \
   '{"inputs": [{"name": "text", "datatype": "BYTES", "shape": [9], "data": ["a","b","c","d","e","f","g","h","i"]}]}'
 head -c 1100000 /dev/zero | tr '\0' 'a' > big.txt
 expect_error 413 "larger than --max-body-bytes 1048576" --data-binary @big.txt
+# A POST with neither Content-Length nor chunked encoding (curl -X POST without data sends none): answered at once,
+# not after the server's 10 s read timeout (cpp-httplib would read such a body until the client closed).
+expect_error 411 "needs a Content-Length header" --max-time 5
 [[ $(status /v2/models/nope/infer -X POST --data-binary @one.json) == 404 ]] || fail "an unknown model's infer"
 [[ $(status /v2/models/seq/infer -X POST --data-binary @one.json) == 200 ]] || fail "no answer after the bad requests"
 curl -s "$url/metrics" > metrics.txt
 for want in 'joule_request_errors_total{kind="bad_request"} 4' 'joule_request_errors_total{kind="too_large"} 1' \
+  'joule_request_errors_total{kind="no_length"} 1' \
   'joule_requests_total{code="200"} 62' 'joule_inferences_total 62' '# TYPE joule_request_seconds histogram' \
   'joule_energy_joules_total{component="cpu",source="model"}'; do
   grep -qF "$want" metrics.txt || { grep -v '^#' metrics.txt | grep -v bucket; fail "/metrics lacks '$want'"; }
 done
-echo "400 x4, 413 and 404 answered with JSON errors; /metrics counts them; the server still answers"
+echo "400 x4, 411, 413 and 404 answered with JSON errors; /metrics counts them; the server still answers"
 
 echo "== 4. a full queue answers 503"
 port_in_use=${url##*:}

@@ -96,7 +96,7 @@ std::string Metrics::text(int64_t queued_examples, const std::vector<EnergyReadi
   for (const auto& [code, n] : requests_)
     s += "joule_requests_total{code=\"" + std::to_string(code) + "\"} " + std::to_string(n) + "\n";
   s += header("joule_request_errors_total", "counter",
-              "requests refused or failed, by kind (bad_request, too_large, overloaded, not_found, failed)");
+              "requests refused or failed, by kind (bad_request, no_length, too_large, overloaded, not_found, failed)");
   for (const auto& [kind, n] : errors_)
     s += "joule_request_errors_total{kind=\"" + kind + "\"} " + std::to_string(n) + "\n";
   s += header("joule_inferences_total", "counter", "examples classified") + "joule_inferences_total " +

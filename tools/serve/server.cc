@@ -3,6 +3,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -25,12 +26,20 @@ void answer(httplib::Response& res, int status, const json& body) {
   res.set_content(dump(body) + "\n", "application/json");
 }
 
+bool chunked(const httplib::Request& req) {
+  std::string encoding = req.get_header_value("Transfer-Encoding");
+  for (char& c : encoding) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return encoding.find("chunked") != std::string::npos;
+}
+
 std::string error_kind(int status) {
   switch (status) {
     case 400:
       return "bad_request";
     case 404:
       return "not_found";
+    case 411:
+      return "no_length";
     case 413:
       return "too_large";
     case 503:
@@ -171,6 +180,16 @@ struct Server::Impl {
     http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(metrics.text(batcher.queued(), energy ? energy() : std::vector<EnergyReading>{}),
                       "text/plain; version=0.0.4");
+    });
+    // A request's body length comes from Content-Length or chunked Transfer-Encoding; without either HTTP/1.1 gives
+    // it no body (RFC 9112, section 6.3), but cpp-httplib 0.11 reads a POST's body until the client closes: a client
+    // waiting for its answer held an HTTP thread for the whole read timeout (10 s), so a few such requests stalled
+    // every other client. They are answered 411 before any body is read.
+    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (req.method != "POST" || req.has_header("Content-Length") || chunked(req))
+        return httplib::Server::HandlerResponse::Unhandled;
+      error(res, 411, "a POST needs a Content-Length header (or Transfer-Encoding: chunked); this one has neither");
+      return httplib::Server::HandlerResponse::Handled;
     });
     // What the library answers itself (no route: 404; a body over the limit: 413; a bad request line: 400) gets
     // the JSON error too.
