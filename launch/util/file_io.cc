@@ -41,17 +41,28 @@ void release_temporary(int slot) {
   if (slot >= 0) g_temporaries[slot].state.store(0);
 }
 
-// Removes a flat directory (its files, then itself) with calls a signal handler may make.
+// Removes a flat directory (its files, then itself) with calls a signal handler may make: the entries are read with
+// the getdents64 system call into a buffer on the stack. (fdopendir allocates its DIR with malloc: a signal that
+// arrived while its thread was inside malloc then waited for the lock that thread held, and the process hung.)
 void remove_flat_directory(const char* path) {
   const int dir = ::open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
   if (dir >= 0) {
-    if (DIR* d = ::fdopendir(dir)) {  // glibc's readdir does not allocate after fdopendir
-      while (const dirent* e = ::readdir(d))
-        if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) ::unlinkat(dir, e->d_name, 0);
-      ::closedir(d);
-    } else {
-      ::close(dir);
+    alignas(struct dirent64) char buffer[8192];
+    // Entries removed while the directory is read may shift the ones not read yet: read it again until a pass
+    // finds nothing left to remove (a few passes at most; rmdir below fails harmlessly if some remain).
+    for (int pass = 0; pass < 8; ++pass) {
+      bool removed = false;
+      ::lseek(dir, 0, SEEK_SET);
+      for (ssize_t n; (n = ::getdents64(dir, buffer, sizeof buffer)) > 0;)
+        for (ssize_t at = 0; at < n;) {
+          const auto* e = reinterpret_cast<const struct dirent64*>(buffer + at);
+          if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+            removed |= ::unlinkat(dir, e->d_name, 0) == 0;
+          at += e->d_reclen;
+        }
+      if (!removed) break;
     }
+    ::close(dir);
   }
   ::rmdir(path);
 }

@@ -1,18 +1,22 @@
 // launch/util: the one UniqueFd, FileLock, atomic replacement and mix64 every library uses.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <optional>
 #include <regex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -147,6 +151,50 @@ TEST(StagedDirectory, SwapsInWholeOrLeavesNothing) {
     FAIL() << "no error";
   } catch (const joule::IoError& e) {
     EXPECT_EQ(std::string(e.what()), out + "/model.safetensors: write failed");
+  }
+}
+
+// SIGTERM while the thread it lands on is inside malloc: the handler removes the staged directory and the process dies
+// of the signal. A handler that allocates (fdopendir's DIR) waits for the malloc lock its own thread holds, for good:
+// `joule model init` stopped that way hung in e2e.doors. The child allocates blocks above tcache's sizes (those take
+// the arena's lock) with a second thread alive (a single-threaded process's malloc takes no lock at all).
+TEST(StagedDirectory, ASignalInsideMallocStillRemovesItAndKills) {
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    TempDir dir;
+    const std::string out = dir.file("model");
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      joule::remove_temporaries_on_signals();
+      joule::StagedDirectory staged(out);
+      for (const char* name : {"/config.json", "/vocab.txt", "/model.safetensors"})
+        joule::write_file_atomically(staged.path() + name, "part");
+      sigset_t term;
+      sigemptyset(&term);
+      sigaddset(&term, SIGTERM);
+      pthread_sigmask(SIG_BLOCK, &term, nullptr);  // the second thread inherits the block: SIGTERM lands here
+      std::thread idle([] { ::pause(); });
+      idle.detach();
+      pthread_sigmask(SIG_UNBLOCK, &term, nullptr);
+      for (size_t size = 4096;; size = size * 3 % 100003 + 2048) {
+        void* p = std::malloc(size);
+        static_cast<volatile char*>(p)[0] = 1;
+        std::free(p);
+      }
+    }
+    ::usleep(50000 + 7000 * attempt);
+    ::kill(child, SIGTERM);
+    int status = 0;
+    pid_t done = 0;
+    for (int waited_ms = 0; waited_ms < 10000 && (done = ::waitpid(child, &status, WNOHANG)) == 0; waited_ms += 10)
+      ::usleep(10000);
+    if (done == 0) {
+      ::kill(child, SIGKILL);
+      ::waitpid(child, &status, 0);
+      FAIL() << "attempt " << attempt << ": the process did not end within 10 s of SIGTERM (a handler deadlocked)";
+    }
+    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << "attempt " << attempt << ": status " << status;
+    EXPECT_TRUE(entries(dir.path()).empty()) << "attempt " << attempt << ": the staged directory was left";
   }
 }
 
