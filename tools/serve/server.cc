@@ -1,9 +1,9 @@
 #include "tools/serve/server.h"
 
 #include <netinet/in.h>
+#include <strings.h>
 #include <sys/socket.h>
 
-#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -26,10 +26,9 @@ void answer(httplib::Response& res, int status, const json& body) {
   res.set_content(dump(body) + "\n", "application/json");
 }
 
+// Whether cpp-httplib reads the body as chunks: its own test, the whole header value equal to "chunked" in any case.
 bool chunked(const httplib::Request& req) {
-  std::string encoding = req.get_header_value("Transfer-Encoding");
-  for (char& c : encoding) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return encoding.find("chunked") != std::string::npos;
+  return strcasecmp(req.get_header_value("Transfer-Encoding").c_str(), "chunked") == 0;
 }
 
 std::string error_kind(int status) {
