@@ -14,11 +14,19 @@ enum class OptimizerName { lamb, adamw };
 inline const std::vector<std::string> kOptimizerWords = {"lamb", "adamw"};  // OptimizerName's order
 
 // Where the optimizer state lives: whole on every rank, or ZeRO stage 1 (each rank holds and updates 1/N of it, the
-// gradients reduce-scattered and the parameters all-gathered after the update).
-enum class OptimizerSharding { none, zero1 };
-// The words of optimizer.shard and --shard, in OptimizerSharding's order.
-inline const std::vector<std::string> kShardingWords = {"none", "zero1"};
+// gradients reduce-scattered and the parameters all-gathered after the update); `automatic` is resolved per run
+// (resolve_sharding).
+enum class OptimizerSharding { none, zero1, automatic };
+// The words of optimizer.shard, in OptimizerSharding's order; --shard of `bench train` and `plan` takes the first two.
+inline const std::vector<std::string> kShardingWords = {"none", "zero1", "auto"};
+inline const std::vector<std::string> kExplicitShardingWords = {"none", "zero1"};
 inline const std::string& sharding_name(OptimizerSharding s) { return kShardingWords.at(static_cast<size_t>(s)); }
+
+// optimizer.shard resolved for a run of `world` ranks whose update runs on the host's cores (`on_cpu`): auto is zero1
+// there with several ranks (unsharded, every rank updates every parameter on its own cores, the same work N times;
+// split, each updates 1/N and holds 1/N of the moments), none elsewhere (one rank has nothing to split; CUDA and the
+// simulated Trainium's cluster time have not been measured with it). `why` says which.
+OptimizerSharding resolve_sharding(OptimizerSharding asked, int world, bool on_cpu, std::string* why = nullptr);
 
 struct OptimizerOptions {
   static constexpr const char* kTable = "optimizer";
@@ -30,7 +38,7 @@ struct OptimizerOptions {
   double eps = 1e-6;
   double weight_decay = 0.01;  // not applied to biases and LayerNorm parameters
   double max_grad_norm = 1.0;  // global-norm clipping before the update; 0 turns it off
-  OptimizerSharding shard = OptimizerSharding::none;
+  OptimizerSharding shard = OptimizerSharding::automatic;
 
   std::vector<OptionField> fields();
   void validate() const;

@@ -62,6 +62,7 @@ std::vector<AutomaticValue> automatic_values(const ResolvedRun& run, const std::
            std::to_string(run.world) + " rank(s)"},
       {"train.threads", std::to_string(process.threads), process.threads_source},
       {"train.precision", precision, why},
+      {"optimizer.shard", sharding_name(run.shard), run.shard_source},
 
       {"data.vocab", vocab_path, "vocab.txt beside the shards"},
       {"accounting.instance", cost.instance,
@@ -230,6 +231,8 @@ ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_d
                              std::to_string(run.model_config.max_position_embeddings),
                          "make the shards with a --seq-len the model takes, or use a model with more positions");
   resolve_batches(run);
+  run.shard =
+      resolve_sharding(cfg.optimizer.shard, run.world, cfg.train.device == launch::DeviceKind::cpu, &run.shard_source);
   run.resolved_toml = cfg.to_toml();
   run.precision = models::choose_precision(cfg.train.precision, cfg.train.device == launch::DeviceKind::cuda,
                                            launch::CpuIsa::current());
@@ -300,7 +303,8 @@ TrainingSpec training_spec(const ResolvedRun& run) {
   spec.initial_weights = initial_weights(cfg.model.config);
   spec.optimizer = cfg.optimizer;
   spec.reducer.timeout_seconds = cfg.train.collective_timeout_seconds;
-  spec.reducer.shard = cfg.optimizer.shard == OptimizerSharding::zero1;
+  spec.optimizer.shard = run.shard;
+  spec.reducer.shard = run.shard == OptimizerSharding::zero1;
   return spec;
 }
 

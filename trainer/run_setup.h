@@ -49,11 +49,14 @@ struct ResolvedRun {
   launch::GemmPath gemm;              // the process's GEMM paths (train.fp32_gemm resolved; part of config_hash)
   std::optional<data::Dataset> train_set, eval_set;
   int world = 1;
+  OptimizerSharding shard = OptimizerSharding::none;  // optimizer.shard resolved (resolve_sharding)
+  std::string shard_source;                           // why, when optimizer.shard is auto
   int64_t global_batch = 0, total_steps = 0;
   int64_t target_sequences = 0;  // the run's own target: train.target_sequences, else steps x global batch
   std::string resolved_toml, config_hash;
-  // The values worked out for the keys the config left automatic (threads, precision, global batch, vocabulary,
-  // price, PUE, grid intensity): RUN/config.toml holds them, and a resume compares configs with them filled in.
+  // The values worked out for the keys the config left automatic (threads, precision, global batch, sharding,
+  // vocabulary, price, PUE, grid intensity): RUN/config.toml holds them, and a resume compares configs with them filled
+  // in.
   std::vector<AutomaticValue> used;
   const data::Dataset& dataset() const { return *train_set; }
 };

@@ -500,7 +500,7 @@ SimulatedClock simulated_clock(const ResolvedRun& run, const std::string& config
     per_device.max_predictions = (d.masked_predictions() + d.size() - 1) / d.size();
   }
   per_device.sequences = static_cast<double>(run.cfg.accounting.project_sequences);
-  per_device.zero1 = run.cfg.optimizer.shard == OptimizerSharding::zero1;
+  per_device.zero1 = run.shard == OptimizerSharding::zero1;
   return SimulatedClock(run.cfg.sim, per_device, run.cfg.train.accumulation, config_dir, grid);
 }
 
@@ -522,7 +522,7 @@ cost::MemoryFigures memory_figures(const ResolvedRun& run, const TrainingStack& 
   per_rank[mine + 2] = device_peak;
   collectives::sum_over_ranks(comm, per_rank, run.cfg.train.collective_timeout_seconds, "memory figures");
   cost::MemoryFigures m;
-  m.optimizer_shard = sharding_name(run.cfg.optimizer.shard);
+  m.optimizer_shard = sharding_name(run.shard);
   m.peak_rss_bytes_min = per_rank[0];
   for (size_t r = 0; r < static_cast<size_t>(info.world_size); ++r) {
     m.peak_rss_bytes_max = std::max(m.peak_rss_bytes_max, per_rank[r * kFields]);

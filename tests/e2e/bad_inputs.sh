@@ -54,8 +54,8 @@ printf 'not a directory\n' > a_file
 printf '[model]\nconfig = "bert-tiny"\n[train]\nstepz = 10\n' > unknown_key.toml
 printf '[model]\nconfig = "bert-tiny"\n[train]\nsteps = "ten"\n' > wrong_type.toml
 bad_checkpoint ck_truncated 'head -c 1000 model.safetensors > t && mv t model.safetensors'
-bad_checkpoint ck_checksum 'printf "\x7f" | dd of=optimizer.safetensors bs=1 seek=4000 conv=notrunc status=none'
-bad_checkpoint ck_version 'sed -i "s/\"format_version\": 1/\"format_version\": 99/" manifest.json'
+bad_checkpoint ck_checksum 'printf "\x7f" | dd of=optimizer_shard_1_of_2.safetensors bs=1 seek=4000 conv=notrunc status=none'
+bad_checkpoint ck_version 'sed -i "s/\"format_version\": [0-9]*/\"format_version\": 99/" manifest.json'
 bad_checkpoint ck_only_bad 'rm -rf ../step_00000005 && head -c 1000 model.safetensors > t && mv t model.safetensors'
 cp -r good ck_shape
 
@@ -74,7 +74,7 @@ cases=(
   "config: impossible batch split|--config run.toml --run-dir r --set train.global_batch=12|train.global_batch 12 is not divisible by train.micro_batch 4 x world size 2"
   "config: unknown model|--config run.toml --run-dir r --set model.config=bert-huge|bert-huge: no such model config file or directory, and not a preset (presets in .*: bert-large, bert-base, bert-tiny, layoutlm-base)"
   "checkpoint: truncated|--config run.toml --run-dir ck_truncated --resume ck_truncated/checkpoints/step_00000010|ck_truncated/checkpoints/step_00000010: model.safetensors has 1000 bytes, the manifest says"
-  "checkpoint: checksum mismatch|--config run.toml --run-dir ck_checksum --resume ck_checksum/checkpoints/step_00000010|ck_checksum/checkpoints/step_00000010: optimizer.safetensors does not have the checksum the manifest records"
+  "checkpoint: checksum mismatch|--config run.toml --run-dir ck_checksum --resume ck_checksum/checkpoints/step_00000010|ck_checksum/checkpoints/step_00000010: optimizer_shard_1_of_2.safetensors does not have the checksum the manifest records"
   "checkpoint: other format version|--config run.toml --run-dir ck_version --resume ck_version/checkpoints/step_00000010|ck_version/checkpoints/step_00000010: format version 99, this joule reads versions 1 to 2"
   "checkpoint: other model shape|--config run.toml --run-dir ck_shape --resume ck_shape/checkpoints/step_00000010 --set model.config=bert-base|ck_shape/checkpoints/step_00000010/model.safetensors: .*another model shape"
   "checkpoint: none verifies (--resume auto)|--config run.toml --run-dir ck_only_bad --resume auto|ck_only_bad/checkpoints: --resume auto found checkpoints but none verifies"

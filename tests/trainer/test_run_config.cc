@@ -250,13 +250,37 @@ TEST(RunConfig, AChoiceKeyIsParsedIntoItsEnumAndWrittenBackAsItsWord) {
   c.set("optimizer.shard=\"zero1\"");
   EXPECT_EQ(c.optimizer.shard, OptimizerSharding::zero1);
   EXPECT_EQ(error_of("[optimizer]\nshard = \"zero2\"\n"),
-            "run config: optimizer.shard is \"zero2\"; valid values: none, zero1");
+            "run config: optimizer.shard is \"zero2\"; valid values: none, zero1, auto");
   EXPECT_NE(error_of("[optimizer]\nshard = 1\n").find("key 'optimizer.shard' must be a string"), std::string::npos);
   try {
     c.set("optimizer.shard=ZERO1");
     ADD_FAILURE() << "ZERO1 was taken";
   } catch (const RunConfigError& e) {
-    EXPECT_STREQ(e.what(), "run config: optimizer.shard is \"ZERO1\"; valid values: none, zero1");
+    EXPECT_STREQ(e.what(), "run config: optimizer.shard is \"ZERO1\"; valid values: none, zero1, auto");
   }
   EXPECT_EQ(c.optimizer.shard, OptimizerSharding::zero1) << "a refused word leaves the key as it was";
+  EXPECT_EQ(RunConfig().optimizer.shard, OptimizerSharding::automatic) << "auto unless the config says";
+  c.set("optimizer.shard=auto");
+  EXPECT_EQ(c.optimizer.shard, OptimizerSharding::automatic);
+}
+
+// optimizer.shard = auto: zero1 where several ranks update on CPUs (each would otherwise update every parameter),
+// none for one rank or another device; a value the config names is kept as it is, and `why` says what auto chose.
+TEST(RunConfig, AutomaticShardingSplitsTheUpdateOnlyWhereSeveralRanksUpdateOnCpus) {
+  using joule::trainer::OptimizerSharding;
+  using joule::trainer::resolve_sharding;
+  const auto automatic = OptimizerSharding::automatic;
+  std::string why;
+  EXPECT_EQ(resolve_sharding(automatic, 2, true, &why), OptimizerSharding::zero1);
+  EXPECT_EQ(why, "2 ranks updating on CPUs: each updates 1/2 of the parameters instead of all of them");
+  EXPECT_EQ(resolve_sharding(automatic, 16, true), OptimizerSharding::zero1);
+  EXPECT_EQ(resolve_sharding(automatic, 1, true, &why), OptimizerSharding::none);
+  EXPECT_EQ(why, "one rank: nothing to split");
+  EXPECT_EQ(resolve_sharding(automatic, 8, false, &why), OptimizerSharding::none);
+  EXPECT_EQ(why, "not a CPU device: the whole state on every rank");
+  for (int world : {1, 2, 16})
+    for (bool cpu : {false, true}) {
+      EXPECT_EQ(resolve_sharding(OptimizerSharding::none, world, cpu), OptimizerSharding::none);
+      EXPECT_EQ(resolve_sharding(OptimizerSharding::zero1, world, cpu), OptimizerSharding::zero1);
+    }
 }

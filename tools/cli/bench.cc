@@ -153,7 +153,7 @@ int bench_train(int argc, char** argv) {
   b.precision = choice_flag<models::PrecisionSetting>(r, "precision", models::kPrecisionWords);
   b.wire = r["wire"].as<std::string>();
   b.fp32_gemm = choice_flag<launch::Fp32GemmSetting>(r, "fp32-gemm", launch::kFp32GemmWords);
-  b.shard = choice_flag<trainer::OptimizerSharding>(r, "shard", trainer::kShardingWords);
+  b.shard = choice_flag<trainer::OptimizerSharding>(r, "shard", trainer::kExplicitShardingWords);
   const std::string line = tools::bench_train(b);
   if (!line.empty()) std::cout << line << std::endl;
   return 0;

@@ -105,7 +105,7 @@ int plan(int argc, char** argv) {
   p.micro_batch = int_flag(r, micro_batch);
   p.sequences = number_flag(r, sequences);
   p.precision = r["precision"].as<std::string>();
-  p.shard = choice_flag<trainer::OptimizerSharding>(r, "shard", trainer::kShardingWords);
+  p.shard = choice_flag<trainer::OptimizerSharding>(r, "shard", trainer::kExplicitShardingWords);
   p.nodes = static_cast<int>(int_flag(r, nodes));
   p.instances = instance_list(instance_args);
   p.region = r["region"].as<std::string>();
