@@ -248,7 +248,7 @@ std::string plan_json(const PlanOptions& o, const std::string& config_dir) {
                           {"exposed_comm_s", r.exposed_comm_s},
                           {"comm_s", r.comm_s},
                           {"other_s", r.optimizer_s},
-                          {"optimizer_shard", o.shard},
+                          {"optimizer_shard", trainer::sharding_name(o.shard)},
                           {"state_bytes_per_device", r.state_bytes_per_device},
                           {"accumulation", r.accumulation},
                           {"node_power_w", r.node_power_w},

@@ -427,7 +427,11 @@ TEST(Cli, PlanComparesInstancesAtTheirOwnPrecision) {
   EXPECT_EQ(rows[0]["instance"], "p4d.24xlarge");
   EXPECT_EQ(rows[0]["precision"], "tf32");
   EXPECT_EQ(rows[1]["precision"], "bf16");
-  EXPECT_EQ(rows[2]["precision"], "bf16");  // --precision's default
+  EXPECT_EQ(rows[2]["precision"], "bf16");        // --precision's default
+  EXPECT_EQ(rows[0]["optimizer_shard"], "none");  // the word, as in summary.json (not the enum's number)
+  auto zero1 = run_command(kJoule + " plan --nodes 16 --instance trn1.32xlarge --shard zero1 --json");
+  ASSERT_EQ(zero1.exit_code, 0) << zero1.output;
+  EXPECT_EQ(nlohmann::json::parse(zero1.output)["rows"][0]["optimizer_shard"], "zero1") << zero1.output;
   // The same instance is slower at TF32 than in bf16 (half the peak; wider gradients on the wire).
   EXPECT_LT(rows[0]["seq_per_s"].get<double>(), rows[2]["seq_per_s"].get<double>());
   auto text = run_command(kJoule + " plan --nodes 16 --instance p4d.24xlarge:tf32 --instance trn1.32xlarge");
