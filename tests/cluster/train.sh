@@ -55,14 +55,15 @@ fi
 # same 2 x 2 (bit-identical to the uninterrupted run), on 1 node x 2 ranks and on 2 nodes x 1 rank (the same world of
 # 2 on either: bit-identical to each other, and the uninterrupted run's to fp32 rounding, the key biases aside: see
 # tests/e2e/zero1_resume.sh), dropout on (its masks are keyed by the rows, not the ranks: models/dropout.h). fp32: in
-# bf16 another world size's summation order grows to ~1e-3 of a tensor's scale (tests/e2e/zero1_resume.sh).
+# bf16 another world size's summation order grows to ~1e-3 of a tensor's scale (tests/e2e/zero1_resume.sh); on the BLAS,
+# named, since auto times the fp32 libraries at start-up and a resumed process under load may pick the other one.
 cp run.toml zero1.toml
 printf '[optimizer]\nshard = "zero1"\n[checkpoint]\nevery_steps = 3\n' >> zero1.toml
 zero1_run() {  # RANKS_PER_NODE NODES RUN_DIR [ARGS...]
   local per_node=$1 nodes=$2 dir=$3
   shift 3
   cluster_mpirun "$per_node" "$nodes" -x OMP_NUM_THREADS=1 "$joule" train --config zero1.toml --run-dir "$dir" \
-    --set train.precision=fp32 "$@" \
+    --set train.precision=fp32 --set train.fp32_gemm=blas "$@" \
     > "$dir.log" 2>&1 || { cat "$dir.log"; fail "zero1 $dir"; }
 }
 zero1_run 2 2 zero1_2x2
