@@ -78,7 +78,7 @@ const char* fp32_gemm_name(Fp32Gemm g) { return g == Fp32Gemm::kOnednn ? "onednn
 
 GemmChoice choose_fp32_gemm(Fp32GemmSetting setting, const BlasCoreJudgement& blas, const GemmRates& rates) {
   const bool available = rates.onednn_fp32 > 0;
-  const bool agrees = rates.onednn_fp32_difference >= 0 && rates.onednn_fp32_difference <= kGemmAgreement;
+  const bool agrees = onednn_fp32_usable(rates);  // asked only where oneDNN is available
   const std::string agreement =
       "its products agree with the BLAS's to " + format_number("%.1e", rates.onednn_fp32_difference);
   if (setting == Fp32GemmSetting::blas) return {Fp32Gemm::kBlas, "as set"};

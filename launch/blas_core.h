@@ -42,6 +42,10 @@ struct GemmRates {
 // oneDNN's fp32 product agrees with the BLAS's when they differ by at most this share of the product's largest value
 // (summation order alone gives ~1e-6 at K = 1024; a wrong kernel gives O(1)).
 inline constexpr double kGemmAgreement = 1e-4;
+// This joule has oneDNN and its fp32 products agree with the BLAS's on this processor: it may run fp32 GEMMs.
+inline bool onednn_fp32_usable(const GemmRates& r) {
+  return r.onednn_fp32 > 0 && r.onednn_fp32_difference >= 0 && r.onednn_fp32_difference <= kGemmAgreement;
+}
 // auto takes oneDNN only where it is at least this much faster than the BLAS.
 inline constexpr double kOnednnSpeedup = 1.2;
 

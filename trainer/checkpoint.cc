@@ -476,6 +476,11 @@ std::optional<std::string> find_latest_checkpoint(const std::string& root, std::
   return std::nullopt;
 }
 
+TrainerState read_checkpoint_state(const std::string& dir) {
+  int64_t optimizer_steps = 0;
+  return read_trainer_state(dir, &optimizer_steps);
+}
+
 std::string manifest_checksum(const std::string& dir) {
   return joule::hex64(joule::fnv1a64_file((fs::path(dir) / "manifest.json").string()));
 }

@@ -81,6 +81,10 @@ std::optional<std::string> find_latest_checkpoint(const std::string& root, std::
 // The FNV-1a-64 of `dir`/manifest.json: what identifies a verified checkpoint across ranks.
 std::string manifest_checksum(const std::string& dir);
 
+// `dir`/trainer_state.json alone (no weights, no optimizer state): what a resume needs to know before it builds the
+// model. Throws CheckpointError naming the file and key.
+TrainerState read_checkpoint_state(const std::string& dir);
+
 // Loads weights, optimizer state and this rank's generator state (when the world size matches; otherwise ranks
 // keep their fresh seeds). `verified_manifest`: the manifest checksum of the checkpoint rank 0 chose and verified;
 // this rank then checks only that it sees the same manifest and file sizes (no second read of the data). Empty:

@@ -72,8 +72,22 @@ std::vector<AutomaticValue> automatic_values(const ResolvedRun& run, const std::
       {"accounting.grid_intensity", number(cost.region.g_per_kwh), "g CO2/kWh, " + cost.grid_source},
   };
   if (t.device != launch::DeviceKind::cuda)  // a GPU's matmuls are not the CPU's BLAS or oneDNN
-    used.push_back({"train.fp32_gemm", launch::fp32_gemm_name(process.gemm.choice.fp32), process.gemm.choice.reason});
+    used.push_back({"train.fp32_gemm", launch::fp32_gemm_name(run.gemm.choice.fp32), run.gemm.choice.reason});
   return used;
+}
+
+// `mine` with its fp32 library replaced by `name` ("blas", "onednn": rank 0's or a checkpoint's, `whose` says),
+// for `reason`. A rank where oneDNN's products disagree with the BLAS's cannot take "onednn": it stops the job naming
+// itself.
+launch::GemmPath with_fp32_gemm(launch::GemmPath mine, const std::string& name, const std::string& reason,
+                                const std::string& whose, int rank) {
+  if (name == "onednn" && !launch::onednn_fp32_usable(mine.rates))
+    throw RunConfigError("rank " + std::to_string(rank) + ": " + whose +
+                             " fp32 GEMMs on oneDNN, whose products differ here from the BLAS's by " +
+                             std::to_string(mine.rates.onednn_fp32_difference),
+                         "set train.fp32_gemm to blas for this job");
+  mine.choice = {name == "onednn" ? launch::Fp32Gemm::kOnednn : launch::Fp32Gemm::kBlas, reason};
+  return mine;
 }
 
 // Every rank measures its GEMMs and takes rank 0's fp32 path (timings alone must not split a job across two
@@ -84,15 +98,16 @@ launch::GemmPath agreed_gemm_path(const TrainOptions& options, collectives::Comm
   collectives::broadcast_string(comm, chosen, 0, options.collective_timeout_seconds, "the fp32 GEMM path");
   const std::string name = chosen.substr(0, chosen.find('\n'));
   if (name == launch::fp32_gemm_name(mine.choice.fp32)) return mine;
-  if (name == "onednn" &&
-      !(mine.rates.onednn_fp32_difference >= 0 && mine.rates.onednn_fp32_difference <= launch::kGemmAgreement))
-    throw RunConfigError("rank " + std::to_string(comm.info().rank) +
-                             ": rank 0 runs fp32 GEMMs on oneDNN, whose products differ here from the BLAS's by " +
-                             std::to_string(mine.rates.onednn_fp32_difference),
-                         "set train.fp32_gemm to blas for this job");
-  mine.choice = {name == "onednn" ? launch::Fp32Gemm::kOnednn : launch::Fp32Gemm::kBlas,
-                 "rank 0's choice: " + chosen.substr(chosen.find('\n') + 1)};
-  return mine;
+  return with_fp32_gemm(mine, name, "rank 0's choice: " + chosen.substr(chosen.find('\n') + 1), "rank 0 runs",
+                        comm.info().rank);
+}
+
+// What the run's arithmetic is, for the ranks' agreement and a resume's comparison: the resolved config, and where
+// auto may resolve otherwise on another machine, the precision and the fp32 GEMM library used.
+std::string run_config_hash(const ResolvedRun& run) {
+  return joule::fnv1a64_hex(run.resolved_toml +
+                            "# compute precision: " + models::precision_name(run.precision.precision) +
+                            "\n# fp32 gemm: " + launch::fp32_gemm_name(run.gemm.choice.fp32) + "\n");
 }
 
 }  // namespace
@@ -236,11 +251,7 @@ ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_d
   run.resolved_toml = cfg.to_toml();
   run.precision = models::choose_precision(cfg.train.precision, cfg.train.device == launch::DeviceKind::cuda,
                                            launch::CpuIsa::current());
-  // auto may resolve differently on another machine: the arithmetic actually used is part of what ranks agree on
-  // and what a resume compares.
-  run.config_hash =
-      joule::fnv1a64_hex(run.resolved_toml + "# compute precision: " + models::precision_name(run.precision.precision) +
-                         "\n# fp32 gemm: " + launch::fp32_gemm_name(process.gemm.choice.fp32) + "\n");
+  run.config_hash = run_config_hash(run);
   run.used = automatic_values(run, vocab_path, process, cost);
   return run;
 }
@@ -407,7 +418,11 @@ StartPoint choose_start_on_root(const std::string& run_dir, const std::string& r
                                  " and no checkpoint to resume: a new run there would mix with it",
                              "give --run-dir a new or empty directory");
   }
-  if (start.checkpoint) start.manifest_checksum = manifest_checksum(*start.checkpoint);
+  if (start.checkpoint) {
+    start.manifest_checksum = manifest_checksum(*start.checkpoint);
+    const std::string gemm = read_checkpoint_state(*start.checkpoint).fp32_gemm;
+    start.fp32_gemm = gemm.empty() ? "blas" : gemm;  // older joules ran fp32 GEMMs on the BLAS alone
+  }
   return start;
 }
 
@@ -432,6 +447,7 @@ StartPoint choose_start(const std::string& run_dir, const std::string& resume, c
   std::string dir = start.checkpoint.value_or("");
   collectives::broadcast_string(comm, dir, 0, 600, "the checkpoint to resume");
   collectives::broadcast_string(comm, start.manifest_checksum, 0, 600, "its manifest checksum");
+  collectives::broadcast_string(comm, start.fp32_gemm, 0, 600, "its fp32 GEMM library");
   if (rank == 0 || dir.empty()) return start;
   start.checkpoint = dir;
   if (resume == "auto")
@@ -441,6 +457,28 @@ StartPoint choose_start(const std::string& run_dir, const std::string& resume, c
                        " (a shared file system still propagating?): loading rank 0's choice\n"
                 << std::flush;
   return start;
+}
+
+void keep_the_checkpoints_fp32_gemm(ResolvedRun& run, const StartPoint& start, collectives::Communicator& comm) {
+  if (!start.checkpoint || run.cfg.train.device == launch::DeviceKind::cuda ||
+      run.cfg.train.fp32_gemm != launch::Fp32GemmSetting::automatic)
+    return;
+  const std::string timed = launch::fp32_gemm_name(run.gemm.choice.fp32);
+  if (start.fp32_gemm == timed) return;
+  // Rank 0 decides (every rank has its choice); "" keeps the timed choice and the resume warns of the change.
+  std::string keep = start.fp32_gemm == "blas" || launch::onednn_fp32_usable(run.gemm.rates) ? start.fp32_gemm : "";
+  collectives::broadcast_string(comm, keep, 0, run.cfg.train.collective_timeout_seconds,
+                                "whether to keep the checkpoint's fp32 GEMM library");
+  if (keep.empty()) return;
+  run.gemm = with_fp32_gemm(run.gemm, keep,
+                            "the checkpoint's (" + *start.checkpoint +
+                                "): a resume keeps the library its run trained "
+                                "with, bit for bit; timing here chose " +
+                                timed,
+                            "the checkpoint ran its", comm.info().rank);
+  run.config_hash = run_config_hash(run);
+  for (AutomaticValue& v : run.used)
+    if (v.key == "train.fp32_gemm") v = {v.key, keep, run.gemm.choice.reason};
 }
 
 namespace {

@@ -117,6 +117,7 @@ TrainingStack build_training(const TrainingSpec& spec, collectives::Communicator
 struct StartPoint {
   std::optional<std::string> checkpoint;
   std::string manifest_checksum;      // of the checkpoint rank 0 verified: every rank loads exactly that one
+  std::string fp32_gemm;              // where its fp32 GEMMs ran ("blas", "onednn"; "blas" for older joules)
   std::vector<std::string> warnings;  // checkpoints skipped by "auto" (rank 0)
 };
 // Rank 0's choice, verified (reads the checkpoint once): nothing for a fresh start, an error when a fresh start would
@@ -127,6 +128,11 @@ StartPoint choose_start_on_root(const std::string& run_dir, const std::string& r
 // of checkpoints/ differs (a shared file system lagging) says so and still loads rank 0's choice.
 StartPoint choose_start(const std::string& run_dir, const std::string& resume, collectives::Communicator& comm,
                         const FaultPoints& faults);
+
+// Collective, before build_training: a resume with train.fp32_gemm = auto keeps the fp32 GEMM library its checkpoint
+// ran (timing it again on a loaded host may choose the other, and the same products in another summation order are
+// not the run it continues), where rank 0 can run it; `run`'s choice, config hash and automatic values follow.
+void keep_the_checkpoints_fp32_gemm(ResolvedRun& run, const StartPoint& start, collectives::Communicator& comm);
 
 // Loads the chosen checkpoint into `objects` (or broadcasts rank 0's fresh weights) and returns the state the
 // loop starts from. Collective.

@@ -614,12 +614,12 @@ int train(const TrainRequest& request) {
   RunAccounting accounting(cfg.accounting, launch::device_name(cfg.train.device), config_dir, info,
                            process.device.cuda_index(), process.device.pci_bus_id);
 
-  const ResolvedRun run =
-      resolve_run(cfg, request.presets_dir, process, accounting.cost(), request.eval_from_data_root);
+  ResolvedRun run = resolve_run(cfg, request.presets_dir, process, accounting.cost(), request.eval_from_data_root);
   check_ranks_agree_on_the_run(run, comm);
   const RunLock lock = lock_run_directory(run, comm);  // held to the end: one job per run directory
-  TrainingStack objects = build_training(training_spec(run), comm);
   const StartPoint start = choose_start(run.cfg.run.dir, request.resume, comm, faults);
+  keep_the_checkpoints_fp32_gemm(run, start, comm);
+  TrainingStack objects = build_training(training_spec(run), comm);
   TrainerState state = start_state(run, start, objects, comm, request.accept_data_change);
   // A finished run resumed: nothing to do at its own length (no segment added, nothing written); a longer one (--steps
   // raised) continues it, said with both ends. A run stopped after its last checkpoint but before final/ and its

@@ -94,8 +94,26 @@ JOULE_FAULT="preempt:rank=0,step=23" mpi -x JOULE_FAULT "$joule" train --config 
 rc=$?
 set -e
 [[ $rc -eq 75 ]] || { cat g1.log; fail "fp32 preemption exit code $rc, expected 75"; }
-mpi "$joule" train --config run.toml --run-dir g --precision fp32 "${blas[@]}" --resume auto > g2.log 2>&1 || { cat g2.log; fail "fp32 resume failed"; }
+# The resume leaves train.fp32_gemm at auto: it keeps the library its checkpoint ran, whatever the timing says.
+mpi "$joule" train --config run.toml --run-dir g --precision fp32 --resume auto > g2.log 2>&1 || { cat g2.log; fail "fp32 resume failed"; }
+grep -Eq '^fp32_gemm = "blas" +# auto: ' g/config.toml || { cat g/config.toml; fail "the auto resume of a BLAS run did not keep the BLAS"; }
+! grep -q "not bit for bit" g2.log || { cat g2.log; fail "the auto resume warned of another fp32 library"; }
 cmp f/final/model.safetensors g/final/model.safetensors || fail "fp32: resumed weights differ from the uninterrupted run"
+# The same from a run on oneDNN, where this joule has it and its products agree with the BLAS's here.
+if mpi "$joule" train --config run.toml --run-dir i --precision fp32 --set train.fp32_gemm=onednn > i.log 2>&1; then
+  set +e
+  JOULE_FAULT="preempt:rank=0,step=23" mpi -x JOULE_FAULT "$joule" train --config run.toml --run-dir j --precision fp32 \
+    --set train.fp32_gemm=onednn > j1.log 2>&1
+  rc=$?
+  set -e
+  [[ $rc -eq 75 ]] || { cat j1.log; fail "fp32 oneDNN preemption exit code $rc, expected 75"; }
+  mpi "$joule" train --config run.toml --run-dir j --precision fp32 --resume auto > j2.log 2>&1 || { cat j2.log; fail "fp32 oneDNN resume failed"; }
+  grep -Eq '^fp32_gemm = "onednn" +# auto: ' j/config.toml || { cat j/config.toml; fail "the auto resume of a oneDNN run did not keep oneDNN"; }
+  cmp i/final/model.safetensors j/final/model.safetensors || fail "fp32 on oneDNN: resumed weights differ from the uninterrupted run"
+else
+  grep -Eq 'built without oneDNN|oneDNN.s fp32 products differ' i.log || { cat i.log; fail "fp32 training on oneDNN failed"; }
+  echo "(no oneDNN fp32 here: $(grep -o 'train.fp32_gemm is .*' i.log | head -1))"
+fi
 JOULE_CPU_ISA=avx2,fma,avx512f mpi -x JOULE_CPU_ISA "$joule" train --config run.toml --run-dir h "${blas[@]}" > h.log 2>&1 || { cat h.log; fail "forced-ISA run failed"; }
 grep -q "^precision auto -> fp32: this CPU (avx2 fma avx512f) has neither AVX512-BF16 nor AMX-BF16" h.log || { cat h.log; fail "auto without bf16 instructions did not pick fp32"; }
 cmp f/final/model.safetensors h/final/model.safetensors || fail "auto on a CPU without bf16 did not compute what --precision fp32 does"

@@ -163,15 +163,23 @@ TEST(RunSetup, RefusesABatchThatDoesNotDivideOrExceedsTheDataNamingTheKeys) {
   EXPECT_EQ(message(1, 1000), "run config: set train.steps or train.target_sequences");
 }
 
+// A trainer_state.json at `step` (one digit), its fp32 GEMMs recorded as `fp32_gemm` ("": a joule before the record).
+std::string trainer_state(int step, const std::string& fp32_gemm) {
+  return "{\"step\": " + std::to_string(step) +
+         R"(, "optimizer_steps": 1, "epoch": 0, "position": 0, "sequences": 8, "wall_seconds": 1.0, "segments": 1, )"
+         R"("world_size": 1, "config_hash": "x")" +
+         (fp32_gemm.empty() ? "" : ", \"fp32_gemm\": \"" + fp32_gemm + "\"") + "}";
+}
+
 // A checkpoint directory that verifies (COMPLETE, a manifest with its one file's size and checksum); `damaged`: the
 // file changed after the manifest was written.
-std::string write_checkpoint(const std::string& run_dir, int step, bool damaged = false) {
+std::string write_checkpoint(const std::string& run_dir, int step, bool damaged = false,
+                             const std::string& fp32_gemm = "") {
   char name[32];
   std::snprintf(name, sizeof name, "step_%08d", step);
-  const std::string ck = joule::test::write_checkpoint_dir(
-      run_dir + "/checkpoints/" + name, {{"trainer_state.json", "{\"step\": " + std::to_string(step) + "}"}});
-  if (damaged)
-    joule::test::write_file(ck + "/trainer_state.json", "{\"step\": " + std::to_string(step + 1) + "}");  // same size
+  const std::string ck = joule::test::write_checkpoint_dir(run_dir + "/checkpoints/" + name,
+                                                           {{"trainer_state.json", trainer_state(step, fp32_gemm)}});
+  if (damaged) joule::test::write_file(ck + "/trainer_state.json", trainer_state(step + 1, fp32_gemm));  // same size
   return ck;
 }
 
@@ -193,8 +201,9 @@ TEST(RunSetup, ChoosesWhereToStart) {
   // Fresh: nothing to load, in a new directory and in one without checkpoints.
   EXPECT_FALSE(joule::trainer::choose_start_on_root(run, "").checkpoint);
   EXPECT_FALSE(joule::trainer::choose_start_on_root(run, "auto").checkpoint);
+  EXPECT_EQ(joule::trainer::choose_start_on_root(run, "auto").fp32_gemm, "");  // nothing to keep
   write_checkpoint(run, 2);
-  const std::string newest = write_checkpoint(run, 4);
+  const std::string newest = write_checkpoint(run, 4, false, "onednn");
   // Fresh where checkpoints exist would overwrite them.
   EXPECT_TRUE(contains(start_error(run, ""), "already holds checkpoints: pass --resume auto")) << start_error(run, "");
   // auto: the newest that verifies, with its manifest's checksum for the other ranks.
@@ -203,6 +212,10 @@ TEST(RunSetup, ChoosesWhereToStart) {
   EXPECT_EQ(*s.checkpoint, newest);
   EXPECT_EQ(s.manifest_checksum, joule::hex64(joule::fnv1a64_file(newest + "/manifest.json")));
   EXPECT_TRUE(s.warnings.empty());
+  // With the fp32 GEMM library it ran, for a resume with train.fp32_gemm = auto to keep; a checkpoint of a joule
+  // before the record ran the BLAS.
+  EXPECT_EQ(s.fp32_gemm, "onednn");
+  EXPECT_EQ(joule::trainer::choose_start_on_root(run, run + "/checkpoints/step_00000002").fp32_gemm, "blas");
   // A damaged newer one is skipped with a warning; a directory of the user's is left alone, said so.
   write_checkpoint(run, 6, /*damaged=*/true);
   std::filesystem::create_directories(run + "/checkpoints/best");
