@@ -421,6 +421,9 @@ StartPoint choose_start_on_root(const std::string& run_dir, const std::string& r
   if (start.checkpoint) {
     start.manifest_checksum = manifest_checksum(*start.checkpoint);
     const std::string gemm = read_checkpoint_state(*start.checkpoint).fp32_gemm;
+    if (!gemm.empty() && gemm != "blas" && gemm != "onednn")
+      throw CheckpointError(*start.checkpoint + "/trainer_state.json: fp32_gemm is \"" + gemm +
+                            "\", where joule writes \"blas\" or \"onednn\"");
     start.fp32_gemm = gemm.empty() ? "blas" : gemm;  // older joules ran fp32 GEMMs on the BLAS alone
   }
   return start;
@@ -478,7 +481,7 @@ void keep_the_checkpoints_fp32_gemm(ResolvedRun& run, const StartPoint& start, c
                             "the checkpoint ran its", comm.info().rank);
   run.config_hash = run_config_hash(run);
   for (AutomaticValue& v : run.used)
-    if (v.key == "train.fp32_gemm") v = {v.key, keep, run.gemm.choice.reason};
+    if (v.key == "train.fp32_gemm") v = {v.key, launch::fp32_gemm_name(run.gemm.choice.fp32), run.gemm.choice.reason};
 }
 
 namespace {

@@ -216,6 +216,9 @@ TEST(RunSetup, ChoosesWhereToStart) {
   // before the record ran the BLAS.
   EXPECT_EQ(s.fp32_gemm, "onednn");
   EXPECT_EQ(joule::trainer::choose_start_on_root(run, run + "/checkpoints/step_00000002").fp32_gemm, "blas");
+  write_checkpoint(dir.file("odd"), 5, false, "mkl");  // a value no joule writes: refused
+  EXPECT_TRUE(contains(start_error(dir.file("odd"), "auto"), "trainer_state.json: fp32_gemm is \"mkl\""))
+      << start_error(dir.file("odd"), "auto");
   // A damaged newer one is skipped with a warning; a directory of the user's is left alone, said so.
   write_checkpoint(run, 6, /*damaged=*/true);
   std::filesystem::create_directories(run + "/checkpoints/best");
