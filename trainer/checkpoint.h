@@ -35,10 +35,10 @@ struct TrainerState {
   std::string config_toml;        // the resolved config.toml it was trained with; "" from older joules
   std::string used_config_toml;   // the same with its automatic keys as they resolved (RUN/config.toml); "" older
   std::string compute_precision;  // what train.precision resolved to ("bf16", "fp32"); "" from older joules
-  std::string fp32_gemm;          // what train.fp32_gemm resolved to ("blas", "onednn"); "" from older joules (blas)
-  std::string ledger_json;        // the accounting ledger (energy, cost, segments), JSON; "" before the first save
-  std::string data_json;          // the data segments the run trained on (trainer/data_record.h); "" from older joules
-  std::string target_json;        // eval.target_mlm_accuracy's outcome at the last eval (cost::TargetAccuracy); "" none
+  std::string fp32_gemm;    // where fp32 Linear layers ran: "blas", "onednn" (CPU), "cuda"; "" older joules (blas)
+  std::string ledger_json;  // the accounting ledger (energy, cost, segments), JSON; "" before the first save
+  std::string data_json;    // the data segments the run trained on (trainer/data_record.h); "" from older joules
+  std::string target_json;  // eval.target_mlm_accuracy's outcome at the last eval (cost::TargetAccuracy); "" none
   int64_t nonfinite_skipped = 0;  // steps whose update was skipped for NaN/Inf gradients, all segments
   int64_t nonfinite_streak = 0;   // of those, how many in a row up to `step`
 };

@@ -102,6 +102,12 @@ launch::GemmPath agreed_gemm_path(const TrainOptions& options, collectives::Comm
                         comm.info().rank);
 }
 
+// Where the run's fp32 Linear layers run, as trainer_state.json records it: "blas" or "onednn" on a CPU, "cuda" on a
+// GPU (whose matmuls are neither).
+std::string fp32_gemm_record(const ResolvedRun& run) {
+  return run.cfg.train.device == launch::DeviceKind::cuda ? "cuda" : launch::fp32_gemm_name(run.gemm.choice.fp32);
+}
+
 // What the run's arithmetic is, for the ranks' agreement and a resume's comparison: the resolved config, and where
 // auto may resolve otherwise on another machine, the precision and the fp32 GEMM library used.
 std::string run_config_hash(const ResolvedRun& run) {
@@ -420,11 +426,14 @@ StartPoint choose_start_on_root(const std::string& run_dir, const std::string& r
   }
   if (start.checkpoint) {
     start.manifest_checksum = manifest_checksum(*start.checkpoint);
-    const std::string gemm = read_checkpoint_state(*start.checkpoint).fp32_gemm;
-    if (!gemm.empty() && gemm != "blas" && gemm != "onednn")
+    const TrainerState state = read_checkpoint_state(*start.checkpoint);
+    const std::string& gemm = state.fp32_gemm;
+    if (!gemm.empty() && gemm != "blas" && gemm != "onednn" && gemm != "cuda")
       throw CheckpointError(*start.checkpoint + "/trainer_state.json: fp32_gemm is \"" + gemm +
-                            "\", where joule writes \"blas\" or \"onednn\"");
-    start.fp32_gemm = gemm.empty() ? "blas" : gemm;  // older joules ran fp32 GEMMs on the BLAS alone
+                            "\", where joule writes \"blas\", \"onednn\" or \"cuda\"");
+    // A bf16 run has no fp32 GEMMs; older joules recorded neither and ran fp32 on the BLAS alone.
+    if (state.compute_precision.empty() || state.compute_precision == "fp32")
+      start.fp32_gemm = gemm.empty() ? "blas" : gemm;
   }
   return start;
 }
@@ -463,22 +472,28 @@ StartPoint choose_start(const std::string& run_dir, const std::string& resume, c
 }
 
 void keep_the_checkpoints_fp32_gemm(ResolvedRun& run, const StartPoint& start, collectives::Communicator& comm) {
-  if (!start.checkpoint || run.cfg.train.device == launch::DeviceKind::cuda ||
+  // Only a CPU library the checkpoint's fp32 steps ran, for fp32 steps here, and only where the config left it to auto.
+  if (start.fp32_gemm != "blas" && start.fp32_gemm != "onednn") return;
+  if (run.cfg.train.device == launch::DeviceKind::cuda || run.precision.precision != models::Precision::kFp32 ||
       run.cfg.train.fp32_gemm != launch::Fp32GemmSetting::automatic)
     return;
   const std::string timed = launch::fp32_gemm_name(run.gemm.choice.fp32);
   if (start.fp32_gemm == timed) return;
-  // Rank 0 decides (every rank has its choice); "" keeps the timed choice and the resume warns of the change.
-  std::string keep = start.fp32_gemm == "blas" || launch::onednn_fp32_usable(run.gemm.rates) ? start.fp32_gemm : "";
-  collectives::broadcast_string(comm, keep, 0, run.cfg.train.collective_timeout_seconds,
-                                "whether to keep the checkpoint's fp32 GEMM library");
-  if (keep.empty()) return;
-  run.gemm = with_fp32_gemm(run.gemm, keep,
-                            "the checkpoint's (" + *start.checkpoint +
-                                "): a resume keeps the library its run trained "
-                                "with, bit for bit; timing here chose " +
-                                timed,
-                            "the checkpoint ran its", comm.info().rank);
+  // Every rank must run it (the BLAS always; oneDNN where its products agree with the BLAS's here): counted over
+  // the ranks, so that all take the same branch.
+  std::vector<double> cannot = {start.fp32_gemm == "blas" || launch::onednn_fp32_usable(run.gemm.rates) ? 0.0 : 1.0};
+  collectives::sum_over_ranks(comm, cannot, run.cfg.train.collective_timeout_seconds,
+                              "whether every rank runs the checkpoint's fp32 GEMM library");
+  if (cannot[0] > 0)  // the timed choice stays, and the resume warns of the change with this reason
+    run.gemm.choice.reason = "the checkpoint's oneDNN is not used: its products differ from the BLAS's on " +
+                             format_number("%.0f", cannot[0]) + " rank(s); " + run.gemm.choice.reason;
+  else
+    run.gemm = with_fp32_gemm(run.gemm, start.fp32_gemm,
+                              "the checkpoint's (" + *start.checkpoint +
+                                  "): a resume keeps the library its run trained with, bit for bit; timing here "
+                                  "chose " +
+                                  timed,
+                              "the checkpoint ran its", comm.info().rank);
   run.config_hash = run_config_hash(run);
   for (AutomaticValue& v : run.used)
     if (v.key == "train.fp32_gemm") v = {v.key, launch::fp32_gemm_name(run.gemm.choice.fp32), run.gemm.choice.reason};
@@ -509,10 +524,11 @@ std::string config_change_lines(const TrainerState& loaded, const ResolvedRun& r
     out += "warning: resuming in " + now + " a run trained in " + loaded.compute_precision + " (train.precision " +
            models::kPrecisionWords.at(static_cast<size_t>(run.cfg.train.precision)) +
            " resolves otherwise here): the arithmetic changes from here on\n";
-  // fp32 Linear layers on another library: the same products in another summation order (bf16 runs have none).
-  const std::string gemm_now = launch::fp32_gemm_name(run.gemm.choice.fp32);
+  // fp32 Linear layers on another library: the same products in another summation order (bf16 runs have none). On a
+  // GPU, which joules before the "cuda" record recorded as "blas", its own matmuls are the only ones.
+  const std::string gemm_now = fp32_gemm_record(run);
   const std::string gemm_then = loaded.fp32_gemm.empty() ? "blas" : loaded.fp32_gemm;
-  if (now == "fp32" && loaded.compute_precision == "fp32" && gemm_then != gemm_now)
+  if (now == "fp32" && loaded.compute_precision == "fp32" && gemm_then != gemm_now && gemm_now != "cuda")
     out += "warning: resuming with fp32 GEMMs on " + gemm_now + " a run trained with them on " + gemm_then +
            " (train.fp32_gemm " + launch::kFp32GemmWords.at(static_cast<size_t>(run.cfg.train.fp32_gemm)) + "; " +
            run.gemm.choice.reason +
@@ -535,7 +551,7 @@ TrainerState start_state(const ResolvedRun& run, const StartPoint& start, Traini
   state.config_toml = run.resolved_toml;
   state.used_config_toml = used_config_toml(run.cfg, run.used);
   state.compute_precision = models::precision_name(run.precision.precision);
-  state.fp32_gemm = launch::fp32_gemm_name(run.gemm.choice.fp32);
+  state.fp32_gemm = fp32_gemm_record(run);
   const RunData data{run.dataset(), run.eval_set ? &*run.eval_set : nullptr};
   if (!start.checkpoint) {
     state.data_json = new_data_record(data);
@@ -558,7 +574,7 @@ TrainerState start_state(const ResolvedRun& run, const StartPoint& start, Traini
   state.config_toml = run.resolved_toml;
   state.used_config_toml = used_config_toml(run.cfg, run.used);
   state.compute_precision = models::precision_name(run.precision.precision);
-  state.fp32_gemm = launch::fp32_gemm_name(run.gemm.choice.fp32);
+  state.fp32_gemm = fp32_gemm_record(run);
   state.segments = loaded.segments + 1;
   print_on_root("resumed from " + *start.checkpoint + " at step " + std::to_string(state.step) + "\n");
   return state;

@@ -117,7 +117,8 @@ TrainingStack build_training(const TrainingSpec& spec, collectives::Communicator
 struct StartPoint {
   std::optional<std::string> checkpoint;
   std::string manifest_checksum;      // of the checkpoint rank 0 verified: every rank loads exactly that one
-  std::string fp32_gemm;              // where its fp32 GEMMs ran ("blas", "onednn"; "blas" for older joules)
+  std::string fp32_gemm;              // where its fp32 GEMMs ran ("blas", "onednn", "cuda"; "blas" for older joules);
+                                      // "" fresh, or trained in bf16 (no fp32 GEMMs)
   std::vector<std::string> warnings;  // checkpoints skipped by "auto" (rank 0)
 };
 // Rank 0's choice, verified (reads the checkpoint once): nothing for a fresh start, an error when a fresh start would
@@ -129,9 +130,10 @@ StartPoint choose_start_on_root(const std::string& run_dir, const std::string& r
 StartPoint choose_start(const std::string& run_dir, const std::string& resume, collectives::Communicator& comm,
                         const FaultPoints& faults);
 
-// Collective, before build_training: a resume with train.fp32_gemm = auto keeps the fp32 GEMM library its checkpoint
-// ran (timing it again on a loaded host may choose the other, and the same products in another summation order are
-// not the run it continues), where rank 0 can run it; `run`'s choice, config hash and automatic values follow.
+// Collective, before build_training: an fp32 resume on a CPU with train.fp32_gemm = auto keeps the fp32 GEMM library
+// its fp32 checkpoint ran (timing them again on a loaded host may choose the other, and the same products in another
+// summation order are not the run it continues), where every rank can run it; `run`'s choice, config hash and
+// automatic values follow (where a rank cannot, the reason says so and the resume warns of the change).
 void keep_the_checkpoints_fp32_gemm(ResolvedRun& run, const StartPoint& start, collectives::Communicator& comm);
 
 // Loads the chosen checkpoint into `objects` (or broadcasts rank 0's fresh weights) and returns the state the

@@ -80,12 +80,16 @@ grep -q "resumed from .*step_00000023 at step 23" b2.log || fail "did not resume
 mpi "$joule" train --config run.toml --run-dir b --resume auto > b3.log 2>&1 || { cat b3.log; fail "resume failed"; }
 grep -q "resumed from .*step_00000031 at step 31" b3.log || fail "did not resume from step 31"
 cmp a/final/model.safetensors b/final/model.safetensors || fail "resumed weights differ from the uninterrupted run"
+# A bf16 run has no fp32 GEMMs: its resumes time the library as a fresh run does (2a: an fp32 resume keeps it).
+if [[ $auto_precision == bf16 ]]; then
+  ! grep -q "the checkpoint's" b/config.toml || { cat b/config.toml; fail "a bf16 resume kept the checkpoint's fp32 library"; }
+fi
 python3 -c "import json; s=json.load(open('b/summary.json')); assert s['segments']==3 and s['sequences']==40*32, s" || fail "summary does not cover the three segments"
 
 echo "== 2a. fp32: bit-exact resume too; auto on a CPU without bf16 instructions is fp32"
-# train.fp32_gemm auto picks oneDNN or the BLAS by timing them at start-up, so under load a resumed process may pick the
-# other one (warned: "not bit for bit the run it continues"; seen in a clean-clone CI run of e2e.zero1_resume): these
-# bit-for-bit comparisons name the library.
+# train.fp32_gemm auto picks oneDNN or the BLAS by timing them at start-up, so under load two fresh runs may pick
+# different ones (seen in a clean-clone CI run of e2e.zero1_resume): the uninterrupted run and the first segment name
+# the library; a resume with auto keeps its checkpoint's.
 blas=(--set train.fp32_gemm=blas)
 mpi "$joule" train --config run.toml --run-dir f --precision fp32 "${blas[@]}" > f.log 2>&1 || { cat f.log; fail "fp32 training failed"; }
 grep -q "^precision fp32 (as set)" f.log || fail "no precision line for --precision fp32"
@@ -109,6 +113,7 @@ if mpi "$joule" train --config run.toml --run-dir i --precision fp32 --set train
   [[ $rc -eq 75 ]] || { cat j1.log; fail "fp32 oneDNN preemption exit code $rc, expected 75"; }
   mpi "$joule" train --config run.toml --run-dir j --precision fp32 --resume auto > j2.log 2>&1 || { cat j2.log; fail "fp32 oneDNN resume failed"; }
   grep -Eq '^fp32_gemm = "onednn" +# auto: ' j/config.toml || { cat j/config.toml; fail "the auto resume of a oneDNN run did not keep oneDNN"; }
+  ! grep -q "not bit for bit" j2.log || { cat j2.log; fail "the auto resume of a oneDNN run warned of another fp32 library"; }
   cmp i/final/model.safetensors j/final/model.safetensors || fail "fp32 on oneDNN: resumed weights differ from the uninterrupted run"
 else
   grep -Eq 'built without oneDNN|oneDNN.s fp32 products differ' i.log || { cat i.log; fail "fp32 training on oneDNN failed"; }

@@ -26,8 +26,8 @@ steps = 8
 micro_batch = 4
 global_batch = 16
 precision = "fp32"
-# The bit-for-bit comparisons name the fp32 library: auto times oneDNN and the BLAS at start-up and may pick the other
-# one in a resumed process under load (seen in a clean-clone CI run: z4again took the BLAS where z4 had oneDNN).
+# The comparisons name the fp32 library: auto times oneDNN and the BLAS at start-up, and under load two fresh runs may
+# pick different ones (a resume keeps its checkpoint's since; before, z4again once took the BLAS where z4 had oneDNN).
 fp32_gemm = "blas"
 seed = 3
 log_every_steps = 4

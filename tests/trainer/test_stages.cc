@@ -163,23 +163,28 @@ TEST(RunSetup, RefusesABatchThatDoesNotDivideOrExceedsTheDataNamingTheKeys) {
   EXPECT_EQ(message(1, 1000), "run config: set train.steps or train.target_sequences");
 }
 
-// A trainer_state.json at `step` (one digit), its fp32 GEMMs recorded as `fp32_gemm` ("": a joule before the record).
-std::string trainer_state(int step, const std::string& fp32_gemm) {
+// A trainer_state.json at `step` (one digit), its fp32 GEMMs and compute precision recorded as given ("": a joule
+// before the record).
+std::string trainer_state(int step, const std::string& fp32_gemm, const std::string& precision = "") {
+  auto key = [](const std::string& name, const std::string& value) {
+    return value.empty() ? std::string() : ", \"" + name + "\": \"" + value + "\"";
+  };
   return "{\"step\": " + std::to_string(step) +
          R"(, "optimizer_steps": 1, "epoch": 0, "position": 0, "sequences": 8, "wall_seconds": 1.0, "segments": 1, )"
          R"("world_size": 1, "config_hash": "x")" +
-         (fp32_gemm.empty() ? "" : ", \"fp32_gemm\": \"" + fp32_gemm + "\"") + "}";
+         key("fp32_gemm", fp32_gemm) + key("compute_precision", precision) + "}";
 }
 
 // A checkpoint directory that verifies (COMPLETE, a manifest with its one file's size and checksum); `damaged`: the
 // file changed after the manifest was written.
 std::string write_checkpoint(const std::string& run_dir, int step, bool damaged = false,
-                             const std::string& fp32_gemm = "") {
+                             const std::string& fp32_gemm = "", const std::string& precision = "") {
   char name[32];
   std::snprintf(name, sizeof name, "step_%08d", step);
-  const std::string ck = joule::test::write_checkpoint_dir(run_dir + "/checkpoints/" + name,
-                                                           {{"trainer_state.json", trainer_state(step, fp32_gemm)}});
-  if (damaged) joule::test::write_file(ck + "/trainer_state.json", trainer_state(step + 1, fp32_gemm));  // same size
+  const std::string ck = joule::test::write_checkpoint_dir(
+      run_dir + "/checkpoints/" + name, {{"trainer_state.json", trainer_state(step, fp32_gemm, precision)}});
+  if (damaged)  // the same size
+    joule::test::write_file(ck + "/trainer_state.json", trainer_state(step + 1, fp32_gemm, precision));
   return ck;
 }
 
@@ -219,6 +224,11 @@ TEST(RunSetup, ChoosesWhereToStart) {
   write_checkpoint(dir.file("odd"), 5, false, "mkl");  // a value no joule writes: refused
   EXPECT_TRUE(contains(start_error(dir.file("odd"), "auto"), "trainer_state.json: fp32_gemm is \"mkl\""))
       << start_error(dir.file("odd"), "auto");
+  // A bf16 run has no fp32 GEMMs to keep; a GPU's are its own.
+  write_checkpoint(dir.file("bf16"), 5, false, "onednn", "bf16");
+  EXPECT_EQ(joule::trainer::choose_start_on_root(dir.file("bf16"), "auto").fp32_gemm, "");
+  write_checkpoint(dir.file("gpu"), 5, false, "cuda", "fp32");
+  EXPECT_EQ(joule::trainer::choose_start_on_root(dir.file("gpu"), "auto").fp32_gemm, "cuda");
   // A damaged newer one is skipped with a warning; a directory of the user's is left alone, said so.
   write_checkpoint(run, 6, /*damaged=*/true);
   std::filesystem::create_directories(run + "/checkpoints/best");
