@@ -91,30 +91,28 @@ echo "== 2a. fp32: bit-exact resume too; auto on a CPU without bf16 instructions
 # different ones (seen in a clean-clone CI run of e2e.zero1_resume): the uninterrupted run and the first segment name
 # the library; a resume with auto keeps its checkpoint's.
 blas=(--set train.fp32_gemm=blas)
-mpi "$joule" train --config run.toml --run-dir f --precision fp32 "${blas[@]}" > f.log 2>&1 || { cat f.log; fail "fp32 training failed"; }
-grep -q "^precision fp32 (as set)" f.log || fail "no precision line for --precision fp32"
-set +e
-JOULE_FAULT="preempt:rank=0,step=23" mpi -x JOULE_FAULT "$joule" train --config run.toml --run-dir g --precision fp32 "${blas[@]}" > g1.log 2>&1
-rc=$?
-set -e
-[[ $rc -eq 75 ]] || { cat g1.log; fail "fp32 preemption exit code $rc, expected 75"; }
-# The resume leaves train.fp32_gemm at auto: it keeps the library its checkpoint ran, whatever the timing says.
-mpi "$joule" train --config run.toml --run-dir g --precision fp32 --resume auto > g2.log 2>&1 || { cat g2.log; fail "fp32 resume failed"; }
-grep -Eq '^fp32_gemm = "blas" +# auto: ' g/config.toml || { cat g/config.toml; fail "the auto resume of a BLAS run did not keep the BLAS"; }
-! grep -q "not bit for bit" g2.log || { cat g2.log; fail "the auto resume warned of another fp32 library"; }
-cmp f/final/model.safetensors g/final/model.safetensors || fail "fp32: resumed weights differ from the uninterrupted run"
-# The same from a run on oneDNN, where this joule has it and its products agree with the BLAS's here.
-if mpi "$joule" train --config run.toml --run-dir i --precision fp32 --set train.fp32_gemm=onednn > i.log 2>&1; then
+# fp32_resume_keeps LIB UNINTERRUPTED DIR: DIR trains on LIB until preempted at step 23, then resumes with
+# train.fp32_gemm left at auto, which keeps the library its checkpoint ran whatever the timing says: config.toml
+# names it, no warning of another library, and the weights equal the uninterrupted run's.
+fp32_resume_keeps() {
+  local lib=$1 whole=$2 dir=$3 rc
   set +e
-  JOULE_FAULT="preempt:rank=0,step=23" mpi -x JOULE_FAULT "$joule" train --config run.toml --run-dir j --precision fp32 \
-    --set train.fp32_gemm=onednn > j1.log 2>&1
+  JOULE_FAULT="preempt:rank=0,step=23" mpi -x JOULE_FAULT "$joule" train --config run.toml --run-dir "$dir" --precision fp32 \
+    --set "train.fp32_gemm=$lib" > "${dir}1.log" 2>&1
   rc=$?
   set -e
-  [[ $rc -eq 75 ]] || { cat j1.log; fail "fp32 oneDNN preemption exit code $rc, expected 75"; }
-  mpi "$joule" train --config run.toml --run-dir j --precision fp32 --resume auto > j2.log 2>&1 || { cat j2.log; fail "fp32 oneDNN resume failed"; }
-  grep -Eq '^fp32_gemm = "onednn" +# auto: ' j/config.toml || { cat j/config.toml; fail "the auto resume of a oneDNN run did not keep oneDNN"; }
-  ! grep -q "not bit for bit" j2.log || { cat j2.log; fail "the auto resume of a oneDNN run warned of another fp32 library"; }
-  cmp i/final/model.safetensors j/final/model.safetensors || fail "fp32 on oneDNN: resumed weights differ from the uninterrupted run"
+  [[ $rc -eq 75 ]] || { cat "${dir}1.log"; fail "fp32 ($lib) preemption exit code $rc, expected 75"; }
+  mpi "$joule" train --config run.toml --run-dir "$dir" --precision fp32 --resume auto > "${dir}2.log" 2>&1 || { cat "${dir}2.log"; fail "fp32 ($lib) resume failed"; }
+  grep -Eq "^fp32_gemm = \"$lib\" +# auto: " "$dir/config.toml" || { cat "$dir/config.toml"; fail "the auto resume of a $lib run did not keep $lib"; }
+  ! grep -q "not bit for bit" "${dir}2.log" || { cat "${dir}2.log"; fail "the auto resume of a $lib run warned of another fp32 library"; }
+  cmp "$whole/final/model.safetensors" "$dir/final/model.safetensors" || fail "fp32 ($lib): resumed weights differ from the uninterrupted run"
+}
+mpi "$joule" train --config run.toml --run-dir f --precision fp32 "${blas[@]}" > f.log 2>&1 || { cat f.log; fail "fp32 training failed"; }
+grep -q "^precision fp32 (as set)" f.log || fail "no precision line for --precision fp32"
+fp32_resume_keeps blas f g
+# The same from a run on oneDNN, where this joule has it and its products agree with the BLAS's here.
+if mpi "$joule" train --config run.toml --run-dir i --precision fp32 --set train.fp32_gemm=onednn > i.log 2>&1; then
+  fp32_resume_keeps onednn i j
 else
   grep -Eq 'built without oneDNN|oneDNN.s fp32 products differ' i.log || { cat i.log; fail "fp32 training on oneDNN failed"; }
   echo "(no oneDNN fp32 here: $(grep -o 'train.fp32_gemm is .*' i.log | head -1))"
