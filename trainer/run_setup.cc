@@ -44,6 +44,11 @@ void resolve_data_create_output(RunConfig& cfg, bool eval_from_data_root) {
   cfg.data.train = train;
 }
 
+// train.fp32_gemm as the run resolved it (timed at start-up, or kept from the checkpoint on a resume).
+AutomaticValue used_fp32_gemm(const launch::GemmPath& gemm) {
+  return {"train.fp32_gemm", launch::fp32_gemm_name(gemm.choice.fp32), gemm.choice.reason};
+}
+
 // What the run worked out for the keys its config may leave automatic (with_automatic_values applies each only where
 // the config did).
 std::vector<AutomaticValue> automatic_values(const ResolvedRun& run, const std::string& vocab_path,
@@ -72,7 +77,7 @@ std::vector<AutomaticValue> automatic_values(const ResolvedRun& run, const std::
       {"accounting.grid_intensity", number(cost.region.g_per_kwh), "g CO2/kWh, " + cost.grid_source},
   };
   if (t.device != launch::DeviceKind::cuda)  // a GPU's matmuls are not the CPU's BLAS or oneDNN
-    used.push_back({"train.fp32_gemm", launch::fp32_gemm_name(run.gemm.choice.fp32), run.gemm.choice.reason});
+    used.push_back(used_fp32_gemm(run.gemm));
   return used;
 }
 
@@ -496,7 +501,7 @@ void keep_the_checkpoints_fp32_gemm(ResolvedRun& run, const StartPoint& start, c
                               "the checkpoint ran its", comm.info().rank);
   run.config_hash = run_config_hash(run);
   for (AutomaticValue& v : run.used)
-    if (v.key == "train.fp32_gemm") v = {v.key, launch::fp32_gemm_name(run.gemm.choice.fp32), run.gemm.choice.reason};
+    if (v.key == "train.fp32_gemm") v = used_fp32_gemm(run.gemm);
 }
 
 namespace {
