@@ -3,6 +3,8 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 #include "launch/runtime.h"
 
@@ -12,6 +14,12 @@ std::unique_ptr<Communicator> make_mpi_communicator();
 #ifdef JOULE_WITH_NCCL
 std::unique_ptr<Communicator> make_nccl_communicator();
 #endif
+
+std::string CollectiveTimeout::message(int rank, const std::string& what, double seconds, const std::string& why) {
+  char within[32];
+  std::snprintf(within, sizeof within, seconds == std::floor(seconds) ? "%.0f" : "%.1f", seconds);
+  return "[rank " + std::to_string(rank) + "] " + what + " did not finish within " + within + " s (" + why + ")";
+}
 
 size_t dtype_bytes(DType d) {
   switch (d) {

@@ -105,9 +105,8 @@ class MpiWork : public Work {
     std::unique_lock<std::mutex> lock(mutex_);
     const auto deadline = launched_ + std::chrono::duration<double>(timeout_);
     if (!cv_.wait_until(lock, deadline, [&] { return done_; }))
-      throw CollectiveTimeout("[rank " + std::to_string(rank_) + "] " + what_ + " did not finish within " +
-                              std::to_string(static_cast<int>(timeout_)) +
-                              " s (a rank died, stalled, or issued collectives in another order)");
+      throw CollectiveTimeout(CollectiveTimeout::message(
+          rank_, what_, timeout_, "a rank died, stalled, or issued collectives in another order"));
     if (error_) std::rethrow_exception(error_);
   }
   bool completed() override {
@@ -249,8 +248,8 @@ class MpiCommunicator : public Communicator {
     }
     if ((kind == Kind::kAllGather || kind == Kind::kReduceScatter) && (in.count > INT_MAX || out.count > INT_MAX))
       throw CollectiveError(std::string(kind_name(kind)) + ": more than INT_MAX elements per rank is not supported");
-    std::string what = std::string(kind_name(kind)) + (o.label.empty() ? "" : " '" + o.label + "'") + " of " +
-                       std::to_string(std::max(out.bytes(), in.bytes())) + " bytes";
+    std::string what = std::string(kind_name(kind)) + (o.label.empty() ? "" : " '" + o.label + "'");
+    if (kind != Kind::kBarrier) what += " of " + std::to_string(std::max(out.bytes(), in.bytes())) + " bytes";
     auto op = std::make_shared<Op>(Op{
         kind, out, in, root, o, std::make_shared<MpiWork>(what, o.timeout_seconds, info_.rank), {}, false, 0, 0, {}});
     {

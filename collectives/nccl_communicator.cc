@@ -63,8 +63,7 @@ class NcclWork : public Work {
       }
       if (std::chrono::duration<double>(Clock::now() - start).count() > timeout_) {
         comm_->mark_failed();
-        throw CollectiveTimeout("[rank " + std::to_string(rank_) + "] " + what_ + " did not finish within " +
-                                std::to_string(static_cast<int>(timeout_)) + " s (a rank died or stalled)");
+        throw CollectiveTimeout(CollectiveTimeout::message(rank_, what_, timeout_, "a rank died or stalled"));
       }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }

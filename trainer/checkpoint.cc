@@ -188,9 +188,16 @@ nlohmann::json rank0_optimizer_files(const std::string& tmp, const Optimizer& op
 
 }  // namespace
 
+double checkpoint_bytes(double parameters) { return parameters * 4 * 3 + (1 << 20); }
+
+double checkpoint_wait_seconds(double collective_timeout_seconds, double bytes) {
+  constexpr double kSlowestWriteBytesPerSecond = 10e6;
+  return collective_timeout_seconds + bytes / kSlowestWriteBytesPerSecond;
+}
+
 std::string save_checkpoint(const std::string& root, const models::BertForPreTraining& model,
                             const Optimizer& optimizer, const TrainerState& state, collectives::Communicator& comm,
-                            int64_t keep, const CheckpointFaults& faults) {
+                            int64_t keep, double collective_timeout_seconds, const CheckpointFaults& faults) {
   auto stage = [&](const char* name) {
     if (faults.after_stage) faults.after_stage(name);
   };
@@ -198,13 +205,19 @@ std::string save_checkpoint(const std::string& root, const models::BertForPreTra
   const int rank = comm.info().rank;
   const std::string final_dir = (fs::path(root) / step_name(state.step)).string();
   const std::string tmp = final_dir + ".tmp";
+  double parameters = 0;
+  for (const torch::Tensor& p : model->parameters()) parameters += static_cast<double>(p.numel());
+  const double wait_seconds = checkpoint_wait_seconds(collective_timeout_seconds, checkpoint_bytes(parameters));
+  auto wait_for_every_rank = [&](const std::string& until) {
+    comm.barrier({collectives::ReduceOp::kSum, wait_seconds, "checkpoint " + step_name(state.step) + ": " + until});
+  };
   if (rank == 0) {
     std::error_code ec;
     fs::remove_all(tmp, ec);
     if (!ec) fs::create_directories(tmp, ec);
     if (ec) write_failed(tmp, "creating the directory", ec.value());
   }
-  comm.barrier();
+  wait_for_every_rank("rank 0 making its directory");
   // Every rank: its generator state (what draws from it: dropout does not in a run, models/dropout.h).
   const torch::Tensor rng = at::detail::getDefaultCPUGenerator().get_state();
   write_file((fs::path(tmp) / ("rng_rank_" + std::to_string(rank) + ".bin")).string(),
@@ -213,7 +226,7 @@ std::string save_checkpoint(const std::string& root, const models::BertForPreTra
   // Sharded: every rank its own part of the optimizer state.
   const int world = comm.info().world_size;
   if (optimizer.sharded()) write_optimizer_shard((fs::path(tmp) / shard_file_name(rank, world)).string(), optimizer);
-  comm.barrier();
+  wait_for_every_rank("every rank writing its files");
   if (rank == 0) {
     write_tensors((fs::path(tmp) / "model.safetensors").string(), model->hf_named_parameters());
     stage("model");
@@ -255,7 +268,7 @@ std::string save_checkpoint(const std::string& root, const models::BertForPreTra
       if (fs::exists(fs::path(d) / "COMPLETE")) complete.push_back(d);
     for (size_t i = static_cast<size_t>(keep); i < complete.size(); ++i) fs::remove_all(complete[i]);
   }
-  comm.barrier();
+  wait_for_every_rank("rank 0 writing the weights and the manifest");
   return final_dir;
 }
 

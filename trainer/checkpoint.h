@@ -59,13 +59,24 @@ struct CheckpointFaults {
   bool fail_fsync = false;
 };
 
+// The bytes of one checkpoint of a model with `parameters` parameters: its weights and LAMB's two moments in fp32,
+// plus 1 MiB for the rest (generator states, JSON files).
+double checkpoint_bytes(double parameters);
+
+// How long a rank waits for the others' part of a checkpoint of `bytes` (their writes, rank 0's hashing of every
+// file): the run's collective timeout plus the bytes at 10 MB/s, slower than any disk or shared file system a
+// cluster writes to. A slow disk is then not a fault, and a dead link during a checkpoint ends the job about as soon as
+// one during a step.
+double checkpoint_wait_seconds(double collective_timeout_seconds, double bytes);
+
 // Collective: every rank calls it. Returns the checkpoint directory. Every write and fsync is checked: a failure
 // is a CheckpointError naming the file and the cause (ENOSPC, EROFS, EIO), and the directory is never marked
 // COMPLETE. Keeps the newest `keep` checkpoints with joule's own names (step_NNNNNNNN); other directories are
-// left alone.
+// left alone. Its waits for other ranks end at checkpoint_wait_seconds(collective_timeout_seconds, ...) with a
+// CollectiveTimeout naming the checkpoint and the stage.
 std::string save_checkpoint(const std::string& root, const models::BertForPreTraining& model,
                             const Optimizer& optimizer, const TrainerState& state, collectives::Communicator& comm,
-                            int64_t keep, const CheckpointFaults& faults = {});
+                            int64_t keep, double collective_timeout_seconds, const CheckpointFaults& faults = {});
 
 // The checkpoints under `root` with joule's names (step_ and digits, or that with .tmp while being written), newest
 // first; complete or not.

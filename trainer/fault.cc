@@ -96,7 +96,7 @@ FaultPlan FaultPlan::parse(const std::string& spec) {
         f.count = number<int64_t>(value, where);
       else if (key == "seconds" && f.kind == FaultKind::stall)
         f.seconds = number<double>(value, where);
-      else if (key == "stage" && f.kind == FaultKind::kill_in_checkpoint) {
+      else if (key == "stage" && (f.kind == FaultKind::kill_in_checkpoint || f.kind == FaultKind::stall)) {
         bool ok = false;
         for (const char* s : kStages) ok = ok || value == s;
         if (!ok)
@@ -107,6 +107,7 @@ FaultPlan FaultPlan::parse(const std::string& spec) {
         throw FaultError("JOULE_FAULT: key '" + key + "' does not apply to '" + kind + "' (" + item + ")");
       }
     }
+    if (f.kind == FaultKind::kill_in_checkpoint && f.stage.empty()) f.stage = "model";
     if (f.kind == FaultKind::stale_checkpoint_view) {
       if (has_step) throw FaultError("JOULE_FAULT: '" + item + "' takes no step (it acts when the run resumes)");
       f.step = 1;
@@ -151,15 +152,18 @@ void FaultPoints::announce() const {
                     std::to_string(f.step) + "\n");
 }
 
+namespace {
+void stall(const Fault& f, const std::string& where) {
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%g s", f.seconds);
+  std::cerr << (launch::rank_prefix() + "fault injection: stalling " + seconds + " " + where + "\n") << std::flush;
+  std::this_thread::sleep_for(std::chrono::duration<double>(f.seconds));
+}
+}  // namespace
+
 void FaultPoints::before_step(int64_t step) const {
-  if (const Fault* f = plan_.at(FaultKind::stall, rank_, step)) {
-    char seconds[32];
-    std::snprintf(seconds, sizeof seconds, "%g s", f->seconds);
-    std::cerr << (launch::rank_prefix() + "fault injection: stalling " + seconds + " before step " +
-                  std::to_string(step) + "\n")
-              << std::flush;
-    std::this_thread::sleep_for(std::chrono::duration<double>(f->seconds));
-  }
+  const Fault* f = plan_.at(FaultKind::stall, rank_, step);
+  if (f && f->stage.empty()) stall(*f, "before step " + std::to_string(step));
 }
 
 void FaultPoints::after_update(int64_t step, const std::function<void()>& corrupt_shards) const {
@@ -173,8 +177,10 @@ void FaultPoints::after_update(int64_t step, const std::function<void()>& corrup
 
 void FaultPoints::checkpoint_stage(int64_t step, const std::string& stage) const {
   const Fault* f = plan_.at(FaultKind::kill_in_checkpoint, rank_, step);
-  if (f && f->stage == stage)
-    kill_self("inside the checkpoint of step " + std::to_string(step) + ", after stage '" + stage + "'");
+  const std::string where = "inside the checkpoint of step " + std::to_string(step) + ", after stage '" + stage + "'";
+  if (f && f->stage == stage) kill_self(where);
+  const Fault* s = plan_.at(FaultKind::stall, rank_, step);
+  if (s && s->stage == stage) stall(*s, where);
 }
 
 void kill_self(const std::string& why) {

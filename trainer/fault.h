@@ -5,7 +5,9 @@
 //   kill-in-checkpoint:rank=0,step=N,stage=S  SIGKILL inside step N's checkpoint write, right after stage S:
 //                                           rng | model | optimizer | state | manifest | renamed (before COMPLETE)
 //   stall:rank=R,step=N,seconds=S           rank R sleeps S seconds (default 3600) before step N's forward pass,
-//                                           so the other ranks' gradient all-reduce times out
+//                                           so the other ranks' gradient all-reduce times out; with stage=S (as
+//                                           kill-in-checkpoint's) inside step N's checkpoint write instead, so the
+//                                           other ranks' wait for the checkpoint times out
 //   nan:rank=R,step=N,count=K               rank R's loss is multiplied by NaN in steps N .. N+K-1 (default K 1),
 //                                           so the reduced gradients are NaN on every rank
 //   preempt:rank=R,step=N                   rank R behaves as if sent SIGUSR1 during step N
@@ -51,10 +53,10 @@ const char* fault_kind_name(FaultKind kind);
 struct Fault {
   FaultKind kind = FaultKind::kill;
   int rank = 0;
-  int64_t step = 0;             // >= 1
-  int64_t count = 1;            // consecutive steps (only nan takes count=)
-  double seconds = 3600;        // stall
-  std::string stage = "model";  // kill-in-checkpoint
+  int64_t step = 0;       // >= 1
+  int64_t count = 1;      // consecutive steps (only nan takes count=)
+  double seconds = 3600;  // stall
+  std::string stage;      // kill-in-checkpoint (default "model"); stall inside a checkpoint ("" before the step)
 };
 
 class FaultError : public joule::Error {
@@ -92,7 +94,7 @@ class FaultPoints {
   FaultPoints(FaultPlan plan, int rank) : plan_(std::move(plan)), rank_(rank) {}
   // Writes a line naming this rank's armed faults to stderr (rank-prefixed), so that a test log shows them.
   void announce() const;
-  // Before step `step`'s forward pass: stall (sleeps).
+  // Before step `step`'s forward pass: stall without a stage (sleeps).
   void before_step(int64_t step) const;
   // Whether step `step`'s loss is to be multiplied by NaN.
   bool poisons_loss(int64_t step) const { return plan_.at(FaultKind::nan, rank_, step) != nullptr; }
@@ -100,7 +102,8 @@ class FaultPoints {
   void after_update(int64_t step, const std::function<void()>& corrupt_shards) const;
   // Whether this rank behaves as if sent SIGUSR1 during step `step`.
   bool preempts(int64_t step) const { return plan_.at(FaultKind::preempt, rank_, step) != nullptr; }
-  // Inside step `step`'s checkpoint write, after `stage`: kill-in-checkpoint (never returns when it fires).
+  // Inside step `step`'s checkpoint write, after `stage`: kill-in-checkpoint (never returns when it fires), stall with
+  // that stage (sleeps).
   void checkpoint_stage(int64_t step, const std::string& stage) const;
   // Whether the fsyncs of step `step`'s checkpoint write are to fail (EIO).
   bool fails_fsync(int64_t step) const { return plan_.at(FaultKind::fail_fsync, rank_, step) != nullptr; }

@@ -224,7 +224,10 @@ ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_d
   // Rank 0 validates the shards and writes the index cache first; the other ranks then find them in
   // the cache instead of reading every shard again. A bad shard on rank 0 aborts the job (main).
   const bool root = comm.info().rank == 0;
-  if (!root) comm.barrier();
+  // Rank 0's checks read every shard once (no index cache yet): the wait allows the default 600 s, not the run's
+  // collective timeout, which bounds a step's collectives.
+  const collectives::CollectiveOptions shards_checked{collectives::ReduceOp::kSum, 600, "rank 0 checking the shards"};
+  if (!root) comm.barrier(shards_checked);
   run.train_set.emplace(data::Dataset::open(cfg.data.train, {vocab_size, true}));
   if (!cfg.data.eval.empty()) {
     try {
@@ -236,7 +239,7 @@ ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_d
           "file; or leave data.eval unset to train without eval");
     }
   }
-  if (root) comm.barrier();
+  if (root) comm.barrier(shards_checked);
   if (cfg.eval.target_mlm_accuracy > 0 && (!run.eval_set || cfg.eval.every_steps == 0))
     throw RunConfigError("eval.target_mlm_accuracy = " + format_number("%g", cfg.eval.target_mlm_accuracy) +
                              " needs evals to reach it, but " +

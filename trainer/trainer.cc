@@ -93,18 +93,19 @@ RunLock lock_run_directory(const ResolvedRun& run, collectives::Communicator& co
     lock = RunLock::acquire(run.cfg.run.dir, &previous);
     if (!previous.empty()) std::cout << "note: " << previous << "\n" << std::flush;
     const auto parameters = static_cast<double>(models::parameter_counts(run.model_config).total());
-    const double checkpoint_bytes = parameters * 4 * 3 + (1 << 20);
+    const double one_checkpoint = checkpoint_bytes(parameters);
     struct statvfs fsinfo {};
     if (::statvfs(run.cfg.run.dir.c_str(), &fsinfo) == 0) {
       const double available = static_cast<double>(fsinfo.f_bavail) * static_cast<double>(fsinfo.f_frsize);
-      if (available < checkpoint_bytes)
+      if (available < one_checkpoint)
         throw joule::IoError(run.cfg.run.dir + ": " + std::to_string(available / (1 << 20)) +
-                                 " MiB free, one checkpoint needs " + std::to_string(checkpoint_bytes / (1 << 20)) +
+                                 " MiB free, one checkpoint needs " + std::to_string(one_checkpoint / (1 << 20)) +
                                  " MiB (weights and two optimizer moments in fp32)",
                              write_failure_hint(ENOSPC));
     }
   }
-  comm.barrier();
+  comm.barrier(
+      {collectives::ReduceOp::kSum, run.cfg.train.collective_timeout_seconds, "rank 0 locking the run directory"});
   return lock;
 }
 
@@ -465,7 +466,7 @@ class TrainingLoop {
     faults.after_stage = [&](const std::string& stage) { p_.faults.checkpoint_stage(state.step, stage); };
     faults.fail_fsync = p_.faults.fails_fsync(state.step);
     const std::string dir = save_checkpoint(checkpoint_root(), p_.objects.model, *p_.objects.optimizer, state, p_.comm,
-                                            cfg_.checkpoint.keep, faults);
+                                            cfg_.checkpoint.keep, cfg_.train.collective_timeout_seconds, faults);
     policy_.saved();
     print_on_root(root_, "checkpoint " + dir + " (" + cost::duration_text(seconds_since(t)) + ")\n");
     if (preempted)
@@ -541,7 +542,13 @@ void finish_run(const ResolvedRun& run, TrainingLoop& loop, int exit_code, Train
   state.wall_seconds = loop.metrics().wall_s();
   if (exit_code == 0) objects.reducer->hold_fp32_weights();  // collective: ZeRO-1's bf16 weights whole in fp32
   if (exit_code == 0) refuse_nonfinite_weights(*objects.optimizer, "final weights");
-  if (exit_code == 0 && root) models::save_model_dir(objects.model, (fs::path(cfg.run.dir) / "final").string());
+  if (exit_code == 0) {
+    if (root) models::save_model_dir(objects.model, (fs::path(cfg.run.dir) / "final").string());
+    const auto parameters = static_cast<double>(models::parameter_counts(run.model_config).total());
+    comm.barrier({collectives::ReduceOp::kSum,
+                  checkpoint_wait_seconds(cfg.train.collective_timeout_seconds, parameters * 4),
+                  "rank 0 writing the final weights"});
+  }
   if (exit_code == 0) loop.log_finished();
   const cost::EnergyTotals energy =
       reduce_energy(accounting.local_energy(), comm, cfg.train.collective_timeout_seconds);
@@ -632,7 +639,7 @@ int train(const TrainRequest& request) {
                   << "/summary.json); nothing to do, nothing written. To train it further, raise --steps "
                      "(train.steps) or train.target_sequences\n"
                   << std::flush;
-      comm.barrier();
+      comm.barrier({collectives::ReduceOp::kSum, run.cfg.train.collective_timeout_seconds, "the end of the run"});
       return 0;
     }
     if (info.rank == 0)
@@ -657,7 +664,7 @@ int train(const TrainRequest& request) {
   TrainingLoop loop({init_start_ms, run, objects, comm, faults, accounting, sim ? &*sim : nullptr, state});
   const int exit_code = loop.run();
   finish_run(run, loop, exit_code, objects, state, accounting, sim ? &*sim : nullptr, comm);
-  comm.barrier();
+  comm.barrier({collectives::ReduceOp::kSum, run.cfg.train.collective_timeout_seconds, "rank 0 writing the summary"});
   return exit_code;
 }
 

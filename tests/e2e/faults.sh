@@ -3,7 +3,8 @@
 #  1. kill -9 of one rank at random steps: every rank ends non-zero within 60 s, the newest complete
 #     checkpoint verifies, and --resume auto ends with bit-identical final weights;
 #  2. kill -9 inside a checkpoint write (at three stages): resume takes the previous checkpoint, same weights;
-#  3. a stalled rank: the others fail with a timeout naming the operation and rank, no hang;
+#  3. a stalled rank, before a step or inside a checkpoint write: the others fail with a timeout naming the operation
+#     and rank within about the collective timeout, no hang;
 #  4. NaN in the loss: the steps are skipped and counted; N consecutive ones stop the run on every rank;
 #  5. a shard corrupted mid-run: an error naming the shard, every rank ends non-zero;
 #  6. a rank whose listing of checkpoints/ lags rank 0's (shared file system): it loads rank 0's choice, says so,
@@ -92,6 +93,11 @@ JOULE_FAULT="stall:rank=1,step=7,seconds=600" faulty stall.log 60 --config run.t
 # Rank 1 stalls before its step: the step's first collective (its prediction counts, trainer/train_step.h) times out.
 grep -q "\[rank 0\] .*all_reduce 'the step's prediction and sequence counts' of 16 bytes did not finish within 5 s" stall.log ||
   { cat stall.log; fail "no timeout naming operation and rank"; }
+# Rank 1 stalls inside step 10's checkpoint, after writing its generator state: rank 0's wait for every rank's files
+# ends at the collective timeout plus the checkpoint's bytes at 10 MB/s (bert-tiny: ~7 MB, ~0.7 s), not at 600 s.
+JOULE_FAULT="stall:rank=1,step=10,stage=rng,seconds=600" faulty stall_in_checkpoint.log 60 --config run.toml --run-dir stall_in_checkpoint --set train.collective_timeout_seconds=5
+grep -q "\[rank 0\] .*barrier 'checkpoint step_00000010: every rank writing its files' .*did not finish within 5\.[0-9] s" stall_in_checkpoint.log ||
+  { cat stall_in_checkpoint.log; fail "no timeout naming the checkpoint's wait and the rank"; }
 
 echo "== 4. NaN loss: two skipped steps, then a run that stops after 4 in a row"
 JOULE_FAULT="nan:rank=1,step=7,count=2" mpi "$joule" train --config run.toml --run-dir nan2 > nan2.log 2>&1 || { cat nan2.log; fail "a run with two NaN steps failed"; }

@@ -10,8 +10,12 @@ using joule::trainer::FaultPlan;
 TEST(Fault, ParsesEveryKindWithDefaults) {
   const FaultPlan p = FaultPlan::parse(
       "kill:rank=1,step=7;kill-in-checkpoint:step=10,stage=renamed;stall:rank=1,step=3,seconds=2.5;nan:step=4,count=3;"
-      "preempt:step=9;corrupt-shard:rank=1,step=2;fail-fsync:step=5;stale-checkpoint-view:rank=1");
-  ASSERT_EQ(p.faults().size(), 8u);
+      "preempt:step=9;corrupt-shard:rank=1,step=2;fail-fsync:step=5;stale-checkpoint-view:rank=1;"
+      "kill-in-checkpoint:step=11;stall:step=12,stage=rng");
+  ASSERT_EQ(p.faults().size(), 10u);
+  EXPECT_EQ(p.at(FaultKind::kill_in_checkpoint, 0, 11)->stage, "model");  // the default stage
+  EXPECT_EQ(p.at(FaultKind::stall, 1, 3)->stage, "");                     // before the step
+  EXPECT_EQ(p.at(FaultKind::stall, 0, 12)->stage, "rng");                 // inside the checkpoint
   EXPECT_NE(p.at(FaultKind::fail_fsync, 0, 5), nullptr);
   EXPECT_EQ(p.at(FaultKind::fail_fsync, 0, 6), nullptr);
   EXPECT_NE(p.at(FaultKind::stale_checkpoint_view, 1, 1), nullptr);  // acts at resume: step 1 stands for it
@@ -40,6 +44,8 @@ TEST(Fault, MalformedSpecsAreErrorsNamingThePart) {
       {"kill:step=3,seconds=4", "key 'seconds' does not apply to 'kill'"},
       {"stall:step=3,rank", "'rank' in 'stall:step=3,rank' is not key=value"},
       {"kill-in-checkpoint:step=3,stage=halfway", "stage 'halfway'"},
+      {"stall:step=3,stage=after", "stage 'after'"},
+      {"nan:step=3,stage=rng", "key 'stage' does not apply to 'nan'"},
       {"nan:step=3,count=0", "count >= 1"},
       {"stale-checkpoint-view:rank=1,step=4", "takes no step"},
   };

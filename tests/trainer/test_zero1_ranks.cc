@@ -165,7 +165,7 @@ TEST(Zero1, ACheckpointOfShardsLoadsOnAnyWorldSizeAndSharding) {
   state.step = 2;
   state.world_size = world;
   state.config_hash = "test";
-  const std::string dir = joule::trainer::save_checkpoint(root, *t.model, *t.optimizer, state, comm, 2);
+  const std::string dir = joule::trainer::save_checkpoint(root, *t.model, *t.optimizer, state, comm, 2, 600);
   EXPECT_TRUE(fs::exists(
       fs::path(dir) / ("optimizer_shard_" + std::to_string(rank) + "_of_" + std::to_string(world) + ".safetensors")));
   EXPECT_FALSE(fs::exists(fs::path(dir) / "optimizer.safetensors"));
