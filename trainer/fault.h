@@ -5,9 +5,9 @@
 //   kill-in-checkpoint:rank=0,step=N,stage=S  SIGKILL inside step N's checkpoint write, right after stage S:
 //                                           rng | model | optimizer | state | manifest | renamed (before COMPLETE)
 //   stall:rank=R,step=N,seconds=S           rank R sleeps S seconds (default 3600) before step N's forward pass,
-//                                           so the other ranks' gradient all-reduce times out; with stage=S (as
-//                                           kill-in-checkpoint's) inside step N's checkpoint write instead, so the
-//                                           other ranks' wait for the checkpoint times out
+//                                           so the other ranks' first collective of the step times out; with
+//                                           stage=S (as kill-in-checkpoint's) inside step N's checkpoint write
+//                                           instead, so the other ranks' wait for the checkpoint times out
 //   nan:rank=R,step=N,count=K               rank R's loss is multiplied by NaN in steps N .. N+K-1 (default K 1),
 //                                           so the reduced gradients are NaN on every rank
 //   preempt:rank=R,step=N                   rank R behaves as if sent SIGUSR1 during step N

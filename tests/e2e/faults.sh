@@ -94,7 +94,7 @@ JOULE_FAULT="stall:rank=1,step=7,seconds=600" faulty stall.log 60 --config run.t
 grep -q "\[rank 0\] .*all_reduce 'the step's prediction and sequence counts' of 16 bytes did not finish within 5 s" stall.log ||
   { cat stall.log; fail "no timeout naming operation and rank"; }
 # Rank 1 stalls inside step 10's checkpoint, after writing its generator state: rank 0's wait for every rank's files
-# ends at the collective timeout plus the checkpoint's bytes at 10 MB/s (bert-tiny: ~7 MB, ~0.7 s), not at 600 s.
+# ends at the collective timeout plus the checkpoint's bytes at 10 MB/s (this bert-tiny: 7.9 MB, 0.8 s), not at 600 s.
 JOULE_FAULT="stall:rank=1,step=10,stage=rng,seconds=600" faulty stall_in_checkpoint.log 60 --config run.toml --run-dir stall_in_checkpoint --set train.collective_timeout_seconds=5
 grep -q "\[rank 0\] .*barrier 'checkpoint step_00000010: every rank writing its files' .*did not finish within 5\.[0-9] s" stall_in_checkpoint.log ||
   { cat stall_in_checkpoint.log; fail "no timeout naming the checkpoint's wait and the rank"; }
