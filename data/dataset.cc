@@ -236,7 +236,40 @@ nlohmann::json stats_json(const ShardEntry& e) {
           {"packed_sequences", s.packed_sequences}};
 }
 
+// The index cache at `path` (.joule-index.json): an object, empty where there is none, it is unused, damaged or of
+// another format version (a damaged cache only costs a revalidation).
+nlohmann::json read_cache(const std::string& path, bool use_cache) {
+  if (use_cache && fs::exists(path)) try {
+      std::ifstream in(path);
+      nlohmann::json cache = nlohmann::json::parse(in);
+      if (cache.is_object() && cache.value("format_version", 0) == kCacheVersion) return cache;
+    } catch (const std::exception&) {
+    }
+  return nlohmann::json::object();
+}
+
 }  // namespace
+
+uint64_t Dataset::bytes_to_validate(const std::string& spec, const DatasetOptions& options) try {
+  std::string cache_dir;
+  const std::vector<std::string> paths = list_shards(spec, &cache_dir);
+  const fs::path base = fs::absolute(cache_dir.empty() ? "." : cache_dir).lexically_normal();
+  const nlohmann::json cache = read_cache((base / ".joule-index.json").string(), options.use_cache);
+  const nlohmann::json entries = cache.value("shards", nlohmann::json::object());
+  uint64_t bytes = 0;
+  for (const std::string& path : paths) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) continue;
+    const auto size = static_cast<uint64_t>(st.st_size);
+    const auto it = entries.find(fs::absolute(path).lexically_normal().string());
+    const bool cached = it != entries.end() && it->is_object() && it->value("bytes", uint64_t{0}) == size &&
+                        it->value("mtime_ns", int64_t{0}) == mtime_ns(st);
+    if (!cached) bytes += size;
+  }
+  return bytes;
+} catch (const std::exception&) {
+  return 0;
+}
 
 Dataset Dataset::open(const std::string& spec, const DatasetOptions& options) {
   Dataset d;
@@ -249,16 +282,7 @@ Dataset Dataset::open(const std::string& spec, const DatasetOptions& options) {
   const std::optional<Recorded> recorded = read_metadata(spec);
   if (recorded) d.created_by_ = recorded->by;
 
-  nlohmann::json cache = nlohmann::json::object();
-  if (options.use_cache && fs::exists(d.cache_path_)) {
-    try {
-      std::ifstream in(d.cache_path_);
-      cache = nlohmann::json::parse(in);
-      if (!cache.is_object() || cache.value("format_version", 0) != kCacheVersion) cache = nlohmann::json::object();
-    } catch (const std::exception&) {
-      cache = nlohmann::json::object();  // a damaged cache only costs a revalidation
-    }
-  }
+  nlohmann::json cache = read_cache(d.cache_path_, options.use_cache);
   nlohmann::json& entries = cache["shards"];
   if (!entries.is_object()) entries = nlohmann::json::object();
 

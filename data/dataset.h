@@ -62,6 +62,10 @@ class Dataset {
   // `spec`: a directory (its *.hdf5 / *.h5 files), a glob pattern, or a text file listing one shard
   // path per line (relative paths are relative to the list file). Throws ShardError naming the shard.
   static Dataset open(const std::string& spec, const DatasetOptions& options = {});
+  // The bytes of the shards open() would validate now (not in the index cache with their size and modification
+  // time): what a rank waiting for another's open() can expect it to read. 0 where `spec` lists nothing or cannot be
+  // read (open() then says why). Stats the shards and reads the cache; opens none.
+  static uint64_t bytes_to_validate(const std::string& spec, const DatasetOptions& options = {});
 
   const std::vector<ShardEntry>& shards() const { return shards_; }
   int64_t size() const { return total_; }  // rows: what the sampler shuffles (each one sequence unless packed)

@@ -221,7 +221,15 @@ TEST(Dataset, IndexIsCachedAndAChangedFileIsValidatedAgain) {
   TempDir dir;
   joule::data::write_shard(dir.file("a.hdf5"), small_batch(5));
   joule::data::write_shard(dir.file("b.hdf5"), small_batch(7));
+  // What a rank waiting for another's open() expects it to read: both shards, then none, then the changed one.
+  using joule::data::Dataset;
+  const auto bytes_of = [&](const char* name) { return std::filesystem::file_size(dir.file(name)); };
+  EXPECT_EQ(Dataset::bytes_to_validate(dir.path()), bytes_of("a.hdf5") + bytes_of("b.hdf5"));
   auto first = joule::data::Dataset::open(dir.path());
+  EXPECT_EQ(Dataset::bytes_to_validate(dir.path()), 0u);
+  EXPECT_EQ(Dataset::bytes_to_validate(dir.path(), {0, false}), bytes_of("a.hdf5") + bytes_of("b.hdf5"));  // no cache
+  EXPECT_EQ(Dataset::bytes_to_validate(dir.file("a.hdf5")), 0u);     // one shard, its cache beside it
+  EXPECT_EQ(Dataset::bytes_to_validate(dir.file("nope.hdf5")), 0u);  // open() names what is wrong, not this
   EXPECT_EQ(first.size(), 12);
   EXPECT_EQ(first.validated_now(), 2);
   EXPECT_TRUE(std::filesystem::exists(dir.file(".joule-index.json")));
@@ -233,6 +241,7 @@ TEST(Dataset, IndexIsCachedAndAChangedFileIsValidatedAgain) {
   EXPECT_EQ(second.size(), 12);
 
   joule::data::write_shard(dir.file("b.hdf5"), small_batch(9));  // changed size and mtime
+  EXPECT_EQ(Dataset::bytes_to_validate(dir.path()), bytes_of("b.hdf5"));
   auto third = joule::data::Dataset::open(dir.path());
   EXPECT_EQ(third.validated_now(), 1);
   EXPECT_EQ(third.size(), 14);
