@@ -104,6 +104,13 @@ class Communicator {
 // on first use. Throws CollectiveError for an unknown or unavailable backend.
 std::unique_ptr<Communicator> create_communicator(const std::string& backend);
 
+// The deadline of a wait for another rank's file work of `bytes` (a write, a read, a check): the collective timeout
+// plus the bytes at `slowest_bytes_per_second`, so slow storage is not taken for a fault and a dead link still ends
+// the wait about as soon as one during a step.
+inline double io_wait_seconds(double timeout_seconds, double bytes, double slowest_bytes_per_second) {
+  return timeout_seconds + bytes / slowest_bytes_per_second;
+}
+
 // Sums a few float64 scalars over all ranks in place (metrics, flags, energy): a blocking all-reduce.
 inline void sum_over_ranks(Communicator& comm, std::vector<double>& values, double timeout_seconds = 600,
                            const std::string& label = "scalars") {

@@ -192,7 +192,7 @@ double checkpoint_bytes(double parameters) { return parameters * 4 * 3 + (1 << 2
 
 double checkpoint_wait_seconds(double collective_timeout_seconds, double bytes) {
   constexpr double kSlowestWriteBytesPerSecond = 10e6;
-  return collective_timeout_seconds + bytes / kSlowestWriteBytesPerSecond;
+  return collectives::io_wait_seconds(collective_timeout_seconds, bytes, kSlowestWriteBytesPerSecond);
 }
 
 std::string save_checkpoint(const std::string& root, const models::BertForPreTraining& model,

@@ -227,12 +227,15 @@ ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_d
   // Rank 0's checks read every shard the cache does not hold, inflating every chunk (~29 MB of shard file a second on
   // one Zen 5 core): the others wait the run's collective timeout plus those bytes at 5 MB/s. A fixed 600 s failed the
   // first start on a full-size data set whatever the timeout (150M sequences: ~14 GB of joule's shards, ~8 minutes).
+  // Rank 0 arrives last: its wait needs no allowance, and it stats no shard for one.
   constexpr double kSlowestCheckBytesPerSecond = 5e6;
   double unchecked = 0;
-  for (const std::string& spec : {cfg.data.train, cfg.data.eval})
-    if (!spec.empty()) unchecked += static_cast<double>(data::Dataset::bytes_to_validate(spec));
+  if (!root)
+    for (const std::string& spec : {cfg.data.train, cfg.data.eval})
+      if (!spec.empty()) unchecked += static_cast<double>(data::Dataset::bytes_to_validate(spec));
   const collectives::CollectiveOptions shards_checked{
-      collectives::ReduceOp::kSum, cfg.train.collective_timeout_seconds + unchecked / kSlowestCheckBytesPerSecond,
+      collectives::ReduceOp::kSum,
+      collectives::io_wait_seconds(cfg.train.collective_timeout_seconds, unchecked, kSlowestCheckBytesPerSecond),
       "rank 0 checking the shards"};
   if (!root) comm.barrier(shards_checked);
   run.train_set.emplace(data::Dataset::open(cfg.data.train, {vocab_size, true}));
