@@ -173,6 +173,42 @@ TrainingProcess start_training_process(const TrainOptions& options) {
   return p;
 }
 
+namespace {
+
+// The run's train (and eval) shards, opened. Rank 0 validates the shards and writes the index cache first; the other
+// ranks then find them in the cache instead of reading every shard again. A bad shard on rank 0 aborts the job (main).
+void open_datasets(ResolvedRun& run, int64_t vocab_size, collectives::Communicator& comm) {
+  const bool root = comm.info().rank == 0;
+  // Rank 0's checks read every shard the cache does not hold, inflating every chunk (~29 MB of shard file a second on
+  // one Zen 5 core): the others wait the run's collective timeout plus those bytes at 5 MB/s. A fixed 600 s failed the
+  // first start on a full-size data set whatever the timeout (150M sequences: ~14 GB of joule's shards, ~8 minutes).
+  // Rank 0 arrives last: its wait needs no allowance, and it stats no shard for one.
+  constexpr double kSlowestCheckBytesPerSecond = 5e6;
+  double unchecked = 0;
+  if (!root)
+    for (const std::string& spec : {run.cfg.data.train, run.cfg.data.eval})
+      if (!spec.empty()) unchecked += static_cast<double>(data::Dataset::bytes_to_validate(spec));
+  const collectives::CollectiveOptions shards_checked{
+      collectives::ReduceOp::kSum,
+      collectives::io_wait_seconds(run.cfg.train.collective_timeout_seconds, unchecked, kSlowestCheckBytesPerSecond),
+      "rank 0 checking the shards"};
+  if (!root) comm.barrier(shards_checked);
+  run.train_set.emplace(data::Dataset::open(run.cfg.data.train, {vocab_size, true}));
+  if (!run.cfg.data.eval.empty()) {
+    try {
+      run.eval_set.emplace(data::Dataset::open(run.cfg.data.eval, {vocab_size, true}));
+    } catch (const data::ShardError& e) {  // the same error, with advice about the key that named these shards
+      throw data::ShardError(
+          e.what(),
+          "check data.eval (--eval-data), which names the eval shards: a directory, a glob or a list "
+          "file; or leave data.eval unset to train without eval");
+    }
+  }
+  if (root) comm.barrier(shards_checked);
+}
+
+}  // namespace
+
 ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_dir, const TrainingProcess& process,
                         const cost::CostSettings& cost, bool eval_from_data_root) {
   collectives::Communicator& comm = *process.comm;
@@ -221,35 +257,7 @@ ResolvedRun resolve_run(const RunConfig& validated, const std::string& presets_d
                              std::to_string(run.model_config.type_vocab_size) +
                              ", but pretraining shards mark two segments (segment_ids 0 and 1)",
                          "set type_vocab_size to 2 in the model's config.json (BERT's value)");
-  // Rank 0 validates the shards and writes the index cache first; the other ranks then find them in
-  // the cache instead of reading every shard again. A bad shard on rank 0 aborts the job (main).
-  const bool root = comm.info().rank == 0;
-  // Rank 0's checks read every shard the cache does not hold, inflating every chunk (~29 MB of shard file a second on
-  // one Zen 5 core): the others wait the run's collective timeout plus those bytes at 5 MB/s. A fixed 600 s failed the
-  // first start on a full-size data set whatever the timeout (150M sequences: ~14 GB of joule's shards, ~8 minutes).
-  // Rank 0 arrives last: its wait needs no allowance, and it stats no shard for one.
-  constexpr double kSlowestCheckBytesPerSecond = 5e6;
-  double unchecked = 0;
-  if (!root)
-    for (const std::string& spec : {cfg.data.train, cfg.data.eval})
-      if (!spec.empty()) unchecked += static_cast<double>(data::Dataset::bytes_to_validate(spec));
-  const collectives::CollectiveOptions shards_checked{
-      collectives::ReduceOp::kSum,
-      collectives::io_wait_seconds(cfg.train.collective_timeout_seconds, unchecked, kSlowestCheckBytesPerSecond),
-      "rank 0 checking the shards"};
-  if (!root) comm.barrier(shards_checked);
-  run.train_set.emplace(data::Dataset::open(cfg.data.train, {vocab_size, true}));
-  if (!cfg.data.eval.empty()) {
-    try {
-      run.eval_set.emplace(data::Dataset::open(cfg.data.eval, {vocab_size, true}));
-    } catch (const data::ShardError& e) {  // the same error, with advice about the key that named these shards
-      throw data::ShardError(
-          e.what(),
-          "check data.eval (--eval-data), which names the eval shards: a directory, a glob or a list "
-          "file; or leave data.eval unset to train without eval");
-    }
-  }
-  if (root) comm.barrier(shards_checked);
+  open_datasets(run, vocab_size, comm);
   if (cfg.eval.target_mlm_accuracy > 0 && (!run.eval_set || cfg.eval.every_steps == 0))
     throw RunConfigError("eval.target_mlm_accuracy = " + format_number("%g", cfg.eval.target_mlm_accuracy) +
                              " needs evals to reach it, but " +
