@@ -4,6 +4,7 @@
 #include <ATen/record_function.h>
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -62,6 +63,19 @@ using bf16 = c10::BFloat16;
 const dnnl::engine& cpu_engine() {
   static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   return engine;
+}
+
+// Whether oneDNN describes a bf16 matmul on this CPU: it refuses ("could not create a primitive descriptor") where it
+// has no kernel for it.
+bool onednn_describes_bf16_matmul() {
+  using dnnl::memory;
+  const memory::desc md({16, 16}, memory::data_type::bf16, memory::format_tag::ab);
+  try {
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(md, md, md), cpu_engine());
+    return true;
+  } catch (const dnnl::error&) {
+    return false;
+  }
 }
 
 // A row-major bf16 matrix operand of a GEMM, or its transpose as stored; for B, a weight's pack instead (`data` then
@@ -215,7 +229,21 @@ struct Bf16Linear : public torch::autograd::Function<Bf16Linear> {
 };
 #endif
 
+std::atomic<int> bf16_gemms_withheld{0};  // WithoutBf16GemmsForTesting scopes alive
+
 }  // namespace
+
+bool bf16_gemms_available() {
+#if JOULE_ONEDNN
+  static const bool described = onednn_describes_bf16_matmul();
+  return described && bf16_gemms_withheld.load() == 0;
+#else
+  return false;
+#endif
+}
+
+WithoutBf16GemmsForTesting::WithoutBf16GemmsForTesting() { ++bf16_gemms_withheld; }
+WithoutBf16GemmsForTesting::~WithoutBf16GemmsForTesting() { --bf16_gemms_withheld; }
 
 ZeroGradientScope::ZeroGradientScope(const std::vector<torch::Tensor>& zeroed_gradients) {
   std::lock_guard<std::mutex> lock(zero_gradients_mutex);
@@ -268,7 +296,7 @@ std::unique_ptr<PackedWeight> pack_weight(const torch::Tensor& weight) {
 
 bool packable(const torch::Tensor& weight) {
   return weight.device().is_cpu() && weight.scalar_type() == torch::kBFloat16 && weight.dim() == 2 &&
-         weight.is_contiguous();
+         weight.is_contiguous() && bf16_gemms_available();
 }
 
 // The data and version a pack was made from, still the weight's.
@@ -354,7 +382,7 @@ bool batched_operand(const torch::Tensor& t) {
 bool bf16_batched_matmul_applies(const torch::Tensor& a, const torch::Tensor& b) {
 #if JOULE_ONEDNN
   return batched_operand(a) && batched_operand(b) &&
-         !(torch::GradMode::is_enabled() && (a.requires_grad() || b.requires_grad()));
+         !(torch::GradMode::is_enabled() && (a.requires_grad() || b.requires_grad())) && bf16_gemms_available();
 #else
   (void)a, (void)b;
   return false;
@@ -446,7 +474,7 @@ bool bf16_linear_applies(const torch::Tensor& x, const torch::Tensor& weight, co
     return t.scalar_type() == torch::kFloat || t.scalar_type() == torch::kBFloat16;
   };
   return x.device().is_cpu() && x.scalar_type() == torch::kBFloat16 && weight.device().is_cpu() &&
-         fp32_or_bf16(weight) && (!bias.defined() || fp32_or_bf16(bias));
+         fp32_or_bf16(weight) && (!bias.defined() || fp32_or_bf16(bias)) && bf16_gemms_available();
 #else
   (void)x, (void)weight, (void)bias;
   return false;

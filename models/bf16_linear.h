@@ -32,7 +32,7 @@ class PackedWeights {
   PackedWeights(const PackedWeights&) = delete;
   PackedWeights& operator=(const PackedWeights&) = delete;
 
-  // Packs a 2-D bf16 CPU weight [out, in]; false (nothing packed) for any other, or where joule has no oneDNN.
+  // Packs a 2-D bf16 CPU weight [out, in]; false (nothing packed) for any other, or where !bf16_gemms_available().
   bool add(const torch::Tensor& weight);
   // Packs a feed-forward block's weights, `up` [inner, hidden] and `down` [hidden, inner], for bf16_feed_forward: in
   // chunks of the inner dimension, `up`'s rows and `down`'s columns; false (nothing packed) as for add, or where the
@@ -66,8 +66,23 @@ class ZeroGradientScope {
   ZeroGradientScope& operator=(const ZeroGradientScope&) = delete;
 };
 
+// Whether joule's bf16 GEMMs run here: a joule built with oneDNN, on a CPU oneDNN has bf16 matmul kernels for (oneDNN
+// 2.x: AVX-512 or AMX; none with AVX2 alone, as on AMD Zen 3), asked once by describing one small matmul. Where they
+// do not, the applies functions below say no, PackedWeights packs nothing, and PrecisionOps emulates each bf16 GEMM in
+// an fp32 one (models/precision_ops.cc).
+bool bf16_gemms_available();
+
+// For tests: while one lives, bf16_gemms_available() says no, as on a CPU without oneDNN's bf16 kernels.
+class WithoutBf16GemmsForTesting {
+ public:
+  WithoutBf16GemmsForTesting();
+  ~WithoutBf16GemmsForTesting();
+  WithoutBf16GemmsForTesting(const WithoutBf16GemmsForTesting&) = delete;
+  WithoutBf16GemmsForTesting& operator=(const WithoutBf16GemmsForTesting&) = delete;
+};
+
 // Whether bf16_linear takes these operands: a bf16 CPU input, an fp32 or bf16 CPU weight, an fp32 or bf16 bias or
-// none, and a joule built with oneDNN. Otherwise PrecisionOps::linear keeps LibTorch's composition.
+// none, and bf16_gemms_available(). Otherwise PrecisionOps::linear keeps LibTorch's composition.
 bool bf16_linear_applies(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
 
 enum class Activation { kNone, kGelu };  // kGelu: exact (erf) GELU, as torch::gelu
@@ -92,7 +107,7 @@ torch::Tensor bf16_linear(const torch::Tensor& x, const torch::Tensor& weight, c
 torch::Tensor bf16_feed_forward(const torch::Tensor& x, const torch::Tensor& up, const torch::Tensor& up_bias,
                                 const torch::Tensor& down, const torch::Tensor& down_bias, const PackedWeights& packed);
 
-// Whether bf16_batched_matmul takes these: 4-D bf16 CPU tensors, autograd recording nothing, a joule with oneDNN.
+// Whether bf16_batched_matmul takes these: 4-D bf16 CPU tensors, autograd recording nothing, bf16_gemms_available().
 bool bf16_batched_matmul_applies(const torch::Tensor& a, const torch::Tensor& b);
 
 // out [B, H, m, n] = a [B, H, m, k] b [B, H, k, n], bf16 with fp32 accumulation, every operand in whatever strides it

@@ -10,11 +10,15 @@ PrecisionChoice choose_precision(PrecisionSetting setting, bool cuda, const laun
   const std::string where = cuda ? "CUDA" : "this CPU (" + isa.describe() + ")";
   const bool native = cuda || isa.native_bf16();
   if (setting == PrecisionSetting::fp32) return {Precision::kFp32, "precision fp32 (as set)"};
-  if (setting == PrecisionSetting::bf16)
-    return {Precision::kBf16,
-            native ? "precision bf16 (as set)"
-                   : "precision bf16 (as set), but " + where +
-                         " has neither AVX512-BF16 nor AMX-BF16: bf16 matmuls are emulated and slower than fp32"};
+  if (setting == PrecisionSetting::bf16) {
+    if (native) return {Precision::kBf16, "precision bf16 (as set)"};
+    // oneDNN 2.x emulates bf16 in its AVX-512 kernels and has none without AVX-512 (models/bf16_linear.h), where
+    // PrecisionOps widens each bf16 GEMM's operands to an fp32 one.
+    return {Precision::kBf16, "precision bf16 (as set), but " + where + " has neither AVX512-BF16 nor AMX-BF16: " +
+                                  (isa.avx512f ? "bf16 matmuls are emulated and slower than fp32"
+                                               : "bf16 matmuls are emulated in fp32 GEMMs (oneDNN has no bf16 kernels "
+                                                 "without AVX-512), at about fp32's speed")};
+  }
   if (native)
     return {Precision::kBf16, "precision auto -> bf16 mixed precision: " + where +
                                   (cuda ? " runs bf16 matmuls natively" : " has bf16 matmul instructions")};

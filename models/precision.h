@@ -24,9 +24,9 @@ struct PrecisionChoice {
 enum class PrecisionSetting { automatic, fp32, bf16 };
 inline const std::vector<std::string> kPrecisionWords = {"auto", "fp32", "bf16"};  // PrecisionSetting's order
 
-// auto picks bf16 on CUDA and on a CPU with AVX512-BF16 or AMX-BF16 (bf16
-// matmuls in hardware), fp32 on any other CPU (oneDNN would emulate bf16, slower than fp32). An explicit bf16 on
-// such a CPU is honoured and the reason says it is emulated.
+// auto picks bf16 on CUDA and on a CPU with AVX512-BF16 or AMX-BF16 (bf16 matmuls in hardware), fp32 on any other
+// CPU (oneDNN would emulate bf16 with AVX-512, slower than fp32; without AVX-512 each bf16 GEMM is emulated in an fp32
+// one). An explicit bf16 on such a CPU is honoured and the reason says which of the two it gets.
 PrecisionChoice choose_precision(PrecisionSetting setting, bool cuda, const launch::CpuIsa& isa);
 
 }  // namespace joule::models

@@ -69,7 +69,26 @@ struct OnednnLinear : public torch::autograd::Function<OnednnLinear> {
 };
 #endif
 
+// Where joule's oneDNN bf16 GEMMs do not run on a CPU (emulates_bf16_gemm), a bf16 GEMM is emulated: its bf16
+// operands widened to fp32 (exactly), the fp32 GEMM, the product rounded to bf16 once. A bf16 GEMM's numbers (exact
+// products, fp32 sums) at the fp32 GEMM's speed less the casts, where LibTorch 1.13's own bf16 loops run at 1 % of
+// fp32's speed and sum the attention's products in bf16 (errors of several per cent).
+torch::Tensor widened(const torch::Tensor& t) { return t.defined() ? t.to(torch::kFloat) : t; }
+
+// a b, LibTorch's matmul, emulated as above where it would be LibTorch's bf16 loops on a CPU.
+torch::Tensor product(const torch::Tensor& a, const torch::Tensor& b) {
+  return emulates_bf16_gemm(a) ? emulated_bf16_matmul(a, b) : torch::matmul(a, b);
+}
+
 }  // namespace
+
+bool emulates_bf16_gemm(const torch::Tensor& a) {
+  return a.scalar_type() == torch::kBFloat16 && a.device().is_cpu() && !bf16_gemms_available();
+}
+
+torch::Tensor emulated_bf16_matmul(const torch::Tensor& a, const torch::Tensor& b) {
+  return torch::matmul(widened(a), widened(b)).to(torch::kBFloat16);
+}
 
 torch::Tensor onednn_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
 #if JOULE_ONEDNN
@@ -89,11 +108,13 @@ torch::Tensor PrecisionOps::operand(const torch::Tensor& x) const {
 
 torch::Tensor PrecisionOps::linear(const torch::Tensor& x, const torch::Tensor& weight,
                                    const torch::Tensor& bias) const {
-  if (precision_ == Precision::kFp32)
-    return fp32_gemm_ == launch::Fp32Gemm::kOnednn ? onednn_linear(x, weight, bias)
-                                                   : torch::nn::functional::linear(x, weight, bias);
+  const auto fp32_linear = [&](const torch::Tensor& a, const torch::Tensor& w, const torch::Tensor& b) {
+    return fp32_gemm_ == launch::Fp32Gemm::kOnednn ? onednn_linear(a, w, b) : torch::nn::functional::linear(a, w, b);
+  };
+  if (precision_ == Precision::kFp32) return fp32_linear(x, weight, bias);
   const torch::Tensor xc = operand(x);
   if (bf16_linear_applies(xc, weight, bias)) return bf16_linear(xc, weight, bias, Activation::kNone, packed_.get());
+  if (emulates_bf16_gemm(xc)) return fp32_linear(widened(xc), widened(weight), widened(bias)).to(torch::kBFloat16);
   return torch::nn::functional::linear(xc, operand(weight), bias.defined() ? operand(bias) : bias);
 }
 
@@ -135,7 +156,7 @@ std::pair<torch::Tensor, torch::Tensor> PrecisionOps::add_layer_norm(const torch
 
 torch::Tensor PrecisionOps::attention_scores(const torch::Tensor& q, const torch::Tensor& k) const {
   const torch::Tensor kt = k.transpose(-1, -2);
-  if (!bf16_batched_matmul_applies(q, kt)) return torch::matmul(q, kt);
+  if (!bf16_batched_matmul_applies(q, kt)) return product(q, kt);
   torch::Tensor scores = torch::empty({q.size(0), q.size(1), q.size(2), kt.size(3)}, q.options());
   bf16_batched_matmul(q, kt, scores);
   return scores;
@@ -144,7 +165,7 @@ torch::Tensor PrecisionOps::attention_scores(const torch::Tensor& q, const torch
 torch::Tensor PrecisionOps::attention_context(const torch::Tensor& probs, const torch::Tensor& v) const {
   const int64_t batch = probs.size(0), heads = probs.size(1), len = probs.size(2), dh = v.size(3);
   if (!bf16_batched_matmul_applies(probs, v))
-    return torch::matmul(probs, v).transpose(1, 2).reshape({batch, len, heads * dh});
+    return product(probs, v).transpose(1, 2).reshape({batch, len, heads * dh});
   torch::Tensor context = torch::empty({batch, len, heads, dh}, v.options());
   bf16_batched_matmul(probs, v, context.transpose(1, 2));
   return context.view({batch, len, heads * dh});

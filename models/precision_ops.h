@@ -42,7 +42,7 @@ class PrecisionOps {
   // x W^T + b with x, W and b in the matmul dtype; the output is in that dtype. fp32 on oneDNN: forward and both
   // backward GEMMs through its sgemm (a joule::Error if this joule was built without it). bf16 on the CPU:
   // models/bf16_linear.h (the bias inside the GEMM; while autograd records, the weight gradient added into its fp32
-  // .grad).
+  // .grad), or where those kernels do not run (bf16_gemms_available), bf16 operands widened to an fp32 GEMM.
   torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) const;
   torch::Tensor linear(const torch::Tensor& x, torch::nn::Linear& layer) const {
     return linear(x, layer->weight, layer->bias);
@@ -92,5 +92,12 @@ class PrecisionOps {
 // x W^T + b in fp32 with the forward GEMM and the two backward ones (dx = dy W, dW = dy^T x) on oneDNN's sgemm; the
 // bias gradient is dy summed over rows. x [..., in] and W [out, in] fp32; b [out] or undefined.
 torch::Tensor onednn_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
+
+// Whether a GEMM with this bf16 CPU operand is emulated: joule's oneDNN bf16 GEMMs do not run here
+// (bf16_gemms_available: a processor without AVX-512, or a joule without oneDNN).
+bool emulates_bf16_gemm(const torch::Tensor& a);
+// a b (torch::matmul's broadcasting) as PrecisionOps runs a bf16 GEMM where emulates_bf16_gemm: the bf16 operands
+// widened to fp32 (exactly), LibTorch's fp32 matmul, the product rounded to bf16 once. Differentiable.
+torch::Tensor emulated_bf16_matmul(const torch::Tensor& a, const torch::Tensor& b);
 
 }  // namespace joule::models

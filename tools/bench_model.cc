@@ -15,6 +15,7 @@
 #include "launch/util/error.h"
 #include "models/bert.h"
 #include "models/bf16_linear.h"
+#include "models/precision_ops.h"
 #include "tools/stats.h"
 
 namespace joule::tools {
@@ -30,7 +31,10 @@ double measure_matmul_gflops(const std::vector<GemmShape>& gemms, models::Precis
                              const torch::Device& device, double seconds_per_shape, launch::Fp32Gemm fp32_gemm,
                              bool packed_bf16) {
   const bool onednn = fp32_gemm == launch::Fp32Gemm::kOnednn && precision == models::Precision::kFp32;
-  packed_bf16 = packed_bf16 && precision == models::Precision::kBf16 && device.is_cpu();
+  packed_bf16 =
+      packed_bf16 && precision == models::Precision::kBf16 && device.is_cpu() && models::bf16_gemms_available();
+  // Where joule's bf16 GEMMs do not run, bf16 is timed as the model runs it: emulated in fp32 GEMMs.
+  const bool emulated = precision == models::Precision::kBf16 && device.is_cpu() && !models::bf16_gemms_available();
   const auto dtype = torch::TensorOptions()
                          .dtype(precision == models::Precision::kBf16 ? torch::kBFloat16 : torch::kFloat)
                          .device(device);
@@ -53,7 +57,9 @@ double measure_matmul_gflops(const std::vector<GemmShape>& gemms, models::Precis
       const torch::Tensor a4 = a.unsqueeze(0), b4 = b.unsqueeze(0), c4 = c.unsqueeze(0);
       const bool batched_onednn = packed_bf16 && s.batch > 1 && models::bf16_batched_matmul_applies(a4, b4);
       auto run = [&] {
-        if (s.batch == 1 && onednn)
+        if (emulated)
+          c = models::emulated_bf16_matmul(a, b);
+        else if (s.batch == 1 && onednn)
           c0 = models::onednn_linear(a0, b0_rows, torch::Tensor());
         else if (s.batch == 1 && packed_bf16)
           c0 = models::bf16_linear(a0, b0_rows, torch::Tensor(), models::Activation::kNone, &packs);

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/bf16_linear.h"
 #include "models/model_dir.h"
 #include "test_util.h"
 
@@ -180,6 +181,14 @@ static void expect_bf16_golden(const std::string& batch_file) {
 
 TEST(Golden, Bf16LossesWithinOnePercentAndGradientsAlignWithFp32) { expect_bf16_golden("batch.json"); }
 TEST(Golden, Bf16PackedRowsWithinOnePercentAndGradientsAlignWithFp32) { expect_bf16_golden("packed_batch.json"); }
+
+// The same where joule's oneDNN bf16 GEMMs do not run (a CPU without AVX-512: each bf16 GEMM emulated in fp32), on any
+// host.
+TEST(Golden, Bf16EmulatedInFp32GemmsWithinOnePercentAndGradientsAlignWithFp32) {
+  const joule::models::WithoutBf16GemmsForTesting without;
+  expect_bf16_golden("batch.json");
+  expect_bf16_golden("packed_batch.json");
+}
 
 // bf16 packed rows against bf16 padded rows of the same sequences: the same arithmetic but for the shapes, so the
 // losses agree to bf16's rounding and every gradient points the same way far more closely than either does to fp32.
