@@ -17,7 +17,7 @@ PrecisionChoice choose_precision(PrecisionSetting setting, bool cuda, const laun
     return {Precision::kBf16, "precision bf16 (as set), but " + where + " has neither AVX512-BF16 nor AMX-BF16: " +
                                   (isa.avx512f ? "bf16 matmuls are emulated and slower than fp32"
                                                : "bf16 matmuls are emulated in fp32 GEMMs (oneDNN has no bf16 kernels "
-                                                 "without AVX-512), at about fp32's speed")};
+                                                 "without AVX-512), no faster than fp32")};
   }
   if (native)
     return {Precision::kBf16, "precision auto -> bf16 mixed precision: " + where +

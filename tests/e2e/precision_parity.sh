@@ -4,8 +4,8 @@
 #  - final eval masked-LM accuracy within 0.02 of fp32's;
 #  - every logged training loss after warm-up (the first 10 % of steps) within 3 % of fp32's at the same step;
 #  - the runs really differ in arithmetic (not the same weights), and each names its precision.
-# On a CPU without AVX512-BF16 or AMX-BF16 too: there bf16 is emulated (models/precision.h), at about fp32's speed
-# without AVX-512 (75 s for this test on an AMD Zen 3).
+# On a CPU without AVX512-BF16 or AMX-BF16 too, where bf16 is emulated (models/precision.h): 75 s on an AMD Zen 3
+# (AVX2), its bf16 run about as long as its fp32 run.
 # usage: precision_parity.sh JOULE MPIEXEC WORKDIR
 set -euo pipefail
 joule=$1 mpiexec=$2 work=$3

@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
+#include "models/bf16_linear.h"
 #include "models/safetensors.h"
 #include "tools/cli/command.h"
 
@@ -64,6 +65,22 @@ TEST(Cli, EveryCommandOfTheTableIsListedAndHasHelp) {
   auto other = run_command(kJoule + " plan --rate 10/s");
   EXPECT_EQ(other.exit_code, 2) << other.output;
   EXPECT_NE(other.output.find("--rate sizes an inference fleet: add --inference"), std::string::npos) << other.output;
+}
+
+// A serving command's OpenMP threads spin only where the GEMMs are not OpenBLAS's: bf16 on oneDNN's kernels does not
+// use OpenBLAS, bf16 emulated in fp32 GEMMs (no oneDNN bf16 kernels on the CPU) runs where fp32 does.
+TEST(Cli, ServingGemmsOnOpenblasFollowWhereBf16Runs) {
+  const auto on_openblas = [](const char* precision) {
+    std::vector<std::string> words = {"serve", "--precision", precision};
+    std::vector<char*> argv;
+    for (std::string& w : words) argv.push_back(w.data());
+    return joule::cli::serving_gemms_on_openblas(static_cast<int>(argv.size()), argv.data());
+  };
+  if (joule::models::bf16_gemms_available()) {
+    EXPECT_FALSE(on_openblas("bf16"));
+  }
+  const joule::models::WithoutBf16GemmsForTesting without;
+  EXPECT_EQ(on_openblas("bf16"), on_openblas("fp32"));
 }
 
 TEST(Cli, VersionNamesEveryLibrary) {

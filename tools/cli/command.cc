@@ -5,6 +5,7 @@
 #include "launch/cpu_isa.h"
 #include "launch/runtime.h"
 #include "launch/util/options.h"
+#include "models/bf16_linear.h"
 #include "models/precision.h"
 
 namespace joule::cli {
@@ -98,8 +99,10 @@ bool serving_gemms_on_openblas(int argc, char** argv) {
   const auto precision = joule::parse_choice<models::PrecisionSetting>(word, models::kPrecisionWords);
   if (!precision) return false;
   try {
+    // bf16 GEMMs run on oneDNN's OpenMP threads, unless emulated in fp32 ones where oneDNN has no bf16 kernels.
     if (models::choose_precision(*precision, /*cuda=*/false, launch::CpuIsa::current()).precision !=
-        models::Precision::kFp32)
+            models::Precision::kFp32 &&
+        models::bf16_gemms_available())
       return false;
     const launch::BlasInfo blas = launch::detect_blas();
     return !blas.core.empty() && !launch::judge_detected_blas(blas).below;

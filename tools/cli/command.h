@@ -39,7 +39,8 @@ const Command* find_command(const std::vector<std::string>& args);
 std::string group_commands(const std::string& word);
 
 // Whether a serving command's GEMMs will run on OpenBLAS's own threads: fp32 (as its --precision sets, or auto without
-// native bf16 matmuls) on an OpenBLAS whose kernels match the CPU. A --precision the command will reject counts as no.
+// native bf16 matmuls), or bf16 emulated in fp32 GEMMs (models/bf16_linear.h bf16_gemms_available), on an OpenBLAS
+// whose kernels match the CPU. A --precision the command will reject counts as no.
 bool serving_gemms_on_openblas(int argc, char** argv);
 
 // The handlers, one per table entry (each in its group's file).
