@@ -70,9 +70,11 @@ struct OnednnLinear : public torch::autograd::Function<OnednnLinear> {
 #endif
 
 // Where joule's oneDNN bf16 GEMMs do not run on a CPU (emulates_bf16_gemm), a bf16 GEMM is emulated: its bf16
-// operands widened to fp32 (exactly), the fp32 GEMM, the product rounded to bf16 once. A bf16 GEMM's numbers (exact
-// products, fp32 sums) at the fp32 GEMM's speed less the casts, where LibTorch 1.13's own bf16 loops run at 1 % of
-// fp32's speed and sum the attention's products in bf16 (errors of several per cent).
+// operands widened to fp32 (exactly), the fp32 GEMM, the product rounded to bf16 once: exact products and fp32 sums,
+// at the fp32 GEMM's speed less the casts, where LibTorch 1.13's own bf16 loops run at 1 % of fp32's speed and sum
+// the attention's products in bf16 (errors of several per cent). A Linear layer's fp32 master weight enters unrounded
+// (its gradient comes back in fp32 through LibTorch's autograd), so those GEMMs are closer to fp32 than the oneDNN
+// path's, which rounds the weight to bf16.
 torch::Tensor widened(const torch::Tensor& t) { return t.defined() ? t.to(torch::kFloat) : t; }
 
 // a b, LibTorch's matmul, emulated as above where it would be LibTorch's bf16 loops on a CPU.
@@ -83,7 +85,12 @@ torch::Tensor product(const torch::Tensor& a, const torch::Tensor& b) {
 }  // namespace
 
 bool emulates_bf16_gemm(const torch::Tensor& a) {
+#if JOULE_ONEDNN
   return a.scalar_type() == torch::kBFloat16 && a.device().is_cpu() && !bf16_gemms_available();
+#else
+  (void)a;  // a LibTorch of its own (PyPI's, MKL and oneDNN inside): its bf16 matmul, as before the emulation
+  return false;
+#endif
 }
 
 torch::Tensor emulated_bf16_matmul(const torch::Tensor& a, const torch::Tensor& b) {

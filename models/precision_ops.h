@@ -3,7 +3,8 @@
 //
 // bf16 mixed precision (as the anchors' recipes: NVIDIA's AMP, Megatron, llm.c):
 //   - parameters, their gradients and the optimizer state stay fp32 (master weights); each matmul casts its weight to
-//     bf16 on the way in; on the CPU its weight gradient is computed in fp32 from the bf16 operands and added by
+//     bf16 on the way in (not where a CPU's bf16 GEMMs are emulated in fp32: emulated_bf16_matmul below); on the CPU
+//     its weight gradient is computed in fp32 from the bf16 operands and added by
 //     oneDNN's GEMM straight into the fp32 gradient (no bf16 copy of it), the bias gradient summed in fp32;
 //   - Linear layers, the attention products and the MLM decoder run in bf16 (fp32 accumulation inside the GEMM);
 //   - the residual stream and LayerNorm stay fp32; softmax's max and sum, GELU's arithmetic and the losses run in
@@ -42,7 +43,8 @@ class PrecisionOps {
   // x W^T + b with x, W and b in the matmul dtype; the output is in that dtype. fp32 on oneDNN: forward and both
   // backward GEMMs through its sgemm (a joule::Error if this joule was built without it). bf16 on the CPU:
   // models/bf16_linear.h (the bias inside the GEMM; while autograd records, the weight gradient added into its fp32
-  // .grad), or where those kernels do not run (bf16_gemms_available), bf16 operands widened to an fp32 GEMM.
+  // .grad), or where those kernels do not run (bf16_gemms_available), emulated: x widened to fp32, the weight as it is
+  // held (an fp32 master unrounded), the fp32 GEMM, the output rounded to bf16.
   torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) const;
   torch::Tensor linear(const torch::Tensor& x, torch::nn::Linear& layer) const {
     return linear(x, layer->weight, layer->bias);
@@ -63,7 +65,7 @@ class PrecisionOps {
   // The attention's two products on the per-head views [B, heads, L, head_dim] of [B, L, hidden] tensors:
   // scores = q k^T [B, heads, L, L], and context = probs v back as [B, L, hidden]. In bf16 on the CPU where autograd
   // records nothing, oneDNN's batched matmul on the views as they are (bf16_batched_matmul: no layout copies);
-  // otherwise LibTorch's matmul.
+  // otherwise LibTorch's matmul, emulated in fp32 where joule's bf16 GEMMs do not run (emulated_bf16_matmul).
   torch::Tensor attention_scores(const torch::Tensor& q, const torch::Tensor& k) const;
   torch::Tensor attention_context(const torch::Tensor& probs, const torch::Tensor& v) const;
   // The whole attention, context = dropout(softmax(q k^T * scale + mask_bias), p) v as [B, L, hidden], from the
@@ -93,8 +95,8 @@ class PrecisionOps {
 // bias gradient is dy summed over rows. x [..., in] and W [out, in] fp32; b [out] or undefined.
 torch::Tensor onednn_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
 
-// Whether a GEMM with this bf16 CPU operand is emulated: joule's oneDNN bf16 GEMMs do not run here
-// (bf16_gemms_available: a processor without AVX-512, or a joule without oneDNN).
+// Whether a GEMM with this bf16 CPU operand is emulated: joule was built with oneDNN and its bf16 GEMMs do not run
+// here (bf16_gemms_available: a processor without AVX-512). A joule without oneDNN keeps LibTorch's bf16 matmul.
 bool emulates_bf16_gemm(const torch::Tensor& a);
 // a b (torch::matmul's broadcasting) as PrecisionOps runs a bf16 GEMM where emulates_bf16_gemm: the bf16 operands
 // widened to fp32 (exactly), LibTorch's fp32 matmul, the product rounded to bf16 once. Differentiable.

@@ -31,7 +31,8 @@ using joule::models::PrecisionSetting;
 namespace {
 
 // joule's oneDNN bf16 kernels are tested where they run (models/bf16_linear.h bf16_gemms_available); elsewhere a bf16
-// model runs its GEMMs on LibTorch, which the model tests below and Golden.Bf16* cover on every host.
+// model's GEMMs are emulated in fp32 ones (models/precision_ops.h), which the model tests below and Golden.Bf16* cover
+// on every host.
 #define SKIP_WITHOUT_BF16_GEMMS()                                                                               \
   if (!joule::models::bf16_gemms_available())                                                                   \
   GTEST_SKIP() << "joule's bf16 GEMMs do not run here (built without oneDNN, or oneDNN has no bf16 matmul for " \
