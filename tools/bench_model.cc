@@ -33,8 +33,6 @@ double measure_matmul_gflops(const std::vector<GemmShape>& gemms, models::Precis
   const bool onednn = fp32_gemm == launch::Fp32Gemm::kOnednn && precision == models::Precision::kFp32;
   packed_bf16 =
       packed_bf16 && precision == models::Precision::kBf16 && device.is_cpu() && models::bf16_gemms_available();
-  // Where joule's bf16 GEMMs do not run, bf16 is timed as the model runs it: emulated in fp32 GEMMs.
-  const bool emulated = precision == models::Precision::kBf16 && device.is_cpu() && !models::bf16_gemms_available();
   const auto dtype = torch::TensorOptions()
                          .dtype(precision == models::Precision::kBf16 ? torch::kBFloat16 : torch::kFloat)
                          .device(device);
@@ -56,8 +54,9 @@ double measure_matmul_gflops(const std::vector<GemmShape>& gemms, models::Precis
       // The attention's products as inference runs them: 4-D views, decided once, outside the timed calls.
       const torch::Tensor a4 = a.unsqueeze(0), b4 = b.unsqueeze(0), c4 = c.unsqueeze(0);
       const bool batched_onednn = packed_bf16 && s.batch > 1 && models::bf16_batched_matmul_applies(a4, b4);
+      const bool emulated = models::emulates_bf16_gemm(a);
       auto run = [&] {
-        if (emulated)
+        if (emulated)  // as the model runs a bf16 GEMM where joule's bf16 kernels do not: in fp32
           c = models::emulated_bf16_matmul(a, b);
         else if (s.batch == 1 && onednn)
           c0 = models::onednn_linear(a0, b0_rows, torch::Tensor());
