@@ -96,10 +96,42 @@ struct Epilogue {
   const float* add = nullptr;
 };
 
+// matmul_bf16 where oneDNN has no bf16 kernels (bf16_gemms_available): A and B widened to fp32 (exactly), LibTorch's
+// fp32 GEMM (the BLAS), the epilogue applied to the fp32 product in oneDNN's order, C rounded to bf16 once where it is
+// bf16: the numbers of a bf16 GEMM with fp32 accumulation, at the fp32 GEMM's speed less the widening passes.
+void matmul_bf16_emulated(Operand a, Operand b, int64_t m, int64_t n, int64_t k, void* c, bool c_is_bf16,
+                          const Epilogue& e) {
+  if (b.packed) throw joule::InternalError("matmul_bf16: a packed weight where oneDNN has no bf16 kernels");
+  const auto widened = [](Operand o, int64_t rows, int64_t cols) {
+    const std::vector<int64_t> stored =
+        o.transposed ? std::vector<int64_t>{cols, rows} : std::vector<int64_t>{rows, cols};
+    const torch::Tensor t = torch::from_blob(const_cast<bf16*>(o.data), stored, torch::kBFloat16).to(torch::kFloat);
+    return o.transposed ? t.t() : t;
+  };
+  const torch::Tensor a32 = widened(a, m, k), b32 = widened(b, k, n);
+  torch::Tensor out = torch::from_blob(c, {m, n}, c_is_bf16 ? torch::kBFloat16 : torch::kFloat);
+  if (!c_is_bf16 && !e.bias && !e.gelu && !e.add) {  // a weight gradient: stored, or added, in fp32
+    if (e.accumulate)
+      out.addmm_(a32, b32);
+    else
+      at::mm_out(out, a32, b32);
+    return;
+  }
+  torch::Tensor acc = torch::mm(a32, b32);
+  if (e.bias)
+    acc += torch::from_blob(const_cast<void*>(e.bias), {n}, e.bias_is_bf16 ? torch::kBFloat16 : torch::kFloat);
+  if (e.accumulate) acc += out;
+  if (e.gelu) acc = torch::gelu(acc);
+  if (e.add) acc += torch::from_blob(const_cast<float*>(e.add), {m, n}, torch::kFloat);
+  out.copy_(acc);  // round to nearest even where C is bf16, as oneDNN's store
+}
+
 // C [m, n] = op(A) [m, k] op(B) [k, n], then the epilogue; C in bf16 or fp32. oneDNN's matmul primitive (AMX or
-// AVX512-BF16 kernels, fp32 accumulation). oneDNN caches the primitives by shape.
+// AVX512-BF16 kernels, fp32 accumulation; oneDNN caches the primitives by shape), emulated in an fp32 GEMM where it has
+// no bf16 kernels.
 void matmul_bf16(Operand a, Operand b, int64_t m, int64_t n, int64_t k, void* c, bool c_is_bf16, const Epilogue& e) {
   if (m == 0 || n == 0) return;
+  if (!bf16_gemms_available()) return matmul_bf16_emulated(a, b, m, n, k, c, c_is_bf16, e);
   using dnnl::memory;
   using dt = memory::data_type;
   try {
@@ -210,7 +242,16 @@ struct Bf16Linear : public torch::autograd::Function<Bf16Linear> {
       dy = gelu_backward_bf16(dy, saved[2].reshape({m, n}), bias_grad ? &bias_sums : nullptr);
     }
     torch::Tensor dx, dw, db;
-    if (ctx->needs_input_grad(0)) dx = dy.mm(w16).view(ctx->saved_data["x_sizes"].toIntVector());
+    if (ctx->needs_input_grad(0)) {
+      if (bf16_gemms_available()) {
+        dx = dy.mm(w16);  // LibTorch's bf16 GEMM (oneDNN's kernels inside it)
+      } else {
+        dx = torch::empty({m, k}, dy.options());
+        matmul_bf16({dy.data_ptr<bf16>(), false}, {w16.data_ptr<bf16>(), false}, m, k, n, dx.data_ptr<bf16>(), true,
+                    {});
+      }
+      dx = dx.view(ctx->saved_data["x_sizes"].toIntVector());
+    }
     if (ctx->needs_input_grad(1)) {
       torch::Tensor weight = ctx->saved_data["weight"].toTensor();
       const torch::Tensor& grad = weight.grad();
@@ -474,7 +515,7 @@ bool bf16_linear_applies(const torch::Tensor& x, const torch::Tensor& weight, co
     return t.scalar_type() == torch::kFloat || t.scalar_type() == torch::kBFloat16;
   };
   return x.device().is_cpu() && x.scalar_type() == torch::kBFloat16 && weight.device().is_cpu() &&
-         fp32_or_bf16(weight) && (!bias.defined() || fp32_or_bf16(bias)) && bf16_gemms_available();
+         fp32_or_bf16(weight) && (!bias.defined() || fp32_or_bf16(bias));
 #else
   (void)x, (void)weight, (void)bias;
   return false;

@@ -68,8 +68,9 @@ class ZeroGradientScope {
 
 // Whether joule's bf16 GEMMs run here: a joule built with oneDNN, on a CPU oneDNN has bf16 matmul kernels for (oneDNN
 // 2.x: AVX-512 or AMX; none with AVX2 alone, as on AMD Zen 3), asked once by describing one small matmul. Where they
-// do not, the applies functions below say no, PackedWeights packs nothing, and PrecisionOps emulates each bf16 GEMM in
-// an fp32 one (models/precision_ops.cc).
+// do not, bf16_linear emulates each GEMM in an fp32 one (operands widened exactly, LibTorch's fp32 GEMM, the epilogue
+// in fp32, one rounding to bf16: the same numbers to the summation order), bf16_batched_matmul_applies says no
+// (PrecisionOps emulates the attention's products likewise), and PackedWeights packs nothing.
 bool bf16_gemms_available();
 
 // For tests: while one lives, bf16_gemms_available() says no, as on a CPU without oneDNN's bf16 kernels.
@@ -82,7 +83,7 @@ class WithoutBf16GemmsForTesting {
 };
 
 // Whether bf16_linear takes these operands: a bf16 CPU input, an fp32 or bf16 CPU weight, an fp32 or bf16 bias or
-// none, and bf16_gemms_available(). Otherwise PrecisionOps::linear keeps LibTorch's composition.
+// none, and a joule built with oneDNN. Otherwise PrecisionOps::linear keeps LibTorch's composition.
 bool bf16_linear_applies(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
 
 enum class Activation { kNone, kGelu };  // kGelu: exact (erf) GELU, as torch::gelu

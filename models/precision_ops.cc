@@ -69,15 +69,10 @@ struct OnednnLinear : public torch::autograd::Function<OnednnLinear> {
 };
 #endif
 
-// Where joule's oneDNN bf16 GEMMs do not run on a CPU (emulates_bf16_gemm), a bf16 GEMM is emulated: its bf16
-// operands widened to fp32 (exactly), the fp32 GEMM, the product rounded to bf16 once: exact products and fp32 sums,
-// at the fp32 GEMM's speed less the casts, where LibTorch 1.13's own bf16 loops run at 1 % of fp32's speed and sum
-// the attention's products in bf16 (errors of several per cent). A Linear layer's fp32 master weight enters unrounded
-// (its gradient comes back in fp32 through LibTorch's autograd), so those GEMMs are closer to fp32 than the oneDNN
-// path's, which rounds the weight to bf16.
-torch::Tensor widened(const torch::Tensor& t) { return t.defined() ? t.to(torch::kFloat) : t; }
-
-// a b, LibTorch's matmul, emulated as above where it would be LibTorch's bf16 loops on a CPU.
+// a b, LibTorch's matmul; where joule's oneDNN bf16 GEMMs do not run on a CPU (emulates_bf16_gemm) emulated as
+// bf16_linear emulates its GEMMs (models/bf16_linear.h): the bf16 operands widened to fp32 (exactly), the fp32 GEMM,
+// the product rounded to bf16 once: exact products and fp32 sums, at the fp32 GEMM's speed less the casts, where
+// LibTorch 1.13's own bf16 loops run at 1 % of fp32's speed and sum the products in bf16 (errors of several per cent).
 torch::Tensor product(const torch::Tensor& a, const torch::Tensor& b) {
   return emulates_bf16_gemm(a) ? emulated_bf16_matmul(a, b) : torch::matmul(a, b);
 }
@@ -94,7 +89,7 @@ bool emulates_bf16_gemm(const torch::Tensor& a) {
 }
 
 torch::Tensor emulated_bf16_matmul(const torch::Tensor& a, const torch::Tensor& b) {
-  return torch::matmul(widened(a), widened(b)).to(torch::kBFloat16);
+  return torch::matmul(a.to(torch::kFloat), b.to(torch::kFloat)).to(torch::kBFloat16);
 }
 
 torch::Tensor onednn_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
@@ -115,13 +110,11 @@ torch::Tensor PrecisionOps::operand(const torch::Tensor& x) const {
 
 torch::Tensor PrecisionOps::linear(const torch::Tensor& x, const torch::Tensor& weight,
                                    const torch::Tensor& bias) const {
-  const auto fp32_linear = [&](const torch::Tensor& a, const torch::Tensor& w, const torch::Tensor& b) {
-    return fp32_gemm_ == launch::Fp32Gemm::kOnednn ? onednn_linear(a, w, b) : torch::nn::functional::linear(a, w, b);
-  };
-  if (precision_ == Precision::kFp32) return fp32_linear(x, weight, bias);
+  if (precision_ == Precision::kFp32)
+    return fp32_gemm_ == launch::Fp32Gemm::kOnednn ? onednn_linear(x, weight, bias)
+                                                   : torch::nn::functional::linear(x, weight, bias);
   const torch::Tensor xc = operand(x);
   if (bf16_linear_applies(xc, weight, bias)) return bf16_linear(xc, weight, bias, Activation::kNone, packed_.get());
-  if (emulates_bf16_gemm(xc)) return fp32_linear(widened(xc), widened(weight), widened(bias)).to(torch::kBFloat16);
   return torch::nn::functional::linear(xc, operand(weight), bias.defined() ? operand(bias) : bias);
 }
 

@@ -3,9 +3,9 @@
 //
 // bf16 mixed precision (as the anchors' recipes: NVIDIA's AMP, Megatron, llm.c):
 //   - parameters, their gradients and the optimizer state stay fp32 (master weights); each matmul casts its weight to
-//     bf16 on the way in (not where a CPU's bf16 GEMMs are emulated in fp32: emulated_bf16_matmul below); on the CPU
-//     its weight gradient is computed in fp32 from the bf16 operands and added by
-//     oneDNN's GEMM straight into the fp32 gradient (no bf16 copy of it), the bias gradient summed in fp32;
+//     bf16 on the way in; on the CPU its weight gradient is computed in fp32 from the bf16 operands and added by
+//     oneDNN's GEMM straight into the fp32 gradient (no bf16 copy of it), the bias gradient summed in fp32 (where
+//     oneDNN has no bf16 kernels, each of those GEMMs emulated in an fp32 one with the same numbers);
 //   - Linear layers, the attention products and the MLM decoder run in bf16 (fp32 accumulation inside the GEMM);
 //   - the residual stream and LayerNorm stay fp32; softmax's max and sum, GELU's arithmetic and the losses run in
 //     fp32 while the tensors kept for backward (matmul inputs, attention probabilities, GELU's input) are bf16;
@@ -43,8 +43,7 @@ class PrecisionOps {
   // x W^T + b with x, W and b in the matmul dtype; the output is in that dtype. fp32 on oneDNN: forward and both
   // backward GEMMs through its sgemm (a joule::Error if this joule was built without it). bf16 on the CPU:
   // models/bf16_linear.h (the bias inside the GEMM; while autograd records, the weight gradient added into its fp32
-  // .grad), or where those kernels do not run (bf16_gemms_available), emulated: x widened to fp32, the weight as it is
-  // held (an fp32 master unrounded), the fp32 GEMM, the output rounded to bf16.
+  // .grad; where its oneDNN kernels do not run, each GEMM emulated in an fp32 one).
   torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) const;
   torch::Tensor linear(const torch::Tensor& x, torch::nn::Linear& layer) const {
     return linear(x, layer->weight, layer->bias);
