@@ -13,11 +13,12 @@ PrecisionChoice choose_precision(PrecisionSetting setting, bool cuda, const laun
   if (setting == PrecisionSetting::bf16) {
     if (native) return {Precision::kBf16, "precision bf16 (as set)"};
     // oneDNN 2.x emulates bf16 in its AVX-512 kernels and has none without AVX-512 (models/bf16_linear.h), where
-    // PrecisionOps widens each bf16 GEMM's operands to an fp32 one.
+    // joule emulates each bf16 GEMM in an fp32 one; a joule without oneDNN keeps its LibTorch's bf16 matmul.
+    const bool in_fp32_gemms = JOULE_ONEDNN && !isa.avx512f;
     return {Precision::kBf16, "precision bf16 (as set), but " + where + " has neither AVX512-BF16 nor AMX-BF16: " +
-                                  (isa.avx512f ? "bf16 matmuls are emulated and slower than fp32"
-                                               : "bf16 matmuls are emulated in fp32 GEMMs (oneDNN has no bf16 kernels "
-                                                 "without AVX-512), no faster than fp32")};
+                                  (in_fp32_gemms ? "bf16 matmuls are emulated in fp32 GEMMs (oneDNN has no bf16 "
+                                                   "kernels without AVX-512), no faster than fp32"
+                                                 : "bf16 matmuls are emulated and slower than fp32")};
   }
   if (native)
     return {Precision::kBf16, "precision auto -> bf16 mixed precision: " + where +
