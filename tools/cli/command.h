@@ -12,7 +12,8 @@ namespace joule::cli {
 
 // What the process's OpenMP and OpenBLAS threads are set up for before LibTorch loads (launch/runtime.h).
 enum class ThreadRuntime {
-  none,      // no LibTorch or BLAS work (the data commands): no restart
+  none,      // no parallel work worth a second start of LibTorch (0.6 s on a Zen 3): the data commands, and those that
+             // read and write a run's or a model's files (summary, report, export, plan, model info)
   training,  // idle threads sleep: other ranks and the communicator share the cores
   serving,   // inference alone on its cores: idle threads spin between short parallel regions
   service,   // serving that waits for requests (joule serve): the spinning stops after a few milliseconds idle
