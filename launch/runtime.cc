@@ -200,18 +200,70 @@ const char* default_wait_policy(bool serving, bool gemms_on_openblas_threads) {
   return serving && !gemms_on_openblas_threads ? "ACTIVE" : "PASSIVE";
 }
 
-void restart_with_thread_environment(char** argv, bool serving, bool gemms_on_openblas_threads, bool idle_sleeps) {
+namespace {
+
+struct ThreadVariable {
+  const char* name;
+  const char* value;
+};
+// The variables of a process of this kind, with joule's values; returns how many (at most 3).
+int thread_variables(bool serving, bool gemms_on_openblas_threads, bool idle_sleeps, ThreadVariable (&out)[3]) {
+  int n = 0;
+  out[n++] = {"OMP_WAIT_POLICY", default_wait_policy(serving, gemms_on_openblas_threads)};
+  out[n++] = {"OPENBLAS_THREAD_TIMEOUT", "4"};
+  if (idle_sleeps) out[n++] = {"GOMP_SPINCOUNT", "300000"};
+  return n;
+}
+
+bool has_variable(char** envp, const char* name) {
+  const size_t length = std::strlen(name);
+  for (char** e = envp; *e; ++e)
+    if (std::strncmp(*e, name, length) == 0 && (*e)[length] == '=') return true;
+  return false;
+}
+
+// Sets the variables the environment lacks; says whether any was missing.
+bool set_thread_environment(bool serving, bool gemms_on_openblas_threads, bool idle_sleeps) {
+  ThreadVariable variables[3];
   bool changed = false;
-  auto set_default = [&](const char* name, const char* value) {
-    if (!std::getenv(name)) {
-      setenv(name, value, 0);
+  for (int i = 0, n = thread_variables(serving, gemms_on_openblas_threads, idle_sleeps, variables); i < n; ++i)
+    if (!std::getenv(variables[i].name)) {
+      setenv(variables[i].name, variables[i].value, 0);
       changed = true;
     }
-  };
-  set_default("OMP_WAIT_POLICY", default_wait_policy(serving, gemms_on_openblas_threads));
-  set_default("OPENBLAS_THREAD_TIMEOUT", "4");
-  if (idle_sleeps) set_default("GOMP_SPINCOUNT", "300000");
-  if (changed) execv("/proc/self/exe", argv);  // returns only if the exec failed: run on, as before
+  return changed;
+}
+
+}  // namespace
+
+void restart_with_thread_environment(char** argv, bool serving, bool gemms_on_openblas_threads, bool idle_sleeps) {
+  if (set_thread_environment(serving, gemms_on_openblas_threads, idle_sleeps))
+    execv("/proc/self/exe", argv);  // returns only if the exec failed: run on, as before
+}
+
+void start_with_thread_environment(char** argv, char** envp, bool serving, bool gemms_on_openblas_threads,
+                                   bool idle_sleeps) {
+  ThreadVariable variables[3];
+  const int n = thread_variables(serving, gemms_on_openblas_threads, idle_sleeps, variables);
+  size_t count = 0;
+  while (envp[count]) ++count;
+  static char text[3][64];
+  char** env = static_cast<char**>(std::malloc((count + n + 1) * sizeof(char*)));
+  if (!env) return;
+  std::memcpy(env, envp, count * sizeof(char*));
+  size_t k = count;
+  for (int i = 0; i < n; ++i) {
+    if (has_variable(envp, variables[i].name)) continue;
+    const size_t name = std::strlen(variables[i].name), value = std::strlen(variables[i].value);
+    if (name + value + 2 > sizeof text[i]) continue;
+    std::memcpy(text[i], variables[i].name, name);
+    text[i][name] = '=';
+    std::memcpy(text[i] + name + 1, variables[i].value, value + 1);
+    env[k++] = text[i];
+  }
+  env[k] = nullptr;
+  if (k > count) execve("/proc/self/exe", argv, env);  // returns only if the exec failed: run on
+  std::free(env);
 }
 
 namespace {

@@ -65,6 +65,12 @@ void tune_allocator();
 // with the same `argv` (once: the second start finds them set); returns when nothing was missing.
 void restart_with_thread_environment(char** argv, bool serving, bool gemms_on_openblas_threads,
                                      bool idle_sleeps = false);
+// The same before any library has initialized, from an ELF preinit function (tools/joule_main.cc), whose `envp` it
+// reads (libc's initializer will reset the environment to it, so setenv would be lost): when a variable is missing,
+// executes this program again with `envp` and the missing variables; returns when none was (or the exec failed).
+// Allocates once with malloc and calls nothing that needs an initialized library.
+void start_with_thread_environment(char** argv, char** envp, bool serving, bool gemms_on_openblas_threads,
+                                   bool idle_sleeps = false);
 // The OMP_WAIT_POLICY restart_with_thread_environment gives a process that does not set one.
 const char* default_wait_policy(bool serving, bool gemms_on_openblas_threads);
 

@@ -90,6 +90,29 @@ TEST(Cli, VersionNamesEveryLibrary) {
     EXPECT_NE(r.output.find(lib), std::string::npos) << lib << " in:\n" << r.output;
 }
 
+// A training command missing its thread environment starts over before its libraries initialize (tools/joule_main.cc):
+// OpenMP initializes once, with the wait policy joule gives (PASSIVE: no spinning) or the one the user gave, and the
+// user's own variables (OMP_DISPLAY_ENV, which makes OpenMP print its settings as it initializes) reach it.
+TEST(Cli, ATrainingCommandInitializesOpenMpOnceWithItsThreadEnvironment) {
+  const std::string unset =
+      "env -u OMP_WAIT_POLICY -u OPENBLAS_THREAD_TIMEOUT -u GOMP_SPINCOUNT OMP_DISPLAY_ENV=verbose ";
+  auto count = [](const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  auto given = run_command(unset + kJoule + " version");
+  EXPECT_EQ(given.exit_code, 0) << given.output;
+  EXPECT_EQ(count(given.output, "OMP_WAIT_POLICY = '"), 1u) << given.output;
+  EXPECT_EQ(count(given.output, "OMP_WAIT_POLICY = 'PASSIVE'"), 1u) << given.output;
+  EXPECT_EQ(count(given.output, "GOMP_SPINCOUNT = '0'"), 1u) << given.output;  // PASSIVE's: no spinning at all
+
+  auto kept = run_command(unset + "OMP_WAIT_POLICY=active " + kJoule + " version");
+  EXPECT_EQ(kept.exit_code, 0) << kept.output;
+  EXPECT_EQ(count(kept.output, "OMP_WAIT_POLICY = '"), 1u) << kept.output;
+  EXPECT_EQ(count(kept.output, "OMP_WAIT_POLICY = 'ACTIVE'"), 1u) << kept.output;
+}
+
 TEST(Cli, VersionWarnsLoudlyOnTheReferenceBlas) {
   const std::string reference = "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3";
   if (!std::filesystem::exists(reference)) GTEST_SKIP() << "no reference BLAS installed at " << reference;

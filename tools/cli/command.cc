@@ -1,6 +1,8 @@
 #include "tools/cli/command.h"
 
 #include <exception>
+#include <iterator>
+#include <string_view>
 
 #include "launch/cpu_isa.h"
 #include "launch/runtime.h"
@@ -10,46 +12,51 @@
 
 namespace joule::cli {
 
+namespace {
+
+using R = ThreadRuntime;
+// Constant-initialized (no constructor runs): find_command reads it before any library has initialized.
+constexpr Command kCommands[] = {
+    {"train", "pretrain BERT (run under mpirun/srun): --config RUN.toml [--set key=value ...]", train, R::training},
+    {"eval", "masked-LM and NSP accuracy of a model directory on shards (JSON)", eval, R::training},
+    {"export", "a checkpoint (or a run's newest) as a HuggingFace model directory", export_checkpoint, R::none},
+    {"summary", "a run's training-cost summary again (table; rewrites emissions.csv)", summary, R::none},
+    {"report", "a run's self-contained HTML report with SVG charts", report, R::none},
+    {"plan",
+     "hours, seq/hour, kWh, USD, CO2 on N x trn1/p4d/p5 (cluster performance model); with\n"
+     "--inference: instances, USD/kWh/CO2 per million inferences for a rate on inf1/inf2/g4dn/g5/c*",
+     plan, R::none},
+    {"version", "joule's version and the LibTorch, MPI, HDF5 and BLAS in use", version, R::training},
+    {"model init", "write a freshly initialized HuggingFace model directory", model_init, R::training},
+    {"model info", "parameter counts of a model config or directory", model_info, R::none},
+    {"model forward", "a BERT/LayoutLM model directory's logits for inputs in a safetensors file", model_forward,
+     R::serving},
+    {"infer", "classify the lines of a JSONL file with a BERT/LayoutLM classifier directory", infer, R::serving},
+    {"serve", "serve a classifier directory over HTTP (Open Inference Protocol v2, dynamic batching, /metrics)", serve,
+     R::service},
+    {"bench model", "forward+backward throughput against this CPU's sgemm rate", bench_model, R::training},
+    {"bench infer", "inference throughput and p50/p99 latency per batch size, energy and cost per million", bench_infer,
+     R::serving},
+    {"bench serve", "the rate joule serve sustains within a p99 bound (Poisson arrivals, rate after rate)", bench_serve,
+     R::none},
+    {"bench comm", "all-reduce busbw table and the bucketed reducer vs one all-reduce (under mpirun)", bench_comm,
+     R::training},
+    {"bench data", "sequences/s the loader delivers to one rank under the global shuffle", bench_data, R::training},
+    {"bench train", "the whole training step at N ranks: seq/s, roofline fraction, peak RSS (under mpirun)",
+     bench_train, R::training},
+    {"data synth", "write the deterministic synthetic demo corpus", data_synth, R::none},
+    {"data vocab", "build a WordPiece vocabulary from a corpus", data_vocab, R::none},
+    {"data create", "raw text + vocab.txt -> pretraining shards (NVIDIA HDF5 layout)", data_create, R::none},
+    {"data pack", "unpacked shards -> packed shards (up to K sequences a row, no padding between)", data_pack, R::none},
+    {"data inspect", "counts, length histogram, masking rate and decoded samples of shards", data_inspect, R::none},
+    {"data tokenize", "WordPiece tokens of each stdin line (to compare tokenizers)", data_tokenize, R::none},
+    {"data order", "the sequences a run's steps read, in order (JSON), for an outside reference", data_order, R::none},
+};
+
+}  // namespace
+
 const std::vector<Command>& commands() {
-  using R = ThreadRuntime;
-  static const std::vector<Command> table = {
-      {"train", "pretrain BERT (run under mpirun/srun): --config RUN.toml [--set key=value ...]", train, R::training},
-      {"eval", "masked-LM and NSP accuracy of a model directory on shards (JSON)", eval, R::training},
-      {"export", "a checkpoint (or a run's newest) as a HuggingFace model directory", export_checkpoint, R::none},
-      {"summary", "a run's training-cost summary again (table; rewrites emissions.csv)", summary, R::none},
-      {"report", "a run's self-contained HTML report with SVG charts", report, R::none},
-      {"plan",
-       "hours, seq/hour, kWh, USD, CO2 on N x trn1/p4d/p5 (cluster performance model); with\n"
-       "--inference: instances, USD/kWh/CO2 per million inferences for a rate on inf1/inf2/g4dn/g5/c*",
-       plan, R::none},
-      {"version", "joule's version and the LibTorch, MPI, HDF5 and BLAS in use", version, R::training},
-      {"model init", "write a freshly initialized HuggingFace model directory", model_init, R::training},
-      {"model info", "parameter counts of a model config or directory", model_info, R::none},
-      {"model forward", "a BERT/LayoutLM model directory's logits for inputs in a safetensors file", model_forward,
-       R::serving},
-      {"infer", "classify the lines of a JSONL file with a BERT/LayoutLM classifier directory", infer, R::serving},
-      {"serve", "serve a classifier directory over HTTP (Open Inference Protocol v2, dynamic batching, /metrics)",
-       serve, R::service},
-      {"bench model", "forward+backward throughput against this CPU's sgemm rate", bench_model, R::training},
-      {"bench infer", "inference throughput and p50/p99 latency per batch size, energy and cost per million",
-       bench_infer, R::serving},
-      {"bench serve", "the rate joule serve sustains within a p99 bound (Poisson arrivals, rate after rate)",
-       bench_serve, R::none},
-      {"bench comm", "all-reduce busbw table and the bucketed reducer vs one all-reduce (under mpirun)", bench_comm,
-       R::training},
-      {"bench data", "sequences/s the loader delivers to one rank under the global shuffle", bench_data, R::training},
-      {"bench train", "the whole training step at N ranks: seq/s, roofline fraction, peak RSS (under mpirun)",
-       bench_train, R::training},
-      {"data synth", "write the deterministic synthetic demo corpus", data_synth, R::none},
-      {"data vocab", "build a WordPiece vocabulary from a corpus", data_vocab, R::none},
-      {"data create", "raw text + vocab.txt -> pretraining shards (NVIDIA HDF5 layout)", data_create, R::none},
-      {"data pack", "unpacked shards -> packed shards (up to K sequences a row, no padding between)", data_pack,
-       R::none},
-      {"data inspect", "counts, length histogram, masking rate and decoded samples of shards", data_inspect, R::none},
-      {"data tokenize", "WordPiece tokens of each stdin line (to compare tokenizers)", data_tokenize, R::none},
-      {"data order", "the sequences a run's steps read, in order (JSON), for an outside reference", data_order,
-       R::none},
-  };
+  static const std::vector<Command> table(std::begin(kCommands), std::end(kCommands));
   return table;
 }
 
@@ -70,14 +77,19 @@ std::string usage() {
   return text;
 }
 
-const Command* find_command(const std::vector<std::string>& args) {
-  if (args.empty()) return nullptr;
+const Command* find_command(int words, char** word) {
+  if (words < 1) return nullptr;
   // A two-word command consumes both words; a one-word command's next word is its own (`joule report RUN`).
-  const std::string two_words = args.size() > 1 && args[1].rfind('-', 0) != 0 ? args[0] + " " + args[1] : "";
+  const std::string_view first = word[0], second = words > 1 && word[1][0] != '-' ? word[1] : "";
   const Command* one_word = nullptr;
-  for (const Command& c : commands()) {
-    if (c.name == two_words) return &c;
-    if (c.name == args[0]) one_word = &c;
+  for (const Command& c : kCommands) {
+    const std::string_view name = c.name;
+    const size_t space = name.find(' ');
+    if (space == std::string_view::npos) {
+      if (name == first) one_word = &c;
+    } else if (name.substr(0, space) == first && name.substr(space + 1) == second) {
+      return &c;
+    }
   }
   return one_word;
 }

@@ -32,9 +32,10 @@ const std::vector<Command>& commands();
 // The usage text: what joule is, how to call it, and every command with its summary.
 std::string usage();
 
-// The command that `args` (the words after `joule`) names: a two-word command's group and word, else one word; nullptr
-// when none matches.
-const Command* find_command(const std::vector<std::string>& args);
+// The command that the `words` words after `joule` name: a two-word command's group and word, else one word; nullptr
+// when none matches. Allocates nothing and reads only constant data: the process's first code calls it
+// (tools/joule_main.cc), before any library has initialized.
+const Command* find_command(int words, char** word);
 
 // The commands of a group ("data synth, data vocab, ..."), "" when `word` is no group.
 std::string group_commands(const std::string& word);
