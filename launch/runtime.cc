@@ -245,21 +245,19 @@ void start_with_thread_environment(char** argv, char** envp, bool serving, bool 
                                    bool idle_sleeps) {
   ThreadVariable variables[3];
   const int n = thread_variables(serving, gemms_on_openblas_threads, idle_sleeps, variables);
-  size_t count = 0;
+  size_t count = 0, text_bytes = 0;
   while (envp[count]) ++count;
-  static char text[3][64];
-  char** env = static_cast<char**>(std::malloc((count + n + 1) * sizeof(char*)));
+  for (int i = 0; i < n; ++i) text_bytes += std::strlen(variables[i].name) + std::strlen(variables[i].value) + 2;
+  // The new array and its "NAME=value" strings in one block, freed only where the exec fails.
+  char** env = static_cast<char**>(std::malloc((count + n + 1) * sizeof(char*) + text_bytes));
   if (!env) return;
   std::memcpy(env, envp, count * sizeof(char*));
+  char* text = reinterpret_cast<char*>(env + count + n + 1);
   size_t k = count;
   for (int i = 0; i < n; ++i) {
     if (has_variable(envp, variables[i].name)) continue;
-    const size_t name = std::strlen(variables[i].name), value = std::strlen(variables[i].value);
-    if (name + value + 2 > sizeof text[i]) continue;
-    std::memcpy(text[i], variables[i].name, name);
-    text[i][name] = '=';
-    std::memcpy(text[i] + name + 1, variables[i].value, value + 1);
-    env[k++] = text[i];
+    env[k++] = text;
+    text = stpcpy(stpcpy(stpcpy(text, variables[i].name), "="), variables[i].value) + 1;
   }
   env[k] = nullptr;
   if (k > count) execve("/proc/self/exe", argv, env);  // returns only if the exec failed: run on
