@@ -32,8 +32,9 @@ JOULE, WORK = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 HERE = os.path.dirname(os.path.abspath(__file__))
 FILES = os.path.join(WORK, "files")
 # The thread environment each training or serving command would otherwise exec itself again to set (launch/runtime.h),
-# set once here: each of the ~800 cases then loads LibTorch once, not twice (0.4-0.9 s saved a case on a Zen 3). It
-# changes how idle threads wait, never what a command answers.
+# set once here: each of the ~800 cases then loads LibTorch once, not twice (on a Zen 3 a serving command's second
+# start costs 0.4-0.9 s, a training command's, before its libraries initialize, 0.25 s). It changes how idle threads
+# wait, never what a command answers.
 for name, value in (("OMP_WAIT_POLICY", "PASSIVE"), ("OPENBLAS_THREAD_TIMEOUT", "4")):
     os.environ.setdefault(name, value)
 RAW = ("Exception raised from", "frame #", "[json.exception", "basic_filebuf", "filesystem error:", "toml::", "[error]",
