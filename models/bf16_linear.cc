@@ -49,12 +49,6 @@ namespace {
 std::mutex zero_gradients_mutex;
 std::unordered_set<const void*> zero_gradients;
 
-// Whether `grad` is marked as holding zeros, unmarking it: its first writer stores, every later one adds.
-[[maybe_unused]] bool take_zero_gradient(const torch::Tensor& grad) {
-  std::lock_guard<std::mutex> lock(zero_gradients_mutex);
-  return zero_gradients.erase(grad.data_ptr()) > 0;
-}
-
 #if JOULE_ONEDNN
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
@@ -285,6 +279,11 @@ bool bf16_gemms_available() {
 
 WithoutBf16GemmsForTesting::WithoutBf16GemmsForTesting() { ++bf16_gemms_withheld; }
 WithoutBf16GemmsForTesting::~WithoutBf16GemmsForTesting() { --bf16_gemms_withheld; }
+
+bool take_zero_gradient(const torch::Tensor& grad) {
+  std::lock_guard<std::mutex> lock(zero_gradients_mutex);
+  return zero_gradients.erase(grad.data_ptr()) > 0;
+}
 
 ZeroGradientScope::ZeroGradientScope(const std::vector<torch::Tensor>& zeroed_gradients) {
   std::lock_guard<std::mutex> lock(zero_gradients_mutex);

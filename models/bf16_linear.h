@@ -52,12 +52,12 @@ class PackedWeights {
 };
 
 // While one lives, the gradients it was given (fp32 weight gradients the caller has just zeroed: the trainer's buckets
-// at the start of a step) are known to hold zeros: the first bf16 Linear backward that adds a weight gradient into
-// one of them has its GEMM store the product instead (no read of the zeros: about 5 % of a bert-base bf16 step on Zen
-// 5), and any later one adds as before. Sound without help from the other writers: autograd adds a leaf's other
-// gradients (the tied MLM decoder weight's embedding gradient) in the leaf's accumulator, which runs only after every
-// node that feeds it, so after every bf16 Linear backward of that weight. One scope at a time (the trainer's step);
-// the marks go with it.
+// at the start of a step) are known to hold zeros: the first Linear backward (bf16, or fp32 on the CPU) that adds a
+// weight gradient into one of them has its GEMM store the product instead (no read of the zeros: about 5 % of a
+// bert-base bf16 step on Zen 5), and any later one adds as before. Sound without help from the other writers: autograd
+// adds a leaf's other gradients (the tied MLM decoder weight's embedding gradient) in the leaf's accumulator, which
+// runs only after every node that feeds it, so after every Linear backward of that weight. One scope at a time (the
+// trainer's step); the marks go with it.
 class ZeroGradientScope {
  public:
   explicit ZeroGradientScope(const std::vector<torch::Tensor>& zeroed_gradients);
@@ -65,6 +65,9 @@ class ZeroGradientScope {
   ZeroGradientScope(const ZeroGradientScope&) = delete;
   ZeroGradientScope& operator=(const ZeroGradientScope&) = delete;
 };
+// For a Linear layer's backward (bf16's here, fp32's in models/fp32_gemm.h): whether `grad` is marked as holding
+// zeros, unmarking it: its first writer stores, every later one adds.
+bool take_zero_gradient(const torch::Tensor& grad);
 
 // Whether joule's bf16 GEMMs run here: a joule built with oneDNN, on a CPU oneDNN has bf16 matmul kernels for (oneDNN
 // 2.x: AVX-512 or AMX; none with AVX2 alone, as on AMD Zen 3), asked once by describing one small matmul. Where they

@@ -7,67 +7,11 @@
 #include "launch/util/error.h"
 #include "models/attention_softmax.h"
 #include "models/dropout.h"
+#include "models/fp32_gemm.h"
 #include "models/residual_norm.h"
-
-#if JOULE_ONEDNN
-#include <oneapi/dnnl/dnnl.h>
-#endif
 
 namespace joule::models {
 namespace {
-
-#if JOULE_ONEDNN
-// C [m, n] = A B (+ beta C), row-major, A [m, k] or its transpose, B [k, n] or its transpose.
-void sgemm(char trans_a, char trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-           int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  const dnnl_status_t status = dnnl_sgemm(trans_a, trans_b, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
-  if (status != dnnl_success)
-    throw joule::InternalError("oneDNN sgemm " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
-                               " failed (dnnl_status_t " + std::to_string(static_cast<int>(status)) + ")");
-}
-
-struct OnednnLinear : public torch::autograd::Function<OnednnLinear> {
-  // `bias`: [out], or empty for none.
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
-                               const torch::Tensor& weight, const torch::Tensor& bias) {
-    const torch::Tensor x2 = x.reshape({-1, x.size(-1)}).contiguous(), w = weight.contiguous();
-    const int64_t m = x2.size(0), k = x2.size(1), n = w.size(0);
-    TORCH_CHECK(w.size(1) == k, "onednn_linear: x has ", k, " features, the weight ", w.size(1));
-    const bool has_bias = bias.numel() > 0;
-    std::vector<int64_t> sizes = x.sizes().vec();  // y: x's shape with the last dimension n, in storage of its own
-    sizes.back() = n;                              // (a custom function's output must not be a view)
-    torch::Tensor y = torch::empty(sizes, x2.options());
-    // Not bias.expand(sizes).contiguous(): with one row that is the bias itself, and the GEMM would add into it.
-    if (has_bias) y.copy_(bias.expand(sizes));
-    sgemm('N', 'T', m, n, k, x2.data_ptr<float>(), k, w.data_ptr<float>(), k, has_bias ? 1.0f : 0.0f,
-          y.data_ptr<float>(), n);
-    ctx->save_for_backward({x2, w});
-    ctx->saved_data["x_sizes"] = x.sizes().vec();
-    ctx->saved_data["has_bias"] = has_bias;
-    return y;
-  }
-
-  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
-                                               torch::autograd::tensor_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const torch::Tensor &x2 = saved[0], &w = saved[1];
-    const int64_t m = x2.size(0), k = x2.size(1), n = w.size(0);
-    const torch::Tensor dy = grads[0].reshape({m, n}).contiguous();
-    torch::Tensor dx, dw, db;
-    if (ctx->needs_input_grad(0)) {
-      dx = torch::empty(ctx->saved_data["x_sizes"].toIntVector(), dy.options());
-      sgemm('N', 'N', m, k, n, dy.data_ptr<float>(), n, w.data_ptr<float>(), k, 0.0f, dx.data_ptr<float>(), k);
-    }
-    if (ctx->needs_input_grad(1)) {
-      dw = torch::empty({n, k}, dy.options());
-      sgemm('T', 'N', n, k, m, dy.data_ptr<float>(), n, x2.data_ptr<float>(), k, 0.0f, dw.data_ptr<float>(), k);
-    }
-    if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) db = dy.sum(0);
-    return {dx, dw, db};
-  }
-};
-#endif
 
 // a b, LibTorch's matmul; where joule's oneDNN bf16 GEMMs do not run on a CPU (emulates_bf16_gemm) emulated as
 // bf16_linear emulates its GEMMs (models/bf16_linear.h): the bf16 operands widened to fp32 (exactly), the fp32 GEMM,
@@ -92,18 +36,6 @@ torch::Tensor emulated_bf16_matmul(const torch::Tensor& a, const torch::Tensor& 
   return torch::matmul(a.to(torch::kFloat), b.to(torch::kFloat)).to(torch::kBFloat16);
 }
 
-torch::Tensor onednn_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
-#if JOULE_ONEDNN
-  TORCH_CHECK(x.scalar_type() == torch::kFloat && weight.scalar_type() == torch::kFloat,
-              "onednn_linear is the fp32 path");
-  // No bias: an empty tensor (autograd's custom functions take no undefined inputs in LibTorch 1.13).
-  return OnednnLinear::apply(x, weight, bias.defined() ? bias : torch::empty({0}, x.options()));
-#else
-  throw joule::Error("fp32 GEMMs on oneDNN: this joule was built without oneDNN (JOULE_ONEDNN=OFF)",
-                     "set train.fp32_gemm to blas or auto");
-#endif
-}
-
 torch::Tensor PrecisionOps::operand(const torch::Tensor& x) const {
   return x.scalar_type() == compute_dtype() ? x : x.to(compute_dtype());
 }
@@ -111,8 +43,8 @@ torch::Tensor PrecisionOps::operand(const torch::Tensor& x) const {
 torch::Tensor PrecisionOps::linear(const torch::Tensor& x, const torch::Tensor& weight,
                                    const torch::Tensor& bias) const {
   if (precision_ == Precision::kFp32)
-    return fp32_gemm_ == launch::Fp32Gemm::kOnednn ? onednn_linear(x, weight, bias)
-                                                   : torch::nn::functional::linear(x, weight, bias);
+    return fp32_linear_applies(x, weight, bias, fp32_gemm_) ? fp32_linear(x, weight, bias, fp32_gemm_)
+                                                            : torch::nn::functional::linear(x, weight, bias);
   const torch::Tensor xc = operand(x);
   if (bf16_linear_applies(xc, weight, bias)) return bf16_linear(xc, weight, bias, Activation::kNone, packed_.get());
   return torch::nn::functional::linear(xc, operand(weight), bias.defined() ? operand(bias) : bias);
@@ -156,6 +88,7 @@ std::pair<torch::Tensor, torch::Tensor> PrecisionOps::add_layer_norm(const torch
 
 torch::Tensor PrecisionOps::attention_scores(const torch::Tensor& q, const torch::Tensor& k) const {
   const torch::Tensor kt = k.transpose(-1, -2);
+  if (fp32_batched_matmul_applies(q, kt, fp32_gemm_)) return fp32_batched_matmul(q, kt, fp32_gemm_);
   if (!bf16_batched_matmul_applies(q, kt)) return product(q, kt);
   torch::Tensor scores = torch::empty({q.size(0), q.size(1), q.size(2), kt.size(3)}, q.options());
   bf16_batched_matmul(q, kt, scores);
@@ -164,6 +97,8 @@ torch::Tensor PrecisionOps::attention_scores(const torch::Tensor& q, const torch
 
 torch::Tensor PrecisionOps::attention_context(const torch::Tensor& probs, const torch::Tensor& v) const {
   const int64_t batch = probs.size(0), heads = probs.size(1), len = probs.size(2), dh = v.size(3);
+  if (fp32_batched_matmul_applies(probs, v, fp32_gemm_))
+    return fp32_batched_matmul(probs, v, fp32_gemm_, HeadsOut::kHeadsLast).view({batch, len, heads * dh});
   if (!bf16_batched_matmul_applies(probs, v))
     return product(probs, v).transpose(1, 2).reshape({batch, len, heads * dh});
   torch::Tensor context = torch::empty({batch, len, heads, dh}, v.options());

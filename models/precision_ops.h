@@ -10,9 +10,9 @@
 //   - the residual stream and LayerNorm stay fp32; softmax's max and sum, GELU's arithmetic and the losses run in
 //     fp32 while the tensors kept for backward (matmul inputs, attention probabilities, GELU's input) are bf16;
 //   - dropout draws the same keep masks whatever the dtype.
-// In fp32 every function is exactly the fp32 model's original operation; its Linear layers' GEMMs run on the BLAS
-// LibTorch calls, or on oneDNN's sgemm where the run chose that path (launch/blas_core.h Fp32Gemm): the same
-// products up to summation order.
+// In fp32 every function is exactly the fp32 model's original operation; its Linear layers' GEMMs (and on the CPU the
+// attention's products) run on the BLAS LibTorch calls, or on oneDNN's sgemm where the run chose that path
+// (launch/blas_core.h Fp32Gemm): the same products up to summation order.
 #pragma once
 
 #include <memory>
@@ -40,8 +40,9 @@ class PrecisionOps {
 
   // x in the matmul dtype (a no-op in fp32).
   torch::Tensor operand(const torch::Tensor& x) const;
-  // x W^T + b with x, W and b in the matmul dtype; the output is in that dtype. fp32 on oneDNN: forward and both
-  // backward GEMMs through its sgemm (a joule::Error if this joule was built without it). bf16 on the CPU:
+  // x W^T + b with x, W and b in the matmul dtype; the output is in that dtype. fp32 on the CPU: forward and both
+  // backward GEMMs through joule's sgemm calls on the run's path, the weight gradient added into its .grad
+  // (models/fp32_gemm.h fp32_linear; on oneDNN, a joule::Error if this joule was built without it). bf16 on the CPU:
   // models/bf16_linear.h (the bias inside the GEMM; while autograd records, the weight gradient added into its fp32
   // .grad; where its oneDNN kernels do not run, each GEMM emulated in an fp32 one).
   torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) const;
@@ -62,9 +63,11 @@ class PrecisionOps {
   std::pair<torch::Tensor, torch::Tensor> add_layer_norm(const torch::Tensor& a, const torch::Tensor& residual,
                                                          torch::nn::LayerNorm& norm, double dropout_p = 0.0) const;
   // The attention's two products on the per-head views [B, heads, L, head_dim] of [B, L, hidden] tensors:
-  // scores = q k^T [B, heads, L, L], and context = probs v back as [B, L, hidden]. In bf16 on the CPU where autograd
-  // records nothing, oneDNN's batched matmul on the views as they are (bf16_batched_matmul: no layout copies);
-  // otherwise LibTorch's matmul, emulated in fp32 where joule's bf16 GEMMs do not run (emulated_bf16_matmul).
+  // scores = q k^T [B, heads, L, L], and context = probs v back as [B, L, hidden]. In fp32 on the CPU one sgemm per
+  // head on the views as they are, on the run's fp32 GEMM path, differentiable (models/fp32_gemm.h: no layout
+  // copies forward or backward); in bf16 on the CPU where autograd records nothing, oneDNN's batched matmul on the
+  // views (bf16_batched_matmul); otherwise LibTorch's matmul, emulated in fp32 where joule's bf16 GEMMs do not run
+  // (emulated_bf16_matmul).
   torch::Tensor attention_scores(const torch::Tensor& q, const torch::Tensor& k) const;
   torch::Tensor attention_context(const torch::Tensor& probs, const torch::Tensor& v) const;
   // The whole attention, context = dropout(softmax(q k^T * scale + mask_bias), p) v as [B, L, hidden], from the
@@ -89,10 +92,6 @@ class PrecisionOps {
   launch::Fp32Gemm fp32_gemm_;
   std::shared_ptr<const PackedWeights> packed_;
 };
-
-// x W^T + b in fp32 with the forward GEMM and the two backward ones (dx = dy W, dW = dy^T x) on oneDNN's sgemm; the
-// bias gradient is dy summed over rows. x [..., in] and W [out, in] fp32; b [out] or undefined.
-torch::Tensor onednn_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
 
 // Whether a GEMM with this bf16 CPU operand is emulated: joule was built with oneDNN and its bf16 GEMMs do not run
 // here (bf16_gemms_available: a processor without AVX-512). A joule without oneDNN keeps LibTorch's bf16 matmul.

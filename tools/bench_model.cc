@@ -15,6 +15,7 @@
 #include "launch/util/error.h"
 #include "models/bert.h"
 #include "models/bf16_linear.h"
+#include "models/fp32_gemm.h"
 #include "models/precision_ops.h"
 #include "tools/stats.h"
 
@@ -30,7 +31,8 @@ using launch::seconds_since;
 double measure_matmul_gflops(const std::vector<GemmShape>& gemms, models::Precision precision,
                              const torch::Device& device, double seconds_per_shape, launch::Fp32Gemm fp32_gemm,
                              bool packed_bf16) {
-  const bool onednn = fp32_gemm == launch::Fp32Gemm::kOnednn && precision == models::Precision::kFp32;
+  // fp32 on the CPU: joule's own sgemm calls, as the model makes them (models/fp32_gemm.h).
+  const bool joule_fp32 = precision == models::Precision::kFp32 && device.is_cpu() && models::sgemm_on(fp32_gemm);
   packed_bf16 =
       packed_bf16 && precision == models::Precision::kBf16 && device.is_cpu() && models::bf16_gemms_available();
   const auto dtype = torch::TensorOptions()
@@ -47,8 +49,9 @@ double measure_matmul_gflops(const std::vector<GemmShape>& gemms, models::Precis
       torch::Tensor a = torch::randn({s.batch, s.m, s.k}, dtype), b = torch::randn({s.batch, s.k, s.n}, dtype);
       torch::Tensor c = torch::empty({s.batch, s.m, s.n}, dtype);
       torch::Tensor a0 = a[0], b0 = b[0], c0 = c[0];
-      const torch::Tensor b0_rows =
-          s.batch == 1 && (onednn || packed_bf16) ? b0.t().contiguous() : torch::Tensor();  // a Linear weight: [n, k]
+      const torch::Tensor b0_rows = s.batch == 1 && (joule_fp32 || packed_bf16)
+                                        ? b0.t().contiguous()
+                                        : torch::Tensor();  // a Linear weight: [n, k]
       models::PackedWeights packs;
       if (packed_bf16 && s.batch == 1) packs.add(b0_rows);
       // The attention's products as inference runs them: 4-D views, decided once, outside the timed calls.
@@ -58,8 +61,10 @@ double measure_matmul_gflops(const std::vector<GemmShape>& gemms, models::Precis
       auto run = [&] {
         if (emulated)  // as the model runs a bf16 GEMM where joule's bf16 kernels do not: in fp32
           c = models::emulated_bf16_matmul(a, b);
-        else if (s.batch == 1 && onednn)
-          c0 = models::onednn_linear(a0, b0_rows, torch::Tensor());
+        else if (s.batch == 1 && joule_fp32)
+          c0 = models::fp32_linear(a0, b0_rows, torch::Tensor(), fp32_gemm);
+        else if (joule_fp32)
+          c = models::fp32_batched_matmul(a4, b4, fp32_gemm);
         else if (s.batch == 1 && packed_bf16)
           c0 = models::bf16_linear(a0, b0_rows, torch::Tensor(), models::Activation::kNone, &packs);
         else if (batched_onednn)

@@ -49,12 +49,13 @@ struct ModelBenchResult {
 
 // The matmul roofline (fp32 or bf16 GEMMs) on the given shapes and device: each shape's fastest call (at least 3
 // calls, for at least `seconds_per_shape`), weighted by the FLOPs the step spends in it.
-// fp32 on oneDNN (`fp32_gemm`): the unbatched shapes (the Linear layers') through oneDNN's sgemm, as the model runs
-// them. `packed_bf16` (bf16 inference on the CPU): the Linear shapes through bf16_linear on weights packed once and
-// the batched ones (attention) through bf16_batched_matmul, as EncoderModel's inference runs them, so that the model
-// is measured against the calls it makes, not against LibTorch's slower mm that re-packs the weight each call. bf16
-// on a CPU where joule's bf16 GEMMs do not run (models/bf16_linear.h bf16_gemms_available): emulated in fp32, as the
-// model runs it (models/precision_ops.h emulated_bf16_matmul).
+// fp32 on the CPU: the unbatched shapes (the Linear layers') through fp32_linear and the batched ones (attention)
+// through fp32_batched_matmul, on `fp32_gemm`'s path, as the model runs them (models/fp32_gemm.h). `packed_bf16` (bf16
+// inference on the CPU): the Linear shapes through bf16_linear on weights packed once and the batched ones (attention)
+// through bf16_batched_matmul, as EncoderModel's inference runs them, so that the model is measured against the calls
+// it makes, not against LibTorch's slower mm that re-packs the weight each call. bf16 on a CPU where joule's bf16 GEMMs
+// do not run (models/bf16_linear.h bf16_gemms_available): emulated in fp32, as the model runs it
+// (models/precision_ops.h emulated_bf16_matmul).
 double measure_matmul_gflops(const std::vector<GemmShape>& gemms,
                              models::Precision precision = models::Precision::kFp32,
                              const torch::Device& device = torch::kCPU, double seconds_per_shape = 0.15,

@@ -18,6 +18,7 @@
 #include "models/bert.h"
 #include "models/bf16_linear.h"
 #include "models/dropout.h"
+#include "models/fp32_gemm.h"
 #include "models/gelu.h"
 #include "models/precision.h"
 #include "models/precision_ops.h"
@@ -54,6 +55,17 @@ void for_each_bf16_gemm(const std::function<void()>& body) {
 double cosine(const torch::Tensor& a, const torch::Tensor& b) {
   const torch::Tensor x = a.flatten().to(torch::kFloat64), y = b.flatten().to(torch::kFloat64);
   return (x.dot(y) / (x.norm() * y.norm())).item<double>();
+}
+
+// The fp32 GEMM paths this joule calls itself (models/fp32_gemm.h): the BLAS's sgemm_ where the process has one, and
+// oneDNN's where joule was built with it.
+std::vector<joule::launch::Fp32Gemm> fp32_gemm_paths() {
+  std::vector<joule::launch::Fp32Gemm> paths;
+  if (joule::models::fp32_blas_sgemm_available()) paths.push_back(joule::launch::Fp32Gemm::kBlas);
+#if JOULE_ONEDNN
+  paths.push_back(joule::launch::Fp32Gemm::kOnednn);
+#endif
+  return paths;
 }
 
 }  // namespace
@@ -270,33 +282,56 @@ TEST(Precision, Bf16GradientsAlignWithFp32AndRepeatExactly) {
 
 // fp32 Linear layers on oneDNN's sgemm: the same products as LibTorch's linear (its BLAS) up to summation order, in
 // the forward and in the three gradients, on odd sizes, a 3-d input, and without a bias.
-TEST(Precision, OnednnLinearMatchesLibTorchLinearForwardAndGrads) {
-#if !JOULE_ONEDNN
-  GTEST_SKIP() << "built without oneDNN (JOULE_ONEDNN=OFF)";
-#endif
+// joule's fp32 Linear on each path against LibTorch's: the output and the three gradients at odd sizes, with and
+// without a bias; the weight gradient becomes the .grad, a second backward adds into that same storage (twice the
+// sum), and the parameter's accumulator runs its post hooks both times (the gradient reducer marks it ready there).
+TEST(Precision, Fp32LinearMatchesLibTorchAndAddsItsWeightGradientIntoTheGrad) {
+  const auto paths = fp32_gemm_paths();
+  if (paths.empty()) GTEST_SKIP() << "no sgemm to call: no BLAS sgemm_ in this process and no oneDNN";
   torch::manual_seed(11);
-  for (const auto& [batch, in, out, bias] : std::vector<std::tuple<int64_t, int64_t, int64_t, bool>>{
-           {3 * 37, 61, 129, true}, {1, 5, 3, false}, {1, 7, 2, true}, {2 * 128, 256, 1024, true}}) {
-    SCOPED_TRACE(std::to_string(batch) + "x" + std::to_string(in) + "x" + std::to_string(out));
-    const torch::Tensor x = torch::randn({batch % 2 ? batch : 2, batch % 2 ? 1 : batch / 2, in});
-    const torch::Tensor w = torch::randn({out, in}) * 0.05, b = bias ? torch::randn({out}) : torch::Tensor();
-    const torch::Tensor upstream = torch::randn({x.size(0), x.size(1), out});
-    auto run = [&](bool onednn) {
-      const torch::Tensor xs = x.clone().set_requires_grad(true), ws = w.clone().set_requires_grad(true);
-      const torch::Tensor bs = bias ? b.clone().set_requires_grad(true) : torch::Tensor();
-      const torch::Tensor y =
-          onednn ? joule::models::onednn_linear(xs, ws, bs) : torch::nn::functional::linear(xs, ws, bs);
-      if (bias) {
-        EXPECT_TRUE(torch::equal(bs.detach(), b)) << "the bias was written to";  // one row: no aliasing
+  for (const auto gemm : paths) {
+    for (const auto& [batch, in, out, bias] : std::vector<std::tuple<int64_t, int64_t, int64_t, bool>>{
+             {3 * 37, 61, 129, true}, {1, 5, 3, false}, {1, 7, 2, true}, {2 * 128, 256, 1024, true}}) {
+      SCOPED_TRACE(std::string(joule::launch::fp32_gemm_name(gemm)) + " " + std::to_string(batch) + "x" +
+                   std::to_string(in) + "x" + std::to_string(out));
+      const torch::Tensor x = torch::randn({batch % 2 ? batch : 2, batch % 2 ? 1 : batch / 2, in});
+      const torch::Tensor w = torch::randn({out, in}) * 0.05, b = bias ? torch::randn({out}) : torch::Tensor();
+      const torch::Tensor upstream = torch::randn({x.size(0), x.size(1), out});
+      int hook_calls = 0;
+      auto run = [&](bool joule_linear) {
+        const torch::Tensor xs = x.clone().set_requires_grad(true), ws = w.clone().set_requires_grad(true);
+        const torch::Tensor bs = bias ? b.clone().set_requires_grad(true) : torch::Tensor();
+        const auto accumulator = torch::autograd::impl::grad_accumulator(ws);  // held, as the reducer holds them
+        accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+            [&](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+              hook_calls += joule_linear;
+              return outputs;
+            }));
+        EXPECT_TRUE(joule::models::fp32_linear_applies(xs, ws, bs, gemm));
+        const torch::Tensor y =
+            joule_linear ? joule::models::fp32_linear(xs, ws, bs, gemm) : torch::nn::functional::linear(xs, ws, bs);
+        if (bias) {
+          EXPECT_TRUE(torch::equal(bs.detach(), b)) << "the bias was written to";  // one row: no aliasing
+        }
+        (y * upstream).sum().backward(torch::Tensor(), /*retain_graph=*/true);
+        std::vector<torch::Tensor> got{y.detach(), xs.grad().clone(), ws.grad().clone(),
+                                       bias ? bs.grad().clone() : torch::zeros({1})};
+        const void* storage = ws.grad().data_ptr();
+        (y * upstream).sum().backward();
+        EXPECT_EQ(ws.grad().data_ptr(), storage);
+        got.push_back(ws.grad());
+        return got;
+      };
+      const auto want = run(false), got = run(true);
+      for (size_t i = 0; i < want.size(); ++i) {
+        SCOPED_TRACE(i);
+        ASSERT_EQ(got[i].sizes(), want[i].sizes());
+        EXPECT_TRUE(torch::allclose(got[i], want[i], 1e-5, 1e-4)) << (got[i] - want[i]).abs().max().item<double>();
       }
-      (y * upstream).sum().backward();
-      return std::vector<torch::Tensor>{y.detach(), xs.grad(), ws.grad(), bias ? bs.grad() : torch::zeros({1})};
-    };
-    const auto want = run(false), got = run(true);
-    for (size_t i = 0; i < want.size(); ++i) {
-      SCOPED_TRACE(i);
-      ASSERT_EQ(got[i].sizes(), want[i].sizes());
-      EXPECT_TRUE(torch::allclose(got[i], want[i], 1e-5, 1e-4)) << (got[i] - want[i]).abs().max().item<double>();
+      const double scale = got[2].abs().max().item<double>();
+      EXPECT_TRUE(torch::allclose(got[4], 2 * got[2], 1e-5, 1e-5 * scale))
+          << "the second backward added into the first: " << (got[4] - 2 * got[2]).abs().max().item<double>();
+      EXPECT_EQ(hook_calls, 2);
     }
   }
 }
@@ -403,21 +438,20 @@ TEST(Precision, Bf16LinearIsTheSameForAWeightHeldInFp32OrBf16) {
 // through autograd's accumulator (as the tied MLM decoder weight does through the embedding) gets that added after:
 // the gradients equal those of the same graph accumulated into zeros, at odd sizes, bit for bit.
 TEST(Precision, ZeroGradientScopeStoresTheFirstWeightGradientAndAddsTheRest) {
-  for_each_bf16_gemm([&] {
+  const auto check = [](const joule::models::PrecisionOps& ops) {
     torch::manual_seed(13);
-    const joule::models::PrecisionOps bf16(Precision::kBf16);
+    const auto dtype = ops.compute_dtype();
     const int64_t rows = 3 * 37, in = 61, out = 129;
-    const torch::Tensor x = torch::randn({rows, in}).to(torch::kBFloat16), w = torch::randn({out, in}) * 0.05;
+    const torch::Tensor x = torch::randn({rows, in}).to(dtype), w = torch::randn({out, in}) * 0.05;
     const torch::Tensor other = torch::randn({out, in}), upstream = torch::randn({rows, out});
-    // y1 = x W^T twice through the bf16 Linear, plus sum(W * other) through LibTorch's autograd.
+    // y1 = x W^T twice through the Linear, plus sum(W * other) through LibTorch's autograd.
     const auto gradient = [&](bool scoped) {
       const torch::Tensor ws = w.clone().set_requires_grad(true), xs = x.clone().set_requires_grad(true);
       ws.mutable_grad() = torch::full({out, in}, scoped ? 7.0f : 0.0f);  // the .grad held before backward
       std::optional<joule::models::ZeroGradientScope> scope;
       if (scoped) scope.emplace(std::vector<torch::Tensor>{ws.grad()});
-      const torch::Tensor loss = (bf16.linear(xs, ws, {}).to(torch::kFloat) * upstream).sum() +
-                                 (bf16.linear(xs, ws, {}).to(torch::kFloat) * upstream * 0.5).sum() +
-                                 (ws * other).sum();
+      const torch::Tensor loss = (ops.linear(xs, ws, {}).to(torch::kFloat) * upstream).sum() +
+                                 (ops.linear(xs, ws, {}).to(torch::kFloat) * upstream * 0.5).sum() + (ws * other).sum();
       loss.backward();
       return std::make_pair(ws.grad().clone(), xs.grad().clone());
     };
@@ -431,12 +465,17 @@ TEST(Precision, ZeroGradientScopeStoresTheFirstWeightGradientAndAddsTheRest) {
       const torch::Tensor ws = w.clone().set_requires_grad(true);
       ws.mutable_grad() = torch::full({out, in}, held);
       if (scope_before) joule::models::ZeroGradientScope scope({ws.grad()});
-      (bf16.linear(x, ws, {}).to(torch::kFloat) * upstream).sum().backward();
+      (ops.linear(x, ws, {}).to(torch::kFloat) * upstream).sum().backward();
       return ws.grad().clone();
     };
     const torch::Tensor product = once(0.0f, false), after_scope = once(7.0f, true);
     EXPECT_TRUE(torch::allclose(after_scope - 7.0f, product, 0, 1e-5 * product.abs().max().item<double>()));
-  });
+  };
+  for_each_bf16_gemm([&] { check(joule::models::PrecisionOps(Precision::kBf16)); });
+  for (const auto gemm : fp32_gemm_paths()) {
+    SCOPED_TRACE(std::string("fp32 on ") + joule::launch::fp32_gemm_name(gemm));
+    check(joule::models::PrecisionOps(Precision::kFp32, gemm));
+  }
 }
 
 // Inference (autograd records nothing): one GEMM with the bias, fp32 or bf16-held, and GELU in oneDNN's epilogue,
@@ -524,6 +563,65 @@ TEST(Precision, AttentionProductsOnStridedViewsMatchLibTorch) {
     bf16.attention_scores(qg, k).to(torch::kFloat).sum().backward();
     EXPECT_TRUE(within_bf16(qg.grad(), f(k).sum(2, /*keepdim=*/true).expand_as(qg)))
         << (f(qg.grad()) - f(k).sum(2, true)).abs().max();
+  }
+}
+
+// fp32 attention products on the per-head views, sgemm by sgemm on the matrices where they lie, on each fp32 GEMM
+// path this joule has: forward (scores heads first, the context heads last as [B, L, hidden]) and both gradients match
+// LibTorch's matmul composition at odd sizes; a query of one position (the last layer of a classifier), a key with no
+// unit stride (copied first) and a broadcast batch all take the same path.
+TEST(Precision, Fp32AttentionProductsOnStridedViewsMatchLibTorchForwardAndBackward) {
+  using joule::launch::Fp32Gemm;
+  using joule::models::fp32_batched_matmul;
+  using joule::models::HeadsOut;
+  const auto paths = fp32_gemm_paths();
+  if (paths.empty()) GTEST_SKIP() << "no sgemm to call: no BLAS sgemm_ in this process and no oneDNN";
+  torch::manual_seed(23);
+  const int64_t batch = 3, len = 37, heads = 4, dh = 16;
+  const auto heads_first = [&](const torch::Tensor& t) {
+    return t.view({t.size(0), t.size(1), heads, dh}).transpose(1, 2);
+  };
+  const torch::Tensor xq = torch::randn({batch, len, heads * dh}), xk = torch::randn({batch, len, heads * dh});
+  const torch::Tensor xv = torch::randn({batch, len, heads * dh});
+  for (const Fp32Gemm gemm : paths) {
+    for (const char* form : {"per-head views", "one query", "strided keys", "broadcast batch"}) {
+      SCOPED_TRACE(std::string(joule::launch::fp32_gemm_name(gemm)) + ", " + form);
+      const std::string f = form;
+      auto run = [&](bool joule_products) {
+        torch::Tensor bq = xq.clone().set_requires_grad(true), bk = xk.clone().set_requires_grad(true);
+        torch::Tensor bv = xv.clone().set_requires_grad(true);
+        torch::Tensor q = heads_first(f == "one query" ? bq.narrow(1, 5, 1) : bq), k = heads_first(bk);
+        torch::Tensor v = heads_first(bv);
+        if (f == "strided keys") k = torch::cat({k, k}, 3).slice(3, 0, 2 * dh, 2);  // stride 2 along head_dim
+        if (f == "broadcast batch") q = q.narrow(0, 0, 1).expand({batch, heads, len, dh});
+        const torch::Tensor kt = k.transpose(-1, -2);
+        torch::Tensor scores, context;
+        if (joule_products) {
+          EXPECT_TRUE(joule::models::fp32_batched_matmul_applies(q, kt, gemm));
+          scores = fp32_batched_matmul(q, kt, gemm);
+          context = fp32_batched_matmul(torch::softmax(scores, -1), v, gemm, HeadsOut::kHeadsLast)
+                        .view({batch, q.size(2), heads * dh});
+        } else {
+          scores = torch::matmul(q, kt);
+          context = torch::matmul(torch::softmax(scores, -1), v).transpose(1, 2).reshape({batch, q.size(2), -1});
+        }
+        torch::manual_seed(29);
+        ((scores * torch::randn(scores.sizes())).sum() + (context * torch::randn(context.sizes())).sum()).backward();
+        return std::vector<torch::Tensor>{scores.detach(), context.detach(), bq.grad(), bk.grad(), bv.grad()};
+      };
+      const auto want = run(false), got = run(true);
+      for (size_t i = 0; i < want.size(); ++i) {
+        SCOPED_TRACE(i);
+        ASSERT_EQ(got[i].sizes(), want[i].sizes());
+        EXPECT_TRUE(torch::allclose(got[i], want[i], 1e-5, 1e-4)) << (got[i] - want[i]).abs().max().item<double>();
+      }
+    }
+    // PrecisionOps' fp32 attention takes this path; bf16 operands and 3-D ones do not.
+    const joule::models::PrecisionOps fp32(Precision::kFp32, gemm);
+    const torch::Tensor q = heads_first(xq), k = heads_first(xk);
+    EXPECT_TRUE(torch::allclose(fp32.attention_scores(q, k), torch::matmul(q, k.transpose(-1, -2)), 1e-5, 1e-4));
+    EXPECT_FALSE(joule::models::fp32_batched_matmul_applies(q.to(torch::kBFloat16), k.transpose(-1, -2), gemm));
+    EXPECT_FALSE(joule::models::fp32_batched_matmul_applies(xq, xk.transpose(-1, -2), gemm));
   }
 }
 

@@ -9,12 +9,14 @@ import argparse
 import collections
 import json
 
-# joule's bf16 Linear layers (models/bf16_linear.h) are GEMMs with their epilogue (bias, GELU, the sum into .grad);
-# their backward's bias-gradient sum and weight cast are ops of their own. Inference's feed-forward block counts as
-# its GEMMs (its GELU pass is joule::gelu, apart), the attention's batched products too.
+# joule's bf16 Linear layers (models/bf16_linear.h), and its fp32 ones and attention products (models/fp32_gemm.h),
+# are GEMMs with their epilogue (bias, GELU, the sum into .grad); their backward's bias-gradient sum, weight cast and
+# copies in are ops of their own. Inference's feed-forward block counts as its GEMMs (its GELU pass is joule::gelu,
+# apart), the attention's batched products too.
 GEMM = {"aten::addmm", "aten::mm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "joule::bf16_linear",
         "joule::bf16_linear_gelu", "joule::bf16_linear_backward", "joule::bf16_feed_forward",
-        "joule::bf16_batched_matmul"}
+        "joule::bf16_batched_matmul", "joule::fp32_linear", "joule::fp32_linear_backward",
+        "joule::fp32_batched_matmul", "joule::fp32_batched_matmul_backward"}
 
 
 def main():
@@ -51,7 +53,7 @@ def main():
     print(f"{'op':<44} {'calls':>7} {'self ms/step':>13} {'share':>7}")
     for name, t in self_time.most_common(a.top):
         print(f"{name[:44]:<44} {calls[name] // a.steps:>7} {t / 1000 / a.steps:>13.1f} {100 * t / total:>6.1f}%")
-    print(f"{'all ops':<44} {'':>7} {total / 1000 / a.steps:>13.1f}  GEMMs (addmm, mm, bmm, joule's bf16 GEMMs) {100 * gemm / total:.1f}%")
+    print(f"{'all ops':<44} {'':>7} {total / 1000 / a.steps:>13.1f}  GEMMs (addmm, mm, bmm, joule's own GEMMs) {100 * gemm / total:.1f}%")
     if a.step_seconds > 0:
         outside = a.step_seconds * 1000 - total / 1000 / a.steps
         print(f"{'outside any op (waits, glue)':<44} {'':>7} {outside:>13.1f}  of a {a.step_seconds * 1000:.0f} ms step: "
