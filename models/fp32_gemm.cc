@@ -58,10 +58,20 @@ void multiply_into(launch::Fp32Gemm gemm, torch::Tensor a, torch::Tensor b, cons
     multiply_into(gemm, b.transpose(2, 3), a.transpose(2, 3), c.transpose(2, 3));
     return;
   }
-  Layout la, lb;
-  if (!matrix_layout(a, &la)) a = a.contiguous(), matrix_layout(a, &la);
-  if (!matrix_layout(b, &lb)) b = b.contiguous(), matrix_layout(b, &lb);
   const int64_t batch = c.size(0), heads = c.size(1), m = c.size(2), n = c.size(3), k = a.size(3);
+  if (k == 0) {  // an empty sum (and no matrix for sgemm to check the strides of)
+    c.zero_();
+    return;
+  }
+  Layout la, lb;
+  if (!matrix_layout(a, &la)) {
+    a = a.contiguous();
+    matrix_layout(a, &la);
+  }
+  if (!matrix_layout(b, &lb)) {
+    b = b.contiguous();
+    matrix_layout(b, &lb);
+  }
   const float *pa = a.data_ptr<float>(), *pb = b.data_ptr<float>();
   float* pc = c.data_ptr<float>();
   for (int64_t i = 0; i < batch; ++i)

@@ -622,6 +622,9 @@ TEST(Precision, Fp32AttentionProductsOnStridedViewsMatchLibTorchForwardAndBackwa
     EXPECT_TRUE(torch::allclose(fp32.attention_scores(q, k), torch::matmul(q, k.transpose(-1, -2)), 1e-5, 1e-4));
     EXPECT_FALSE(joule::models::fp32_batched_matmul_applies(q.to(torch::kBFloat16), k.transpose(-1, -2), gemm));
     EXPECT_FALSE(joule::models::fp32_batched_matmul_applies(xq, xk.transpose(-1, -2), gemm));
+    // An empty sum (head_dim 0) is zeros.
+    EXPECT_TRUE(torch::equal(fp32_batched_matmul(torch::randn({2, 3, 4, 0}), torch::randn({2, 3, 0, 5}), gemm),
+                             torch::zeros({2, 3, 4, 5})));
   }
 }
 
