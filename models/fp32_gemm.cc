@@ -189,12 +189,13 @@ bool sgemm_on(launch::Fp32Gemm gemm) { return gemm == launch::Fp32Gemm::kOnednn 
 void sgemm_row_major(launch::Fp32Gemm gemm, char trans_a, char trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                      const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
-  const std::string shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+  // Named only in errors: this runs for every head of every attention product.
+  const auto shape = [&] { return std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k); };
   if (gemm == launch::Fp32Gemm::kOnednn) {
 #if JOULE_ONEDNN
     const dnnl_status_t status = dnnl_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     if (status != dnnl_success)
-      throw joule::InternalError("oneDNN sgemm " + shape + " failed (dnnl_status_t " +
+      throw joule::InternalError("oneDNN sgemm " + shape() + " failed (dnnl_status_t " +
                                  std::to_string(static_cast<int>(status)) + ")");
     return;
 #else
@@ -203,7 +204,7 @@ void sgemm_row_major(launch::Fp32Gemm gemm, char trans_a, char trans_b, int64_t 
 #endif
   }
   const BlasSgemm sgemm = blas_sgemm();
-  if (!sgemm) throw joule::InternalError("sgemm " + shape + ": no BLAS sgemm_ in this process");
+  if (!sgemm) throw joule::InternalError("sgemm " + shape() + ": no BLAS sgemm_ in this process");
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the same storage, the operands swapped.
   const int bm = blas_int(n, "n"), bn = blas_int(m, "m"), bk = blas_int(k, "k");
   const int blda = blas_int(ldb, "ldb"), bldb = blas_int(lda, "lda"), bldc = blas_int(ldc, "ldc");
