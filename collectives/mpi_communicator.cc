@@ -18,7 +18,7 @@
 #include "collectives/communicator.h"
 #include "collectives/mpi_check.h"
 #include "collectives/mpi_handles.h"
-#include "launch/runtime.h"
+#include "launch/process.h"
 
 namespace joule::collectives {
 namespace {

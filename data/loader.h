@@ -40,8 +40,7 @@ class Loader {
   // a shard that goes bad on disk mid-run).
   void reopen_shards();
 
-  // Reads the given global sequence ids, in order (also used by eval and `joule data inspect`).
-  static HostBatch read_sequences(const Dataset& dataset, const std::vector<uint64_t>& ids);
+  // A host batch (data/row_reader.h) as the model's tensors.
   static PretrainingBatch to_tensors(const HostBatch& batch);
 
  private:

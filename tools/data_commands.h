@@ -22,18 +22,6 @@ void data_tokenize(std::istream& in, std::ostream& out, const std::string& vocab
 // reference's shape) beside it, as one JSON line.
 std::string tokenizer_speed(std::istream& in, const std::string& vocab_path, bool lower_case);
 
-// `joule bench data`: sequences/s the prefetching loader delivers to one rank from the shards under the global
-// shuffle, after `warmup` batches; one JSON object when `json`, else a line of text.
-struct BenchDataOptions {
-  std::string data;  // shard directory, glob, list file or `joule data create` output
-  int64_t micro_batch = 32;
-  int64_t global_batch = 0;      // 0: micro_batch x world_size
-  int world_size = 1, rank = 0;  // the rank whose part of each step is read
-  int batches = 200, warmup = 10;
-  bool json = false;
-};
-std::string bench_data(const BenchDataOptions& options);
-
 // `joule data order`: the sequences `steps` optimizer steps of a run read (any world size: the global shuffle of
 // data/shuffle.h under `seed`, `global_batch` a step), as JSON for an outside implementation to train on the same
 // samples in the same order: the shards with their rows, and each step's sequence ids (shards in order, rows in

@@ -11,6 +11,7 @@
 #include <cxxopts.hpp>
 
 #include "launch/cpu_allocator.h"
+#include "launch/process.h"
 #include "launch/runtime.h"
 #include "launch/util/error.h"
 #include "launch/util/file_io.h"

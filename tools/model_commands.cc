@@ -1,13 +1,13 @@
 #include "tools/model_commands.h"
 
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
 #include "data/hdf5.h"
 #include "launch/cpu_allocator.h"
 #include "launch/cpu_isa.h"
+#include "launch/process.h"
 #include "launch/runtime.h"
 #include "launch/util/error.h"
 #include "launch/util/file_io.h"
@@ -18,10 +18,7 @@
 #include "models/model_dir.h"
 #include "models/precision.h"
 #include "models/safetensors.h"
-
-#ifndef JOULE_SOURCE_CONFIG_DIR
-#define JOULE_SOURCE_CONFIG_DIR "configs"
-#endif
+#include "tools/config_dir.h"
 
 namespace joule::tools {
 namespace {
@@ -35,11 +32,6 @@ std::string row(const std::string& name, int64_t n) {
 }
 
 }  // namespace
-
-std::string config_dir() {
-  if (const char* env = std::getenv("JOULE_CONFIG_DIR")) return env;
-  return JOULE_SOURCE_CONFIG_DIR;
-}
 
 models::BertConfig resolve_model_config(const std::string& arg) {
   return models::load_config(arg, config_dir() + "/models");

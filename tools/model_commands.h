@@ -6,11 +6,9 @@
 
 #include "models/bert_config.h"
 #include "models/precision.h"
+#include "tools/config_dir.h"  // config_dir(), which the commands resolving presets pass on
 
 namespace joule::tools {
-
-// The folder holding configs/ (presets): $JOULE_CONFIG_DIR, else the source tree's configs/.
-std::string config_dir();
 
 // Resolves --config (a preset name, a config.json, or a model directory) against configs/models.
 models::BertConfig resolve_model_config(const std::string& arg);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "data/loader.h"
+#include "data/row_reader.h"
 #include "launch/util/error.h"
 #include "models/model_dir.h"
 #include "models/safetensors.h"
@@ -26,7 +27,7 @@ BatchSums evaluate_slice(models::BertForPreTraining& model, const data::Dataset&
     std::vector<uint64_t> ids;
     for (int64_t i = b * batch; i < std::min<int64_t>(dataset.size(), (b + 1) * batch); ++i)
       ids.push_back(static_cast<uint64_t>(i));
-    const models::PretrainingBatch rows = data::Loader::to_tensors(data::Loader::read_sequences(dataset, ids));
+    const models::PretrainingBatch rows = data::Loader::to_tensors(data::read_sequences(dataset, ids));
     sums.add(model->forward(rows), rows.sequence_count());
   }
   if (was_training) model->train();
@@ -41,7 +42,7 @@ void dump_first_batch(models::BertForPreTraining& model, const data::Dataset& da
   model->eval();
   std::vector<uint64_t> ids;
   for (int64_t i = 0; i < std::min<int64_t>(dataset.size(), batch); ++i) ids.push_back(static_cast<uint64_t>(i));
-  const models::PretrainingBatch b = data::Loader::to_tensors(data::Loader::read_sequences(dataset, ids));
+  const models::PretrainingBatch b = data::Loader::to_tensors(data::read_sequences(dataset, ids));
   models::ForwardOptions options;
   options.keep_logits = true;
   const models::PretrainingOutput out = model->forward(b, options);

@@ -12,7 +12,7 @@
 #include <sstream>
 #include <thread>
 
-#include "launch/runtime.h"
+#include "launch/process.h"
 
 namespace joule::trainer {
 namespace {

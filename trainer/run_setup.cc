@@ -8,6 +8,7 @@
 #include "data/shard.h"
 #include "data/tokenizer.h"
 #include "launch/placement.h"
+#include "launch/process.h"
 #include "launch/runtime.h"
 #include "launch/util/file_io.h"
 #include "launch/util/format.h"

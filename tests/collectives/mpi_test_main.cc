@@ -7,7 +7,7 @@
 
 #include <cstdio>
 
-#include "launch/runtime.h"
+#include "launch/process.h"
 
 namespace {
 

@@ -12,7 +12,7 @@
 
 #include "data/create.h"
 #include "data/dataset.h"
-#include "data/loader.h"
+#include "data/row_reader.h"
 #include "data/vocab_builder.h"
 #include "test_util.h"
 
@@ -102,7 +102,7 @@ TEST(Create, RoundTripKeepsTheReferenceInvariants) {
   auto data = joule::data::Dataset::open(dir.file("out/train"), {vocab.size(), true});
   std::vector<uint64_t> all(static_cast<size_t>(data.size()));
   std::iota(all.begin(), all.end(), 0);
-  const auto b = joule::data::Loader::read_sequences(data, all);
+  const auto b = joule::data::read_sequences(data, all);
   int64_t masked_total = 0, mask_token = 0, random_next = 0;
   for (int64_t r = 0; r < b.rows; ++r) {
     SCOPED_TRACE("sequence " + std::to_string(r));

@@ -13,7 +13,7 @@
 #include "data/create.h"
 #include "data/data_error.h"
 #include "data/dataset.h"
-#include "data/loader.h"
+#include "data/row_reader.h"
 #include "test_util.h"
 
 using joule::test::TempDir;
@@ -80,7 +80,7 @@ TEST(CreateStream, RandomNextComesFromAnotherDocumentOfTheSameChunkHalfTheTime) 
     auto data = joule::data::Dataset::open(shard);
     std::vector<uint64_t> all(static_cast<size_t>(data.size()));
     std::iota(all.begin(), all.end(), 0);
-    const auto b = joule::data::Loader::read_sequences(data, all);
+    const auto b = joule::data::read_sequences(data, all);
     std::set<int> a_documents, b_documents;
     for (int64_t r = 0; r < b.rows; ++r) {
       const int a = document_of(b, r, false, vocab), other = document_of(b, r, true, vocab);

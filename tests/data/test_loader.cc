@@ -9,6 +9,7 @@
 
 #include "data/create.h"
 #include "data/loader.h"
+#include "data/row_reader.h"
 #include "data/shuffle.h"
 #include "shard_variants.h"
 #include "test_util.h"
@@ -137,7 +138,7 @@ TEST_F(LoaderTest, BatchesHoldTheRowsTheSamplerNamesReadAsWholeChunks) {
     SamplerState st;
     for (int i = 0; i < 60; ++i) {  // past the end of the first epoch (9 steps)
       const std::vector<uint64_t> ids = sampler.next_ids(st);
-      const joule::data::HostBatch expected = joule::data::Loader::read_sequences(*dataset_, ids);
+      const joule::data::HostBatch expected = joule::data::read_sequences(*dataset_, ids);
       const auto batch = loader.next();
       ASSERT_EQ(batch.input_ids.size(0), 2);
       for (int64_t r = 0; r < 2; ++r) {

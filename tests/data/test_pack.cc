@@ -16,6 +16,7 @@
 #include "data/hdf5.h"
 #include "data/loader.h"
 #include "data/pack.h"
+#include "data/row_reader.h"
 #include "data/shard.h"
 #include "test_util.h"
 
@@ -256,7 +257,7 @@ TEST(Pack, ADatasetIsPackedOneWayAndTheLoaderCountsSequences) {
   EXPECT_EQ(packed.size(), 2);
   EXPECT_EQ(packed.sequences(), 6);
   EXPECT_NEAR(packed.packing_efficiency(), 119.0 / 128.0, 1e-12);
-  const d::PretrainingBatch b = d::Loader::to_tensors(d::Loader::read_sequences(packed, {1, 0}));
+  const d::PretrainingBatch b = d::Loader::to_tensors(d::read_sequences(packed, {1, 0}));
   ASSERT_TRUE(b.packed());
   EXPECT_EQ(b.sequence_count(), 6);
   EXPECT_EQ(b.sequence_lengths.sizes(), (std::vector<int64_t>{2, 3}));
@@ -363,7 +364,7 @@ TEST(Pack, NvidiasMlperfPackedShardsConvertToJoulesLayout) {
   EXPECT_EQ(packed.pack(), 3);
   EXPECT_EQ(packed.sequences(), 3);
   EXPECT_EQ(packed.seq_len(), 16);
-  const d::PretrainingBatch t = d::Loader::to_tensors(d::Loader::read_sequences(packed, {0, 1}));
+  const d::PretrainingBatch t = d::Loader::to_tensors(d::read_sequences(packed, {0, 1}));
   EXPECT_EQ(t.sequence_count(), 3);
   EXPECT_EQ(t.input_ids[0][6].item<int64_t>(), 2);  // the second sequence's [CLS]
   EXPECT_EQ(t.next_sentence_labels[0][1].item<int64_t>(), 1);

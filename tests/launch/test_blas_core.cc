@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "launch/blas_core.h"
-#include "launch/runtime.h"
+#include "launch/process.h"
 
 using joule::launch::blas_core_level;
 using joule::launch::CpuIsa;

@@ -3,12 +3,12 @@
 #include <string>
 
 #include "tools/bench_comm.h"
+#include "tools/bench_data.h"
 #include "tools/bench_infer.h"
 #include "tools/bench_model.h"
 #include "tools/bench_train.h"
 #include "tools/cli/command.h"
 #include "tools/cli/flags.h"
-#include "tools/data_commands.h"
 #include "tools/model_commands.h"
 
 namespace joule::cli {

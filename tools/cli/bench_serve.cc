@@ -28,7 +28,7 @@
 #include "tools/bench_infer.h"
 #include "tools/cli/command.h"
 #include "tools/cli/flags.h"
-#include "tools/model_commands.h"
+#include "tools/config_dir.h"
 #include "tools/serve/load.h"
 #include "trainer/cost/accounting.h"
 #include "trainer/cost/hardware.h"

@@ -9,7 +9,7 @@
 
 #include "tools/cli/command.h"
 #include "tools/cli/flags.h"
-#include "tools/model_commands.h"
+#include "tools/config_dir.h"
 #include "tools/plan.h"
 #include "tools/plan_inference.h"
 #include "trainer/sim/validation.h"
