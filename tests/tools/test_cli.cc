@@ -13,6 +13,7 @@
 #include "models/bf16_linear.h"
 #include "models/safetensors.h"
 #include "tools/cli/command.h"
+#include "tools/cli/engine.h"
 
 #include "test_util.h"
 
@@ -65,6 +66,47 @@ TEST(Cli, EveryCommandOfTheTableIsListedAndHasHelp) {
   auto other = run_command(kJoule + " plan --rate 10/s");
   EXPECT_EQ(other.exit_code, 2) << other.output;
   EXPECT_NE(other.output.find("--rate sizes an inference fleet: add --inference"), std::string::npos) << other.output;
+}
+
+// Two executables share the table (tools/cli/command.h): the front loads no LibTorch, and joule-engine beside it has a
+// handler for every command, the front's included, so that it also runs alone.
+TEST(Cli, TheFrontLoadsNoLibTorchAndTheEngineServesEveryCommand) {
+  const auto libraries = run_command("ldd " + kJoule);
+  ASSERT_EQ(libraries.exit_code, 0) << libraries.output;
+  for (const char* torch : {"libtorch", "libc10"})
+    EXPECT_EQ(libraries.output.find(torch), std::string::npos) << torch << " in the front's libraries:\n"
+                                                               << libraries.output;
+  const std::string engine = std::filesystem::path(kJoule).parent_path() / "joule-engine";
+  EXPECT_NE(run_command("ldd " + engine).output.find("libtorch"), std::string::npos);
+  for (const joule::cli::Command& c : joule::cli::commands()) {
+    EXPECT_NE(joule::cli::engine_handler(c), nullptr) << c.name << " has no handler in the engine";
+    if (c.run == joule::cli::kEngine) continue;
+    // A front command, run by the engine alone, answers as the front does.
+    const auto front = run_command(kJoule + " " + c.name + " --no-such-flag");
+    const auto alone = run_command(engine + " " + c.name + " --no-such-flag");
+    EXPECT_EQ(front.exit_code, 2) << front.output;
+    EXPECT_EQ(alone.exit_code, front.exit_code) << alone.output;
+    EXPECT_EQ(alone.output, front.output) << c.name;
+  }
+}
+
+// A front whose engine is missing (one executable copied alone) says so, and which file it looked for.
+TEST(Cli, AFrontWithoutItsEngineSaysWhatIsMissing) {
+  TempDir dir;
+  const std::string alone = dir.path() + "/joule";
+  std::filesystem::copy_file(kJoule, alone);
+  std::filesystem::permissions(alone, std::filesystem::perms::owner_all);
+  const auto r = run_command(alone + " train --config none.toml");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("joule train: error: " + dir.path() +
+                          "/joule-engine: cannot start joule's engine: No such "
+                          "file or directory"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("what to do: joule-engine is built with joule and must sit beside it"), std::string::npos)
+      << r.output;
+  const auto front = run_command(alone + " data synth --help");  // a front command needs no engine
+  EXPECT_EQ(front.exit_code, 0) << front.output;
 }
 
 // A serving command's OpenMP threads spin only where the GEMMs are not OpenBLAS's: bf16 on oneDNN's kernels does not

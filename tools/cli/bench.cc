@@ -8,6 +8,7 @@
 #include "tools/bench_model.h"
 #include "tools/bench_train.h"
 #include "tools/cli/command.h"
+#include "tools/cli/engine.h"
 #include "tools/cli/flags.h"
 #include "tools/model_commands.h"
 

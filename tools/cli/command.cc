@@ -1,14 +1,7 @@
 #include "tools/cli/command.h"
 
-#include <exception>
 #include <iterator>
 #include <string_view>
-
-#include "launch/cpu_isa.h"
-#include "launch/runtime.h"
-#include "launch/util/options.h"
-#include "models/bf16_linear.h"
-#include "models/precision.h"
 
 namespace joule::cli {
 
@@ -17,33 +10,32 @@ namespace {
 using R = ThreadRuntime;
 // Constant-initialized (no constructor runs): find_command reads it before any library has initialized.
 constexpr Command kCommands[] = {
-    {"train", "pretrain BERT (run under mpirun/srun): --config RUN.toml [--set key=value ...]", train, R::training},
-    {"eval", "masked-LM and NSP accuracy of a model directory on shards (JSON)", eval, R::training},
-    {"export", "a checkpoint (or a run's newest) as a HuggingFace model directory", export_checkpoint, R::none},
+    {"train", "pretrain BERT (run under mpirun/srun): --config RUN.toml [--set key=value ...]", kEngine, R::training},
+    {"eval", "masked-LM and NSP accuracy of a model directory on shards (JSON)", kEngine, R::training},
+    {"export", "a checkpoint (or a run's newest) as a HuggingFace model directory", kEngine, R::none},
     {"summary", "a run's training-cost summary again (table; rewrites emissions.csv)", summary, R::none},
     {"report", "a run's self-contained HTML report with SVG charts", report, R::none},
     {"plan",
      "hours, seq/hour, kWh, USD, CO2 on N x trn1/p4d/p5 (cluster performance model); with\n"
      "--inference: instances, USD/kWh/CO2 per million inferences for a rate on inf1/inf2/g4dn/g5/c*",
      plan, R::none},
-    {"version", "joule's version and the LibTorch, MPI, HDF5 and BLAS in use", version, R::training},
-    {"model init", "write a freshly initialized HuggingFace model directory", model_init, R::training},
-    {"model info", "parameter counts of a model config or directory", model_info, R::none},
-    {"model forward", "a BERT/LayoutLM model directory's logits for inputs in a safetensors file", model_forward,
-     R::serving},
-    {"infer", "classify the lines of a JSONL file with a BERT/LayoutLM classifier directory", infer, R::serving},
-    {"serve", "serve a classifier directory over HTTP (Open Inference Protocol v2, dynamic batching, /metrics)", serve,
-     R::service},
-    {"bench model", "forward+backward throughput against this CPU's sgemm rate", bench_model, R::training},
-    {"bench infer", "inference throughput and p50/p99 latency per batch size, energy and cost per million", bench_infer,
+    {"version", "joule's version and the LibTorch, MPI, HDF5 and BLAS in use", kEngine, R::training},
+    {"model init", "write a freshly initialized HuggingFace model directory", kEngine, R::training},
+    {"model info", "parameter counts of a model config or directory", kEngine, R::none},
+    {"model forward", "a BERT/LayoutLM model directory's logits for inputs in a safetensors file", kEngine, R::serving},
+    {"infer", "classify the lines of a JSONL file with a BERT/LayoutLM classifier directory", kEngine, R::serving},
+    {"serve", "serve a classifier directory over HTTP (Open Inference Protocol v2, dynamic batching, /metrics)",
+     kEngine, R::service},
+    {"bench model", "forward+backward throughput against this CPU's sgemm rate", kEngine, R::training},
+    {"bench infer", "inference throughput and p50/p99 latency per batch size, energy and cost per million", kEngine,
      R::serving},
     {"bench serve", "the rate joule serve sustains within a p99 bound (Poisson arrivals, rate after rate)", bench_serve,
      R::none},
-    {"bench comm", "all-reduce busbw table and the bucketed reducer vs one all-reduce (under mpirun)", bench_comm,
+    {"bench comm", "all-reduce busbw table and the bucketed reducer vs one all-reduce (under mpirun)", kEngine,
      R::training},
-    {"bench data", "sequences/s the loader delivers to one rank under the global shuffle", bench_data, R::training},
-    {"bench train", "the whole training step at N ranks: seq/s, roofline fraction, peak RSS (under mpirun)",
-     bench_train, R::training},
+    {"bench data", "sequences/s the loader delivers to one rank under the global shuffle", kEngine, R::training},
+    {"bench train", "the whole training step at N ranks: seq/s, roofline fraction, peak RSS (under mpirun)", kEngine,
+     R::training},
     {"data synth", "write the deterministic synthetic demo corpus", data_synth, R::none},
     {"data vocab", "build a WordPiece vocabulary from a corpus", data_vocab, R::none},
     {"data create", "raw text + vocab.txt -> pretraining shards (NVIDIA HDF5 layout)", data_create, R::none},
@@ -99,28 +91,6 @@ std::string group_commands(const std::string& word) {
   for (const Command& c : commands())
     if (std::string(c.name).rfind(word + " ", 0) == 0) group += (group.empty() ? "" : ", ") + std::string(c.name);
   return group;
-}
-
-bool serving_gemms_on_openblas(int argc, char** argv) {
-  std::string word = "auto";
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--precision" && i + 1 < argc) word = argv[i + 1];
-    if (arg.rfind("--precision=", 0) == 0) word = arg.substr(12);
-  }
-  const auto precision = joule::parse_choice<models::PrecisionSetting>(word, models::kPrecisionWords);
-  if (!precision) return false;
-  try {
-    // bf16 GEMMs run on oneDNN's OpenMP threads, unless emulated in fp32 ones where oneDNN has no bf16 kernels.
-    if (models::choose_precision(*precision, /*cuda=*/false, launch::CpuIsa::current()).precision !=
-            models::Precision::kFp32 &&
-        models::bf16_gemms_available())
-      return false;
-    const launch::BlasInfo blas = launch::detect_blas();
-    return !blas.core.empty() && !launch::judge_detected_blas(blas).below;
-  } catch (const std::exception&) {
-    return false;
-  }
 }
 
 }  // namespace joule::cli

@@ -2,7 +2,12 @@
 // runtime its process needs. The table dispatches, prints the usage and is what tests iterate, so a command added to
 // it is tried by every test that walks the commands. Each command group's flags and handler live in their own file
 // beside this one (train.cc, run.cc, plan.cc, model.cc, infer.cc, serve.cc,
-// bench.cc, data.cc).
+// bench.cc, bench_serve.cc, data.cc).
+//
+// Two executables share it. `joule`, the front (tools/joule_main.cc), loads no LibTorch: it answers the usage and runs
+// the commands whose work needs none (reports, plans, the data commands) itself, in milliseconds; for the others it
+// sets their thread environment and executes `joule-engine` beside it (tools/engine_main.cc, every command, LibTorch
+// loaded once), whose handlers engine.h names. No LibTorch in this header or in command.cc.
 #pragma once
 
 #include <string>
@@ -19,10 +24,15 @@ enum class ThreadRuntime {
   service,   // serving that waits for requests (joule serve): the spinning stops after a few milliseconds idle
 };
 
+// A command's handler: argv[0] is the command's last word; returns the exit code.
+using Handler = int (*)(int argc, char** argv);
+// The handler of a command the engine runs (engine.h): the front executes joule-engine for it.
+constexpr Handler kEngine = nullptr;
+
 struct Command {
-  const char* name;                   // "train", "data create": one word, or a group and a word
-  const char* summary;                // the usage line ("\n" continues it on the next line)
-  int (*run)(int argc, char** argv);  // argv[0] is the command's last word; returns the exit code
+  const char* name;     // "train", "data create": one word, or a group and a word
+  const char* summary;  // the usage line ("\n" continues it on the next line)
+  Handler run;          // the front's own handler, or kEngine
   ThreadRuntime runtime;
 };
 
@@ -40,31 +50,12 @@ const Command* find_command(int words, char** word);
 // The commands of a group ("data synth, data vocab, ..."), "" when `word` is no group.
 std::string group_commands(const std::string& word);
 
-// Whether a serving command's GEMMs will run on OpenBLAS's own threads: fp32 (as its --precision sets, or auto without
-// native bf16 matmuls), or bf16 emulated in fp32 GEMMs (models/bf16_linear.h bf16_gemms_available), on an OpenBLAS
-// whose kernels match the CPU. A --precision the command will reject counts as no.
-bool serving_gemms_on_openblas(int argc, char** argv);
-
-// The handlers, one per table entry (each in its group's file).
-int train(int argc, char** argv);
-int eval(int argc, char** argv);
-int export_checkpoint(int argc, char** argv);
+// The front's handlers (each in its group's file), which need no LibTorch.
 int summary(int argc, char** argv);
 int report(int argc, char** argv);
 int plan(int argc, char** argv);
 int plan_inference(int argc, char** argv);
-int version(int argc, char** argv);
-int model_init(int argc, char** argv);
-int model_info(int argc, char** argv);
-int model_forward(int argc, char** argv);
-int infer(int argc, char** argv);
-int serve(int argc, char** argv);
-int bench_infer(int argc, char** argv);
 int bench_serve(int argc, char** argv);
-int bench_model(int argc, char** argv);
-int bench_comm(int argc, char** argv);
-int bench_train(int argc, char** argv);
-int bench_data(int argc, char** argv);
 int data_synth(int argc, char** argv);
 int data_vocab(int argc, char** argv);
 int data_create(int argc, char** argv);

@@ -8,6 +8,7 @@
 #include "models/infer/infer.h"
 #include "tools/cli/classifier_flags.h"
 #include "tools/cli/command.h"
+#include "tools/cli/engine.h"
 #include "tools/cli/flags.h"
 
 namespace joule::cli {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "tools/cli/command.h"
+#include "tools/cli/engine.h"
 #include "tools/cli/flags.h"
 #include "tools/model_commands.h"
 

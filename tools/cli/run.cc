@@ -1,11 +1,10 @@
-// `joule summary`, `joule report` and `joule version`: what a run (or an inference run) spent, as text or HTML, and
-// what this joule is built on.
+// `joule summary` and `joule report`: what a run (or an inference run) spent, as text or HTML.
 #include <iostream>
 #include <string>
 
 #include "tools/cli/command.h"
 #include "tools/cli/flags.h"
-#include "tools/model_commands.h"
+#include "tools/config_dir.h"
 #include "tools/report.h"
 
 namespace joule::cli {
@@ -35,15 +34,6 @@ int report(int argc, char** argv) {
   std::cout << tools::write_report(required(r, "run"), r["out"].as<std::string>(), tools::config_dir(),
                                    static_cast<int>(int_flag(r, nodes)), r["compare"].as<std::string>())
             << "\n";
-  return 0;
-}
-
-int version(int argc, char** argv) {
-  cxxopts::Options o("joule version", "joule's version and the libraries in use");
-  parse(o, argc, argv);
-  std::string warning;
-  std::cout << tools::version_report(&warning) << std::flush;
-  if (!warning.empty()) std::cerr << warning;
   return 0;
 }
 

@@ -16,6 +16,7 @@
 #include "models/infer/classifier.h"
 #include "tools/cli/classifier_flags.h"
 #include "tools/cli/command.h"
+#include "tools/cli/engine.h"
 #include "tools/cli/flags.h"
 #include "tools/model_commands.h"
 #include "tools/serve/server.h"

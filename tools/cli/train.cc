@@ -9,6 +9,7 @@
 #include "launch/runtime.h"
 #include "models/precision.h"
 #include "tools/cli/command.h"
+#include "tools/cli/engine.h"
 #include "tools/cli/flags.h"
 #include "tools/model_commands.h"
 #include "trainer/trainer.h"

@@ -24,7 +24,7 @@ cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}"
   -DJOULE_ONEDNN=OFF -DJOULE_OPENMP=OFF ${rpath_link:+"-DCMAKE_EXE_LINKER_FLAGS=-Wl,-rpath-link,$rpath_link"} > /dev/null
 cmake --build "$build" -j "$(nproc)" --target joule joule_nccl_tests joule_mpi_tests
 rm -rf "$out" && mkdir -p "$out/bin"
-for binary in tools/joule tests/joule_nccl_tests tests/joule_mpi_tests; do
+for binary in tools/joule tools/joule-engine tests/joule_nccl_tests tests/joule_mpi_tests; do
   strip -o "$out/bin/$(basename $binary)" "$build/$binary"
 done
 # The shared libraries they need that neither LibTorch's wheel nor the Debian packages of fetch_debs.sh hold (a
