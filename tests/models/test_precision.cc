@@ -32,6 +32,13 @@ using joule::models::PrecisionSetting;
 
 namespace {
 
+// Whether this joule was built with oneDNN (JOULE_ONEDNN is defined only then).
+#if JOULE_ONEDNN
+constexpr bool kWithOnednn = true;
+#else
+constexpr bool kWithOnednn = false;
+#endif
+
 // joule's oneDNN bf16 kernels are tested where they run (models/bf16_linear.h bf16_gemms_available); the tests of
 // packed weights need them.
 #define SKIP_WITHOUT_BF16_GEMMS()                                                                               \
@@ -44,7 +51,7 @@ namespace {
 // same bounds hold for both.
 void for_each_bf16_gemm(const std::function<void()>& body) {
   for (const bool emulated : {false, true}) {
-    if (emulated ? !JOULE_ONEDNN : !joule::models::bf16_gemms_available()) continue;
+    if (emulated ? !kWithOnednn : !joule::models::bf16_gemms_available()) continue;
     SCOPED_TRACE(emulated ? "bf16 GEMMs emulated in fp32 ones" : "joule's oneDNN bf16 GEMMs");
     std::optional<joule::models::WithoutBf16GemmsForTesting> without;
     if (emulated) without.emplace();
@@ -91,8 +98,7 @@ TEST(Precision, AutoPicksBf16OnlyWhereMatmulsRunInHardware) {
   const auto avx2_only = choose_precision(PrecisionSetting::bf16, false, CpuIsa::parse("avx2,fma"));
   EXPECT_EQ(avx2_only.precision, Precision::kBf16);
   // In fp32 GEMMs where joule has oneDNN (whose bf16 kernels need AVX-512); a joule without keeps LibTorch's.
-  EXPECT_EQ(avx2_only.reason.find("emulated in fp32 GEMMs") != std::string::npos, static_cast<bool>(JOULE_ONEDNN))
-      << avx2_only.reason;
+  EXPECT_EQ(avx2_only.reason.find("emulated in fp32 GEMMs") != std::string::npos, kWithOnednn) << avx2_only.reason;
   EXPECT_NE(avx2_only.reason.find("emulated"), std::string::npos) << avx2_only.reason;
   // The settings are a closed set, parsed at the door (train.precision, --precision): fp16 is none of them.
   EXPECT_FALSE(joule::parse_choice<PrecisionSetting>("fp16", joule::models::kPrecisionWords));
