@@ -248,9 +248,8 @@ struct Bf16Linear : public torch::autograd::Function<Bf16Linear> {
     }
     if (ctx->needs_input_grad(1)) {
       torch::Tensor weight = ctx->saved_data["weight"].toTensor();
-      const torch::Tensor& grad = weight.grad();
-      const bool into_grad = grad.defined() && grad.scalar_type() == torch::kFloat && grad.is_contiguous() &&
-                             grad.sizes() == weight.sizes() && !torch::GradMode::is_enabled();
+      const torch::Tensor grad = gradient_to_write_into(weight);
+      const bool into_grad = grad.defined();
       torch::Tensor out = into_grad ? grad : torch::empty({n, k}, weight.options().dtype(torch::kFloat));
       Epilogue e;
       e.accumulate = into_grad && !take_zero_gradient(grad);
@@ -279,6 +278,13 @@ bool bf16_gemms_available() {
 
 WithoutBf16GemmsForTesting::WithoutBf16GemmsForTesting() { ++bf16_gemms_withheld; }
 WithoutBf16GemmsForTesting::~WithoutBf16GemmsForTesting() { --bf16_gemms_withheld; }
+
+torch::Tensor gradient_to_write_into(const torch::Tensor& weight) {
+  const torch::Tensor grad = weight.is_leaf() ? weight.grad() : torch::Tensor();
+  const bool writable = grad.defined() && grad.scalar_type() == torch::kFloat && grad.device().is_cpu() &&
+                        grad.is_contiguous() && grad.sizes() == weight.sizes() && !torch::GradMode::is_enabled();
+  return writable ? grad : torch::Tensor();
+}
 
 bool take_zero_gradient(const torch::Tensor& grad) {
   std::lock_guard<std::mutex> lock(zero_gradients_mutex);

@@ -65,8 +65,11 @@ class ZeroGradientScope {
   ZeroGradientScope(const ZeroGradientScope&) = delete;
   ZeroGradientScope& operator=(const ZeroGradientScope&) = delete;
 };
-// For a Linear layer's backward (bf16's here, fp32's in models/fp32_gemm.h): whether `grad` is marked as holding
-// zeros, unmarking it: its first writer stores, every later one adds.
+// For a Linear layer's backward (bf16's here, fp32's in models/fp32_gemm.h): the weight's .grad where the weight
+// gradient's GEMM can write into it (a leaf's contiguous fp32 CPU .grad of the weight's shape, autograd not recording:
+// a double backward needs dW as a tensor of the graph), else an undefined tensor; and whether `grad` is marked as
+// holding zeros, unmarking it: its first writer stores, every later one adds.
+torch::Tensor gradient_to_write_into(const torch::Tensor& weight);
 bool take_zero_gradient(const torch::Tensor& grad);
 
 // Whether joule's bf16 GEMMs run here: a joule built with oneDNN, on a CPU oneDNN has bf16 matmul kernels for (oneDNN

@@ -122,10 +122,8 @@ struct Fp32Linear : public torch::autograd::Function<Fp32Linear> {
     }
     if (ctx->needs_input_grad(1)) {
       const torch::Tensor weight = ctx->saved_data["weight"].toTensor();
-      const torch::Tensor grad = weight.is_leaf() ? weight.grad() : torch::Tensor();
-      // Not while autograd records (a double backward needs dW as a tensor of the graph).
-      const bool into_grad = grad.defined() && grad.scalar_type() == torch::kFloat && grad.device().is_cpu() &&
-                             grad.is_contiguous() && grad.sizes() == weight.sizes() && !torch::GradMode::is_enabled();
+      const torch::Tensor grad = gradient_to_write_into(weight);
+      const bool into_grad = grad.defined();
       torch::Tensor out = into_grad ? grad : torch::empty({n, k}, dy.options());
       const float beta = into_grad && !take_zero_gradient(grad) ? 1.0f : 0.0f;
       sgemm_row_major(path, 'T', 'N', n, k, m, 1.0f, dy.data_ptr<float>(), n, x2.data_ptr<float>(), k, beta,
