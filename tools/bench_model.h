@@ -12,25 +12,13 @@
 #include "models/bert_config.h"
 #include "models/flops.h"
 #include "models/precision.h"
+#include "tools/bench_model_options.h"
 
 namespace joule::tools {
 
 using models::GemmShape;
 using models::total_flops;
 using models::training_gemms;
-
-struct ModelBenchOptions {
-  models::BertConfig config;
-  int64_t seq_len = 128;
-  int64_t batch = 8;
-  int64_t max_predictions = 20;
-  int threads = 0;  // 0: every core this process may use
-  int warmup = 2;
-  int iterations = 6;
-  uint64_t seed = 1;
-  models::PrecisionSetting precision = models::PrecisionSetting::automatic;
-  launch::Fp32GemmSetting fp32_gemm = launch::Fp32GemmSetting::automatic;
-};
 
 struct ModelBenchResult {
   int threads = 0;

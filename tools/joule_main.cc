@@ -1,7 +1,8 @@
 // joule, the front: loads no LibTorch. Answers the usage, runs the commands whose work needs no LibTorch (reports,
-// plans, the data commands) itself, and executes joule-engine beside it for the others (tools/cli/command.h), with a
-// training command's thread environment set, so that the engine loads its libraries once. A refusal of a front
-// command costs milliseconds; LibTorch alone takes about 0.6 s to load on a Zen 3 (Debian's pulls in ~300 libraries).
+// plans, the data commands) itself, and for the others reads the command line as the engine will (refusing a bad one)
+// and executes joule-engine beside it (tools/cli/command.h), with a training command's thread environment set, so that
+// the engine loads its libraries once. A refusal costs milliseconds; LibTorch alone takes about 0.6 s to load on a Zen
+// 3 (Debian's pulls in ~300 libraries).
 #include <unistd.h>
 
 #include <cerrno>
@@ -39,9 +40,13 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   const joule::cli::Command* command = joule::cli::find_or_answer(argc, argv, exit_code);
   if (!command) return exit_code;
-  if (command->run == joule::cli::kEngine) return execute_engine(*command, argv);
+  const int words = joule::cli::name_words(*command);
+  if (command->run == joule::cli::kEngine) {
+    // Refused here in milliseconds, as the engine would refuse it after loading LibTorch.
+    if (!joule::cli::passes_door(*command, argc - words, argv + words, exit_code)) return exit_code;
+    return execute_engine(*command, argv);
+  }
   joule::remove_temporaries_on_signals();  // SIGTERM mid-write leaves no OUT.tmp.PID; SIGXFSZ is an error
   joule::launch::tune_allocator();
-  const int words = joule::cli::name_words(*command);
   return joule::cli::run_command(*command, command->run, argc - words, argv + words);
 }

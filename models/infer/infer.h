@@ -21,17 +21,10 @@
 
 #include "models/encoder_model.h"
 #include "models/infer/classifier.h"
+#include "models/infer/infer_options.h"
 #include "models/precision.h"
 
 namespace joule::models::infer {
-
-struct InferOptions : ClassifierOptions {
-  std::string input, output;
-  int64_t batch = 8;
-  bool skip_bad_lines = false;
-  std::function<void(const std::string&)> on_skip;                  // a skipped line's report, or empty
-  std::function<void(int64_t lines_done, int64_t of)> on_progress;  // after each batch (a progress line), or empty
-};
 
 struct InferSummary {
   int64_t lines = 0, inferred = 0, skipped = 0, truncated = 0, batches = 0;

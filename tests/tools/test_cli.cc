@@ -80,8 +80,9 @@ TEST(Cli, TheFrontLoadsNoLibTorchAndTheEngineServesEveryCommand) {
   EXPECT_NE(run_command("ldd " + engine).output.find("libtorch"), std::string::npos);
   for (const joule::cli::Command& c : joule::cli::commands()) {
     EXPECT_NE(joule::cli::engine_handler(c), nullptr) << c.name << " has no handler in the engine";
-    if (c.run == joule::cli::kEngine) continue;
-    // A front command, run by the engine alone, answers as the front does.
+    // The front reads an engine command's line first (its door), and only those.
+    EXPECT_EQ(c.door != nullptr, c.run == joule::cli::kEngine) << c.name;
+    // Every command, run by the engine alone, refuses as the front does: the door is the engine's own reading.
     const auto front = run_command(kJoule + " " + c.name + " --no-such-flag");
     const auto alone = run_command(engine + " " + c.name + " --no-such-flag");
     EXPECT_EQ(front.exit_code, 2) << front.output;
@@ -90,15 +91,16 @@ TEST(Cli, TheFrontLoadsNoLibTorchAndTheEngineServesEveryCommand) {
   }
 }
 
-// A front whose engine is missing (one executable copied alone) says so, and which file it looked for.
+// A front whose engine is missing (one executable copied alone) says so, and which file it looked for; it still
+// answers its own commands, and refuses (or helps with) an engine command's line by itself.
 TEST(Cli, AFrontWithoutItsEngineSaysWhatIsMissing) {
   TempDir dir;
   const std::string alone = dir.path() + "/joule";
   std::filesystem::copy_file(kJoule, alone);
   std::filesystem::permissions(alone, std::filesystem::perms::owner_all);
-  const auto r = run_command(alone + " train --config none.toml");
+  const auto r = run_command(alone + " version");
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("joule train: error: " + dir.path() +
+  EXPECT_NE(r.output.find("joule version: error: " + dir.path() +
                           "/joule-engine: cannot start joule's engine: No such "
                           "file or directory"),
             std::string::npos)
@@ -107,6 +109,14 @@ TEST(Cli, AFrontWithoutItsEngineSaysWhatIsMissing) {
       << r.output;
   const auto front = run_command(alone + " data synth --help");  // a front command needs no engine
   EXPECT_EQ(front.exit_code, 0) << front.output;
+  // Nor does an engine command's refusal or help: the front reads its line first.
+  const auto refused = run_command(alone + " infer --batch 0");
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("joule infer: error: --batch 0: outside the valid range"), std::string::npos)
+      << refused.output;
+  const auto help = run_command(alone + " train --help");
+  EXPECT_EQ(help.exit_code, 0) << help.output;
+  EXPECT_NE(help.output.find("--config"), std::string::npos) << help.output;
 }
 
 // A serving command's OpenMP threads spin only where the GEMMs are not OpenBLAS's: bf16 on oneDNN's kernels does not

@@ -3,6 +3,8 @@
 #include <iterator>
 #include <string_view>
 
+#include "tools/cli/engine_args.h"
+
 namespace joule::cli {
 
 namespace {
@@ -10,39 +12,50 @@ namespace {
 using R = ThreadRuntime;
 // Constant-initialized (no constructor runs): find_command reads it before any library has initialized.
 constexpr Command kCommands[] = {
-    {"train", "pretrain BERT (run under mpirun/srun): --config RUN.toml [--set key=value ...]", kEngine, R::training},
-    {"eval", "masked-LM and NSP accuracy of a model directory on shards (JSON)", kEngine, R::training},
-    {"export", "a checkpoint (or a run's newest) as a HuggingFace model directory", kEngine, R::none},
-    {"summary", "a run's training-cost summary again (table; rewrites emissions.csv)", summary, R::none},
-    {"report", "a run's self-contained HTML report with SVG charts", report, R::none},
+    {"train", "pretrain BERT (run under mpirun/srun): --config RUN.toml [--set key=value ...]", kEngine,
+     door<read_train>, R::training},
+    {"eval", "masked-LM and NSP accuracy of a model directory on shards (JSON)", kEngine, door<read_eval>, R::training},
+    {"export", "a checkpoint (or a run's newest) as a HuggingFace model directory", kEngine, door<read_export>,
+     R::none},
+    {"summary", "a run's training-cost summary again (table; rewrites emissions.csv)", summary, nullptr, R::none},
+    {"report", "a run's self-contained HTML report with SVG charts", report, nullptr, R::none},
     {"plan",
      "hours, seq/hour, kWh, USD, CO2 on N x trn1/p4d/p5 (cluster performance model); with\n"
      "--inference: instances, USD/kWh/CO2 per million inferences for a rate on inf1/inf2/g4dn/g5/c*",
-     plan, R::none},
-    {"version", "joule's version and the LibTorch, MPI, HDF5 and BLAS in use", kEngine, R::training},
-    {"model init", "write a freshly initialized HuggingFace model directory", kEngine, R::training},
-    {"model info", "parameter counts of a model config or directory", kEngine, R::none},
-    {"model forward", "a BERT/LayoutLM model directory's logits for inputs in a safetensors file", kEngine, R::serving},
-    {"infer", "classify the lines of a JSONL file with a BERT/LayoutLM classifier directory", kEngine, R::serving},
-    {"serve", "serve a classifier directory over HTTP (Open Inference Protocol v2, dynamic batching, /metrics)",
-     kEngine, R::service},
-    {"bench model", "forward+backward throughput against this CPU's sgemm rate", kEngine, R::training},
-    {"bench infer", "inference throughput and p50/p99 latency per batch size, energy and cost per million", kEngine,
+     plan, nullptr, R::none},
+    {"version", "joule's version and the LibTorch, MPI, HDF5 and BLAS in use", kEngine, door<read_version>,
+     R::training},
+    {"model init", "write a freshly initialized HuggingFace model directory", kEngine, door<read_model_init>,
+     R::training},
+    {"model info", "parameter counts of a model config or directory", kEngine, door<read_model_info>, R::none},
+    {"model forward", "a BERT/LayoutLM model directory's logits for inputs in a safetensors file", kEngine,
+     door<read_model_forward>, R::serving},
+    {"infer", "classify the lines of a JSONL file with a BERT/LayoutLM classifier directory", kEngine, door<read_infer>,
      R::serving},
+    {"serve", "serve a classifier directory over HTTP (Open Inference Protocol v2, dynamic batching, /metrics)",
+     kEngine, door<read_serve>, R::service},
+    {"bench model", "forward+backward throughput against this CPU's sgemm rate", kEngine, door<read_bench_model>,
+     R::training},
+    {"bench infer", "inference throughput and p50/p99 latency per batch size, energy and cost per million", kEngine,
+     door<read_bench_infer>, R::serving},
     {"bench serve", "the rate joule serve sustains within a p99 bound (Poisson arrivals, rate after rate)", bench_serve,
-     R::none},
+     nullptr, R::none},
     {"bench comm", "all-reduce busbw table and the bucketed reducer vs one all-reduce (under mpirun)", kEngine,
-     R::training},
-    {"bench data", "sequences/s the loader delivers to one rank under the global shuffle", kEngine, R::training},
+     door<read_bench_comm>, R::training},
+    {"bench data", "sequences/s the loader delivers to one rank under the global shuffle", kEngine,
+     door<read_bench_data>, R::training},
     {"bench train", "the whole training step at N ranks: seq/s, roofline fraction, peak RSS (under mpirun)", kEngine,
-     R::training},
-    {"data synth", "write the deterministic synthetic demo corpus", data_synth, R::none},
-    {"data vocab", "build a WordPiece vocabulary from a corpus", data_vocab, R::none},
-    {"data create", "raw text + vocab.txt -> pretraining shards (NVIDIA HDF5 layout)", data_create, R::none},
-    {"data pack", "unpacked shards -> packed shards (up to K sequences a row, no padding between)", data_pack, R::none},
-    {"data inspect", "counts, length histogram, masking rate and decoded samples of shards", data_inspect, R::none},
-    {"data tokenize", "WordPiece tokens of each stdin line (to compare tokenizers)", data_tokenize, R::none},
-    {"data order", "the sequences a run's steps read, in order (JSON), for an outside reference", data_order, R::none},
+     door<read_bench_train>, R::training},
+    {"data synth", "write the deterministic synthetic demo corpus", data_synth, nullptr, R::none},
+    {"data vocab", "build a WordPiece vocabulary from a corpus", data_vocab, nullptr, R::none},
+    {"data create", "raw text + vocab.txt -> pretraining shards (NVIDIA HDF5 layout)", data_create, nullptr, R::none},
+    {"data pack", "unpacked shards -> packed shards (up to K sequences a row, no padding between)", data_pack, nullptr,
+     R::none},
+    {"data inspect", "counts, length histogram, masking rate and decoded samples of shards", data_inspect, nullptr,
+     R::none},
+    {"data tokenize", "WordPiece tokens of each stdin line (to compare tokenizers)", data_tokenize, nullptr, R::none},
+    {"data order", "the sequences a run's steps read, in order (JSON), for an outside reference", data_order, nullptr,
+     R::none},
 };
 
 }  // namespace

@@ -28,11 +28,15 @@ enum class ThreadRuntime {
 using Handler = int (*)(int argc, char** argv);
 // The handler of a command the engine runs (engine.h): the front executes joule-engine for it.
 constexpr Handler kEngine = nullptr;
+// How the front reads a kEngine command's line first, without LibTorch (engine_args.h): it throws what the engine's
+// handler would throw at its doors (an unknown flag, a number out of range, a bad run config), and --help.
+using Door = void (*)(int argc, char** argv);
 
 struct Command {
   const char* name;     // "train", "data create": one word, or a group and a word
   const char* summary;  // the usage line ("\n" continues it on the next line)
   Handler run;          // the front's own handler, or kEngine
+  Door door;            // a kEngine command's line read as the engine will read it; nullptr for the front's
   ThreadRuntime runtime;
 };
 

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <new>
 #include <string>
@@ -36,12 +37,10 @@ const char* const kOutOfMemoryHint =
     "give the command less to hold at once (a smaller --batch, --micro-batch, --seq-len or --max-length), or run it "
     "on a machine with more memory";
 
-}  // namespace
-
-int run_command(const Command& command, Handler handler, int argc, char** argv) {
-  const std::string cmd = command.name;
+// Runs `body`, turning each kind of exception into one message and an exit code (run_command).
+int guarded(const std::string& cmd, const std::function<int()>& body) {
   try {
-    return handler(argc, argv);
+    return body();
   } catch (const HelpRequested& help) {
     std::cout << help.text << std::flush;
     return 0;
@@ -69,6 +68,26 @@ int run_command(const Command& command, Handler handler, int argc, char** argv) 
     return report_error(cmd, what,
                         "this error did not come with advice from joule; the message above names what failed", 1);
   }
+}
+
+}  // namespace
+
+int run_command(const Command& command, Handler handler, int argc, char** argv) {
+  return guarded(command.name, [&] { return handler(argc, argv); });
+}
+
+bool passes_door(const Command& command, int argc, char** argv, int& exit_code) {
+  std::vector<char*> copy(argv, argv + argc);  // a door may take flags out of its argv (take_flag_values)
+  copy.push_back(nullptr);
+  bool passed = false;
+  say_notes(false);
+  exit_code = guarded(command.name, [&] {
+    command.door(argc, copy.data());
+    passed = true;
+    return 0;
+  });
+  say_notes(true);
+  return passed;
 }
 
 const Command* find_or_answer(int argc, char** argv, int& exit_code) {

@@ -21,6 +21,10 @@ int name_words(const Command& command);
 // message and an exit code (usage 2, runtime 1).
 int run_command(const Command& command, Handler handler, int argc, char** argv);
 
+// Reads a kEngine command's line through its door (command.h) on a copy of argv, as run_command runs a handler: true
+// when it passed; false when it was refused or answered (--help), with `exit_code` set. Notes are left to the engine.
+bool passes_door(const Command& command, int argc, char** argv, int& exit_code);
+
 // Prints an error and its "what to do" on every rank (one write per message, so lines from different ranks do not
 // interleave), ends the whole job so that no rank is left waiting, and returns the exit code.
 int report_error(const std::string& cmd, std::string what, std::string hint, int exit_code);

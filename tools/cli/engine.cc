@@ -12,7 +12,7 @@
 #include "launch/util/options.h"
 #include "models/bf16_linear.h"
 #include "models/precision.h"
-#include "tools/cli/flags.h"
+#include "tools/cli/engine_args.h"
 #include "tools/model_commands.h"
 
 namespace joule::cli {
@@ -51,8 +51,7 @@ Handler engine_handler(const Command& command) {
 }
 
 int version(int argc, char** argv) {
-  cxxopts::Options o("joule version", "joule's version and the libraries in use");
-  parse(o, argc, argv);
+  read_version(argc, argv);
   std::string warning;
   std::cout << tools::version_report(&warning) << std::flush;
   if (!warning.empty()) std::cerr << warning;

@@ -197,12 +197,19 @@ void add_quiet_flag(cxxopts::Options& options) {
                         "at each tenth of the work)");
 }
 
+namespace {
+bool saying_notes = true;
+}  // namespace
+
+void say_notes(bool on) { saying_notes = on; }
+
 int thread_flag(const cxxopts::ParseResult& r, const NumberFlag& flag) {
   const int64_t asked = int_flag(r, flag);
   const int64_t cores = std::max<int64_t>(1, static_cast<int64_t>(launch::affinity_cpus().size()));
   if (asked <= cores) return static_cast<int>(asked);
-  std::cerr << "note: --" << flag.name << " " << asked << " is more than the " << cores
-            << " core(s) this process may run on: using " << cores << " (more threads only share the same cores)\n";
+  if (saying_notes)
+    std::cerr << "note: --" << flag.name << " " << asked << " is more than the " << cores
+              << " core(s) this process may run on: using " << cores << " (more threads only share the same cores)\n";
   return static_cast<int>(cores);
 }
 

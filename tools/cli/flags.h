@@ -78,6 +78,10 @@ void add_quiet_flag(cxxopts::Options& options);
 // made each batch take minutes). A capped request is said on stderr.
 int thread_flag(const cxxopts::ParseResult& r, const NumberFlag& flag);
 
+// Whether reading flags says its notes (thread_flag's cap) on stderr; on by default. The front turns them off when it
+// reads an engine command's line only to refuse it: the engine reads it again and says them (engine_args.h).
+void say_notes(bool on);
+
 // What a directory holds that makes it joule's or a run's: "a run directory (summary.json)", "a model directory
 // (config.json)", "a data set (metadata.json)", "a checkpoint (manifest.json)", "an inference run (inference.json)";
 // "" for any other directory.

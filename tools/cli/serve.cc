@@ -1,5 +1,5 @@
 // `joule serve`: a classifier directory behind the Open Inference Protocol v2 over HTTP (tools/serve/), until SIGTERM
-// or SIGINT, which stop accepting, answer what was taken and exit 0.
+// or SIGINT, which stop accepting, answer what was taken and exit 0. Its command line is read in engine_args.cc.
 
 #include <poll.h>
 #include <signal.h>
@@ -7,17 +7,13 @@
 
 #include <atomic>
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
-#include <regex>
 #include <string>
 #include <thread>
 
 #include "models/infer/classifier.h"
-#include "tools/cli/classifier_flags.h"
-#include "tools/cli/command.h"
 #include "tools/cli/engine.h"
-#include "tools/cli/flags.h"
+#include "tools/cli/engine_args.h"
 #include "tools/model_commands.h"
 #include "tools/serve/server.h"
 #include "trainer/cost/energy.h"
@@ -52,16 +48,6 @@ int wait_stop_signal(int timeout_ms) {
   return 0;
 }
 
-// The model's name in the URLs: --name, else the directory's.
-std::string model_name(const cxxopts::ParseResult& r, const std::string& dir) {
-  std::string name =
-      r.count("name") ? r["name"].as<std::string>() : std::filesystem::path(output_directory(dir)).filename().string();
-  if (!std::regex_match(name, std::regex("[A-Za-z0-9_.-]{1,128}")) || name == "." || name == "..")
-    throw UsageError("--name '" + name + "' cannot be a model's name in a URL",
-                     "give --name 1 to 128 letters, digits, '_', '-' or '.'");
-  return name;
-}
-
 // The energy meters' joules since the start, by component and source, for /metrics.
 std::vector<serve::EnergyReading> readings(cost::EnergyMonitor& monitor) {
   const cost::EnergyTotals totals = monitor.totals();
@@ -79,50 +65,16 @@ std::vector<serve::EnergyReading> readings(cost::EnergyMonitor& monitor) {
 }  // namespace
 
 int serve(int argc, char** argv) {
-  cxxopts::Options o("joule serve",
-                     "serve a BERT/LayoutLM classifier directory over HTTP with the Open Inference Protocol v2 "
-                     "(KServe, Triton): POST /v2/models/NAME/infer, /v2/health/ready, /metrics");
-  add_path_flags(o, {{"model", "HuggingFace classifier directory (config.json, model.safetensors, vocab.txt)",
-                      PathKind::input_dir}});
-  add_classifier_flags(o);
-  o.add_options()("name", "the model's name in the URLs (default: the directory's)", cxxopts::value<std::string>())(
-      "host", "address to listen on", cxxopts::value<std::string>()->default_value("127.0.0.1"))(
-      "instance", "instance profile for the energy model (configs/hardware)",
-      cxxopts::value<std::string>()->default_value("cpu-host"))(
-      "check", "load the model and bind the address, then exit 0 without serving (a deployment's pre-flight)");
-  const NumberFlag port{"port", "TCP port", "8000", {0, 65535}, "0: any free port (the start line says which)"};
-  const NumberFlag max_batch{"max-batch", "examples a batch holds at most (and a request)", "8", {1, 1024}};
-  const NumberFlag delay{"max-queue-delay-ms",
-                         "how long a request waits for others to batch with",
-                         "0",
-                         {0, 10000},
-                         "0: a batch takes what waits when the last one ends"};
-  const NumberFlag max_queue{"max-queue", "examples waiting at most; more get 503", "256", {1, 1 << 20}};
-  const NumberFlag max_body{"max-body-bytes", "request body size at most; larger get 413", "1048576", {1024, 1 << 30}};
-  const NumberFlag http_threads{"http-threads", "connections served at once (others wait)", "64", {1, 4096}};
-  add_number_flags(o, {port, max_batch, delay, max_queue, max_body, http_threads});
-  auto r = parse(o, argc, argv);
+  ServeArgs a = read_serve(argc, argv);
   catch_stop_signals();
-
-  const models::infer::ClassifierOptions co = classifier_options(r, required(r, "model"));
-  serve::ServerOptions so;
-  so.host = r["host"].as<std::string>();
-  so.port = static_cast<int>(int_flag(r, port));
-  so.batcher.max_batch = int_flag(r, max_batch);
-  const int64_t delay_ms = int_flag(r, delay);
-  so.batcher.max_delay_s = static_cast<double>(delay_ms) / 1e3;
-  so.batcher.max_queue = int_flag(r, max_queue);
-  if (so.batcher.max_queue < so.batcher.max_batch)
-    throw UsageError("--max-queue " + std::to_string(so.batcher.max_queue) + " is below --max-batch " +
-                     std::to_string(so.batcher.max_batch) + ": no full batch could ever wait");
-  so.max_body_bytes = int_flag(r, max_body);
-  so.http_threads = static_cast<int>(int_flag(r, http_threads));
+  const models::infer::ClassifierOptions& co = a.classifier;
+  serve::ServerOptions& so = a.server;
   so.version = JOULE_VERSION;
-  const std::string name = model_name(r, co.model_dir);
+  const std::string& name = a.name;
 
   cost::MeterContext meters;
   meters.apply_environment();
-  meters.profile = cost::load_instance_profile(r["instance"].as<std::string>(), tools::config_dir() + "/hardware");
+  meters.profile = cost::load_instance_profile(a.instance, tools::config_dir() + "/hardware");
   models::infer::Classifier classifier(co);
   std::cout << classifier.loading_notes() << classifier.precision_reason() << "\n" << std::flush;
   cost::EnergyMonitor energy("auto", meters, 1.0);
@@ -134,10 +86,10 @@ int serve(int argc, char** argv) {
       "serving %s (%s) on http://%s:%d: batches of up to %lld examples, %lld ms queue delay, %lld examples "
       "queued at most; energy: %s\n",
       name.c_str(), classifier.architecture().c_str(), so.host.c_str(), bound,
-      static_cast<long long>(so.batcher.max_batch), static_cast<long long>(delay_ms),
+      static_cast<long long>(so.batcher.max_batch), static_cast<long long>(a.delay_ms),
       static_cast<long long>(so.batcher.max_queue), energy.sources().c_str());
   std::fflush(stdout);
-  if (r.count("check")) return 0;
+  if (a.check) return 0;
 
   std::atomic<bool> done{false};
   std::thread waiter([&] {
