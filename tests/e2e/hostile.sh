@@ -206,7 +206,7 @@ JOULE_FAULT="corrupt-shard:rank=0,step=1" "$joule" train --config run.toml --run
 grep -q "JOULE_FAULT is set and ignored: this joule is not built for fault injection" ../logs/fault.log ||
   { cat ../logs/fault.log; fail "no note that JOULE_FAULT is ignored"; }
 for f in shards/train/*.hdf5; do
-  grep -q "$(sha256sum "$f" | cut -d' ' -f1)" ../logs/fault_before || fail "$f changed under JOULE_FAULT=corrupt-shard"
+  grep -q "$(b2sum "$f" | cut -d' ' -f1)" ../logs/fault_before || fail "$f changed under JOULE_FAULT=corrupt-shard"
 done
 
 echo "-- eval figures do not depend on --batch (the mean over every masked prediction and every sequence)"

@@ -80,7 +80,7 @@ PY
 }
 
 e2e_snapshot() {
-  (find . -type f -print0 | sort -z | xargs -0 -r sha256sum
+  (find . -type f -print0 | sort -z | xargs -0 -r b2sum
    find . -type d | sort
    find . -type l -printf '%p -> %l\n' | sort
    find . ! -type f ! -type d ! -type l -printf '%p %y\n' | sort) > "$1"
@@ -94,11 +94,13 @@ e2e_snapshot() {
 e2e_refusal_table() {
   local limit=$1 mode=$2 n=0 c name args expect log rc start elapsed errors
   shift 2
+  # Each case's "before" is the previous case's "after": the check holds those equal, and nothing runs between them.
+  e2e_snapshot ../logs/after0
   for c in "${cases[@]}"; do
     IFS='|' read -r name args expect <<<"$c"
     n=$((n + 1))
     log=../logs/case$n.log
-    e2e_snapshot ../logs/before$n
+    mv ../logs/after$((n - 1)) ../logs/before$n
     start=$(date +%s)
     # shellcheck disable=SC2086
     timeout "$limit" "$@" $args > $log 2>&1 < /dev/null
