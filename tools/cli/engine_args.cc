@@ -130,10 +130,9 @@ ExportArgs read_export(int argc, char** argv) {
   return {required(r, "checkpoint"), required(r, "out")};
 }
 
-int read_version(int argc, char** argv) {
+void read_version(int argc, char** argv) {
   cxxopts::Options o("joule version", "joule's version and the libraries in use");
   parse(o, argc, argv);
-  return 0;
 }
 
 // ---- model init, info, forward

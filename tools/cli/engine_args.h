@@ -47,7 +47,7 @@ struct ExportArgs {
 ExportArgs read_export(int argc, char** argv);
 
 // `joule version` takes no flag.
-int read_version(int argc, char** argv);
+void read_version(int argc, char** argv);
 
 struct ModelInitArgs {
   std::string config, out, dtype, architecture;
