@@ -22,16 +22,18 @@ constexpr int64_t kRowGrain = 64;
 
 // p = softmax(scale * s + m) for one row of n (bf16 bit patterns in and out), in fp32 on `buf`: 16 lanes at a time,
 // the elements past the last full 16 one by one; the max and the sum in 16 fixed lanes, then the lanes in order,
-// then those elements (as cpu::lanes_sum adds), so a row gives the same bits on every run.
-JOULE_VECTOR_CLONES
-void softmax_row(const uint16_t* s, const float* m, float scale, int64_t n, float* buf, uint16_t* p) {
+// then those elements (as cpu::lanes_sum adds), so a row gives the same bits on every run. Its compares as `Lanes`
+// makes them (cpu_vector.h): the same bits either way.
+template <class Lanes>
+JOULE_LANES_INLINE void softmax_row_lanes(const uint16_t* s, const float* m, float scale, int64_t n, float* buf,
+                                          uint16_t* p) {
   constexpr int64_t L = cpu::kLanes;
   const int64_t full = n - n % L;
   cpu::FloatLanes top_lanes = cpu::splat(-std::numeric_limits<float>::infinity());
   for (int64_t j = 0; j < full; j += L) {
     const cpu::FloatLanes v = cpu::bf16_lanes_to_float(s + j) * scale + cpu::load_lanes(m + j);
     cpu::store_lanes(buf + j, v);
-    top_lanes = top_lanes > v ? top_lanes : v;
+    top_lanes = cpu::lanes_max<Lanes>(top_lanes, v);
   }
   float top = -std::numeric_limits<float>::infinity();
   for (int64_t l = 0; l < L; ++l) top = std::max(top, top_lanes[l]);
@@ -41,7 +43,7 @@ void softmax_row(const uint16_t* s, const float* m, float scale, int64_t n, floa
   }
   cpu::FloatLanes sum_lanes = {};
   for (int64_t j = 0; j < full; j += L) {
-    const cpu::FloatLanes e = cpu::exp_approx(cpu::load_lanes(buf + j) - top);
+    const cpu::FloatLanes e = cpu::exp_approx<Lanes>(cpu::load_lanes(buf + j) - top);
     cpu::store_lanes(buf + j, e);
     sum_lanes += e;
   }
@@ -51,6 +53,14 @@ void softmax_row(const uint16_t* s, const float* m, float scale, int64_t n, floa
   const float inv = 1.0f / sum;
   for (int64_t j = 0; j < full; j += L) cpu::float_lanes_to_bf16(cpu::load_lanes(buf + j) * inv, p + j);
   for (int64_t j = full; j < n; ++j) p[j] = cpu::float_to_bf16(buf[j] * inv);
+}
+
+JOULE_VECTOR_CLONES
+void softmax_row(const uint16_t* s, const float* m, float scale, int64_t n, float* buf, uint16_t* p) {
+  if (cpu::whole_lane_compares())
+    softmax_row_lanes<cpu::WholeLanes>(s, m, scale, n, buf, p);
+  else
+    softmax_row_lanes<cpu::HalfLanes>(s, m, scale, n, buf, p);
 }
 
 // ds = scale * p * (g - <g, p>) for one row of n; `buf` holds the products.

@@ -106,19 +106,69 @@ JOULE_LANES_INLINE void float_lanes_to_bf16(FloatLanes f, uint16_t* b) {
   std::memcpy(b, &h, sizeof h);
 }
 
-// exp_approx on every lane (floor from the truncation toward zero, exact in this range).
+// Compares and selects on 16 lanes. GCC 12 compiles a compare of 64-byte vectors into one scalar compare per lane
+// where the clone's vectors are narrower (the avx2 clone: the attention softmax ran at about 25 cycles an element), so
+// a kernel that compares takes one of these as a template argument: `WholeLanes` compares the 64-byte vector at once
+// (native in the avx512f clone), `HalfLanes` each 32-byte half on its own (native from AVX on). `f` is the same
+// expression either way, applied lane by lane, so both give the same bits; `whole_lane_compares` says which suits the
+// processor.
+#if defined(__GNUC__)
+#define JOULE_LANE_FN __attribute__((always_inline))
+#else
+#define JOULE_LANE_FN
+#endif
+
+struct WholeLanes {
+  template <typename F>
+  JOULE_LANES_INLINE static FloatLanes apply(F f, FloatLanes a, FloatLanes b) {
+    return f(a, b);
+  }
+};
+
+struct HalfLanes {
+  using Half = float __attribute__((vector_size(32)));
+  template <typename F>
+  JOULE_LANES_INLINE static FloatLanes apply(F f, FloatLanes a, FloatLanes b) {
+    Half ah[2], bh[2], r[2];
+    std::memcpy(ah, &a, sizeof a);
+    std::memcpy(bh, &b, sizeof b);
+    r[0] = f(ah[0], bh[0]);
+    r[1] = f(ah[1], bh[1]);
+    FloatLanes out;
+    std::memcpy(&out, r, sizeof out);
+    return out;
+  }
+};
+
+inline bool whole_lane_compares() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  return __builtin_cpu_supports("avx512f");
+#else
+  return false;
+#endif
+}
+
+// exp_approx on every lane (floor from the truncation toward zero, exact in this range), its compares as `Lanes`
+// makes them.
+template <class Lanes>
 JOULE_LANES_INLINE FloatLanes exp_approx(FloatLanes x) {
-  const IntLanes underflow = x < -87.3f;
-  x = x > 88.3f ? splat(88.3f) : x;
-  x = underflow ? splat(0.0f) : x;
-  const FloatLanes y0 = x * 1.44269504088896341f + 0.5f;
+  x = Lanes::apply([](auto v, auto) JOULE_LANE_FN { return v > 88.3f ? decltype(v){} + 88.3f : v; }, x, x);
+  const auto underflow_to_zero = [](auto v, auto r) JOULE_LANE_FN { return v < -87.3f ? decltype(r){} : r; };
+  const FloatLanes clamped = Lanes::apply(underflow_to_zero, x, x);
+  const FloatLanes y0 = clamped * 1.44269504088896341f + 0.5f;
   const FloatLanes t = __builtin_convertvector(__builtin_convertvector(y0, IntLanes), FloatLanes);
-  const FloatLanes n = t > y0 ? t - 1.0f : t;
-  const FloatLanes y = exp_reduced(x, n);
+  const FloatLanes n = Lanes::apply([](auto a, auto b) JOULE_LANE_FN { return a > b ? a - 1.0f : a; }, t, y0);
+  const FloatLanes y = exp_reduced(clamped, n);
   const BitsLanes bits = (BitsLanes)((__builtin_convertvector(n, IntLanes) + 127) << 23);
   FloatLanes scale;
   std::memcpy(&scale, &bits, sizeof scale);
-  return underflow ? splat(0.0f) : y * scale;
+  return Lanes::apply(underflow_to_zero, x, y * scale);
+}
+
+// a > b ? a : b on every lane.
+template <class Lanes>
+JOULE_LANES_INLINE FloatLanes lanes_max(FloatLanes a, FloatLanes b) {
+  return Lanes::apply([](auto u, auto v) JOULE_LANE_FN { return u > v ? u : v; }, a, b);
 }
 
 // A sum over a row in 16 fixed lanes (then the lanes in order): the compiler vectorizes it without reordering

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <tuple>
 
@@ -17,6 +18,7 @@
 #include "models/attention_softmax.h"
 #include "models/bert.h"
 #include "models/bf16_linear.h"
+#include "models/cpu_vector.h"
 #include "models/dropout.h"
 #include "models/fp32_gemm.h"
 #include "models/gelu.h"
@@ -150,6 +152,43 @@ TEST(Precision, FusedSoftmaxMatchesFp32SoftmaxForwardAndBackward) {
     EXPECT_GT(cosine(s1.grad(), s2.grad()), 0.999);
     EXPECT_EQ(s1.grad().scalar_type(), torch::kBFloat16);
   }
+}
+
+// The softmax kernel's compares on 16 lanes, whole (the avx512f clone) or by 32-byte halves (the others: GCC makes a
+// compare of a vector wider than the instruction set's one scalar compare per lane): both give the bits of the scalar
+// exp on every lane, at the edges of its range, on infinities and NaN (any NaN for a NaN), and the same lane maxima.
+TEST(Precision, LaneComparesGiveTheSameBitsWholeOrByHalves) {
+  namespace cpu = joule::models::cpu;
+  constexpr int L = cpu::kLanes;
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> x = {-inf, -1e30f, -100.0f, -87.31f, -87.3f, -87.29f, -50.5f, -1.0f, -0.0f, 0.0f, 1e-30f,
+                          0.5f, 1.0f,   10.0f,   88.29f,  88.3f,  88.31f,  100.0f, inf,   nan,   -0.5f};
+  torch::manual_seed(3);
+  const torch::Tensor more = torch::rand({6 * L - static_cast<int64_t>(x.size()) % L}) * 200 - 100;
+  x.insert(x.end(), more.data_ptr<float>(), more.data_ptr<float>() + more.numel());
+  ASSERT_EQ(x.size() % L, 0u);
+  const auto same = [](float a, float b) {
+    uint32_t ua, ub;
+    std::memcpy(&ua, &a, 4);
+    std::memcpy(&ub, &b, 4);
+    return (std::isnan(a) && std::isnan(b)) || ua == ub;
+  };
+  for (size_t j = 0; j < x.size(); j += L) {
+    const cpu::FloatLanes v = cpu::load_lanes(x.data() + j);
+    const cpu::FloatLanes w = cpu::load_lanes(x.data() + (j + L) % x.size());
+    const cpu::FloatLanes whole = cpu::exp_approx<cpu::WholeLanes>(v), halves = cpu::exp_approx<cpu::HalfLanes>(v);
+    const cpu::FloatLanes max_whole = cpu::lanes_max<cpu::WholeLanes>(v, w);
+    const cpu::FloatLanes max_halves = cpu::lanes_max<cpu::HalfLanes>(v, w);
+    for (int l = 0; l < L; ++l) {
+      SCOPED_TRACE("x = " + std::to_string(x[j + l]));
+      EXPECT_TRUE(same(whole[l], cpu::exp_approx(x[j + l]))) << whole[l] << " " << cpu::exp_approx(x[j + l]);
+      EXPECT_TRUE(same(halves[l], whole[l])) << halves[l] << " " << whole[l];
+      EXPECT_TRUE(same(max_halves[l], max_whole[l]));
+      EXPECT_TRUE(same(max_whole[l], v[l] > w[l] ? v[l] : w[l]));
+    }
+  }
+  EXPECT_EQ(cpu::exp_approx<cpu::HalfLanes>(cpu::splat(-88.0f))[0], 0.0f);  // masked keys get no weight
+  EXPECT_FLOAT_EQ(cpu::exp_approx<cpu::HalfLanes>(cpu::splat(1.0f))[5], std::exp(1.0f));
 }
 
 // The bf16 residual step in one pass (dropout, add, LayerNorm, cast) against the composition it replaces:
