@@ -36,6 +36,14 @@ torch::Tensor emulated_bf16_matmul(const torch::Tensor& a, const torch::Tensor& 
   return torch::matmul(a.to(torch::kFloat), b.to(torch::kFloat)).to(torch::kBFloat16);
 }
 
+torch::Tensor emulated_bf16_heads_matmul(const torch::Tensor& a, const torch::Tensor& b, launch::Fp32Gemm gemm,
+                                         HeadsOut out) {
+  if (!emulates_bf16_gemm(a)) return {};
+  const torch::Tensor a32 = a.to(torch::kFloat), b32 = b.to(torch::kFloat);
+  if (!fp32_batched_matmul_applies(a32, b32, gemm)) return {};
+  return fp32_batched_matmul(a32, b32, gemm, out).to(torch::kBFloat16);
+}
+
 torch::Tensor PrecisionOps::operand(const torch::Tensor& x) const {
   return x.scalar_type() == compute_dtype() ? x : x.to(compute_dtype());
 }
@@ -89,6 +97,7 @@ std::pair<torch::Tensor, torch::Tensor> PrecisionOps::add_layer_norm(const torch
 torch::Tensor PrecisionOps::attention_scores(const torch::Tensor& q, const torch::Tensor& k) const {
   const torch::Tensor kt = k.transpose(-1, -2);
   if (fp32_batched_matmul_applies(q, kt, fp32_gemm_)) return fp32_batched_matmul(q, kt, fp32_gemm_);
+  if (torch::Tensor s = emulated_bf16_heads_matmul(q, kt, fp32_gemm_, HeadsOut::kHeadsFirst); s.defined()) return s;
   if (!bf16_batched_matmul_applies(q, kt)) return product(q, kt);
   torch::Tensor scores = torch::empty({q.size(0), q.size(1), q.size(2), kt.size(3)}, q.options());
   bf16_batched_matmul(q, kt, scores);
@@ -99,6 +108,8 @@ torch::Tensor PrecisionOps::attention_context(const torch::Tensor& probs, const 
   const int64_t batch = probs.size(0), heads = probs.size(1), len = probs.size(2), dh = v.size(3);
   if (fp32_batched_matmul_applies(probs, v, fp32_gemm_))
     return fp32_batched_matmul(probs, v, fp32_gemm_, HeadsOut::kHeadsLast).view({batch, len, heads * dh});
+  if (torch::Tensor c = emulated_bf16_heads_matmul(probs, v, fp32_gemm_, HeadsOut::kHeadsLast); c.defined())
+    return c.view({batch, len, heads * dh});
   if (!bf16_batched_matmul_applies(probs, v))
     return product(probs, v).transpose(1, 2).reshape({batch, len, heads * dh});
   torch::Tensor context = torch::empty({batch, len, heads, dh}, v.options());

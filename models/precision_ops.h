@@ -22,6 +22,7 @@
 
 #include "launch/blas_core.h"
 #include "models/bf16_linear.h"
+#include "models/fp32_gemm.h"
 #include "models/precision.h"
 
 namespace joule::models {
@@ -66,8 +67,8 @@ class PrecisionOps {
   // scores = q k^T [B, heads, L, L], and context = probs v back as [B, L, hidden]. In fp32 on the CPU one sgemm per
   // head on the views as they are, on the run's fp32 GEMM path, differentiable (models/fp32_gemm.h: no layout
   // copies forward or backward); in bf16 on the CPU where autograd records nothing, oneDNN's batched matmul on the
-  // views (bf16_batched_matmul); otherwise LibTorch's matmul, emulated in fp32 where joule's bf16 GEMMs do not run
-  // (emulated_bf16_matmul).
+  // views (bf16_batched_matmul); where joule's bf16 GEMMs do not run, the fp32 per-head sgemm calls on the widened
+  // operands, the product rounded to bf16 once (differentiable); otherwise LibTorch's matmul.
   torch::Tensor attention_scores(const torch::Tensor& q, const torch::Tensor& k) const;
   torch::Tensor attention_context(const torch::Tensor& probs, const torch::Tensor& v) const;
   // The whole attention, context = dropout(softmax(q k^T * scale + mask_bias), p) v as [B, L, hidden], from the
@@ -99,5 +100,11 @@ bool emulates_bf16_gemm(const torch::Tensor& a);
 // a b (torch::matmul's broadcasting) as PrecisionOps runs a bf16 GEMM where emulates_bf16_gemm: the bf16 operands
 // widened to fp32 (exactly), LibTorch's fp32 matmul, the product rounded to bf16 once. Differentiable.
 torch::Tensor emulated_bf16_matmul(const torch::Tensor& a, const torch::Tensor& b);
+// The same for the attention's products on per-head views, a [B, H, m, k] and b [B, H, k, n]: the widened operands
+// through fp32_batched_matmul's sgemm calls on `gemm`'s path (no per-head selects or layout copies, which LibTorch's
+// bmm makes), laid out as `out` says, rounded to bf16 once; undefined where a is not emulated or fp32_batched_matmul
+// does not take them. Differentiable.
+torch::Tensor emulated_bf16_heads_matmul(const torch::Tensor& a, const torch::Tensor& b, launch::Fp32Gemm gemm,
+                                         HeadsOut out = HeadsOut::kHeadsFirst);
 
 }  // namespace joule::models

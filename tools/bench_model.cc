@@ -59,9 +59,10 @@ double measure_matmul_gflops(const std::vector<GemmShape>& gemms, models::Precis
       const bool batched_onednn = packed_bf16 && s.batch > 1 && models::bf16_batched_matmul_applies(a4, b4);
       const bool emulated = models::emulates_bf16_gemm(a);
       auto run = [&] {
-        if (emulated)  // as the model runs a bf16 GEMM where joule's bf16 kernels do not: in fp32
-          c = models::emulated_bf16_matmul(a, b);
-        else if (s.batch == 1 && joule_fp32)
+        if (emulated) {  // as the model runs a bf16 GEMM where joule's bf16 kernels do not: in fp32
+          c = s.batch > 1 ? models::emulated_bf16_heads_matmul(a4, b4, fp32_gemm) : torch::Tensor();
+          c = c.defined() ? c : models::emulated_bf16_matmul(a, b);
+        } else if (s.batch == 1 && joule_fp32)
           c0 = models::fp32_linear(a0, b0_rows, torch::Tensor(), fp32_gemm);
         else if (joule_fp32)
           c = models::fp32_batched_matmul(a4, b4, fp32_gemm);

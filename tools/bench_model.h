@@ -43,7 +43,7 @@ struct ModelBenchResult {
 // through bf16_batched_matmul, as EncoderModel's inference runs them, so that the model is measured against the calls
 // it makes, not against LibTorch's slower mm that re-packs the weight each call. bf16 on a CPU where joule's bf16 GEMMs
 // do not run (models/bf16_linear.h bf16_gemms_available): emulated in fp32, as the model runs it
-// (models/precision_ops.h emulated_bf16_matmul).
+// (models/precision_ops.h emulated_bf16_matmul, emulated_bf16_heads_matmul).
 double measure_matmul_gflops(const std::vector<GemmShape>& gemms,
                              models::Precision precision = models::Precision::kFp32,
                              const torch::Device& device = torch::kCPU, double seconds_per_shape = 0.15,
