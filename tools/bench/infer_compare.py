@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Inference throughput and latency of the same classifier in PyTorch eager (fp32, bf16 autocast), optionally
-torch.compile (bf16 autocast, --impls ...,pytorch-compile) and ONNX Runtime (fp32, the model exported by torch.onnx),
+torch.compile (the same precisions, --impls ...,pytorch-compile) and ONNX Runtime (fp32, the model exported by torch.onnx),
 alternated with `joule bench infer` on the same preset, batch sizes and
 sequence length: one JSON line per (implementation, precision, batch) with inferences/s and p50/p99 latency.
 
@@ -68,20 +68,14 @@ def row(impl, precision, batch, elapsed, lat, **extra):
             "p99_ms": float(np.percentile(lat, 99)) * 1e3, **extra}
 
 
-def run_pytorch(model, x, batch, seconds, repeat, env):
-    with torch.inference_mode():
-        elapsed, lat = timed(lambda: model(**x), seconds)
-        print(json.dumps(row("pytorch-eager", "fp32", batch, elapsed, lat, repeat=repeat, **env)), flush=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            elapsed, lat = timed(lambda: model(**x), seconds)
-        print(json.dumps(row("pytorch-eager", "bf16-autocast", batch, elapsed, lat, repeat=repeat, **env)), flush=True)
-
-
-def run_pytorch_compile(compiled, x, batch, seconds, repeat, env):
-    """torch.compile (TorchInductor) in bf16 autocast, inference mode: the warm-up calls compile (once per shape)."""
-    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
-        elapsed, lat = timed(lambda: compiled(**x), seconds, warmup=3)
-    print(json.dumps(row("pytorch-compile", "bf16-autocast", batch, elapsed, lat, repeat=repeat, **env)), flush=True)
+def run_pytorch(impl, model, x, batch, seconds, precisions, repeat, env, warmup=2):
+    """Eager (`model`) or torch.compile (TorchInductor: its warm-up calls compile, once per shape and precision) in
+    inference mode, fp32 and/or under bf16 autocast."""
+    for precision in precisions:
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            elapsed, lat = timed(lambda: model(**x), seconds, warmup)
+        name = "bf16-autocast" if precision == "bf16" else "fp32"
+        print(json.dumps(row(impl, name, batch, elapsed, lat, repeat=repeat, **env)), flush=True)
 
 
 def main():
@@ -94,7 +88,13 @@ def main():
     ap.add_argument("--repeats", type=int, default=2, help="alternated rounds over the implementations")
     ap.add_argument("--impls", default="pytorch,onnxruntime,joule",
                     help="which of pytorch, pytorch-compile (torch 2.x), onnxruntime, joule to run")
+    ap.add_argument("--precisions", default="bf16,fp32",
+                    help="PyTorch's and joule's: bf16 (PyTorch's autocast), fp32 or both (ONNX Runtime runs fp32); "
+                         "where the CPU has no bf16 arithmetic PyTorch's bf16 can take minutes a call")
     a = ap.parse_args()
+    precisions = a.precisions.split(",")
+    if not precisions or set(precisions) - {"bf16", "fp32"}:
+        ap.error(f"--precisions {a.precisions!r}: give bf16, fp32 or bf16,fp32")
     impls = set(a.impls.split(","))
     known = {"pytorch", "pytorch-compile", "onnxruntime", "joule"}
     if not impls or impls - known:
@@ -128,14 +128,14 @@ def main():
         for batch in batches:
             x = inputs(batch, a.seq_len, vocab, layout)
             if "pytorch" in impls:
-                run_pytorch(model, x, batch, a.seconds, repeat, env)
+                run_pytorch("pytorch-eager", model, x, batch, a.seconds, precisions, repeat, env)
             if compiled is not None:
-                run_pytorch_compile(compiled, x, batch, a.seconds, repeat, env)
+                run_pytorch("pytorch-compile", compiled, x, batch, a.seconds, precisions, repeat, env, warmup=3)
             if "onnxruntime" in impls:
                 feeds = {n: x[n].numpy() for n in names}
                 elapsed, lat = timed(lambda: session.run(None, feeds), a.seconds)
                 print(json.dumps(row("onnxruntime", "fp32", batch, elapsed, lat, repeat=repeat, **env)), flush=True)
-        for precision in ("bf16", "fp32") if "joule" in impls else ():
+        for precision in precisions if "joule" in impls else ():
             out = subprocess.run([a.joule, "bench", "infer", "--model", a.model, "--batches", a.batches, "--seq-len",
                                   str(a.seq_len), "--seconds", str(a.seconds), "--precision", precision, "--json"],
                                  capture_output=True, text=True, check=True).stdout

@@ -504,6 +504,11 @@ def render_infer(paths):
     if any(compiled in by for by in cells.values()):  # a column only where a file has torch.compile's runs
         columns.insert(3, compiled)
         names.insert(3, "PyTorch 2.x torch.compile bf16")
+    compiled_fp32 = ("pytorch-compile", "fp32")
+    fp32_ratio = any(compiled_fp32 in by for by in cells.values())  # and fp32's, with joule fp32's ratio
+    if fp32_ratio:
+        columns.insert(columns.index(("pytorch2", "fp32")) + 1, compiled_fp32)
+        names.insert(names.index("PyTorch 2.x fp32") + 1, "PyTorch 2.x torch.compile fp32")
     rows = []
     for (model, seq, batch), by in sorted(cells.items()):
         rate = {c: med(x["inferences_per_s"] for x in by[c]) if c in by else None for c in columns}
@@ -515,9 +520,15 @@ def render_infer(paths):
             row.append(f"**{j / ref:.2f}×**" if j and ref else "—")
         jb = by.get(("joule", "bf16"), [])
         row.append(f'{med(x["p50_ms"] for x in jb):.0f} / {med(x["p99_ms"] for x in jb):.0f} ms' if jb else "—")
+        if fp32_ratio:
+            j32 = rate[("joule", "fp32")]
+            fastest = max((rate[c] for c in (("pytorch2", "fp32"), ("pytorch1.13", "fp32"), compiled_fp32,
+                                             ("onnxruntime", "fp32")) if rate.get(c)), default=None)
+            row.append(f"**{j32 / fastest:.2f}×**" if j32 and fastest else "—")
         rows.append(row)
     return markdown(["workload"] + names + ["joule bf16 ÷ faster PyTorch bf16", "joule bf16 ÷ ORT fp32",
-                                             "joule bf16 p50 / p99"], rows)
+                                             "joule bf16 p50 / p99"] +
+                    (["joule fp32 ÷ fastest fp32 (PyTorch, ORT)"] if fp32_ratio else []), rows)
 
 
 def render_served(paths):
