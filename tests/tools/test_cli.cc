@@ -120,19 +120,31 @@ TEST(Cli, AFrontWithoutItsEngineSaysWhatIsMissing) {
 }
 
 // A serving command's OpenMP threads spin only where the GEMMs are not OpenBLAS's: bf16 on oneDNN's kernels does not
-// use OpenBLAS, bf16 emulated in fp32 GEMMs (no oneDNN bf16 kernels on the CPU) runs where fp32 does.
+// use OpenBLAS, bf16 emulated in fp32 GEMMs (no oneDNN bf16 kernels on the CPU) runs where fp32 does, and fp32 runs on
+// OpenBLAS only where its kernels match the CPU. The decision on every combination, whatever this host has:
 TEST(Cli, ServingGemmsOnOpenblasFollowWhereBf16Runs) {
-  const auto on_openblas = [](const char* precision) {
-    std::vector<std::string> words = {"serve", "--precision", precision};
+  using joule::cli::gemms_on_openblas;
+  for (const bool matches : {false, true}) {
+    EXPECT_EQ(gemms_on_openblas(/*chosen_bf16=*/false, /*bf16_gemms_available=*/false, matches), matches);
+    EXPECT_EQ(gemms_on_openblas(false, true, matches), matches);  // fp32 chosen on a bf16 host
+    EXPECT_EQ(gemms_on_openblas(true, false, matches), matches);  // bf16 emulated in fp32 GEMMs
+    EXPECT_FALSE(gemms_on_openblas(true, true, matches));         // oneDNN's bf16 kernels
+  }
+  // and the command line's part: the precision read from --precision, either spelling, and a bad one counted as no.
+  const auto on_openblas = [](std::vector<std::string> words) {
     std::vector<char*> argv;
     for (std::string& w : words) argv.push_back(w.data());
     return joule::cli::serving_gemms_on_openblas(static_cast<int>(argv.size()), argv.data());
   };
+  const bool fp32 = on_openblas({"serve", "--precision", "fp32"});
+  EXPECT_EQ(on_openblas({"serve", "--precision=fp32"}), fp32);
+  EXPECT_FALSE(on_openblas({"serve", "--precision", "fp8"}));
   if (joule::models::bf16_gemms_available()) {
-    EXPECT_FALSE(on_openblas("bf16"));
+    EXPECT_FALSE(on_openblas({"serve", "--precision", "bf16"}));
+    EXPECT_FALSE(on_openblas({"serve", "--precision=bf16"}));
   }
   const joule::models::WithoutBf16GemmsForTesting without;
-  EXPECT_EQ(on_openblas("bf16"), on_openblas("fp32"));
+  EXPECT_EQ(on_openblas({"serve", "--precision", "bf16"}), fp32);
 }
 
 TEST(Cli, VersionNamesEveryLibrary) {

@@ -68,16 +68,20 @@ bool serving_gemms_on_openblas(int argc, char** argv) {
   const auto precision = joule::parse_choice<models::PrecisionSetting>(word, models::kPrecisionWords);
   if (!precision) return false;
   try {
-    // bf16 GEMMs run on oneDNN's OpenMP threads, unless emulated in fp32 ones where oneDNN has no bf16 kernels.
-    if (models::choose_precision(*precision, /*cuda=*/false, launch::CpuIsa::current()).precision !=
-            models::Precision::kFp32 &&
-        models::bf16_gemms_available())
-      return false;
+    const bool chosen_bf16 =
+        models::choose_precision(*precision, /*cuda=*/false, launch::CpuIsa::current()).precision !=
+        models::Precision::kFp32;
     const launch::BlasInfo blas = launch::detect_blas();
-    return !blas.core.empty() && !launch::judge_detected_blas(blas).below;
+    return gemms_on_openblas(chosen_bf16, models::bf16_gemms_available(),
+                             !blas.core.empty() && !launch::judge_detected_blas(blas).below);
   } catch (const std::exception&) {
     return false;
   }
+}
+
+bool gemms_on_openblas(bool chosen_bf16, bool bf16_gemms_available, bool openblas_matches_cpu) {
+  if (chosen_bf16 && bf16_gemms_available) return false;  // oneDNN's bf16 kernels, on its OpenMP threads
+  return openblas_matches_cpu;                            // fp32, or bf16 emulated in fp32 GEMMs
 }
 
 }  // namespace joule::cli

@@ -15,6 +15,9 @@ Handler engine_handler(const Command& command);
 // native bf16 matmuls), or bf16 emulated in fp32 GEMMs (models/bf16_linear.h bf16_gemms_available), on an OpenBLAS
 // whose kernels match the CPU. A --precision the command will reject counts as no.
 bool serving_gemms_on_openblas(int argc, char** argv);
+// The decision itself, from what the command chose and what the host has: bf16 GEMMs run on oneDNN's threads where
+// oneDNN has bf16 kernels, everything else on the fp32 path, which is OpenBLAS's where its kernels match the CPU.
+bool gemms_on_openblas(bool chosen_bf16, bool bf16_gemms_available, bool openblas_matches_cpu);
 
 // The engine's handlers (each in its group's file).
 int train(int argc, char** argv);
