@@ -62,7 +62,7 @@ measure() {  # measure N ATTEMPT: the all-reduce at N nodes into busbw_N_ATTEMPT
 # Up to 3 attempts: a node count whose prediction is more than 15 % off is measured again, and every size keeps the
 # fastest repeat of all its attempts (as within one attempt: other work can only add time). A model that is off
 # stays off in every attempt; a host whose CPUs were taken for a while (CI once measured 4 nodes at 0.65x the model's
-# bandwidth, while every run here came within 11 %) gets another look.
+# bandwidth, while 11 runs on the same host kind came within 11 %) gets another look.
 check() {  # check COUNT...: the table from every attempt so far; the node counts still more than 15 % off into failing.txt
   python3 - "$rate" "$alpha_us" "$mbps" "$@" <<'PY'
 import glob, json, sys
