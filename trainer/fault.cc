@@ -116,6 +116,11 @@ FaultPlan FaultPlan::parse(const std::string& spec) {
     }
     if (f.rank < 0 || f.count < 1 || f.seconds < 0)
       throw FaultError("JOULE_FAULT: '" + item + "': rank must be >= 0, count >= 1 and seconds >= 0");
+    // Only "rng" is a stage of every rank's write; the others are rank 0's alone (trainer/checkpoint.cc), so a fault
+    // there on another rank would never act and the test relying on it would pass for the wrong reason.
+    if (!f.stage.empty() && f.stage != kStages[0] && f.rank != 0)
+      throw FaultError("JOULE_FAULT: '" + item + "': stage '" + f.stage + "' is written by rank 0 alone, so rank " +
+                       std::to_string(f.rank) + " never reaches it; use rank=0, or stage=rng (every rank's)");
     plan.faults_.push_back(f);
   }
   return plan;

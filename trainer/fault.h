@@ -3,7 +3,8 @@
 //
 //   kill:rank=R,step=N                      SIGKILL to rank R once step N's update is done (before its checkpoint)
 //   kill-in-checkpoint:rank=0,step=N,stage=S  SIGKILL inside step N's checkpoint write, right after stage S:
-//                                           rng | model | optimizer | state | manifest | renamed (before COMPLETE)
+//                                           rng | model | optimizer | state | manifest | renamed (before COMPLETE);
+//                                           rng is every rank's stage, the others rank 0's alone (so rank=0 there)
 //   stall:rank=R,step=N,seconds=S           rank R sleeps S seconds (default 3600) before step N's forward pass,
 //                                           so the other ranks' first collective of the step times out; with
 //                                           stage=S (as kill-in-checkpoint's) inside step N's checkpoint write

@@ -26,6 +26,10 @@ TEST(Fault, ParsesEveryKindWithDefaults) {
   EXPECT_EQ(p.at(FaultKind::kill, 1, 8), nullptr);  // another step
   EXPECT_EQ(p.at(FaultKind::kill_in_checkpoint, 0, 10)->stage, "renamed");
   EXPECT_DOUBLE_EQ(p.at(FaultKind::stall, 1, 3)->seconds, 2.5);
+  // Another rank may stop inside a checkpoint at the stage every rank writes (its rng file).
+  EXPECT_EQ(
+      FaultPlan::parse("kill-in-checkpoint:rank=1,step=3,stage=rng").at(FaultKind::kill_in_checkpoint, 1, 3)->stage,
+      "rng");
   EXPECT_EQ(p.at(FaultKind::nan, 0, 3), nullptr);
   EXPECT_NE(p.at(FaultKind::nan, 0, 4), nullptr);
   EXPECT_NE(p.at(FaultKind::nan, 0, 6), nullptr);  // count 3: steps 4, 5, 6
@@ -47,6 +51,8 @@ TEST(Fault, MalformedSpecsAreErrorsNamingThePart) {
       {"stall:step=3,stage=after", "stage 'after'"},
       {"nan:step=3,stage=rng", "key 'stage' does not apply to 'nan'"},
       {"nan:step=3,count=0", "count >= 1"},
+      {"kill-in-checkpoint:rank=1,step=3,stage=manifest", "stage 'manifest' is written by rank 0 alone, so rank 1"},
+      {"stall:rank=2,step=3,stage=model", "stage 'model' is written by rank 0 alone, so rank 2"},
       {"stale-checkpoint-view:rank=1,step=4", "takes no step"},
   };
   for (const auto& [spec, expect] : cases) {
