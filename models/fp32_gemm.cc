@@ -224,10 +224,14 @@ torch::Tensor fp32_linear(const torch::Tensor& x, const torch::Tensor& weight, c
                            static_cast<int64_t>(gemm));
 }
 
+bool batched_matmul_shapes_apply(const torch::Tensor& a, const torch::Tensor& b, launch::Fp32Gemm gemm) {
+  return sgemm_on(gemm) && a.dim() == 4 && b.dim() == 4 && a.device().is_cpu() && b.device().is_cpu() &&
+         a.size(0) == b.size(0) && a.size(1) == b.size(1) && a.size(3) == b.size(2);
+}
+
 bool fp32_batched_matmul_applies(const torch::Tensor& a, const torch::Tensor& b, launch::Fp32Gemm gemm) {
-  return sgemm_on(gemm) && a.dim() == 4 && b.dim() == 4 && a.scalar_type() == torch::kFloat &&
-         b.scalar_type() == torch::kFloat && a.device().is_cpu() && b.device().is_cpu() && a.size(0) == b.size(0) &&
-         a.size(1) == b.size(1) && a.size(3) == b.size(2);
+  return a.scalar_type() == torch::kFloat && b.scalar_type() == torch::kFloat &&
+         batched_matmul_shapes_apply(a, b, gemm);
 }
 
 torch::Tensor fp32_batched_matmul(const torch::Tensor& a, const torch::Tensor& b, launch::Fp32Gemm gemm, HeadsOut out) {

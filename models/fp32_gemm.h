@@ -50,6 +50,8 @@ enum class HeadsOut {
 
 // Whether fp32_batched_matmul takes these: 4-D fp32 CPU tensors of matching sizes, and an sgemm on `gemm`'s path.
 bool fp32_batched_matmul_applies(const torch::Tensor& a, const torch::Tensor& b, launch::Fp32Gemm gemm);
+// The same but for the element type: whether these would apply once widened to fp32.
+bool batched_matmul_shapes_apply(const torch::Tensor& a, const torch::Tensor& b, launch::Fp32Gemm gemm);
 
 // a [B, H, m, k] times b [B, H, k, n], one sgemm per [b, h] on each matrix where it lies (row- or column-major within
 // any strides: the per-head views of [B, L, hidden] need no copy; a matrix with neither is copied first), laid out

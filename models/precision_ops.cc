@@ -38,10 +38,8 @@ torch::Tensor emulated_bf16_matmul(const torch::Tensor& a, const torch::Tensor& 
 
 torch::Tensor emulated_bf16_heads_matmul(const torch::Tensor& a, const torch::Tensor& b, launch::Fp32Gemm gemm,
                                          HeadsOut out) {
-  if (!emulates_bf16_gemm(a)) return {};
-  const torch::Tensor a32 = a.to(torch::kFloat), b32 = b.to(torch::kFloat);
-  if (!fp32_batched_matmul_applies(a32, b32, gemm)) return {};
-  return fp32_batched_matmul(a32, b32, gemm, out).to(torch::kBFloat16);
+  if (!emulates_bf16_gemm(a) || !batched_matmul_shapes_apply(a, b, gemm)) return {};
+  return fp32_batched_matmul(a.to(torch::kFloat), b.to(torch::kFloat), gemm, out).to(torch::kBFloat16);
 }
 
 torch::Tensor PrecisionOps::operand(const torch::Tensor& x) const {

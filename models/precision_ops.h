@@ -102,8 +102,8 @@ bool emulates_bf16_gemm(const torch::Tensor& a);
 torch::Tensor emulated_bf16_matmul(const torch::Tensor& a, const torch::Tensor& b);
 // The same for the attention's products on per-head views, a [B, H, m, k] and b [B, H, k, n]: the widened operands
 // through fp32_batched_matmul's sgemm calls on `gemm`'s path (no per-head selects or layout copies, which LibTorch's
-// bmm makes), laid out as `out` says, rounded to bf16 once; undefined where a is not emulated or fp32_batched_matmul
-// does not take them. Differentiable.
+// bmm makes), laid out as `out` says, rounded to bf16 once; undefined (nothing widened) where a is not emulated or
+// fp32_batched_matmul would not take them widened. Differentiable.
 torch::Tensor emulated_bf16_heads_matmul(const torch::Tensor& a, const torch::Tensor& b, launch::Fp32Gemm gemm,
                                          HeadsOut out = HeadsOut::kHeadsFirst);
 
