@@ -48,14 +48,6 @@ void masked_scale_f32(const float* in, const uint8_t* mask, float scale, int64_t
   }
 }
 
-JOULE_VECTOR_CLONES
-void masked_scale_bf16(const uint16_t* in, const uint8_t* mask, float scale, int64_t n, uint16_t* out) {
-  for (int64_t i = 0; i < n; ++i) {
-    const uint16_t keep = static_cast<uint16_t>(0u - static_cast<uint32_t>(mask[i] != 0));
-    out[i] = cpu::float_to_bf16(cpu::bf16_to_float(in[i]) * scale) & keep;
-  }
-}
-
 // The same, chunk by chunk over the intra-op threads, for fp32 or bf16 tensors.
 void masked_scale(const torch::Tensor& in, const torch::Tensor& mask, float scale, torch::Tensor& out) {
   const uint8_t* m = mask.data_ptr<uint8_t>();
@@ -64,7 +56,7 @@ void masked_scale(const torch::Tensor& in, const torch::Tensor& mask, float scal
   void* dst = out.data_ptr();
   at::parallel_for(0, in.numel(), kChunk, [&](int64_t b, int64_t e) {
     if (bf16)
-      masked_scale_bf16(static_cast<const uint16_t*>(src) + b, m + b, scale, e - b, static_cast<uint16_t*>(dst) + b);
+      dropout_scale_bf16(static_cast<const uint16_t*>(src) + b, m + b, scale, e - b, static_cast<uint16_t*>(dst) + b);
     else
       masked_scale_f32(static_cast<const float*>(src) + b, m + b, scale, e - b, static_cast<float*>(dst) + b);
   });
@@ -126,6 +118,14 @@ struct CpuDropout : torch::autograd::Function<CpuDropout> {
 };
 
 }  // namespace
+
+JOULE_VECTOR_CLONES
+void dropout_scale_bf16(const uint16_t* in, const uint8_t* mask, float scale, int64_t n, uint16_t* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint16_t keep = static_cast<uint16_t>(0u - static_cast<uint32_t>(mask[i] != 0));
+    out[i] = cpu::float_to_bf16(cpu::bf16_to_float(in[i]) * scale) & keep;
+  }
+}
 
 DropoutRows::DropoutRows(uint64_t seed, uint64_t first_row) {
   TORCH_CHECK(!t_scope, "DropoutRows: a scope is already open on this thread");

@@ -58,4 +58,8 @@ class DropoutDraw {
   float scale_;
 };
 
+// out[i] = mask[i] ? bf16(in[i] * scale) : 0 over bf16 bit patterns: train_dropout's arithmetic on a bf16 tensor,
+// forward (scale = DropoutDraw::scale()) and backward alike, for a fused kernel to apply to its own rows.
+void dropout_scale_bf16(const uint16_t* in, const uint8_t* mask, float scale, int64_t n, uint16_t* out);
+
 }  // namespace joule::models

@@ -115,10 +115,10 @@ torch::Tensor PrecisionOps::attention_context(const torch::Tensor& probs, const 
   return context.view({batch, len, heads * dh});
 }
 
-torch::Tensor PrecisionOps::attention_probs(const torch::Tensor& scores, const torch::Tensor& mask_bias,
-                                            double scale) const {
-  if (precision_ == Precision::kFp32) return torch::softmax(scores.add_(mask_bias), -1);
-  return scaled_masked_softmax(scores, mask_bias, scale);
+torch::Tensor PrecisionOps::attention_probs(const torch::Tensor& scores, const torch::Tensor& mask_bias, double scale,
+                                            double dropout_p) const {
+  if (precision_ == Precision::kFp32) return train_dropout(torch::softmax(scores.add_(mask_bias), -1), dropout_p);
+  return scaled_masked_softmax(scores, mask_bias, scale, dropout_p);
 }
 
 torch::Tensor PrecisionOps::attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -134,8 +134,7 @@ torch::Tensor PrecisionOps::attention(const torch::Tensor& q, const torch::Tenso
         .reshape({batch, len, heads * dh});
   }
   const torch::Tensor scaled_q = attention_scale_in_softmax() ? q : q.mul(scale);
-  const torch::Tensor probs = attention_probs(attention_scores(scaled_q, k), mask_bias, scale);
-  return attention_context(train_dropout(probs, dropout_p), v);
+  return attention_context(attention_probs(attention_scores(scaled_q, k), mask_bias, scale, dropout_p), v);
 }
 
 torch::Tensor PrecisionOps::for_loss(const torch::Tensor& logits) const {

@@ -75,17 +75,19 @@ class PrecisionOps {
   // per-head views q [B, heads, Lq, head_dim] (not yet scaled), k and v [B, heads, L, head_dim], and mask_bias
   // [B, 1, 1, L] fp32 (or [B, 1, Lq, L]: a mask for each query, as packed rows need); p = 0: no dropout. In bf16 on a
   // GPU one fused kernel (launch::compat::fused_attention: the probabilities are never stored, the softmax runs in fp32
-  // inside it); otherwise attention_scores, attention_probs, train_dropout and attention_context, with the fp32 model's
-  // order of operations in fp32.
+  // inside it); otherwise attention_scores, attention_probs (with the dropout) and attention_context, with the fp32
+  // model's order of operations in fp32.
   torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                           const torch::Tensor& mask_bias, double scale, double dropout_p) const;
   // Logits for a loss or an argmax: fp32.
   torch::Tensor for_loss(const torch::Tensor& logits) const;
 
  private:
-  // softmax(scale * scores + mask_bias) over keys; in fp32 the original `softmax(scores * scale + mask)` order of
-  // operations (scale applied to the queries by `attention`; see `attention_scale_in_softmax`).
-  torch::Tensor attention_probs(const torch::Tensor& scores, const torch::Tensor& mask_bias, double scale) const;
+  // train_dropout(softmax(scale * scores + mask_bias), dropout_p) over keys; in bf16 one pass per row on the CPU
+  // (scaled_masked_softmax), in fp32 the original `softmax(scores * scale + mask)` order of operations (scale applied
+  // to the queries by `attention`; see `attention_scale_in_softmax`).
+  torch::Tensor attention_probs(const torch::Tensor& scores, const torch::Tensor& mask_bias, double scale,
+                                double dropout_p) const;
   // Whether attention_probs applies the 1/sqrt(d) scale itself (bf16) or `attention` scales the queries (fp32).
   bool attention_scale_in_softmax() const { return precision_ == Precision::kBf16; }
 

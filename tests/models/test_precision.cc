@@ -154,6 +154,60 @@ TEST(Precision, FusedSoftmaxMatchesFp32SoftmaxForwardAndBackward) {
   }
 }
 
+// The softmax with its dropout in one pass per row is train_dropout(scaled_masked_softmax) to the bit, forward and
+// backward, at odd sizes, with a mask per batch row or per query, in a DropoutRows scope and outside one, at one and
+// two threads; the call after it draws what it draws after the composition (the fused call takes one call ordinal).
+TEST(Precision, FusedSoftmaxDropoutIsTheCompositionBitForBit) {
+  const int threads_before = torch::get_num_threads();
+  for (const int threads : {1, 2})
+    for (const int64_t l : {37, 64, 5})
+      for (const bool per_query : {false, true})
+        for (const bool scoped : {false, true})
+          for (const double p : {0.1, 0.5}) {
+            const std::string where = "threads " + std::to_string(threads) + ", keys " + std::to_string(l) +
+                                      (per_query ? ", a mask per query" : "") + (scoped ? ", in a scope" : "") +
+                                      ", p " + std::to_string(p);
+            SCOPED_TRACE(where);
+            torch::set_num_threads(threads);
+            torch::manual_seed(11);
+            const int64_t b = 3, heads = 2;
+            const double scale = 0.125;
+            const torch::Tensor scores = (torch::randn({b, heads, l, l}) * 6).to(torch::kBFloat16);
+            torch::Tensor mask = torch::zeros({b, 1, per_query ? l : 1, l});
+            mask[1]
+                .narrow(-1, l - std::min<int64_t>(3, l - 1), std::min<int64_t>(3, l - 1))
+                .fill_(std::numeric_limits<float>::lowest());
+            const torch::Tensor upstream = torch::randn({b, heads, l, l}).to(torch::kBFloat16);
+            const torch::Tensor next_input = torch::rand({b, 40}).to(torch::kBFloat16);
+            auto run = [&](bool fused) {
+              const torch::Tensor s = scores.clone().set_requires_grad(true);
+              torch::manual_seed(77);
+              std::optional<joule::models::DropoutRows> rows;
+              if (scoped) rows.emplace(5, 1000);
+              const torch::Tensor y =
+                  fused ? joule::models::scaled_masked_softmax(s, mask, scale, p)
+                        : joule::models::train_dropout(joule::models::scaled_masked_softmax(s, mask, scale), p);
+              const torch::Tensor next = joule::models::train_dropout(next_input, 0.3);
+              (y.to(torch::kFloat) * upstream.to(torch::kFloat)).sum().backward();
+              return std::vector<torch::Tensor>{y.detach(), s.grad(), next};
+            };
+            const auto want = run(false), got = run(true);
+            EXPECT_EQ(got[0].scalar_type(), torch::kBFloat16);
+            EXPECT_TRUE(torch::equal(got[0], want[0])) << "forward";
+            EXPECT_TRUE(torch::equal(got[1], want[1])) << "backward";
+            EXPECT_TRUE(torch::equal(got[2], want[2])) << "the next dropout call";
+            // Batch rows 0 and 2 mask no key: their zeros are the dropped elements.
+            const torch::Tensor unmasked = want[0].index_select(0, torch::tensor({0, 2}));
+            EXPECT_NEAR((unmasked == 0).to(torch::kFloat).mean().item<double>(), p, 0.1) << "the composition drops";
+          }
+  torch::set_num_threads(threads_before);
+  // p = 0 is the softmax alone; p = 1 drops everything (LibTorch's dropout, as train_dropout).
+  const torch::Tensor s = torch::randn({2, 2, 9, 9}).to(torch::kBFloat16), m = torch::zeros({2, 1, 1, 9});
+  EXPECT_TRUE(torch::equal(joule::models::scaled_masked_softmax(s, m, 0.5, 0.0),
+                           joule::models::scaled_masked_softmax(s, m, 0.5)));
+  EXPECT_EQ(joule::models::scaled_masked_softmax(s, m, 0.5, 1.0).abs().sum().item<double>(), 0.0);
+}
+
 // The softmax kernel's compares on 16 lanes, whole (the avx512f clone) or by 32-byte halves (the others: GCC makes a
 // compare of a vector wider than the instruction set's one scalar compare per lane): both give the bits of the scalar
 // exp on every lane, at the edges of its range, on infinities and NaN (any NaN for a NaN), and the same lane maxima.
