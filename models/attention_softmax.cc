@@ -22,47 +22,52 @@ using bf16 = c10::BFloat16;
 // Rows per parallel task: results do not depend on how rows are split, each row is computed alone.
 constexpr int64_t kRowGrain = 64;
 
-// p = softmax(scale * s + m) for one row of n (bf16 bit patterns in and out), in fp32 on `buf`: 16 lanes at a time,
-// the elements past the last full 16 one by one; the max and the sum in 16 fixed lanes, then the lanes in order,
-// then those elements (as cpu::lanes_sum adds), so a row gives the same bits on every run. Its compares as `Lanes`
-// makes them (cpu_vector.h): the same bits either way.
-template <class Lanes>
+// p = softmax(scale * s + m) for one row of n (bf16 bit patterns in and out), in fp32 on `buf`: 16 elements at a time
+// as 16 / W vectors of W lanes, the elements past the last full 16 one by one; the max and the sum in 16 fixed lanes,
+// then the lanes in order, then those elements (as cpu::lanes_sum adds), so a row gives the same bits on every run and
+// at either width.
+template <int W>
 JOULE_LANES_INLINE void softmax_row_lanes(const uint16_t* s, const float* m, float scale, int64_t n, float* buf,
                                           uint16_t* p) {
-  constexpr int64_t L = cpu::kLanes;
+  using V = typename cpu::Lanes<W>::F;
+  constexpr int64_t L = cpu::kLanes, kParts = L / W;
+  static_assert(L % W == 0, "the 16 summation lanes are whole vectors");
   const int64_t full = n - n % L;
-  cpu::FloatLanes top_lanes = cpu::splat(-std::numeric_limits<float>::infinity());
-  for (int64_t j = 0; j < full; j += L) {
-    const cpu::FloatLanes v = cpu::bf16_lanes_to_float(s + j) * scale + cpu::load_lanes(m + j);
-    cpu::store_lanes(buf + j, v);
-    top_lanes = cpu::lanes_max<Lanes>(top_lanes, v);
-  }
+  V top_lanes[kParts], sum_lanes[kParts];
+  for (int64_t h = 0; h < kParts; ++h) top_lanes[h] = cpu::splat<W>(-std::numeric_limits<float>::infinity());
+  for (int64_t j = 0; j < full; j += L)
+    for (int64_t h = 0, k = j; h < kParts; ++h, k += W) {
+      const V v = cpu::bf16_lanes_to_float<W>(s + k) * scale + cpu::load_lanes<W>(m + k);
+      cpu::store_lanes<W>(buf + k, v);
+      top_lanes[h] = cpu::lanes_max<W>(top_lanes[h], v);
+    }
   float top = -std::numeric_limits<float>::infinity();
-  for (int64_t l = 0; l < L; ++l) top = std::max(top, top_lanes[l]);
+  for (int64_t l = 0; l < L; ++l) top = std::max(top, top_lanes[l / W][l % W]);
   for (int64_t j = full; j < n; ++j) {
     buf[j] = cpu::bf16_to_float(s[j]) * scale + m[j];
     top = std::max(top, buf[j]);
   }
-  cpu::FloatLanes sum_lanes = {};
-  for (int64_t j = 0; j < full; j += L) {
-    const cpu::FloatLanes e = cpu::exp_approx<Lanes>(cpu::load_lanes(buf + j) - top);
-    cpu::store_lanes(buf + j, e);
-    sum_lanes += e;
-  }
+  for (int64_t h = 0; h < kParts; ++h) sum_lanes[h] = V{};
+  for (int64_t j = 0; j < full; j += L)
+    for (int64_t h = 0, k = j; h < kParts; ++h, k += W) {
+      const V e = cpu::exp_approx<W>(cpu::load_lanes<W>(buf + k) - top);
+      cpu::store_lanes<W>(buf + k, e);
+      sum_lanes[h] += e;
+    }
   float sum = 0;
-  for (int64_t l = 0; l < L; ++l) sum += sum_lanes[l];
+  for (int64_t l = 0; l < L; ++l) sum += sum_lanes[l / W][l % W];
   for (int64_t j = full; j < n; ++j) sum += buf[j] = cpu::exp_approx(buf[j] - top);
   const float inv = 1.0f / sum;
-  for (int64_t j = 0; j < full; j += L) cpu::float_lanes_to_bf16(cpu::load_lanes(buf + j) * inv, p + j);
+  for (int64_t j = 0; j < full; j += W) cpu::float_lanes_to_bf16<W>(cpu::load_lanes<W>(buf + j) * inv, p + j);
   for (int64_t j = full; j < n; ++j) p[j] = cpu::float_to_bf16(buf[j] * inv);
 }
 
 JOULE_VECTOR_CLONES
 void softmax_row(const uint16_t* s, const float* m, float scale, int64_t n, float* buf, uint16_t* p) {
-  if (cpu::whole_lane_compares())
-    softmax_row_lanes<cpu::WholeLanes>(s, m, scale, n, buf, p);
+  if (cpu::native_lanes() == 16)
+    softmax_row_lanes<16>(s, m, scale, n, buf, p);
   else
-    softmax_row_lanes<cpu::HalfLanes>(s, m, scale, n, buf, p);
+    softmax_row_lanes<8>(s, m, scale, n, buf, p);
 }
 
 // ds = scale * p * (g - <g, p>) for one row of n; `buf` holds the products.

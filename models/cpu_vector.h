@@ -3,6 +3,7 @@
 // processor has; x86-64 only, one plain version elsewhere). bf16 values are handled as their 16-bit patterns.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 
@@ -46,7 +47,7 @@ inline uint16_t float_to_bf16(float f) {
 }
 
 // e^x / 2^n for n = floor(x log2(e) + 1/2): Cephes' expf, ln 2 split in two and a degree-5 polynomial; for one float
-// or for 16 lanes (FloatLanes below), the same operations.
+// or for W lanes (Lanes<W> below), the same operations.
 template <typename T>
 JOULE_LANES_INLINE T exp_reduced(T x, T n) {
   const T r = x - n * 0.693359375f + n * 2.12194440e-4f;
@@ -70,109 +71,106 @@ JOULE_LANES_INLINE float exp_approx(float x) {
   return underflow ? 0.0f : y * scale;
 }
 
-// The same arithmetic on 16 lanes at once, written with GCC's vector extensions for the loops the compiler does not
+// The same arithmetic on W lanes at once, written with GCC's vector extensions for the loops the compiler does not
 // vectorize well on its own (a row's pass with a reduction in it): each lane computes exactly what the scalar
-// functions above compute for its element.
+// functions above compute for its element, at either width. W = 16 is native in the avx512f clone, W = 8 from AVX on:
+// GCC 12 compiles a compare of vectors wider than the clone's registers into one scalar compare per lane (16 lanes in
+// the avx2 clone ran the attention softmax at about 25 cycles an element), so a kernel takes W as a template argument
+// and `native_lanes` says which suits the processor.
 // (The kernel files build with -Wno-psabi: these helpers are always inlined, so no call passes a vector across ISAs.)
-using FloatLanes = float __attribute__((vector_size(64)));
-using IntLanes = int32_t __attribute__((vector_size(64)));
-using BitsLanes = uint32_t __attribute__((vector_size(64)));
-using Bf16Lanes = uint16_t __attribute__((vector_size(32)));
+// (One specialization per width: GCC 12 drops a vector_size that depends on a template parameter.)
+template <int W>
+struct Lanes;
+#define JOULE_DEFINE_LANES(W)                               \
+  template <>                                               \
+  struct Lanes<W> {                                         \
+    using F = float __attribute__((vector_size(4 * W)));    \
+    using I = int32_t __attribute__((vector_size(4 * W)));  \
+    using U = uint32_t __attribute__((vector_size(4 * W))); \
+    using H = uint16_t __attribute__((vector_size(2 * W))); \
+  };
+JOULE_DEFINE_LANES(16)
+JOULE_DEFINE_LANES(8)
+#undef JOULE_DEFINE_LANES
 
-JOULE_LANES_INLINE FloatLanes splat(float x) { return FloatLanes{} + x; }
+// The width a test forces on every kernel that asks native_lanes (0: none; either width runs on any processor).
+inline std::atomic<int>& forced_lanes_for_testing() {
+  static std::atomic<int> lanes{0};
+  return lanes;
+}
 
-JOULE_LANES_INLINE FloatLanes load_lanes(const float* x) {
-  FloatLanes v;
+inline int native_lanes() {
+  if (const int forced = forced_lanes_for_testing().load(std::memory_order_relaxed)) return forced;
+#if defined(__x86_64__) && defined(__GNUC__)
+  return __builtin_cpu_supports("avx512f") ? 16 : 8;
+#else
+  return 8;
+#endif
+}
+
+template <int W>
+JOULE_LANES_INLINE typename Lanes<W>::F splat(float x) {
+  return typename Lanes<W>::F{} + x;
+}
+
+template <int W>
+JOULE_LANES_INLINE typename Lanes<W>::F load_lanes(const float* x) {
+  typename Lanes<W>::F v;
   std::memcpy(&v, x, sizeof v);
   return v;
 }
 
-JOULE_LANES_INLINE void store_lanes(float* x, FloatLanes v) { std::memcpy(x, &v, sizeof v); }
+template <int W>
+JOULE_LANES_INLINE void store_lanes(float* x, typename Lanes<W>::F v) {
+  std::memcpy(x, &v, sizeof v);
+}
 
-JOULE_LANES_INLINE FloatLanes bf16_lanes_to_float(const uint16_t* b) {
-  Bf16Lanes h;
+template <int W>
+JOULE_LANES_INLINE typename Lanes<W>::F bf16_lanes_to_float(const uint16_t* b) {
+  typename Lanes<W>::H h;
   std::memcpy(&h, b, sizeof h);
-  const BitsLanes u = __builtin_convertvector(h, BitsLanes) << 16;
-  FloatLanes f;
+  const typename Lanes<W>::U u = __builtin_convertvector(h, typename Lanes<W>::U) << 16;
+  typename Lanes<W>::F f;
   std::memcpy(&f, &u, sizeof f);
   return f;
 }
 
-JOULE_LANES_INLINE void float_lanes_to_bf16(FloatLanes f, uint16_t* b) {
-  BitsLanes u;
+template <int W>
+JOULE_LANES_INLINE void float_lanes_to_bf16(typename Lanes<W>::F f, uint16_t* b) {
+  typename Lanes<W>::U u;
   std::memcpy(&u, &f, sizeof u);
   u = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  const Bf16Lanes h = __builtin_convertvector(u, Bf16Lanes);
+  const typename Lanes<W>::H h = __builtin_convertvector(u, typename Lanes<W>::H);
   std::memcpy(b, &h, sizeof h);
 }
 
-// Compares and selects on 16 lanes. GCC 12 compiles a compare of 64-byte vectors into one scalar compare per lane
-// where the clone's vectors are narrower (the avx2 clone: the attention softmax ran at about 25 cycles an element), so
-// a kernel that compares takes one of these as a template argument: `WholeLanes` compares the 64-byte vector at once
-// (native in the avx512f clone), `HalfLanes` each 32-byte half on its own (native from AVX on). `f` is the same
-// expression either way, applied lane by lane, so both give the same bits; `whole_lane_compares` says which suits the
-// processor.
-#if defined(__GNUC__)
-#define JOULE_LANE_FN __attribute__((always_inline))
-#else
-#define JOULE_LANE_FN
-#endif
-
-struct WholeLanes {
-  template <typename F>
-  JOULE_LANES_INLINE static FloatLanes apply(F f, FloatLanes a, FloatLanes b) {
-    return f(a, b);
-  }
-};
-
-struct HalfLanes {
-  using Half = float __attribute__((vector_size(32)));
-  template <typename F>
-  JOULE_LANES_INLINE static FloatLanes apply(F f, FloatLanes a, FloatLanes b) {
-    Half ah[2], bh[2], r[2];
-    std::memcpy(ah, &a, sizeof a);
-    std::memcpy(bh, &b, sizeof b);
-    r[0] = f(ah[0], bh[0]);
-    r[1] = f(ah[1], bh[1]);
-    FloatLanes out;
-    std::memcpy(&out, r, sizeof out);
-    return out;
-  }
-};
-
-inline bool whole_lane_compares() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  return __builtin_cpu_supports("avx512f");
-#else
-  return false;
-#endif
-}
-
-// exp_approx on every lane (floor from the truncation toward zero, exact in this range), its compares as `Lanes`
-// makes them.
-template <class Lanes>
-JOULE_LANES_INLINE FloatLanes exp_approx(FloatLanes x) {
-  x = Lanes::apply([](auto v, auto) JOULE_LANE_FN { return v > 88.3f ? decltype(v){} + 88.3f : v; }, x, x);
-  const auto underflow_to_zero = [](auto v, auto r) JOULE_LANE_FN { return v < -87.3f ? decltype(r){} : r; };
-  const FloatLanes clamped = Lanes::apply(underflow_to_zero, x, x);
-  const FloatLanes y0 = clamped * 1.44269504088896341f + 0.5f;
-  const FloatLanes t = __builtin_convertvector(__builtin_convertvector(y0, IntLanes), FloatLanes);
-  const FloatLanes n = Lanes::apply([](auto a, auto b) JOULE_LANE_FN { return a > b ? a - 1.0f : a; }, t, y0);
-  const FloatLanes y = exp_reduced(clamped, n);
-  const BitsLanes bits = (BitsLanes)((__builtin_convertvector(n, IntLanes) + 127) << 23);
-  FloatLanes scale;
+// exp_approx on every lane (floor from the truncation toward zero, exact in this range).
+template <int W>
+JOULE_LANES_INLINE typename Lanes<W>::F exp_approx(typename Lanes<W>::F x) {
+  using F = typename Lanes<W>::F;
+  using I = typename Lanes<W>::I;
+  x = x > 88.3f ? F{} + 88.3f : x;
+  const auto underflow = x < -87.3f;
+  const F clamped = underflow ? F{} : x;
+  const F y0 = clamped * 1.44269504088896341f + 0.5f;
+  const F t = __builtin_convertvector(__builtin_convertvector(y0, I), F);
+  const F n = t > y0 ? t - 1.0f : t;
+  const F y = exp_reduced(clamped, n);
+  const typename Lanes<W>::U bits = (typename Lanes<W>::U)((__builtin_convertvector(n, I) + 127) << 23);
+  F scale;
   std::memcpy(&scale, &bits, sizeof scale);
-  return Lanes::apply(underflow_to_zero, x, y * scale);
+  return underflow ? F{} : y * scale;
 }
 
 // a > b ? a : b on every lane.
-template <class Lanes>
-JOULE_LANES_INLINE FloatLanes lanes_max(FloatLanes a, FloatLanes b) {
-  return Lanes::apply([](auto u, auto v) JOULE_LANE_FN { return u > v ? u : v; }, a, b);
+template <int W>
+JOULE_LANES_INLINE typename Lanes<W>::F lanes_max(typename Lanes<W>::F a, typename Lanes<W>::F b) {
+  return a > b ? a : b;
 }
 
 // A sum over a row in 16 fixed lanes (then the lanes in order): the compiler vectorizes it without reordering
-// anything itself, so results are the same on every run.
+// anything itself, so results are the same on every run. Kernels that sum on Lanes<W> keep these 16 lanes (16 / W
+// vectors), so they give the same bits at either width.
 constexpr int kLanes = 16;
 
 JOULE_LANES_INLINE float lanes_sum(const float* x, int64_t n) {

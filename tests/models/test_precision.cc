@@ -208,10 +208,11 @@ TEST(Precision, FusedSoftmaxDropoutIsTheCompositionBitForBit) {
   EXPECT_EQ(joule::models::scaled_masked_softmax(s, m, 0.5, 1.0).abs().sum().item<double>(), 0.0);
 }
 
-// The softmax kernel's compares on 16 lanes, whole (the avx512f clone) or by 32-byte halves (the others: GCC makes a
-// compare of a vector wider than the instruction set's one scalar compare per lane): both give the bits of the scalar
-// exp on every lane, at the edges of its range, on infinities and NaN (any NaN for a NaN), and the same lane maxima.
-TEST(Precision, LaneComparesGiveTheSameBitsWholeOrByHalves) {
+// The softmax kernel's lanes, 16 (the avx512f clone) or 8 (the others: GCC makes a compare of a vector wider than the
+// instruction set's one scalar compare per lane): both give the bits of the scalar exp on every lane, at the edges of
+// its range, on infinities and NaN (any NaN for a NaN), and the same lane maxima; the softmax gives the same bits at
+// either width, forward and backward, rows with and without a tail.
+TEST(Precision, LaneKernelsGiveTheScalarBitsOn16And8Lanes) {
   namespace cpu = joule::models::cpu;
   constexpr int L = cpu::kLanes;
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
@@ -228,21 +229,41 @@ TEST(Precision, LaneComparesGiveTheSameBitsWholeOrByHalves) {
     return (std::isnan(a) && std::isnan(b)) || ua == ub;
   };
   for (size_t j = 0; j < x.size(); j += L) {
-    const cpu::FloatLanes v = cpu::load_lanes(x.data() + j);
-    const cpu::FloatLanes w = cpu::load_lanes(x.data() + (j + L) % x.size());
-    const cpu::FloatLanes whole = cpu::exp_approx<cpu::WholeLanes>(v), halves = cpu::exp_approx<cpu::HalfLanes>(v);
-    const cpu::FloatLanes max_whole = cpu::lanes_max<cpu::WholeLanes>(v, w);
-    const cpu::FloatLanes max_halves = cpu::lanes_max<cpu::HalfLanes>(v, w);
+    const cpu::Lanes<16>::F v = cpu::load_lanes<16>(x.data() + j);
+    const cpu::Lanes<16>::F w = cpu::load_lanes<16>(x.data() + (j + L) % x.size());
+    const cpu::Lanes<16>::F whole = cpu::exp_approx<16>(v), max_whole = cpu::lanes_max<16>(v, w);
     for (int l = 0; l < L; ++l) {
       SCOPED_TRACE("x = " + std::to_string(x[j + l]));
+      const int h = l / 8;
+      const cpu::Lanes<8>::F half = cpu::exp_approx<8>(cpu::load_lanes<8>(x.data() + j + 8 * h));
+      const cpu::Lanes<8>::F max_half = cpu::lanes_max<8>(cpu::load_lanes<8>(x.data() + j + 8 * h),
+                                                          cpu::load_lanes<8>(x.data() + (j + L) % x.size() + 8 * h));
       EXPECT_TRUE(same(whole[l], cpu::exp_approx(x[j + l]))) << whole[l] << " " << cpu::exp_approx(x[j + l]);
-      EXPECT_TRUE(same(halves[l], whole[l])) << halves[l] << " " << whole[l];
-      EXPECT_TRUE(same(max_halves[l], max_whole[l]));
+      EXPECT_TRUE(same(half[l % 8], whole[l])) << half[l % 8] << " " << whole[l];
+      EXPECT_TRUE(same(max_half[l % 8], max_whole[l]));
       EXPECT_TRUE(same(max_whole[l], v[l] > w[l] ? v[l] : w[l]));
     }
   }
-  EXPECT_EQ(cpu::exp_approx<cpu::HalfLanes>(cpu::splat(-88.0f))[0], 0.0f);  // masked keys get no weight
-  EXPECT_FLOAT_EQ(cpu::exp_approx<cpu::HalfLanes>(cpu::splat(1.0f))[5], std::exp(1.0f));
+  EXPECT_EQ(cpu::exp_approx<8>(cpu::splat<8>(-88.0f))[0], 0.0f);  // masked keys get no weight
+  EXPECT_FLOAT_EQ(cpu::exp_approx<8>(cpu::splat<8>(1.0f))[5], std::exp(1.0f));
+
+  for (const int64_t keys : {128, 37, 5}) {
+    torch::manual_seed(4);
+    const torch::Tensor scores = (torch::randn({2, 3, keys, keys}) * 8).to(torch::kBFloat16);
+    torch::Tensor mask = torch::zeros({2, 1, 1, keys});
+    mask[1].narrow(-1, 0, keys / 2).fill_(std::numeric_limits<float>::lowest());
+    std::vector<torch::Tensor> at[2];
+    for (const int lanes : {16, 8}) {
+      cpu::forced_lanes_for_testing() = lanes;
+      const torch::Tensor s = scores.clone().set_requires_grad(true);
+      const torch::Tensor p = joule::models::scaled_masked_softmax(s, mask, 0.125);
+      p.to(torch::kFloat).pow(2).sum().backward();
+      at[lanes == 8] = {p.detach(), s.grad()};
+    }
+    cpu::forced_lanes_for_testing() = 0;
+    EXPECT_TRUE(torch::equal(at[0][0], at[1][0])) << keys << " keys: forward";
+    EXPECT_TRUE(torch::equal(at[0][1], at[1][1])) << keys << " keys: backward";
+  }
 }
 
 // The bf16 residual step in one pass (dropout, add, LayerNorm, cast) against the composition it replaces:
