@@ -30,11 +30,14 @@ class CollectiveTimeout : public CollectiveError {
  public:
   // "[rank R] WHAT did not finish within S s (WHY)": S whole, or to a tenth where the deadline has a fraction.
   static std::string message(int rank, const std::string& what, double seconds, const std::string& why);
-  explicit CollectiveTimeout(const std::string& message)
-      : CollectiveError(
-            message,
-            "another rank died or stalled (look for its error above); raise train.collective_timeout_seconds only if "
-            "steps or checkpoint writes are legitimately that slow, then --resume auto") {}
+  // `hint`: what to do, for a command other than `joule train` (whose hint is the default).
+  explicit CollectiveTimeout(
+      const std::string& message,
+      std::string hint =
+          "another rank died or stalled (look for its error above); raise "
+          "train.collective_timeout_seconds only if steps or checkpoint writes are legitimately that "
+          "slow, then --resume auto")
+      : CollectiveError(message, std::move(hint)) {}
 };
 
 enum class DType { kFloat32, kFloat64, kBFloat16, kFloat16, kInt32, kInt64 };

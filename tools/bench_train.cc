@@ -91,6 +91,7 @@ BenchSetup set_up(const TrainBenchOptions& o) {
   process_options.device = o.device;
   process_options.threads = o.threads;
   process_options.fp32_gemm = o.fp32_gemm;
+  process_options.collective_timeout_seconds = o.collective_timeout_seconds;
   b.process = trainer::start_training_process(process_options);
   b.rss_at_startup = rss_now();
   const launch::DeviceChoice& device = b.process.device;
@@ -108,6 +109,7 @@ BenchSetup set_up(const TrainBenchOptions& o) {
   if (o.wire == "bf16") spec.reducer.compression = collectives::Compression::kBFloat16;
   spec.optimizer.shard = o.shard;
   spec.reducer.shard = o.shard == trainer::OptimizerSharding::zero1;
+  spec.reducer.timeout_seconds = o.collective_timeout_seconds;
   b.objects = trainer::build_training(spec, *b.process.comm);
   b.objects.reducer->broadcast_parameters(0);
   b.batch = models::synthetic_batch(o.config, o.micro_batch, o.seq_len, o.max_predictions,
@@ -135,7 +137,7 @@ StepTimes run_steps(const TrainBenchOptions& o, BenchSetup& b) {
   collectives::GradientReducer& reducer = *b.objects.reducer;
   // The step that trains (trainer/train_step.h), one micro-batch per step, with memory probes between its stages.
   trainer::TrainStep train_step(b.objects.model, reducer, *b.objects.optimizer, *b.process.comm,
-                                trainer::TrainOptions{}.collective_timeout_seconds, 1);
+                                o.collective_timeout_seconds, 1);
   trainer::StepOptions probes;
   probes.after_forward = [&] { t.rss["forward"] = rss_now(); };
   probes.after_backward = [&] { t.rss["backward"] = rss_now(); };
@@ -172,15 +174,15 @@ struct AcrossRanks {
   double peak_rss_bytes = 0, matmul_gflops_mean = 0, optimizer_state_bytes_max = 0;
 };
 
-AcrossRanks gather_over_ranks(collectives::Communicator& comm, double peak_rss_bytes, double matmul_gflops,
-                              double optimizer_state_bytes) {
+AcrossRanks gather_over_ranks(collectives::Communicator& comm, double timeout_seconds, double peak_rss_bytes,
+                              double matmul_gflops, double optimizer_state_bytes) {
   const auto& info = comm.info();
   constexpr size_t kPerRank = 3;
   std::vector<double> per_rank(static_cast<size_t>(info.world_size) * kPerRank, 0.0);
   per_rank[static_cast<size_t>(info.rank) * kPerRank] = peak_rss_bytes;
   per_rank[static_cast<size_t>(info.rank) * kPerRank + 1] = matmul_gflops;
   per_rank[static_cast<size_t>(info.rank) * kPerRank + 2] = optimizer_state_bytes;
-  collectives::sum_over_ranks(comm, per_rank);
+  collectives::sum_over_ranks(comm, per_rank, timeout_seconds, "the ranks' memory and GEMM figures");
   AcrossRanks a;
   for (size_t r = 0; r < static_cast<size_t>(info.world_size); ++r) {
     a.peak_rss_bytes = std::max(a.peak_rss_bytes, per_rank[r * kPerRank]);
@@ -231,7 +233,9 @@ nlohmann::json host_record(const BenchSetup& b) {
 
 }  // namespace
 
-std::string bench_train(const TrainBenchOptions& o) {
+namespace {
+
+std::string measure(const TrainBenchOptions& o) {
   BenchSetup b = set_up(o);
   collectives::Communicator& comm = *b.process.comm;
   const StepTimes t = run_steps(o, b);
@@ -243,14 +247,15 @@ std::string bench_train(const TrainBenchOptions& o) {
   const launch::CpuCacheStats cache = launch::cpu_cache_stats();
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
-  comm.barrier();
+  comm.barrier({collectives::ReduceOp::kSum, o.collective_timeout_seconds, "the end of the timed steps"});
   const int cuda_index = b.process.device.cuda_index();
   const double device_peak_bytes =
       b.cuda() ? static_cast<double>(launch::compat::cuda_peak_allocated_bytes(cuda_index)) : 0;
   const double matmul_gflops = measure_matmul_gflops(gemms, b.precision.precision, b.process.device.device, 0.15,
                                                      b.process.gemm.choice.fp32);  // every rank at once, as in training
-  const AcrossRanks ranks = gather_over_ranks(comm, static_cast<double>(ru.ru_maxrss) * 1024.0, matmul_gflops,
-                                              b.objects.optimizer->state_bytes());
+  const AcrossRanks ranks =
+      gather_over_ranks(comm, o.collective_timeout_seconds, static_cast<double>(ru.ru_maxrss) * 1024.0, matmul_gflops,
+                        b.objects.optimizer->state_bytes());
   if (comm.info().rank != 0) return "";
   const ExpectedMemory expected = expected_memory(o, b.precision.precision, b.matmul_elements, comm.info().world_size);
   nlohmann::json j = {{"impl", "joule"},
@@ -296,6 +301,18 @@ std::string bench_train(const TrainBenchOptions& o) {
   // MFU: the step's GEMM FLOPs (models/flops.h) per second over the device's dense peak at this precision.
   if (o.peak_tflops > 0) j["mfu"] = gflop / step_s / (o.peak_tflops * 1e3);
   return j.dump();
+}
+
+}  // namespace
+
+std::string bench_train(const TrainBenchOptions& o) {
+  try {
+    return measure(o);
+  } catch (const collectives::CollectiveTimeout& e) {
+    throw collectives::CollectiveTimeout(e.what(),
+                                         "another rank died or stalled (look for its error above); raise "
+                                         "--collective-timeout only if its steps are legitimately that slow");
+  }
 }
 
 }  // namespace joule::tools

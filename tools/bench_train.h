@@ -13,6 +13,7 @@
 #include "models/bert_config.h"
 #include "models/precision.h"
 #include "trainer/optimizer_options.h"
+#include "trainer/train_options.h"
 
 namespace joule::tools {
 
@@ -33,6 +34,8 @@ struct TrainBenchOptions {
   launch::Fp32GemmSetting fp32_gemm = launch::Fp32GemmSetting::automatic;
   trainer::OptimizerSharding shard = trainer::OptimizerSharding::none;  // optimizer.shard
   double peak_tflops = 0;  // the device's dense peak at the precision, for "mfu"; 0: not reported
+  // Every wait for the other ranks fails after this long (a dead or stalled rank), as train.collective_timeout_seconds.
+  double collective_timeout_seconds = trainer::TrainOptions{}.collective_timeout_seconds;
 };
 
 // Activation bytes autograd keeps for one micro-batch of BertForPreTraining in fp32 (what backward needs),

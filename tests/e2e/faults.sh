@@ -4,7 +4,8 @@
 #     checkpoint verifies, and --resume auto ends with bit-identical final weights;
 #  2. kill -9 inside a checkpoint write (at three stages): resume takes the previous checkpoint, same weights;
 #  3. a stalled rank, before a step or inside a checkpoint write: the others fail with a timeout naming the operation
-#     and rank within about the collective timeout, no hang;
+#     and rank within about the collective timeout, no hang; bench train likewise (--collective-timeout), a rank
+#     stopped by SIGSTOP in its steps;
 #  4. NaN in the loss: the steps are skipped and counted; N consecutive ones stop the run on every rank;
 #  5. a shard corrupted mid-run: an error naming the shard, every rank ends non-zero;
 #  6. a rank whose listing of checkpoints/ lags rank 0's (shared file system): it loads rank 0's choice, says so,
@@ -98,6 +99,29 @@ grep -q "\[rank 0\] .*all_reduce 'the step's prediction and sequence counts' of 
 JOULE_FAULT="stall:rank=1,step=10,stage=rng,seconds=600" faulty stall_in_checkpoint.log 60 --config run.toml --run-dir stall_in_checkpoint --set train.collective_timeout_seconds=5
 grep -q "\[rank 0\] .*barrier 'checkpoint step_00000010: every rank writing its files' .*did not finish within 5\.[0-9] s" stall_in_checkpoint.log ||
   { cat stall_in_checkpoint.log; fail "no timeout naming the checkpoint's wait and the rank"; }
+
+# bench train waits for the other ranks as train does: a rank stopped (SIGSTOP) during the timed steps leaves the
+# other's next collective waiting, and the bench ends at --collective-timeout with the operation named.
+timeout 120 "$mpiexec" "${MPI_ARGS[@]}" "$joule" bench train --config bert-tiny --warmup 0 --steps 100000 \
+  --micro-batch 2 --seq-len 16 --max-predictions 2 --collective-timeout 5 > bench_stall.log 2>&1 &
+launcher=$!
+for _ in $(seq 1 600); do grep -q "^initial weights" bench_stall.log 2>/dev/null && break; sleep 0.1; done
+sleep 1
+victim=""
+for pid in $(e2e_own_pids " bench train --config bert-tiny --warmup 0 --steps 100000"); do
+  tr '\0' '\n' < /proc/$pid/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && victim=$pid
+done
+[[ -n "$victim" ]] || { kill $launcher; cat bench_stall.log; fail "bench train: no process of rank 1 to stop"; }
+start=$(date +%s)
+kill -STOP "$victim"
+wait $launcher
+rc=$? elapsed=$(( $(date +%s) - start ))
+kill -KILL "$victim" 2>/dev/null
+echo "   bench train, rank 1 stopped: exit code $rc after ${elapsed}s"
+[[ $rc -ne 0 ]] && (( elapsed <= 60 )) || { cat bench_stall.log; fail "bench train did not fail within 60 s"; }
+grep -q "\[rank 0\] .*did not finish within 5 s" bench_stall.log ||
+  { cat bench_stall.log; fail "bench train: no timeout naming the operation and rank"; }
+grep -q "what to do: .*raise --collective-timeout" bench_stall.log || { cat bench_stall.log; fail "bench train: a hint for another command"; }
 
 echo "== 4. NaN loss: two skipped steps, then a run that stops after 4 in a row"
 JOULE_FAULT="nan:rank=1,step=7,count=2" mpi "$joule" train --config run.toml --run-dir nan2 > nan2.log 2>&1 || { cat nan2.log; fail "a run with two NaN steps failed"; }

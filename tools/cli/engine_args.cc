@@ -429,13 +429,17 @@ tools::TrainBenchOptions read_bench_train(int argc, char** argv) {
       threads{"threads", "intra-op threads per rank", "0", kThreads, "0: cores / local ranks"},
       warmup{"warmup", "untimed steps", "2", kWarmup}, steps{"steps", "timed steps", "5", kRepeats},
       peak{"peak-tflops", "the device's dense peak TFLOP/s at --precision: adds \"mfu\" (H100/H200 SXM bf16: 989)", "0",
-           OptionRange{0, 1e6}, "0: none"};
-  add_number_flags(o, {seq_len, micro_batch, max_pred, threads, warmup, steps, peak});
+           OptionRange{0, 1e6}, "0: none"},
+      timeout{"collective-timeout",
+              "seconds a wait for the other ranks may take before the bench fails (train.collective_timeout_seconds)",
+              "600", OptionRange{0, 1e7, true, false}};
+  add_number_flags(o, {seq_len, micro_batch, max_pred, threads, warmup, steps, peak, timeout});
   auto r = parse(o, argc, argv);
   tools::TrainBenchOptions b;
   // cpu and cuda only (trainium-sim is a run's simulated cluster): DeviceKind's first two words.
   b.device = choice_flag<launch::DeviceKind>(r, "device", {"cpu", "cuda"});
   b.peak_tflops = number_flag(r, peak);
+  b.collective_timeout_seconds = number_flag(r, timeout);
   b.profile = r["profile"].as<std::string>();
   b.model_name = r["config"].as<std::string>();
   b.seq_len = int_flag(r, seq_len);
