@@ -15,7 +15,7 @@
 #endif
 
 // The helpers below are always inlined into the clone that calls them: out of line they would be the baseline (SSE2)
-// copy, slower, and for the FloatLanes ones a call across ISAs passes the 64-byte vector differently on each side
+// copy, slower, and for the Lanes<W> ones a call across ISAs passes the vector differently on each side
 // (what -Wpsabi warns of): GCC left some of them out of line when merely `inline`.
 #if defined(__GNUC__)
 #define JOULE_LANES_INLINE inline __attribute__((always_inline))
@@ -93,14 +93,16 @@ JOULE_DEFINE_LANES(16)
 JOULE_DEFINE_LANES(8)
 #undef JOULE_DEFINE_LANES
 
-// The width a test forces on every kernel that asks native_lanes (0: none; either width runs on any processor).
+// The width a test forces on every kernel that asks native_lanes (8 or 16; anything else: none; either width runs on
+// any processor).
 inline std::atomic<int>& forced_lanes_for_testing() {
   static std::atomic<int> lanes{0};
   return lanes;
 }
 
 inline int native_lanes() {
-  if (const int forced = forced_lanes_for_testing().load(std::memory_order_relaxed)) return forced;
+  if (const int forced = forced_lanes_for_testing().load(std::memory_order_relaxed); forced == 8 || forced == 16)
+    return forced;
 #if defined(__x86_64__) && defined(__GNUC__)
   return __builtin_cpu_supports("avx512f") ? 16 : 8;
 #else

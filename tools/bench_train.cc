@@ -311,7 +311,7 @@ std::string bench_train(const TrainBenchOptions& o) {
   } catch (const collectives::CollectiveTimeout& e) {
     throw collectives::CollectiveTimeout(e.what(),
                                          "another rank died or stalled (look for its error above); raise "
-                                         "--collective-timeout only if its steps are legitimately that slow");
+                                         "--collective-timeout only if its start or steps are legitimately that slow");
   }
 }
 

@@ -61,6 +61,14 @@ void for_each_bf16_gemm(const std::function<void()>& body) {
   }
 }
 
+// While alive, the lane kernels run `lanes` wide (models/cpu_vector.h native_lanes), whatever the processor.
+struct ForcedLanes {
+  explicit ForcedLanes(int lanes) { joule::models::cpu::forced_lanes_for_testing() = lanes; }
+  ~ForcedLanes() { joule::models::cpu::forced_lanes_for_testing() = 0; }
+  ForcedLanes(const ForcedLanes&) = delete;
+  ForcedLanes& operator=(const ForcedLanes&) = delete;
+};
+
 double cosine(const torch::Tensor& a, const torch::Tensor& b) {
   const torch::Tensor x = a.flatten().to(torch::kFloat64), y = b.flatten().to(torch::kFloat64);
   return (x.dot(y) / (x.norm() * y.norm())).item<double>();
@@ -254,13 +262,12 @@ TEST(Precision, LaneKernelsGiveTheScalarBitsOn16And8Lanes) {
     mask[1].narrow(-1, 0, keys / 2).fill_(std::numeric_limits<float>::lowest());
     std::vector<torch::Tensor> at[2];
     for (const int lanes : {16, 8}) {
-      cpu::forced_lanes_for_testing() = lanes;
+      const ForcedLanes forced(lanes);
       const torch::Tensor s = scores.clone().set_requires_grad(true);
       const torch::Tensor p = joule::models::scaled_masked_softmax(s, mask, 0.125);
       p.to(torch::kFloat).pow(2).sum().backward();
       at[lanes == 8] = {p.detach(), s.grad()};
     }
-    cpu::forced_lanes_for_testing() = 0;
     EXPECT_TRUE(torch::equal(at[0][0], at[1][0])) << keys << " keys: forward";
     EXPECT_TRUE(torch::equal(at[0][1], at[1][1])) << keys << " keys: backward";
   }
