@@ -107,10 +107,7 @@ timeout -k 10 120 "$mpiexec" "${MPI_ARGS[@]}" "$joule" bench train --config bert
 launcher=$!
 for _ in $(seq 1 600); do grep -q "^initial weights" bench_stall.log 2>/dev/null && break; sleep 0.1; done
 sleep 2  # the parameters' broadcast, then the steps
-victim=""
-for pid in $(e2e_own_pids " bench train --config bert-tiny --warmup 0 --steps 100000"); do
-  tr '\0' '\n' < /proc/$pid/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && victim=$pid
-done
+victim=$(e2e_rank_pid " bench train --config bert-tiny --warmup 0 --steps 100000" 1)
 [[ -n "$victim" ]] || { kill $launcher; cat bench_stall.log; fail "bench train: no process of rank 1 to stop"; }
 victim_cmdline=$(tr '\0' ' ' < /proc/$victim/cmdline)
 # Whatever ends the job, the stopped rank is continued and killed (if it is still that process).

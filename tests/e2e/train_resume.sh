@@ -276,11 +276,7 @@ mpi "$joule" train --config run.toml --run-dir c --steps 400 > c.log 2>&1 &
 launcher=$!
 for _ in $(seq 1 600); do grep -q "^step 10/" c.log 2>/dev/null && break; sleep 0.1; done
 grep -q "^step 10/" c.log || { cat c.log; fail "no 'step 10/' progress line within 60 s"; }
-# The process of rank 1, found by its launcher's environment (never mpirun itself, which has no rank).
-victim=""
-for pid in $(e2e_own_pids " train --config run.toml --run-dir c"); do
-  tr '\0' '\n' < /proc/$pid/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && victim=$pid
-done
+victim=$(e2e_rank_pid " train --config run.toml --run-dir c" 1)
 [[ -n "$victim" ]] || { cat c.log; fail "no process of rank 1 to signal (the run ended too early?)"; }
 [[ $(tr '\0' ' ' < /proc/$victim/cmdline) == *" train --config"* && $(cat /proc/$victim/comm) != mpirun ]] ||
   fail "process $victim is not a joule rank"

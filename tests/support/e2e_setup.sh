@@ -13,6 +13,8 @@
 #                                        regular expressions. Sets e2e_cases to the number of cases.
 #   e2e_own_pids PATTERN                 the processes matching PATTERN (pgrep -f) whose working directory is this
 #                                        test's (the current one): never those of another test run on the machine
+#   e2e_rank_pid PATTERN RANK            among those, the process of MPI rank RANK, found by its launcher's
+#                                        environment (never mpirun itself, which has no rank); empty if none
 #   e2e_make_data DOCS SEED VOCAB [FLAGS...]
 #                                        corpus.txt (DOCS synthetic documents), vocab.txt (VOCAB tokens) and shards/
 #                                        (seq 64, 10 predictions, 2 shards; FLAGS go to `joule data create`)
@@ -36,6 +38,14 @@ e2e_own_pids() {
     [[ $(readlink "/proc/$pid/cwd" 2>/dev/null) == "$PWD" ]] && echo "$pid"
   done
   return 0
+}
+
+e2e_rank_pid() {
+  local pid found=""
+  for pid in $(e2e_own_pids "$1"); do
+    tr '\0' '\n' < /proc/$pid/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && found=$pid
+  done
+  echo "$found"
 }
 
 e2e_make_data() {
