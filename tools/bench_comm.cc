@@ -13,9 +13,11 @@
 #include <functional>
 
 #include "collectives/communicator.h"
+#include "collectives/mpi_check.h"
 #include "collectives/reducer.h"
 #include "launch/runtime.h"
 #include "models/bert.h"
+#include "tools/bench_deadline.h"
 #include "tools/model_commands.h"
 #include "tools/stats.h"
 
@@ -28,12 +30,45 @@ using collectives::DType;
 
 using launch::seconds_since;
 
-// The slowest rank's time is the collective's time.
-double max_over_ranks(double x) {
-  double out = x;
-  MPI_Allreduce(&x, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return out;
-}
+// Every wait of the bench for the other ranks ends within --collective-timeout: the communicator's operations take it
+// as their option; the bench's own MPI calls (the ping-pong, the one all-reduce the reducer is compared with) are
+// posted nonblocking and tested on this thread until it.
+struct Waits {
+  collectives::Communicator& comm;
+  double timeout_s;
+
+  collectives::CollectiveOptions options(const std::string& label) const {
+    return {collectives::ReduceOp::kSum, timeout_s, label};
+  }
+  void barrier(const std::string& before) const { comm.barrier(options("before " + before)); }
+
+  // The slowest rank's time is the collective's time.
+  double max_over_ranks(double seconds, const std::string& of) const {
+    std::vector<double> all(static_cast<size_t>(comm.info().world_size));
+    comm.all_gather({all.data(), all.size(), DType::kFloat64}, {&seconds, 1, DType::kFloat64},
+                    options("the ranks' times of " + of))
+        ->wait();
+    return *std::max_element(all.begin(), all.end());
+  }
+
+  // Tests `request` (as a blocking MPI call polls) until it completes or the timeout has passed since `start`: then a
+  // CollectiveTimeout naming `what`, the request left in flight and `buffer`, which MPI may still write, kept to the
+  // job's end (the error ends the job), as the communicator keeps its own buffers on that path.
+  template <class T>
+  void wait(MPI_Request& request, std::vector<T>& buffer, Clock::time_point start, const std::string& what) const {
+    int done = 0;
+    while (true) {
+      MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+      if (done) return;
+      if (seconds_since(start) > timeout_s) {
+        static std::vector<std::vector<T>> in_flight;  // a moved vector keeps its storage
+        in_flight.push_back(std::move(buffer));
+        throw collectives::CollectiveTimeout(
+            collectives::CollectiveTimeout::message(comm.info().rank, what, timeout_s, "a rank died or stalled"));
+      }
+    }
+  }
+};
 
 double bus_factor(int n) { return n > 1 ? 2.0 * (n - 1) / n : 1.0; }
 
@@ -49,20 +84,31 @@ struct PingPongFit {
 // below zero. The fit takes each size's fastest repeat: other work on the machine can only add time to a hop, so the
 // fastest is the link's own figure (a loaded 2-core host once gave a median α of 1.3 ms against 9 us unloaded).
 // Other ranks wait. Rank 0's figures.
-PingPongFit ping_pong(int rank, int iterations) {
+PingPongFit ping_pong(const Waits& waits, int iterations) {
   PingPongFit fit;
+  const int rank = waits.comm.info().rank;
   std::vector<char> buf(size_t{16} << 20);
   for (int64_t bytes = 1024; bytes <= (int64_t{16} << 20); bytes *= 4) {
+    // Rank 0 sends first and rank 1 receives first; what each wait is called is built before the timing.
+    const std::string what = "ping-pong of " + std::to_string(bytes) + " bytes", before = "a " + what;
+    const int peer = 1 - rank;
+    const std::string send = what + " (the send to rank " + std::to_string(peer) + ")",
+                      receive = what + " (the receive from rank " + std::to_string(peer) + ")";
+    const auto hop = [&](bool sending, Clock::time_point t0) {
+      MPI_Request r;
+      if (sending)
+        MPI_CHECK(MPI_Isend(buf.data(), static_cast<int>(bytes), MPI_BYTE, peer, 7, MPI_COMM_WORLD, &r));
+      else
+        MPI_CHECK(MPI_Irecv(buf.data(), static_cast<int>(bytes), MPI_BYTE, peer, 7, MPI_COMM_WORLD, &r));
+      waits.wait(r, buf, t0, sending ? send : receive);
+    };
     std::vector<double> times;
     for (int i = 0; i < iterations + 2; ++i) {
-      MPI_Barrier(MPI_COMM_WORLD);
+      waits.barrier(before);
       const auto t0 = Clock::now();
-      if (rank == 0) {
-        MPI_Send(buf.data(), static_cast<int>(bytes), MPI_BYTE, 1, 7, MPI_COMM_WORLD);
-        MPI_Recv(buf.data(), static_cast<int>(bytes), MPI_BYTE, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-      } else if (rank == 1) {
-        MPI_Recv(buf.data(), static_cast<int>(bytes), MPI_BYTE, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        MPI_Send(buf.data(), static_cast<int>(bytes), MPI_BYTE, 0, 7, MPI_COMM_WORLD);
+      if (rank <= 1) {
+        hop(rank == 0, t0);
+        hop(rank == 1, t0);
       }
       if (i >= 2) times.push_back(seconds_since(t0) / 2);
     }
@@ -77,13 +123,12 @@ PingPongFit ping_pong(int rank, int iterations) {
   return fit;
 }
 
-void reducer_versus_one_shot(const CommBenchOptions& o, collectives::Communicator& comm, nlohmann::json& summary,
+void reducer_versus_one_shot(const CommBenchOptions& o, const Waits& waits, nlohmann::json& summary,
                              const std::function<void(const std::string&)>& say);
 
-}  // namespace
-
-int bench_comm(const CommBenchOptions& o) {
+int measure(const CommBenchOptions& o) {
   auto comm = collectives::create_communicator("mpi");
+  const Waits waits{*comm, o.collective_timeout_seconds};
   const int n = comm->info().world_size, rank = comm->info().rank;
   launch::set_threads(std::max(1, launch::physical_cores() / comm->info().local_size));
   const bool root = rank == 0;
@@ -93,7 +138,10 @@ int bench_comm(const CommBenchOptions& o) {
   char line[512];
   if (o.pingpong) {
     if (n < 2) throw UsageError("bench comm --pingpong needs 2 or more ranks");
-    const PingPongFit fit = ping_pong(rank, o.iterations);
+    if (!o.json)
+      std::snprintf(line, sizeof line, "ping-pong rank 0 <-> rank 1, 1 KiB to 16 MiB, median of %d\n", o.iterations),
+          say(line);
+    const PingPongFit fit = ping_pong(waits, o.iterations);
     for (size_t i = 0; i < fit.one_way.size(); ++i) {
       const auto& [bytes, t] = fit.one_way[i];
       if (o.json)
@@ -133,18 +181,21 @@ int bench_comm(const CommBenchOptions& o) {
     std::vector<float> v(count);
     // Correctness: rank r contributes r + 1 everywhere; every element must be n(n+1)/2.
     std::fill(v.begin(), v.end(), static_cast<float>(rank + 1));
-    comm->all_reduce({v.data(), count, DType::kFloat32})->wait();
+    const std::string what = "the all-reduce of " + std::to_string(bytes) + " bytes";
+    comm->all_reduce({v.data(), count, DType::kFloat32}, waits.options(what + " checked"))->wait();
     const float want = n * (n + 1) / 2.0f;
     const bool ok = std::all_of(v.begin(), v.end(), [&](float x) { return x == want; });
-    int bad = ok ? 0 : 1, any_bad = 0;
-    MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    std::vector<double> wrong_ranks{ok ? 0.0 : 1.0};
+    collectives::sum_over_ranks(*comm, wrong_ranks, o.collective_timeout_seconds, "the ranks' checks of " + what);
+    const bool any_bad = wrong_ranks[0] > 0;
     errors += any_bad;
     std::vector<double> times;
+    const collectives::CollectiveOptions timed = waits.options(what);
     for (int i = 0; i < o.warmup + o.iterations; ++i) {
-      comm->barrier();
+      waits.barrier(what);
       const auto t0 = Clock::now();
-      comm->all_reduce({v.data(), count, DType::kFloat32})->wait();
-      const double t = max_over_ranks(seconds_since(t0));
+      comm->all_reduce({v.data(), count, DType::kFloat32}, timed)->wait();
+      const double t = waits.max_over_ranks(seconds_since(t0), what);
       if (i >= o.warmup) times.push_back(t);
     }
     const double t = median(times), algbw = bytes / t / 1e9, busbw = algbw * bus_factor(n);
@@ -170,7 +221,7 @@ int bench_comm(const CommBenchOptions& o) {
   }
 
   nlohmann::json summary = {{"ranks", n}};
-  if (o.gradient_model != "none") reducer_versus_one_shot(o, *comm, summary, say);
+  if (o.gradient_model != "none") reducer_versus_one_shot(o, waits, summary, say);
   if (o.json) say(summary.dump() + "\n");
 
   int code = 0;
@@ -187,14 +238,15 @@ int bench_comm(const CommBenchOptions& o) {
   return code;
 }
 
-namespace {
-
-// The reducer on a model's gradient against one MPI_Allreduce of the same bytes, then (with --overlap-model) the
-// exposed communication of real training steps; figures added to `summary`.
-void reducer_versus_one_shot(const CommBenchOptions& o, collectives::Communicator& comm_ref, nlohmann::json& summary,
+// The reducer on a model's gradient against one all-reduce of the same bytes (MPI_Iallreduce, the call the reducer
+// makes for each bucket), then (with --overlap-model) the exposed communication of real training steps; figures added
+// to `summary`.
+void reducer_versus_one_shot(const CommBenchOptions& o, const Waits& waits, nlohmann::json& summary,
                              const std::function<void(const std::string&)>& say) {
-  collectives::Communicator* comm = &comm_ref;
+  collectives::Communicator* comm = &waits.comm;
   const int n = comm->info().world_size, rank = comm->info().rank;
+  collectives::ReducerOptions reducer_options;
+  reducer_options.timeout_seconds = o.collective_timeout_seconds;
   char line[512];
   const models::BertConfig config = resolve_model_config(o.gradient_model);
   std::vector<std::pair<std::string, torch::Tensor>> params;
@@ -203,21 +255,25 @@ void reducer_versus_one_shot(const CommBenchOptions& o, collectives::Communicato
     for (const auto& [name, p] : shapes->hf_named_parameters())
       params.emplace_back(name, torch::zeros(p.sizes()).set_requires_grad(true));
   }
-  collectives::GradientReducer reducer(params, *comm);
+  collectives::GradientReducer reducer(params, *comm, reducer_options);
   std::vector<double> reducer_times, oneshot_times;
   size_t grad_bytes = 0;
   for (const auto& b : reducer.buckets()) grad_bytes += b.bytes;
   std::vector<float> flat(grad_bytes / 4, 1.0f);
+  const std::string bucketed = "the reducer's buckets", one_shot = "one all-reduce of the gradient's bytes";
   for (int i = 0; i < o.warmup + o.iterations; ++i) {
-    comm->barrier();
+    waits.barrier(bucketed);
     auto t0 = Clock::now();
     reducer.begin_micro_batch(true);
     reducer.finish();  // launches every bucket in order, waits for all
-    const double tr = max_over_ranks(seconds_since(t0));
-    comm->barrier();
+    const double tr = waits.max_over_ranks(seconds_since(t0), bucketed);
+    waits.barrier(one_shot);
     t0 = Clock::now();
-    MPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(flat.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    const double to = max_over_ranks(seconds_since(t0));
+    MPI_Request r;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(flat.size()), MPI_FLOAT, MPI_SUM,
+                             MPI_COMM_WORLD, &r));
+    waits.wait(r, flat, t0, one_shot);
+    const double to = waits.max_over_ranks(seconds_since(t0), one_shot);
     if (i >= o.warmup) reducer_times.push_back(tr), oneshot_times.push_back(to);
   }
   const double reducer_busbw = grad_bytes / median(reducer_times) / 1e9 * bus_factor(n);
@@ -234,7 +290,7 @@ void reducer_versus_one_shot(const CommBenchOptions& o, collectives::Communicato
     std::snprintf(line, sizeof line,
                   "\n%s gradient, %.2f GB in %zu buckets (25 MB, first 1 MB):\n"
                   "  reducer (bucketed, in order)   %8.3f s   busbw %7.3f GB/s\n"
-                  "  one MPI_Allreduce              %8.3f s   busbw %7.3f GB/s\n"
+                  "  one all-reduce (MPI_Iallreduce) %7.3f s   busbw %7.3f GB/s\n"
                   "  reducer / one-shot             %8.2f\n",
                   o.gradient_model.c_str(), grad_bytes / 1e9, reducer.buckets().size(), median(reducer_times),
                   reducer_busbw, median(oneshot_times), oneshot_busbw, reducer_busbw / oneshot_busbw);
@@ -245,21 +301,22 @@ void reducer_versus_one_shot(const CommBenchOptions& o, collectives::Communicato
   if (!o.overlap_model.empty()) {
     const models::BertConfig c = resolve_model_config(o.overlap_model);
     models::BertForPreTraining model(c, 1);
-    collectives::GradientReducer r(model->hf_named_parameters(), *comm);
+    collectives::GradientReducer r(model->hf_named_parameters(), *comm, reducer_options);
     r.broadcast_parameters();
     auto batch = models::synthetic_batch(c, o.overlap_batch, 128, 20, 100 + static_cast<uint64_t>(rank));
     std::vector<double> comm_s, exposed_s, step_s;
+    const std::string step = "a training step of " + o.overlap_model;
     for (int i = 0; i < o.overlap_steps + 1; ++i) {
-      comm->barrier();
+      waits.barrier(step);
       const auto t0 = Clock::now();
       r.zero_grad();
       r.begin_micro_batch(true);
       model->forward(batch).loss.backward();
       r.finish();
       if (i == 0) continue;  // warm-up
-      step_s.push_back(max_over_ranks(seconds_since(t0)));
-      comm_s.push_back(max_over_ranks(r.stats().comm_seconds));
-      exposed_s.push_back(max_over_ranks(r.stats().exposed_seconds));
+      step_s.push_back(waits.max_over_ranks(seconds_since(t0), step));
+      comm_s.push_back(waits.max_over_ranks(r.stats().comm_seconds, step + "'s communication"));
+      exposed_s.push_back(waits.max_over_ranks(r.stats().exposed_seconds, step + "'s exposed communication"));
     }
     const double fraction = median(exposed_s) / median(comm_s);
     summary["overlap_model"] = o.overlap_model;
@@ -279,5 +336,9 @@ void reducer_versus_one_shot(const CommBenchOptions& o, collectives::Communicato
 }
 
 }  // namespace
+
+int bench_comm(const CommBenchOptions& o) {
+  return naming_the_timeout_flag([&] { return measure(o); }, "its all-reduces or training steps");
+}
 
 }  // namespace joule::tools

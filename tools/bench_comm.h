@@ -1,11 +1,14 @@
 // `joule bench comm`: an nccl-tests-style all-reduce table (bytes, time, algbw, busbw =
 // algbw * 2(n-1)/n, results checked), then the reducer's bucketed all-reduce of a model's gradient
-// against one MPI_Allreduce of the same bytes, and (with a model) exposed communication in real
-// training steps. Run under mpirun; rank 0 prints.
+// against one all-reduce of the same bytes, and (with a model) exposed communication in real
+// training steps. Run under mpirun; rank 0 prints. Every wait for the other ranks ends within
+// collective_timeout_seconds (a CollectiveTimeout naming the operation and --collective-timeout).
 #pragma once
 
 #include <cstdint>
 #include <string>
+
+#include "collectives/communicator.h"
 
 namespace joule::tools {
 
@@ -23,6 +26,7 @@ struct CommBenchOptions {
   int overlap_steps = 3;
   double min_busbw = 0;  // GB/s; below it on the largest table row the command fails
   bool json = false;
+  double collective_timeout_seconds = collectives::CollectiveOptions{}.timeout_seconds;
 };
 
 // Returns the process exit code (non-zero below --min-busbw).

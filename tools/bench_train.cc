@@ -25,6 +25,7 @@
 #include "launch/util/file_io.h"
 #include "models/bert.h"
 #include "models/flops.h"
+#include "tools/bench_deadline.h"
 #include "tools/bench_model.h"
 #include "tools/stats.h"
 #include "trainer/optimizer.h"
@@ -306,13 +307,7 @@ std::string measure(const TrainBenchOptions& o) {
 }  // namespace
 
 std::string bench_train(const TrainBenchOptions& o) {
-  try {
-    return measure(o);
-  } catch (const collectives::CollectiveTimeout& e) {
-    throw collectives::CollectiveTimeout(e.what(),
-                                         "another rank died or stalled (look for its error above); raise "
-                                         "--collective-timeout only if its start or steps are legitimately that slow");
-  }
+  return naming_the_timeout_flag([&] { return measure(o); }, "its steps");
 }
 
 }  // namespace joule::tools

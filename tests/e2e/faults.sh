@@ -4,8 +4,8 @@
 #     checkpoint verifies, and --resume auto ends with bit-identical final weights;
 #  2. kill -9 inside a checkpoint write (at three stages): resume takes the previous checkpoint, same weights;
 #  3. a stalled rank, before a step or inside a checkpoint write: the others fail with a timeout naming the operation
-#     and rank within about the collective timeout, no hang; bench train likewise (--collective-timeout), a rank
-#     stopped by SIGSTOP in its steps;
+#     and rank within about the collective timeout, no hang; bench train and bench comm likewise (--collective-timeout),
+#     a rank stopped by SIGSTOP while they measure;
 #  4. NaN in the loss: the steps are skipped and counted; N consecutive ones stop the run on every rank;
 #  5. a shard corrupted mid-run: an error naming the shard, every rank ends non-zero;
 #  6. a rank whose listing of checkpoints/ lags rank 0's (shared file system): it loads rank 0's choice, says so,
@@ -100,35 +100,48 @@ JOULE_FAULT="stall:rank=1,step=10,stage=rng,seconds=600" faulty stall_in_checkpo
 grep -q "\[rank 0\] .*barrier 'checkpoint step_00000010: every rank writing its files' .*did not finish within 5\.[0-9] s" stall_in_checkpoint.log ||
   { cat stall_in_checkpoint.log; fail "no timeout naming the checkpoint's wait and the rank"; }
 
-# bench train waits for the other ranks as train does: a rank stopped (SIGSTOP) during the timed steps leaves the
-# other's next collective waiting, and the bench ends at --collective-timeout with the operation named.
-timeout -k 10 120 "$mpiexec" "${MPI_ARGS[@]}" "$joule" bench train --config bert-tiny --warmup 0 --steps 100000 \
-  --micro-batch 2 --seq-len 16 --max-predictions 2 --collective-timeout 5 > bench_stall.log 2>&1 &
-launcher=$!
-for _ in $(seq 1 600); do grep -q "^initial weights" bench_stall.log 2>/dev/null && break; sleep 0.1; done
-sleep 2  # the parameters' broadcast, then the steps
-victim=$(e2e_rank_pid " bench train --config bert-tiny --warmup 0 --steps 100000" 1)
-[[ -n "$victim" ]] || { kill $launcher; cat bench_stall.log; fail "bench train: no process of rank 1 to stop"; }
-victim_cmdline=$(tr '\0' ' ' < /proc/$victim/cmdline)
+# The benches wait for the other ranks as train does: a rank stopped (SIGSTOP) while they measure leaves the other's
+# next wait unanswered, and the bench ends at --collective-timeout with the operation and the flag named.
+# stall_bench NAME READY ARGS...: run `joule ARGS` on 2 ranks (output in NAME.log), stop rank 1 two seconds after
+# NAME.log has a line starting READY, and check the bench failed within 60 s naming the rank and a 5 s timeout.
+stall_bench() {
+  local name=$1 ready=$2
+  shift 2
+  timeout -k 10 120 "$mpiexec" "${MPI_ARGS[@]}" "$joule" "$@" --collective-timeout 5 > "$name.log" 2>&1 &
+  local launcher=$!
+  for _ in $(seq 1 600); do grep -q "^$ready" "$name.log" 2>/dev/null && break; sleep 0.1; done
+  sleep 2
+  victim=$(e2e_rank_pid " $*" 1)
+  [[ -n "$victim" ]] || { kill $launcher; cat "$name.log"; fail "$name: no process of rank 1 to stop"; }
+  victim_cmdline=$(tr '\0' ' ' < /proc/$victim/cmdline)
+  trap release_victim EXIT
+  local start rc elapsed
+  start=$(date +%s)
+  kill -STOP "$victim"
+  wait $launcher
+  rc=$? elapsed=$(( $(date +%s) - start ))
+  release_victim
+  trap - EXIT
+  echo "   $name, rank 1 stopped: exit code $rc after ${elapsed}s"
+  [[ $rc -ne 0 ]] && (( elapsed <= 60 )) || { cat "$name.log"; fail "$name did not fail within 60 s"; }
+  grep -q "\[rank 0\] .*did not finish within 5 s" "$name.log" || { cat "$name.log"; fail "$name: no timeout naming the rank"; }
+  grep -q "what to do: .*raise --collective-timeout" "$name.log" || { cat "$name.log"; fail "$name: a hint for another command"; }
+}
 # Whatever ends the job, the stopped rank is continued and killed (if it is still that process).
 release_victim() {
   [[ "$(tr '\0' ' ' < /proc/$victim/cmdline 2>/dev/null)" == "$victim_cmdline" ]] || return 0
   kill -CONT "$victim" 2>/dev/null
   kill -KILL "$victim" 2>/dev/null
 }
-trap release_victim EXIT
-start=$(date +%s)
-kill -STOP "$victim"
-wait $launcher
-rc=$? elapsed=$(( $(date +%s) - start ))
-release_victim
-trap - EXIT
-echo "   bench train, rank 1 stopped: exit code $rc after ${elapsed}s"
-[[ $rc -ne 0 ]] && (( elapsed <= 60 )) || { cat bench_stall.log; fail "bench train did not fail within 60 s"; }
+stall_bench bench_train_stall "initial weights" bench train --config bert-tiny --warmup 0 --steps 100000 \
+  --micro-batch 2 --seq-len 16 --max-predictions 2
 # A collective of the steps: a gradient bucket's, or the step's counts.
-grep -Eq "\[rank 0\] .*all_reduce '(gradient bucket [0-9]+ of [0-9]+|the step's prediction and sequence counts)' .*did not finish within 5 s" \
-  bench_stall.log || { cat bench_stall.log; fail "bench train: no timeout naming a step's collective and the rank"; }
-grep -q "what to do: .*raise --collective-timeout" bench_stall.log || { cat bench_stall.log; fail "bench train: a hint for another command"; }
+grep -Eq "\[rank 0\] .*all_reduce '(gradient bucket [0-9]+ of [0-9]+|the step's prediction and sequence counts)' .*did not finish" \
+  bench_train_stall.log || { cat bench_train_stall.log; fail "bench train: the timeout names no step's collective"; }
+# bench comm's ping-pong: rank 0 waits in its barrier (the communicator's) or in a hop (its own MPI calls).
+stall_bench bench_comm_stall "ping-pong rank 0" bench comm --pingpong --iterations 100000 --gradient-model none
+grep -Eq "\[rank 0\] .*ping-pong of [0-9]+ bytes.* did not finish" bench_comm_stall.log ||
+  { cat bench_comm_stall.log; fail "bench comm: the timeout names no ping-pong"; }
 
 echo "== 4. NaN loss: two skipped steps, then a run that stops after 4 in a row"
 JOULE_FAULT="nan:rank=1,step=7,count=2" mpi "$joule" train --config run.toml --run-dir nan2 > nan2.log 2>&1 || { cat nan2.log; fail "a run with two NaN steps failed"; }

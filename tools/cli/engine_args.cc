@@ -314,6 +314,12 @@ ServeArgs read_serve(int argc, char** argv) {
 
 // ---- bench infer, model, train, comm, data
 
+// bench train's and bench comm's deadline for a wait on the other ranks (tools/bench_deadline.h).
+const NumberFlag kCollectiveTimeoutFlag{
+    "collective-timeout",
+    "seconds a wait for the other ranks may take before the bench fails (train.collective_timeout_seconds)", "600",
+    OptionRange{0, 1e7, true, false}};
+
 InferBenchArgs read_bench_infer(int argc, char** argv) {
   cxxopts::Options o(
       "joule bench infer",
@@ -430,9 +436,7 @@ tools::TrainBenchOptions read_bench_train(int argc, char** argv) {
       warmup{"warmup", "untimed steps", "2", kWarmup}, steps{"steps", "timed steps", "5", kRepeats},
       peak{"peak-tflops", "the device's dense peak TFLOP/s at --precision: adds \"mfu\" (H100/H200 SXM bf16: 989)", "0",
            OptionRange{0, 1e6}, "0: none"},
-      timeout{"collective-timeout",
-              "seconds a wait for the other ranks may take before the bench fails (train.collective_timeout_seconds)",
-              "600", OptionRange{0, 1e7, true, false}};
+      timeout = kCollectiveTimeoutFlag;
   add_number_flags(o, {seq_len, micro_batch, max_pred, threads, warmup, steps, peak, timeout});
   auto r = parse(o, argc, argv);
   tools::TrainBenchOptions b;
@@ -471,8 +475,9 @@ tools::CommBenchOptions read_bench_comm(int argc, char** argv) {
             OptionRange{0, 1e9}},
       mbps{"predict-mbps", "link bandwidth for the prediction, MB/s", "0", OptionRange{0, 1e9}, "0: no prediction"},
       overlap_batch{"overlap-batch", "sequences per rank in those steps", "8", kBatch},
-      min_busbw{"min-busbw", "fail below this busbw (GB/s) at the largest size", "0", OptionRange{0, 1e6}, "0: none"};
-  add_number_flags(o, {min_bytes, max_bytes, iterations, alpha, mbps, overlap_batch, min_busbw});
+      min_busbw{"min-busbw", "fail below this busbw (GB/s) at the largest size", "0", OptionRange{0, 1e6}, "0: none"},
+      timeout = kCollectiveTimeoutFlag;
+  add_number_flags(o, {min_bytes, max_bytes, iterations, alpha, mbps, overlap_batch, min_busbw, timeout});
   auto r = parse(o, argc, argv);
   tools::CommBenchOptions b;
   b.min_bytes = int_flag(r, min_bytes);
@@ -489,6 +494,7 @@ tools::CommBenchOptions read_bench_comm(int argc, char** argv) {
   b.pingpong = r.count("pingpong") > 0;
   b.predict_alpha_s = number_flag(r, alpha) * 1e-6;
   b.predict_bytes_per_s = number_flag(r, mbps) * 1e6;
+  b.collective_timeout_seconds = number_flag(r, timeout);
   return b;
 }
 
