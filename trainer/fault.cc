@@ -75,6 +75,7 @@ FaultPlan FaultPlan::parse(const std::string& spec) {
   for (const std::string& item : split(spec, ';')) {
     const size_t colon = item.find(':');
     Fault f;
+    f.text = item;
     const std::string kind = item.substr(0, colon);
     bool known = false;
     for (FaultKind k : kKinds)
@@ -142,6 +143,14 @@ FaultPlan FaultPlan::from_environment() {
     return {};
   }
   return parse(spec ? spec : "");
+}
+
+void FaultPlan::check_ranks(int world_size) const {
+  for (const Fault& f : faults_)
+    if (f.rank >= world_size)
+      throw FaultError("JOULE_FAULT: '" + f.text + "': rank " + std::to_string(f.rank) + " is not one of this run's " +
+                       std::to_string(world_size) + " rank(s) (0 to " + std::to_string(world_size - 1) +
+                       "), so it would never act");
 }
 
 const Fault* FaultPlan::at(FaultKind kind, int rank, int64_t step) const {

@@ -18,7 +18,8 @@
 //   stale-checkpoint-view:rank=R            on resume, rank R's listing of checkpoints/ lacks the newest one (a shared
 //                                           file system whose directory listing lags); takes no step
 //
-// rank defaults to 0; step counts optimizer steps from 1. A malformed JOULE_FAULT is an error at start-up.
+// rank defaults to 0; step counts optimizer steps from 1. A malformed JOULE_FAULT is an error at start-up, as is a
+// rank outside the run (once the world size is known).
 //
 // Only a test binary acts on JOULE_FAULT: `joule-fault-injection` (tests/CMakeLists.txt), the joule command built with
 // JOULE_FAULT_INJECTION, whose main calls enable_fault_injection(). The joule binary users run ignores the variable
@@ -58,6 +59,7 @@ struct Fault {
   int64_t count = 1;      // consecutive steps (only nan takes count=)
   double seconds = 3600;  // stall
   std::string stage;      // kill-in-checkpoint (default "model"); stall inside a checkpoint ("" before the step)
+  std::string text;       // as written in JOULE_FAULT, for errors
 };
 
 class FaultError : public joule::Error {
@@ -74,6 +76,10 @@ class FaultPlan {
   // JOULE_FAULT's faults where fault injection is enabled (the test binary); else none, with a note on stderr when
   // the variable is set.
   static FaultPlan from_environment();
+
+  // Throws FaultError naming a fault whose rank is not one of the run's `world_size` ranks: it would never act, and
+  // the test relying on it would pass for the wrong reason. Every rank calls it once the world size is known.
+  void check_ranks(int world_size) const;
 
   bool empty() const { return faults_.empty(); }
   const std::vector<Fault>& faults() const { return faults_; }

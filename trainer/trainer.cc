@@ -613,6 +613,7 @@ int train(const TrainRequest& request) {
   TrainingProcess process = start_training_process(cfg.train);
   collectives::Communicator& comm = *process.comm;
   const auto& info = comm.info();
+  fault_plan.check_ranks(info.world_size);
   const FaultPoints faults(std::move(fault_plan), info.rank);
   faults.announce();
   const std::string config_dir =

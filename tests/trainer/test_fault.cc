@@ -66,3 +66,18 @@ TEST(Fault, MalformedSpecsAreErrorsNamingThePart) {
     }
   }
 }
+
+TEST(Fault, ARankOutsideTheRunIsAnErrorNamingTheFaultAndTheRanks) {
+  const FaultPlan p = FaultPlan::parse("nan:step=2;stall:rank=2,step=5,seconds=9");
+  EXPECT_NO_THROW(p.check_ranks(3));
+  try {
+    p.check_ranks(2);
+    ADD_FAILURE() << "no error";
+  } catch (const FaultError& e) {
+    EXPECT_NE(std::string(e.what()).find("JOULE_FAULT: 'stall:rank=2,step=5,seconds=9': rank 2 is not one of this "
+                                         "run's 2 rank(s) (0 to 1), so it would never act"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(FaultPlan().check_ranks(1));
+}
