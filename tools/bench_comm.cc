@@ -14,6 +14,7 @@
 
 #include "collectives/communicator.h"
 #include "collectives/mpi_check.h"
+#include "collectives/mpi_handles.h"
 #include "collectives/reducer.h"
 #include "launch/runtime.h"
 #include "models/bert.h"
@@ -30,44 +31,85 @@ using collectives::DType;
 
 using launch::seconds_since;
 
-// Every wait of the bench for the other ranks ends within --collective-timeout: the communicator's operations take it
-// as their option; the bench's own MPI calls (the ping-pong, the one all-reduce the reducer is compared with) are
-// posted nonblocking and tested on this thread until it.
-struct Waits {
-  collectives::Communicator& comm;
-  double timeout_s;
+// Every wait of the bench for the other ranks ends within --collective-timeout. The communicator's operations take it
+// as their option; the bench's own MPI calls (the ping-pong and its barriers, the one all-reduce the reducer is
+// compared with) run on a communicator of the bench's own, with errors returned (MPI_CHECK names them), posted
+// nonblocking and tested on this thread until it. On a timeout, what MPI may still write into (the operation's buffer,
+// the bench's communicator) is kept to the job's end: the error ends the job.
+class Waits {
+ public:
+  Waits(collectives::Communicator& comm, double timeout_s)
+      : comm_(comm), timeout_s_(timeout_s), own_(collectives::dup_comm(MPI_COMM_WORLD)) {
+    MPI_CHECK(MPI_Comm_set_errhandler(own_.get(), MPI_ERRORS_RETURN));
+  }
 
+  collectives::Communicator& comm() const { return comm_; }
+  MPI_Comm own() const { return own_.get(); }
+  double timeout_s() const { return timeout_s_; }
   collectives::CollectiveOptions options(const std::string& label) const {
-    return {collectives::ReduceOp::kSum, timeout_s, label};
-  }
-  void barrier(const std::string& before) const { comm.barrier(options("before " + before)); }
-
-  // The slowest rank's time is the collective's time.
-  double max_over_ranks(double seconds, const std::string& of) const {
-    std::vector<double> all(static_cast<size_t>(comm.info().world_size));
-    comm.all_gather({all.data(), all.size(), DType::kFloat64}, {&seconds, 1, DType::kFloat64},
-                    options("the ranks' times of " + of))
-        ->wait();
-    return *std::max_element(all.begin(), all.end());
+    return {collectives::ReduceOp::kSum, timeout_s_, label};
   }
 
-  // Tests `request` (as a blocking MPI call polls) until it completes or the timeout has passed since `start`: then a
-  // CollectiveTimeout naming `what`, the request left in flight and `buffer`, which MPI may still write, kept to the
-  // job's end (the error ends the job), as the communicator keeps its own buffers on that path.
+  // The communicator's barrier.
+  void barrier(const std::string& before) const { comm_.barrier(options("before " + before)); }
+  // A barrier on the bench's communicator, tested on this thread: every rank leaves it spinning, as from a blocking
+  // MPI_Barrier, not woken by the communicator's thread (which a ping-pong's clock would see). `what`: its name.
+  void own_barrier(const std::string& what) {
+    MPI_Request r;
+    MPI_CHECK(MPI_Ibarrier(own(), &r));
+    std::vector<char> nothing;
+    wait(r, nothing, Clock::now(), what);
+  }
+
+  // A communicator operation's wait, `buffer` (what it reads and writes) kept on a timeout.
   template <class T>
-  void wait(MPI_Request& request, std::vector<T>& buffer, Clock::time_point start, const std::string& what) const {
+  void wait(const collectives::WorkHandle& work, std::vector<T>& buffer) {
+    try {
+      work->wait();
+    } catch (const collectives::CollectiveTimeout&) {
+      keep(buffer);
+      throw;
+    }
+  }
+
+  // Tests `request` until it completes or the timeout has passed since `start`: then a CollectiveTimeout naming
+  // `what`, the request left in flight.
+  template <class T>
+  void wait(MPI_Request& request, std::vector<T>& buffer, Clock::time_point start, const std::string& what) {
     int done = 0;
     while (true) {
       MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
       if (done) return;
-      if (seconds_since(start) > timeout_s) {
-        static std::vector<std::vector<T>> in_flight;  // a moved vector keeps its storage
-        in_flight.push_back(std::move(buffer));
+      if (seconds_since(start) > timeout_s_) {
+        keep(buffer);
+        own_.release();
         throw collectives::CollectiveTimeout(
-            collectives::CollectiveTimeout::message(comm.info().rank, what, timeout_s, "a rank died or stalled"));
+            collectives::CollectiveTimeout::message(comm_.info().rank, what, timeout_s_, "a rank died or stalled"));
       }
     }
   }
+
+  // The slowest rank's time is the collective's time.
+  double max_over_ranks(double seconds, const std::string& of) {
+    const auto& info = comm_.info();
+    std::vector<double> all(static_cast<size_t>(info.world_size), 0.0);
+    all[static_cast<size_t>(info.rank)] = seconds;
+    wait(comm_.all_gather({all.data(), all.size(), DType::kFloat64}, {all.data() + info.rank, 1, DType::kFloat64},
+                          options("the ranks' times of " + of)),
+         all);
+    return *std::max_element(all.begin(), all.end());
+  }
+
+ private:
+  template <class T>
+  static void keep(std::vector<T>& buffer) {
+    static std::vector<std::vector<T>> kept;  // a moved vector keeps its storage
+    kept.push_back(std::move(buffer));
+  }
+
+  collectives::Communicator& comm_;
+  double timeout_s_;
+  collectives::MpiComm own_;
 };
 
 double bus_factor(int n) { return n > 1 ? 2.0 * (n - 1) / n : 1.0; }
@@ -84,27 +126,28 @@ struct PingPongFit {
 // below zero. The fit takes each size's fastest repeat: other work on the machine can only add time to a hop, so the
 // fastest is the link's own figure (a loaded 2-core host once gave a median α of 1.3 ms against 9 us unloaded).
 // Other ranks wait. Rank 0's figures.
-PingPongFit ping_pong(const Waits& waits, int iterations) {
+PingPongFit ping_pong(Waits& waits, int iterations) {
   PingPongFit fit;
-  const int rank = waits.comm.info().rank;
+  const int rank = waits.comm().info().rank;
   std::vector<char> buf(size_t{16} << 20);
   for (int64_t bytes = 1024; bytes <= (int64_t{16} << 20); bytes *= 4) {
     // Rank 0 sends first and rank 1 receives first; what each wait is called is built before the timing.
-    const std::string what = "ping-pong of " + std::to_string(bytes) + " bytes", before = "a " + what;
+    const std::string what = "ping-pong of " + std::to_string(bytes) + " bytes",
+                      before = "barrier 'before a " + what + "'";
     const int peer = 1 - rank;
     const std::string send = what + " (the send to rank " + std::to_string(peer) + ")",
                       receive = what + " (the receive from rank " + std::to_string(peer) + ")";
     const auto hop = [&](bool sending, Clock::time_point t0) {
       MPI_Request r;
       if (sending)
-        MPI_CHECK(MPI_Isend(buf.data(), static_cast<int>(bytes), MPI_BYTE, peer, 7, MPI_COMM_WORLD, &r));
+        MPI_CHECK(MPI_Isend(buf.data(), static_cast<int>(bytes), MPI_BYTE, peer, 7, waits.own(), &r));
       else
-        MPI_CHECK(MPI_Irecv(buf.data(), static_cast<int>(bytes), MPI_BYTE, peer, 7, MPI_COMM_WORLD, &r));
+        MPI_CHECK(MPI_Irecv(buf.data(), static_cast<int>(bytes), MPI_BYTE, peer, 7, waits.own(), &r));
       waits.wait(r, buf, t0, sending ? send : receive);
     };
     std::vector<double> times;
     for (int i = 0; i < iterations + 2; ++i) {
-      waits.barrier(before);
+      waits.own_barrier(before);
       const auto t0 = Clock::now();
       if (rank <= 1) {
         hop(rank == 0, t0);
@@ -123,12 +166,12 @@ PingPongFit ping_pong(const Waits& waits, int iterations) {
   return fit;
 }
 
-void reducer_versus_one_shot(const CommBenchOptions& o, const Waits& waits, nlohmann::json& summary,
+void reducer_versus_one_shot(const CommBenchOptions& o, Waits& waits, nlohmann::json& summary,
                              const std::function<void(const std::string&)>& say);
 
 int measure(const CommBenchOptions& o) {
   auto comm = collectives::create_communicator("mpi");
-  const Waits waits{*comm, o.collective_timeout_seconds};
+  Waits waits(*comm, o.collective_timeout_seconds);
   const int n = comm->info().world_size, rank = comm->info().rank;
   launch::set_threads(std::max(1, launch::physical_cores() / comm->info().local_size));
   const bool root = rank == 0;
@@ -181,20 +224,22 @@ int measure(const CommBenchOptions& o) {
     std::vector<float> v(count);
     // Correctness: rank r contributes r + 1 everywhere; every element must be n(n+1)/2.
     std::fill(v.begin(), v.end(), static_cast<float>(rank + 1));
-    const std::string what = "the all-reduce of " + std::to_string(bytes) + " bytes";
-    comm->all_reduce({v.data(), count, DType::kFloat32}, waits.options(what + " checked"))->wait();
+    const std::string what = "the table's all-reduce of " + std::to_string(bytes) + " bytes";
+    waits.wait(comm->all_reduce({v.data(), count, DType::kFloat32}, waits.options("the table's checked row")), v);
     const float want = n * (n + 1) / 2.0f;
     const bool ok = std::all_of(v.begin(), v.end(), [&](float x) { return x == want; });
     std::vector<double> wrong_ranks{ok ? 0.0 : 1.0};
-    collectives::sum_over_ranks(*comm, wrong_ranks, o.collective_timeout_seconds, "the ranks' checks of " + what);
+    waits.wait(
+        comm->all_reduce({wrong_ranks.data(), 1, DType::kFloat64}, waits.options("the ranks' checks of " + what)),
+        wrong_ranks);
     const bool any_bad = wrong_ranks[0] > 0;
     errors += any_bad;
     std::vector<double> times;
-    const collectives::CollectiveOptions timed = waits.options(what);
+    const collectives::CollectiveOptions timed = waits.options("the table's timed row");
     for (int i = 0; i < o.warmup + o.iterations; ++i) {
       waits.barrier(what);
       const auto t0 = Clock::now();
-      comm->all_reduce({v.data(), count, DType::kFloat32}, timed)->wait();
+      waits.wait(comm->all_reduce({v.data(), count, DType::kFloat32}, timed), v);
       const double t = waits.max_over_ranks(seconds_since(t0), what);
       if (i >= o.warmup) times.push_back(t);
     }
@@ -241,9 +286,9 @@ int measure(const CommBenchOptions& o) {
 // The reducer on a model's gradient against one all-reduce of the same bytes (MPI_Iallreduce, the call the reducer
 // makes for each bucket), then (with --overlap-model) the exposed communication of real training steps; figures added
 // to `summary`.
-void reducer_versus_one_shot(const CommBenchOptions& o, const Waits& waits, nlohmann::json& summary,
+void reducer_versus_one_shot(const CommBenchOptions& o, Waits& waits, nlohmann::json& summary,
                              const std::function<void(const std::string&)>& say) {
-  collectives::Communicator* comm = &waits.comm;
+  collectives::Communicator* comm = &waits.comm();
   const int n = comm->info().world_size, rank = comm->info().rank;
   collectives::ReducerOptions reducer_options;
   reducer_options.timeout_seconds = o.collective_timeout_seconds;
@@ -270,8 +315,8 @@ void reducer_versus_one_shot(const CommBenchOptions& o, const Waits& waits, nloh
     waits.barrier(one_shot);
     t0 = Clock::now();
     MPI_Request r;
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(flat.size()), MPI_FLOAT, MPI_SUM,
-                             MPI_COMM_WORLD, &r));
+    MPI_CHECK(
+        MPI_Iallreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(flat.size()), MPI_FLOAT, MPI_SUM, waits.own(), &r));
     waits.wait(r, flat, t0, one_shot);
     const double to = waits.max_over_ranks(seconds_since(t0), one_shot);
     if (i >= o.warmup) reducer_times.push_back(tr), oneshot_times.push_back(to);
@@ -283,6 +328,7 @@ void reducer_versus_one_shot(const CommBenchOptions& o, const Waits& waits, nloh
                   {"buckets", reducer.buckets().size()},
                   {"reducer_s", median(reducer_times)},
                   {"oneshot_s", median(oneshot_times)},
+                  {"oneshot_call", "MPI_Iallreduce"},  // the call the reducer makes for each bucket
                   {"reducer_busbw", reducer_busbw},
                   {"oneshot_busbw", oneshot_busbw},
                   {"reducer_vs_oneshot", reducer_busbw / oneshot_busbw}});
@@ -338,7 +384,7 @@ void reducer_versus_one_shot(const CommBenchOptions& o, const Waits& waits, nloh
 }  // namespace
 
 int bench_comm(const CommBenchOptions& o) {
-  return naming_the_timeout_flag([&] { return measure(o); }, "its all-reduces or training steps");
+  return naming_the_timeout_flag([&] { return measure(o); }, "its ping-pong, all-reduces or training steps");
 }
 
 }  // namespace joule::tools

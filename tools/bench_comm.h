@@ -1,8 +1,8 @@
 // `joule bench comm`: an nccl-tests-style all-reduce table (bytes, time, algbw, busbw =
 // algbw * 2(n-1)/n, results checked), then the reducer's bucketed all-reduce of a model's gradient
 // against one all-reduce of the same bytes, and (with a model) exposed communication in real
-// training steps. Run under mpirun; rank 0 prints. Every wait for the other ranks ends within
-// collective_timeout_seconds (a CollectiveTimeout naming the operation and --collective-timeout).
+// training steps. Run under mpirun; rank 0 prints. Once MPI has started, every wait for the other
+// ranks ends within collective_timeout_seconds (a CollectiveTimeout naming the operation and --collective-timeout).
 #pragma once
 
 #include <cstdint>

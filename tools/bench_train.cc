@@ -307,7 +307,7 @@ std::string measure(const TrainBenchOptions& o) {
 }  // namespace
 
 std::string bench_train(const TrainBenchOptions& o) {
-  return naming_the_timeout_flag([&] { return measure(o); }, "its steps");
+  return naming_the_timeout_flag([&] { return measure(o); }, "its start or steps");
 }
 
 }  // namespace joule::tools

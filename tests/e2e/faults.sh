@@ -110,10 +110,11 @@ stall_bench() {
   timeout -k 10 120 "$mpiexec" "${MPI_ARGS[@]}" "$joule" "$@" --collective-timeout 5 > "$name.log" 2>&1 &
   local launcher=$!
   for _ in $(seq 1 600); do grep -q "^$ready" "$name.log" 2>/dev/null && break; sleep 0.1; done
+  grep -q "^$ready" "$name.log" || { kill $launcher; cat "$name.log"; fail "$name: no line '$ready' within 60 s"; }
   sleep 2
   victim=$(e2e_rank_pid " $*" 1)
-  [[ -n "$victim" ]] || { kill $launcher; cat "$name.log"; fail "$name: no process of rank 1 to stop"; }
-  victim_cmdline=$(tr '\0' ' ' < /proc/$victim/cmdline)
+  victim_cmdline=$(tr '\0' ' ' < /proc/$victim/cmdline 2>/dev/null)
+  [[ -n "$victim" && -n "$victim_cmdline" ]] || { kill $launcher; cat "$name.log"; fail "$name: no process of rank 1 to stop"; }
   trap release_victim EXIT
   local start rc elapsed
   start=$(date +%s)
@@ -129,7 +130,7 @@ stall_bench() {
 }
 # Whatever ends the job, the stopped rank is continued and killed (if it is still that process).
 release_victim() {
-  [[ "$(tr '\0' ' ' < /proc/$victim/cmdline 2>/dev/null)" == "$victim_cmdline" ]] || return 0
+  [[ -n "$victim_cmdline" && "$(tr '\0' ' ' < /proc/$victim/cmdline 2>/dev/null)" == "$victim_cmdline" ]] || return 0
   kill -CONT "$victim" 2>/dev/null
   kill -KILL "$victim" 2>/dev/null
 }
