@@ -148,13 +148,32 @@ GradientReducer::~GradientReducer() {
   *alive_ = false;
   alive_.reset();
   detach_hooks();
+  // Never free a buffer MPI may still write to: a bucket's operation still in flight is waited for, and where it
+  // failed or timed out (so still in flight), every tensor of the reducer is kept to the end of the job, which the
+  // error ends.
   for (auto& b : buckets_)
     if (b->work && !b->work->completed()) {
       try {
-        b->work->wait();  // never free a buffer MPI may still write to
+        b->work->wait();
       } catch (...) {
       }
+      abandoned_ = abandoned_ || !b->work->completed();
     }
+  if (!abandoned_) return;
+  static auto* kept = new std::vector<torch::Tensor>;  // never freed, not even at exit: MPI may still write
+  for (auto& b : buckets_)
+    for (const torch::Tensor& t : {b->flat, b->wire, b->parameters, b->master})
+      if (t.defined()) kept->push_back(t);
+  for (auto& [name, p] : params_) kept->push_back(p);
+}
+
+void GradientReducer::wait_all(const std::vector<WorkHandle>& works) {
+  try {
+    for (auto& w : works) w->wait();
+  } catch (...) {
+    abandoned_ = true;
+    throw;
+  }
 }
 
 void GradientReducer::broadcast_parameters(int root) {
@@ -170,7 +189,7 @@ void GradientReducer::broadcast_parameters(int root) {
     o.timeout_seconds = options_.timeout_seconds;
     works.push_back(comm_.broadcast(buffer_of(p), root, o));
   }
-  for (auto& w : works) w->wait();
+  wait_all(works);
 }
 
 void GradientReducer::zero_grad() {
@@ -247,7 +266,7 @@ void GradientReducer::gather_parameters() {
     works.push_back(comm_.all_gather(buffer_of(b.parameters), buffer_of(block_of(b.parameters, b.block)), o));
     stats_.gather_bytes += static_cast<size_t>(b.parameters.numel() * b.parameters.element_size());
   }
-  for (auto& w : works) w->wait();
+  wait_all(works);
   stats_.gather_seconds = since(t0);
 }
 

@@ -123,6 +123,8 @@ class GradientReducer {
   void retype_bf16_buckets(torch::ScalarType dtype, F retype);  // the bucket's parameters become views of `storage`
   void attach_hooks();  // mark_ready after every parameter's gradient accumulation (again after a dtype change)
   void detach_hooks();
+  // Waits for each; where one throws, the reducer's tensors are marked as MPI's until the job ends (abandoned_).
+  void wait_all(const std::vector<WorkHandle>& works);
 
   Communicator& comm_;
   ReducerOptions options_;
@@ -143,6 +145,9 @@ class GradientReducer {
   std::chrono::steady_clock::time_point begin_;
   ReducerStats stats_;
   std::shared_ptr<bool> alive_;
+  // A broadcast or gather failed or timed out with operations maybe still in flight: the destructor keeps every tensor
+  // they read or write (the error ends the job; freeing them would let a late peer's data land in freed memory).
+  bool abandoned_ = false;
 };
 
 }  // namespace joule::collectives

@@ -281,6 +281,41 @@ TEST(Reducer, AccumulationCommunicatesOnceAndEqualsOneLargeBatch) {
   expect_close(got, reference_grads(all, 6), 1e-4, 1e-6);
 }
 
+// A bucket whose all-reduce timed out is still MPI's: the reducer's destructor keeps its memory, and the result that
+// a late rank completes the operation with lands there, not in freed memory (freed, ASan's build reports MPI's sends
+// reading it: heap-use-after-free in mca_btl_vader_sendi).
+TEST(Reducer, ATimedOutBucketStaysMpisAfterTheReducerIsGone) {
+  const int n = comm().info().world_size, r = comm().info().rank;
+  const float average = (n + 1) / 2.0f;  // of r + 1 over the ranks
+  const auto start = std::chrono::steady_clock::now();
+  const float* gradient = nullptr;
+  {
+    std::vector<std::pair<std::string, torch::Tensor>> params{{"w", torch::zeros({64}).set_requires_grad(true)}};
+    ReducerOptions o;
+    o.timeout_seconds = r == 0 ? 60 : 0.5;
+    GradientReducer reducer(params, comm(), o);
+    reducer.zero_grad();
+    reducer.begin_micro_batch(true);
+    if (r == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // past the others' timeout
+    (params[0].second * static_cast<float>(r + 1)).sum().backward();           // launches the one bucket
+    gradient = params[0].second.grad().data_ptr<float>();
+    if (r == 0) {
+      reducer.finish();
+      EXPECT_EQ(gradient[63], average);
+    } else {
+      EXPECT_THROW(reducer.finish(), CollectiveTimeout);
+    }
+  }  // elsewhere than rank 0 the reducer and the parameter go with the all-reduce in flight
+  // Rank 0 arrives at 1.5 s and the operation completes on the communicator's thread; a barrier submitted well after
+  // (that thread takes the queue's mutex between its tests) orders its writes before the reads below.
+  std::this_thread::sleep_until(start + std::chrono::seconds(4));
+  comm().barrier();
+  if (r != 0) {
+    EXPECT_EQ(gradient[0], average);
+    EXPECT_EQ(gradient[63], average);
+  }
+}
+
 TEST(Reducer, Bf16CompressionStaysCloseToFp32) {
   const int n = comm().info().world_size, r = comm().info().rank;
   auto all = joule::models::synthetic_batch(tiny(), n * 2, 16, 3, 79);
