@@ -225,7 +225,7 @@ int measure(const CommBenchOptions& o) {
     // Correctness: rank r contributes r + 1 everywhere; every element must be n(n+1)/2.
     std::fill(v.begin(), v.end(), static_cast<float>(rank + 1));
     const std::string what = "the table's all-reduce of " + std::to_string(bytes) + " bytes";
-    waits.wait(comm->all_reduce({v.data(), count, DType::kFloat32}, waits.options("the table's checked row")), v);
+    waits.wait(comm->all_reduce({v.data(), count, DType::kFloat32}, waits.options(what + " (checked)")), v);
     const float want = n * (n + 1) / 2.0f;
     const bool ok = std::all_of(v.begin(), v.end(), [&](float x) { return x == want; });
     std::vector<double> wrong_ranks{ok ? 0.0 : 1.0};
@@ -235,7 +235,7 @@ int measure(const CommBenchOptions& o) {
     const bool any_bad = wrong_ranks[0] > 0;
     errors += any_bad;
     std::vector<double> times;
-    const collectives::CollectiveOptions timed = waits.options("the table's timed row");
+    const collectives::CollectiveOptions timed = waits.options(what);
     for (int i = 0; i < o.warmup + o.iterations; ++i) {
       waits.barrier(what);
       const auto t0 = Clock::now();
