@@ -14,6 +14,7 @@
 #include <iostream>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "collectives/communicator.h"
 #include "collectives/mpi_check.h"
@@ -26,6 +27,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int kSpinMicroseconds = 200;  // tight polling after a launch or completion
 constexpr int kSleepMicroseconds = 20;  // then between tests
+// An all-reduce of at least this many bytes runs as joule's ring (MpiCommunicator::start says why); smaller ones,
+// which latency rules, as the MPI library's.
+constexpr size_t kRingAllReduceBytes = size_t{1} << 20;
 // Elements per MPI call (< INT_MAX). JOULE_MPI_MAX_CHUNK lowers it, so tests can cross the split.
 size_t max_chunk() {
   static const size_t chunk = [] {
@@ -155,16 +159,17 @@ const char* kind_name(Kind k) {
 }
 
 struct Op {
-  Kind kind;
+  Kind kind = Kind::kBarrier;
   Buffer out, in;  // in-place operations use `out`
   int root = 0;
   CollectiveOptions options;
   std::shared_ptr<MpiWork> work;
   std::vector<MPI_Request> requests;
-  // The in-place reduce-scatter runs as a ring of point-to-point steps (MpiCommunicator::ring_step): which step is in
-  // flight, the tag of this operation's messages, and the block received in it.
+  // The in-place reduce-scatter and a large all-reduce run as a ring of point-to-point steps
+  // (MpiCommunicator::post_ring_step): which step is in flight, how many there are, the tag of this operation's
+  // messages, and the block received in a reducing step.
   bool ring = false;
-  int ring_step = 0, ring_tag = 0;
+  int ring_step = 0, ring_steps = 0, ring_tag = 0;
   std::vector<char> ring_block;
 };
 
@@ -250,8 +255,13 @@ class MpiCommunicator : public Communicator {
       throw CollectiveError(std::string(kind_name(kind)) + ": more than INT_MAX elements per rank is not supported");
     std::string what = std::string(kind_name(kind)) + (o.label.empty() ? "" : " '" + o.label + "'");
     if (kind != Kind::kBarrier) what += " of " + std::to_string(std::max(out.bytes(), in.bytes())) + " bytes";
-    auto op = std::make_shared<Op>(Op{
-        kind, out, in, root, o, std::make_shared<MpiWork>(what, o.timeout_seconds, info_.rank), {}, false, 0, 0, {}});
+    auto op = std::make_shared<Op>();
+    op->kind = kind;
+    op->out = out;
+    op->in = in;
+    op->root = root;
+    op->options = o;
+    op->work = std::make_shared<MpiWork>(what, o.timeout_seconds, info_.rank);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (failed_)
@@ -291,6 +301,15 @@ class MpiCommunicator : public Communicator {
     MPI_Request r;
     switch (op.kind) {
       case Kind::kAllReduce:
+        // Large ones (the reducer's buckets) as joule's own ring, so that neither the algorithm nor the order of the
+        // additions depends on the MPI library or its settings (Open MPI's libnbc takes a binomial tree below 4
+        // ranks unless told otherwise: launch/process.h prefer_ring_allreduce). Its ring, so told, allocates a
+        // temporary of the whole buffer per operation; this one a block: the bert-base gradient's 17 buckets in 0.107
+        // s against 0.131 (2 ranks on one host, `joule bench comm`, BENCHMARKS.md).
+        if (ring_all_reduce_applies(op)) {
+          start_ring(op, 2 * (info_.world_size - 1), (op.out.count + info_.world_size - 1) / info_.world_size);
+          break;
+        }
         for (size_t begin = 0; begin < op.out.count; begin += max_chunk()) {
           const int n = static_cast<int>(std::min(max_chunk(), op.out.count - begin));
           MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, base + begin * elem, n, type, mpi_sum(op.out.dtype), comm_.get(), &r));
@@ -318,10 +337,7 @@ class MpiCommunicator : public Communicator {
         // whole buffer to rank 0 in a binomial tree, then scatters it: every message the whole bucket, two
         // bucket-sized temporaries per operation in flight, all the arithmetic on rank 0.
         if (is_rank_block(op.out, op.in, info_.rank) && info_.world_size > 1) {
-          op.ring = true;
-          op.ring_tag = 1 + static_cast<int>(ring_operations_++ % 30000);
-          op.ring_block.resize(op.out.bytes());
-          post_ring_step(op);
+          start_ring(op, info_.world_size - 1, op.out.count);
           break;
         }
         // Out of place, or in place on one rank (MPI_IN_PLACE: the result stays at the start, rank 0's block).
@@ -337,35 +353,71 @@ class MpiCommunicator : public Communicator {
     }
   }
 
-  // Ring reduce-scatter over n ranks, in n - 1 steps: in step s this rank sends block (rank - s - 1) mod n of the
-  // buffer to the next rank and receives block (rank - s - 2) mod n from the previous one, which it adds into its own
-  // copy of that block; the block it sends next is the one it has just added to. After the last step its own block,
-  // (rank - n) mod n, holds every rank's sum. Each rank sends and receives (n - 1) / n of the buffer, adds as much,
-  // and keeps one block as a temporary.
+  bool ring_all_reduce_applies(const Op& op) const {
+    const size_t n = static_cast<size_t>(info_.world_size);
+    return n > 1 && op.out.bytes() >= kRingAllReduceBytes && op.out.count >= n &&
+           (op.out.count + n - 1) / n <= static_cast<size_t>(INT_MAX);
+  }
+
+  // The ring's buffer, cut into world_size blocks: a reduce-scatter's input (its blocks all the size of the output),
+  // an all-reduce's buffer (block b its elements [b C / n, (b + 1) C / n)).
+  char* ring_buffer(const Op& op) const {
+    return static_cast<char*>(op.kind == Kind::kAllReduce ? op.out.data : op.in.data);
+  }
+  std::pair<size_t, size_t> ring_block_range(const Op& op, int block) const {  // first element, count
+    const size_t b = static_cast<size_t>(block), n = static_cast<size_t>(info_.world_size);
+    if (op.kind != Kind::kAllReduce) return {b * op.out.count, op.out.count};
+    const size_t first = b * op.out.count / n;
+    return {first, (b + 1) * op.out.count / n - first};
+  }
+
+  void start_ring(Op& op, int steps, size_t largest_block) {
+    op.ring = true;
+    op.ring_steps = steps;
+    op.ring_tag = 1 + static_cast<int>(ring_operations_++ % 30000);
+    op.ring_block.resize(largest_block * dtype_bytes(op.out.dtype));
+    post_ring_step(op);
+  }
+
+  // A ring over n ranks. Its first n - 1 steps reduce and scatter: in step s this rank sends block (rank - s - 1) mod n
+  // to the next rank and receives block (rank - s - 2) mod n from the previous one, which it adds into its own copy of
+  // that block; the block it sends next is the one it has just added to. After them its own block, (rank - n) mod n =
+  // rank, holds every rank's sum. An all-reduce's next n - 1 steps pass the summed blocks round: in step t it sends
+  // block (rank - t) mod n and receives block (rank - t - 1) mod n in place. Each rank sends and receives (n - 1) / n
+  // of the buffer per half, adds as much, and keeps one block as a temporary.
   void post_ring_step(Op& op) {
     const int n = info_.world_size, rank = info_.rank, s = op.ring_step;
-    const int send_block = ((rank - s - 1) % n + n) % n, next = (rank + 1) % n, previous = (rank - 1 + n) % n;
+    const bool gather = s >= n - 1;
+    const int t = gather ? s - (n - 1) : s + 1;
+    const auto mod = [n](int b) { return (b % n + n) % n; };
+    const auto [send_first, send_count] = ring_block_range(op, mod(rank - t));
+    const auto [receive_first, receive_count] = ring_block_range(op, mod(rank - t - 1));
     const MPI_Datatype type = mpi_type(op.out.dtype);
-    const int count = static_cast<int>(op.out.count);
-    auto* base = static_cast<char*>(op.in.data);
+    const size_t elem = dtype_bytes(op.out.dtype);
+    char* base = ring_buffer(op);
     MPI_Request r;
-    MPI_CHECK(MPI_Irecv(op.ring_block.data(), count, type, previous, op.ring_tag, comm_.get(), &r));
-    op.requests.push_back(r);
-    MPI_CHECK(MPI_Isend(base + static_cast<size_t>(send_block) * op.out.bytes(), count, type, next, op.ring_tag,
+    // The send first: over Open MPI's TCP transport between 2 nodes (tests/cluster/alpha_beta.sh's shaped links) a
+    // 4 MiB all-reduce took twice the wire time with the receive posted first, the line rate with the send first.
+    MPI_CHECK(MPI_Isend(base + send_first * elem, static_cast<int>(send_count), type, mod(rank + 1), op.ring_tag,
                         comm_.get(), &r));
+    op.requests.push_back(r);
+    MPI_CHECK(MPI_Irecv(gather ? base + receive_first * elem : op.ring_block.data(), static_cast<int>(receive_count),
+                        type, mod(rank - 1), op.ring_tag, comm_.get(), &r));
     op.requests.push_back(r);
   }
 
-  // After an operation's requests completed: true when it is done; a ring with steps left reduces what it received
-  // and posts its next step.
+  // After an operation's requests completed: true when it is done; a ring adds what a reducing step received and
+  // posts its next step.
   bool finish_stage(Op& op) {
     if (!op.ring) return true;
     const int n = info_.world_size, s = op.ring_step;
-    const int block = ((info_.rank - s - 2) % n + n) % n;
-    MPI_CHECK(MPI_Reduce_local(op.ring_block.data(), static_cast<char*>(op.in.data) + block * op.out.bytes(),
-                               static_cast<int>(op.out.count), mpi_type(op.out.dtype), mpi_sum(op.out.dtype)));
+    if (s < n - 1) {
+      const auto [first, count] = ring_block_range(op, ((info_.rank - s - 2) % n + n) % n);
+      MPI_CHECK(MPI_Reduce_local(op.ring_block.data(), ring_buffer(op) + first * dtype_bytes(op.out.dtype),
+                                 static_cast<int>(count), mpi_type(op.out.dtype), mpi_sum(op.out.dtype)));
+    }
     op.requests.clear();
-    if (++op.ring_step == n - 1) return true;
+    if (++op.ring_step == op.ring_steps) return true;
     post_ring_step(op);
     return false;
   }

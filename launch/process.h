@@ -36,11 +36,11 @@ void start_with_thread_environment(char** argv, char** envp, bool serving, bool 
 // The OMP_WAIT_POLICY restart_with_thread_environment gives a process that does not set one.
 const char* default_wait_policy(bool serving, bool gemms_on_openblas_threads);
 
-// Open MPI runs joule's nonblocking all-reduce (MPI_Iallreduce) in coll/libnbc, which left to itself takes a
-// binomial reduce + broadcast below 4 ranks and for in-place buffers: twice the ring's bytes over every link
-// (measured on emulated links: half the bus bandwidth; VALIDATION.md). Selects libnbc's ring unless the job's
-// environment already chose (OMPI_MCA_coll_libnbc_iallreduce_algorithm). Must run before MPI_Init; other MPIs
-// ignore the variable.
+// Open MPI runs a nonblocking all-reduce (MPI_Iallreduce) in coll/libnbc, which left to itself takes a binomial
+// reduce + broadcast below 4 ranks and for in-place buffers: twice the ring's bytes over every link (measured on
+// emulated links: half the bus bandwidth; VALIDATION.md). joule's all-reduces of 1 MiB or more are its own ring
+// (collectives/mpi_communicator.cc); for the smaller ones this selects libnbc's ring unless the job's environment
+// already chose (OMPI_MCA_coll_libnbc_iallreduce_algorithm). Must run before MPI_Init; other MPIs ignore the variable.
 void prefer_ring_allreduce();
 
 // Initializes MPI once with MPI_THREAD_MULTIPLE (required: the communicator's progress thread issues and tests

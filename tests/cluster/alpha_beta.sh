@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The α-β model (trainer/sim/alpha_beta.h) against measured links: emulated nodes whose links are shaped to RATE
-# (tc tbf), one rank per node, Open MPI over TCP with its ring all-reduce forced (the algorithm the model describes).
+# (tc tbf), one rank per node, Open MPI over TCP, the all-reduce a ring (the algorithm the model describes).
 #  1. α and β of one link from a ping-pong between node 1 and node 2 (`joule bench comm --pingpong`: one-way times
 #     of 1 KiB - 16 MiB; β from the slope between 4 and 16 MiB, α from 1 KiB);
 #  2. the all-reduce's bus bandwidth at each node count for 4 MiB to MAX_BYTES (x4), measured, and predicted by the
@@ -31,9 +31,9 @@ largest=0
 for n in $counts; do (( n > largest )) && largest=$n; done
 (( largest >= 2 )) || fail "node counts '$counts': at least one must be 2 or more"
 cluster_up "$largest" "$rate" || fail "could not make $largest emulated nodes"
-# Open MPI's ring all-reduce whatever the message size and rank count. joule's collectives are nonblocking
-# (MPI_Iallreduce), which Open MPI runs in coll/libnbc: left to itself, libnbc takes a binomial reduce + broadcast
-# below 4 ranks, which moves twice the ring's bytes over each link.
+# From 1 MiB (every size measured here) joule's all-reduce is its own ring (collectives/mpi_communicator.cc). Below
+# it, MPI_Iallreduce: these flags make that Open MPI's ring too, whatever the message size and rank count (left to
+# itself, libnbc takes a binomial reduce + broadcast below 4 ranks, which moves twice the ring's bytes over each link).
 ring=(--mca coll_libnbc_iallreduce_algorithm 1 --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm 4
       -x OMP_NUM_THREADS=1)
 

@@ -2,9 +2,9 @@
 # joule train across emulated nodes (links at 500 Mbit/s): the same global batch on 1 node x 4 ranks and on 4 nodes x
 # 1 rank, a ZeRO-1 checkpoint of 2 nodes resumed on 1 node and on 2, then on 4 nodes with one straggler. The summary
 # says how many nodes and bills that many instances; energy is counted once per node; the final weights are
-# bit-identical. joule does not fix the reduction order itself: it selects Open MPI's ring (libnbc, launch/runtime.h),
-# whose order follows the ranks, not where they are, so 4 ranks sum in the same order on 1 node and on 4 (the test
-# would catch a launcher or MPI that does otherwise).
+# bit-identical. The buckets' all-reduce is joule's own ring (collectives/mpi_communicator.cc), whose order follows the
+# ranks, not where they are, so 4 ranks sum in the same order on 1 node and on 4 (the test would catch a launcher or a
+# change that does otherwise).
 # usage: train.sh JOULE WORKDIR     exits 77 (ctest: skipped) with the reason when namespaces are unavailable
 set -uo pipefail
 joule=$1 work=$2
