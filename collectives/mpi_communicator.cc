@@ -527,7 +527,7 @@ class MpiCommunicator : public Communicator {
   MpiDatatype half_type_;
   MpiOp sum_bf16_, sum_fp16_;
   bool abandoned_ = false;        // the progress thread stopped with operations still in flight (read after join)
-  uint64_t ring_operations_ = 0;  // ring reduce-scatters started: their tags (the same order on every rank)
+  uint64_t ring_operations_ = 0;  // rings started (reduce-scatters, large all-reduces): their tags
   std::atomic<bool> aborted_{false};
 
   std::mutex mutex_;
