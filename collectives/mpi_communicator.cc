@@ -166,9 +166,8 @@ struct Op {
   std::shared_ptr<MpiWork> work;
   std::vector<MPI_Request> requests;
   // The in-place reduce-scatter and a large all-reduce run as a ring of point-to-point steps
-  // (MpiCommunicator::post_ring_step): which step is in flight, how many there are, the tag of this operation's
-  // messages, and the block received in a reducing step.
-  bool ring = false;
+  // (MpiCommunicator::post_ring_step): which step is in flight, how many there are (0: not a ring), the tag of this
+  // operation's messages, and the block received in a reducing step.
   int ring_step = 0, ring_steps = 0, ring_tag = 0;
   std::vector<char> ring_block;
 };
@@ -364,6 +363,7 @@ class MpiCommunicator : public Communicator {
   char* ring_buffer(const Op& op) const {
     return static_cast<char*>(op.kind == Kind::kAllReduce ? op.out.data : op.in.data);
   }
+  int ring_index(int i) const { return (i % info_.world_size + info_.world_size) % info_.world_size; }  // i mod n
   std::pair<size_t, size_t> ring_block_range(const Op& op, int block) const {  // first element, count
     const size_t b = static_cast<size_t>(block), n = static_cast<size_t>(info_.world_size);
     if (op.kind != Kind::kAllReduce) return {b * op.out.count, op.out.count};
@@ -372,7 +372,6 @@ class MpiCommunicator : public Communicator {
   }
 
   void start_ring(Op& op, int steps, size_t largest_block) {
-    op.ring = true;
     op.ring_steps = steps;
     op.ring_tag = 1 + static_cast<int>(ring_operations_++ % 30000);
     op.ring_block.resize(largest_block * dtype_bytes(op.out.dtype));
@@ -389,30 +388,28 @@ class MpiCommunicator : public Communicator {
     const int n = info_.world_size, rank = info_.rank, s = op.ring_step;
     const bool gather = s >= n - 1;
     const int t = gather ? s - (n - 1) : s + 1;
-    const auto mod = [n](int b) { return (b % n + n) % n; };
-    const auto [send_first, send_count] = ring_block_range(op, mod(rank - t));
-    const auto [receive_first, receive_count] = ring_block_range(op, mod(rank - t - 1));
+    const auto [send_first, send_count] = ring_block_range(op, ring_index(rank - t));
+    const auto [receive_first, receive_count] = ring_block_range(op, ring_index(rank - t - 1));
     const MPI_Datatype type = mpi_type(op.out.dtype);
     const size_t elem = dtype_bytes(op.out.dtype);
     char* base = ring_buffer(op);
     MPI_Request r;
     // The send first: over Open MPI's TCP transport between 2 nodes (tests/cluster/alpha_beta.sh's shaped links) a
     // 4 MiB all-reduce took twice the wire time with the receive posted first, the line rate with the send first.
-    MPI_CHECK(MPI_Isend(base + send_first * elem, static_cast<int>(send_count), type, mod(rank + 1), op.ring_tag,
+    MPI_CHECK(MPI_Isend(base + send_first * elem, static_cast<int>(send_count), type, ring_index(rank + 1), op.ring_tag,
                         comm_.get(), &r));
     op.requests.push_back(r);
     MPI_CHECK(MPI_Irecv(gather ? base + receive_first * elem : op.ring_block.data(), static_cast<int>(receive_count),
-                        type, mod(rank - 1), op.ring_tag, comm_.get(), &r));
+                        type, ring_index(rank - 1), op.ring_tag, comm_.get(), &r));
     op.requests.push_back(r);
   }
 
   // After an operation's requests completed: true when it is done; a ring adds what a reducing step received and
   // posts its next step.
   bool finish_stage(Op& op) {
-    if (!op.ring) return true;
-    const int n = info_.world_size, s = op.ring_step;
-    if (s < n - 1) {
-      const auto [first, count] = ring_block_range(op, ((info_.rank - s - 2) % n + n) % n);
+    if (op.ring_steps == 0) return true;
+    if (op.ring_step < info_.world_size - 1) {  // the block post_ring_step received into ring_block
+      const auto [first, count] = ring_block_range(op, ring_index(info_.rank - op.ring_step - 2));
       MPI_CHECK(MPI_Reduce_local(op.ring_block.data(), ring_buffer(op) + first * dtype_bytes(op.out.dtype),
                                  static_cast<int>(count), mpi_type(op.out.dtype), mpi_sum(op.out.dtype)));
     }
